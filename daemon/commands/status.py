@@ -1,0 +1,26 @@
+"""`status` and `shutdown`: the daemon itself."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from yagent.ipc.messages import Ack, DaemonStatus, Shutdown, StatusRequest
+
+from . import command
+
+
+@command(StatusRequest)
+async def status(daemon, msg: StatusRequest) -> DaemonStatus:
+    return DaemonStatus(
+        id=msg.id, pid=os.getpid(), version=daemon.version, started_at=daemon.started_at,
+        runtime_dir=str(daemon.paths.root), home=str(daemon.home), live_workers=len(daemon.slots.live),
+        max_workers=daemon.slots.limit, tasks_running=sum(1 for t in daemon.tasks.values() if t.in_flight),
+        leases=daemon.leases.stats(), runs_started=daemon.runs_started, shutting_down=daemon.shutting_down)
+
+
+@command(Shutdown)
+async def shutdown(daemon, msg: Shutdown) -> Ack:
+    # Reply first: the shutdown tears the control socket down.
+    asyncio.get_running_loop().call_soon(daemon.request_shutdown)
+    return Ack(id=msg.id, detail="shutting down")

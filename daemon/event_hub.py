@@ -1,0 +1,172 @@
+"""Event hub: stamps a per-task monotonic seq, keeps a bounded ring, appends a log, publishes.
+
+Every published frame is `[topic = task id, PublishedEvents]`. PUB drops silently at its high-water
+mark, so clients detect gaps by seq and ask for the range (`replay`). The ring answers recent ranges
+from memory; the per-task log file (`$YAGENT_HOME/events/{task}.log`, a stream of the very frames we
+published) answers older ones and survives daemon restarts, so a late client can still replay a task
+from its first event. `dropped` counts requested events that neither could provide.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import msgpack
+import zmq
+
+from yagent.ipc.messages import PublishedEvents
+from yagent.ipc.records import encode
+
+__all__ = ["EventHub", "ReplayPage"]
+
+log = logging.getLogger(__name__)
+
+
+class _TaskEvents:
+    __slots__ = ("last_seq", "log", "ring")
+
+    def __init__(self, ring_size: int, last_seq: int) -> None:
+        self.ring: deque[list[Any]] = deque(maxlen=ring_size)
+        self.last_seq = last_seq
+        self.log: BinaryIO | None = None
+
+
+class ReplayPage:
+    __slots__ = ("dropped", "events", "first_available", "last_seq", "more")
+
+    def __init__(self, events: list[list[Any]], last_seq: int, first_available: int, dropped: int, more: bool):
+        self.events = events
+        self.last_seq = last_seq
+        self.first_available = first_available
+        self.dropped = dropped
+        self.more = more
+
+
+class EventHub:
+    def __init__(self, pub: zmq.Socket, events_dir: Path, ring_size: int,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._pub = pub
+        self._dir = events_dir
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._ring_size = ring_size
+        self._tasks: dict[str, _TaskEvents] = {}
+        self._clock = clock
+        self.published = 0
+
+    # -- state --------------------------------------------------------------------------------------
+
+    def _log_path(self, task: str) -> Path:
+        return self._dir / f"{task}.log"
+
+    def _state(self, task: str) -> _TaskEvents:
+        state = self._tasks.get(task)
+        if state is None:
+            state = _TaskEvents(self._ring_size, self._last_seq_on_disk(task))
+            self._tasks[task] = state
+        return state
+
+    def _last_seq_on_disk(self, task: str) -> int:
+        last = 0
+        for item in self._read_log(task):
+            last = max(last, item[0])
+        return last
+
+    def _read_log(self, task: str):
+        path = self._log_path(task)
+        try:
+            fh = path.open("rb")
+        except FileNotFoundError:
+            return
+        with fh:
+            unpacker = msgpack.Unpacker(fh, raw=False)
+            try:
+                for frame in unpacker:
+                    if isinstance(frame, dict) and isinstance(frame.get("events"), list):
+                        yield from frame["events"]
+            except Exception:  # a torn final write after a crash: everything before it is intact
+                log.warning("event log %s ends with a partial frame; ignoring the tail", path)
+
+    def last_seq(self, task: str) -> int:
+        return self._state(task).last_seq
+
+    def close_task(self, task: str) -> None:
+        """Release the task's log handle (its turn ended); the ring stays for late clients."""
+        state = self._tasks.get(task)
+        if state and state.log is not None:
+            state.log.close()
+            state.log = None
+
+    def close(self) -> None:
+        for task in list(self._tasks):
+            self.close_task(task)
+
+    # -- publishing ---------------------------------------------------------------------------------
+
+    def publish_batch(self, task: str, run: str, agent: str, raw: list[Any]) -> int:
+        """Publish a worker's batch of `[type, ts, data]` items; malformed items are skipped."""
+        state = self._state(task)
+        seq = state.last_seq
+        out: list[list[Any]] = []
+        for item in raw:
+            if (type(item) is list and len(item) == 3 and type(item[0]) is str
+                    and isinstance(item[1], int | float) and type(item[2]) is dict):
+                seq += 1
+                out.append([seq, run, agent, item[0], item[1], item[2]])
+        if out:
+            state.last_seq = seq
+            self._emit(task, state, out)
+        return len(out)
+
+    def publish(self, task: str, run: str, agent: str, type_: str, data: dict[str, Any]) -> int:
+        """Publish one daemon-originated event; returns its seq."""
+        state = self._state(task)
+        state.last_seq += 1
+        self._emit(task, state, [[state.last_seq, run, agent, type_, self._clock(), data]])
+        return state.last_seq
+
+    def _emit(self, task: str, state: _TaskEvents, events: list[list[Any]]) -> None:
+        state.ring.extend(events)
+        frame = encode(PublishedEvents(task=task, events=events))
+        if state.log is None:
+            state.log = self._log_path(task).open("ab")
+        state.log.write(frame)
+        state.log.flush()
+        try:
+            self._pub.send_multipart([task.encode(), frame], flags=zmq.NOBLOCK)
+        except zmq.Again:
+            pass  # PUB at its high-water mark; subscribers fill the gap by replay
+        self.published += len(events)
+
+    # -- replay -------------------------------------------------------------------------------------
+
+    def replay(self, task: str, after_seq: int, limit: int) -> ReplayPage:
+        limit = max(1, min(limit, 5000))
+        state = self._state(task)
+        ring = state.ring
+        if ring and ring[0][0] <= after_seq + 1:
+            start = after_seq + 1 - ring[0][0]
+            page = [ring[i] for i in range(max(0, start), min(len(ring), max(0, start) + limit))]
+            more = bool(page) and page[-1][0] < state.last_seq
+            return ReplayPage(page, state.last_seq, 1, 0, more)
+        if state.log is not None:
+            state.log.flush()
+        page: list[list[Any]] = []
+        first = 0
+        for item in self._read_log(task):
+            if not first:
+                first = item[0]
+            if item[0] > after_seq:
+                page.append(item)
+                if len(page) >= limit:
+                    break
+        if not first and ring:
+            first = ring[0][0]
+        first = first or state.last_seq + 1
+        dropped = max(0, min(first, state.last_seq + 1) - (after_seq + 1))
+        more = bool(page) and page[-1][0] < state.last_seq
+        return ReplayPage(page, state.last_seq, first, dropped, more)

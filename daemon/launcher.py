@@ -1,0 +1,142 @@
+"""Starting worker processes.
+
+`Launcher` is the narrow edge: `launch(run_id, agent) -> RunHandle`. The default starts each run from
+a `multiprocessing` forkserver whose server process has already imported the worker code (and loaded
+the tokenizer), so a start costs a fork rather than an interpreter boot. The forkserver must be
+running before the daemon creates its ZeroMQ context: libzmq's I/O threads do not survive a fork.
+Workers are children of the forkserver, not of the daemon, so they are tracked by pid, process
+group and the run id they carry in their environment.
+"""
+
+from __future__ import annotations
+
+import abc
+import multiprocessing
+import multiprocessing.context
+import os
+import signal
+from collections.abc import Sequence
+
+import psutil
+
+__all__ = ["MultiprocessingLauncher", "RunHandle", "kill_run_tree", "run_processes"]
+
+WORKER_ENTRY_MODULE = "yagent.workers.entry"
+RUN_ENV = "YAGENT_RUN_ID"
+
+
+class RunHandle(abc.ABC):
+    """One launched worker process."""
+
+    pid: int
+
+    @property
+    @abc.abstractmethod
+    def sentinel(self) -> int:
+        """A file descriptor that becomes readable when the process has exited."""
+
+    @abc.abstractmethod
+    def exitcode(self) -> int | None:
+        """The exit status once known (negative = killed by that signal), else None."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Free the handle's resources once the exit was observed."""
+
+
+class Launcher(abc.ABC):
+    @abc.abstractmethod
+    def start(self) -> None:
+        """Prepare (e.g. start the forkserver). Called once, before the daemon creates sockets."""
+
+    @abc.abstractmethod
+    def launch(self, run_id: str, agent: str, workers_endpoint: str) -> RunHandle: ...
+
+    def stop(self) -> None:  # noqa: B027 - optional hook
+        """Release launcher resources at daemon exit."""
+
+
+class _ProcessHandle(RunHandle):
+    def __init__(self, process: multiprocessing.process.BaseProcess) -> None:
+        self._process = process
+        assert process.pid is not None
+        self.pid = process.pid
+
+    @property
+    def sentinel(self) -> int:
+        return self._process.sentinel
+
+    def exitcode(self) -> int | None:
+        return self._process.exitcode
+
+    def close(self) -> None:
+        try:
+            self._process.close()
+        except ValueError:
+            pass  # still running: the caller reaps it later
+
+
+class MultiprocessingLauncher(Launcher):
+    """Launch workers with a multiprocessing start method ("forkserver" by default; "spawn" for baselines)."""
+
+    def __init__(self, method: str = "forkserver", preload: Sequence[str] = ()) -> None:
+        self.method = method
+        self._ctx = multiprocessing.get_context(method)
+        self._preload = [WORKER_ENTRY_MODULE, *preload]
+
+    def start(self) -> None:
+        if self.method == "forkserver":
+            self._ctx.set_forkserver_preload(self._preload)  # type: ignore[attr-defined]
+            from multiprocessing import forkserver
+
+            forkserver.ensure_running()
+
+    def launch(self, run_id: str, agent: str, workers_endpoint: str) -> RunHandle:
+        from yagent.workers.entry import worker_main  # the forkserver has it preloaded
+
+        process = self._ctx.Process(
+            target=worker_main,
+            args=(run_id, workers_endpoint, tuple(self._preload[1:])),
+            name=f"yagent-{agent}-{run_id}",
+            daemon=True,
+        )
+        process.start()
+        return _ProcessHandle(process)
+
+
+def run_processes(run_id: str, pid: int | None) -> list[psutil.Process]:
+    """Every live process belonging to a run: the worker, its descendants, and orphans it left behind.
+
+    Descendants are found through the parent chain; orphans that were re-parented (a crashed worker's
+    `run_bash` children in their own process group) are found by the run id in their environment.
+    """
+    found: dict[int, psutil.Process] = {}
+    if pid:
+        try:
+            root = psutil.Process(pid)
+            found[root.pid] = root
+            for child in root.children(recursive=True):
+                found[child.pid] = child
+        except psutil.Error:
+            pass
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid in found or proc.pid == me:
+            continue
+        try:
+            if proc.environ().get(RUN_ENV) == run_id:
+                found[proc.pid] = proc
+        except psutil.Error:
+            continue
+    return list(found.values())
+
+
+def kill_run_tree(run_id: str, pid: int | None, sig: int = signal.SIGKILL) -> int:
+    """Signal every process of the run; returns how many were signalled."""
+    procs = run_processes(run_id, pid)
+    for proc in procs:
+        try:
+            proc.send_signal(sig)
+        except psutil.Error:
+            pass
+    return len(procs)

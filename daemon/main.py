@@ -1,0 +1,99 @@
+"""`yagentd`: the supervisor daemon's entry point. Stays in the foreground, as systemd wants."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import logging.handlers
+import os
+import sys
+from pathlib import Path
+
+from yagent.ipc.config import ConfigError, load_settings
+from yagent.ipc.errors import RuntimeDirError
+from yagent.ipc.home import config_path, yagent_home
+from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
+
+from .instance_lock import AlreadyRunning, InstanceLock
+from .launcher import MultiprocessingLauncher
+from .sd_notify import SystemdNotifier
+from .supervisor import Daemon
+
+__all__ = ["main"]
+
+EXIT_USAGE = 2
+
+# Modules every worker needs, imported once in the forkserver so each run starts with a fork.
+PRELOAD = ("zmq", "msgpack", "httpx")
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("yagent")
+    except Exception:
+        return "0+unknown"
+
+
+def _setup_logging(home: Path, level: str) -> None:
+    logs = home / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(fmt)
+    filelog = logging.handlers.RotatingFileHandler(logs / "yagentd.log", maxBytes=5_000_000, backupCount=3)
+    filelog.setFormatter(fmt)
+    root = logging.getLogger()
+    root.handlers[:] = [stderr, filelog]
+    root.setLevel(getattr(logging, level.upper(), logging.INFO))
+
+
+def _fail(lines: list[str]) -> int:
+    for line in lines:
+        print(line, file=sys.stderr)
+    return EXIT_USAGE
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="yagentd", description="yagent supervisor daemon (runs in the foreground)")
+    parser.add_argument("--log-level", default=os.environ.get("YAGENT_LOG_LEVEL", "info"),
+                        choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--version", action="version", version=f"yagentd {_version()}")
+    args = parser.parse_args(argv)
+
+    home = yagent_home()
+    try:
+        paths = ensure_runtime_dir(resolve_runtime_dir())
+    except RuntimeDirError as exc:
+        return _fail([f"yagentd: {exc}"])
+    try:
+        settings = load_settings(config_path(home))
+    except ConfigError as exc:
+        return _fail(exc.lines())
+
+    lock = InstanceLock(paths.lock)
+    try:
+        lock.acquire()
+    except AlreadyRunning as exc:
+        return _fail([f"yagentd: {exc}"])
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        _setup_logging(home, args.log_level)
+        agent_modules = settings.table.get("daemon", {}).get("agent_modules", [])
+        if not isinstance(agent_modules, list) or not all(isinstance(m, str) for m in agent_modules):
+            return _fail(["configuration error: [daemon] agent_modules must be a list of module names",
+                          f"file: {config_path(home)}", "run `yagent setup` to fix it"])
+        launcher = MultiprocessingLauncher("forkserver", preload=(*PRELOAD, *agent_modules))
+        # Before any ZeroMQ context exists: libzmq's threads must not be inherited by a fork.
+        launcher.start()
+        daemon = Daemon(settings, paths, home, launcher, notifier=SystemdNotifier(), version=_version())
+        asyncio.run(daemon.serve())
+        return 0
+    finally:
+        lock.release()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

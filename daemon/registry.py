@@ -1,0 +1,286 @@
+"""The daemon's durable registry: projects, tasks, turns and runs in SQLite (WAL).
+
+Only the daemon writes it, from its event-loop thread, so there is one connection and no locking
+beyond SQLite's own. It survives restarts; on start, whatever a previous daemon left in flight is
+marked interrupted (`mark_interrupted`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from yagent.ipc.messages import RunSummary, TaskSummary, TurnSummary
+from yagent.ipc.vocabulary import RunStatus, StopReason, TaskState
+
+__all__ = ["ProjectRow", "Registry", "RunRow", "TaskRow", "new_run_id", "new_task_id", "project_id_for"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS projects (
+    id TEXT PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL REFERENCES projects(id),
+    title TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    last_seq INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS tasks_by_project ON tasks(project_id, updated_at);
+CREATE TABLE IF NOT EXISTS turns (
+    task_id TEXT NOT NULL REFERENCES tasks(id),
+    idx INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    state TEXT NOT NULL,
+    root_run TEXT NOT NULL DEFAULT '',
+    output TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    ended_at REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (task_id, idx)
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    task_id TEXT NOT NULL REFERENCES tasks(id),
+    turn INTEGER NOT NULL,
+    parent_run TEXT,
+    agent TEXT NOT NULL,
+    status TEXT NOT NULL,
+    stop_reason TEXT NOT NULL DEFAULT '',
+    call_id TEXT NOT NULL DEFAULT '',
+    input TEXT NOT NULL DEFAULT '',
+    output TEXT NOT NULL DEFAULT '',
+    error TEXT NOT NULL DEFAULT '',
+    pid INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    started_at REAL NOT NULL DEFAULT 0,
+    ended_at REAL NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS runs_by_task ON runs(task_id, created_at);
+"""
+
+_SCHEMA_VERSION = 1
+_LIVE_RUN = (RunStatus.QUEUED.value, RunStatus.STARTING.value, RunStatus.RUNNING.value)
+_LIVE_TASK = (TaskState.RUNNING.value, TaskState.PAUSED.value, TaskState.WAITING.value)
+
+
+def project_id_for(path: Path) -> str:
+    """A filesystem-safe, stable id: the folder name plus a short hash of the absolute path."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", path.name or "root").strip("-")[:40] or "root"
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
+    return f"{name}-{digest}"
+
+
+def new_task_id() -> str:
+    # Fixed length: the id is the PUB topic, and SUB matches topics by prefix.
+    return "t" + uuid.uuid4().hex[:9]
+
+
+def new_run_id() -> str:
+    return "r" + uuid.uuid4().hex[:11]
+
+
+@dataclass(slots=True)
+class ProjectRow:
+    id: str
+    path: str
+
+
+@dataclass(slots=True)
+class TaskRow:
+    id: str
+    project_id: str
+    project_path: str
+    title: str
+    state: str
+    created_at: float
+    updated_at: float
+    last_seq: int
+
+
+@dataclass(slots=True)
+class RunRow:
+    id: str
+    task_id: str
+    turn: int
+    parent_run: str | None
+    agent: str
+    status: str
+    stop_reason: str
+    pid: int
+    created_at: float
+    started_at: float
+    ended_at: float
+
+
+class Registry:
+    def __init__(self, db_path: Path) -> None:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = db_path
+        self._db = sqlite3.connect(str(db_path), isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(_SCHEMA)
+        self._db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- projects -----------------------------------------------------------------------------------
+
+    def ensure_project(self, path: Path) -> ProjectRow:
+        row = self._db.execute("SELECT id, path FROM projects WHERE path = ?", (str(path),)).fetchone()
+        if row:
+            return ProjectRow(row["id"], row["path"])
+        pid = project_id_for(path)
+        self._db.execute("INSERT INTO projects(id, path, created_at) VALUES (?, ?, ?)", (pid, str(path), time.time()))
+        return ProjectRow(pid, str(path))
+
+    # -- tasks --------------------------------------------------------------------------------------
+
+    def create_task(self, project: ProjectRow, title: str) -> TaskRow:
+        now = time.time()
+        tid = new_task_id()
+        self._db.execute(
+            "INSERT INTO tasks(id, project_id, title, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (tid, project.id, title, TaskState.IDLE.value, now, now),
+        )
+        return TaskRow(tid, project.id, project.path, title, TaskState.IDLE.value, now, now, 0)
+
+    def _task_from(self, row: sqlite3.Row) -> TaskRow:
+        return TaskRow(row["id"], row["project_id"], row["path"], row["title"], row["state"],
+                       row["created_at"], row["updated_at"], row["last_seq"])
+
+    def get_task(self, task_id: str) -> TaskRow | None:
+        row = self._db.execute(
+            "SELECT t.*, p.path FROM tasks t JOIN projects p ON p.id = t.project_id WHERE t.id = ?", (task_id,)
+        ).fetchone()
+        return self._task_from(row) if row else None
+
+    def find_tasks_by_prefix(self, prefix: str) -> list[str]:
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = self._db.execute(
+            "SELECT id FROM tasks WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 10", (escaped + "%",)
+        ).fetchall()
+        return [r["id"] for r in rows]
+
+    def list_tasks(self, project_path: str | None = None, limit: int = 50) -> list[TaskRow]:
+        sql = "SELECT t.*, p.path FROM tasks t JOIN projects p ON p.id = t.project_id"
+        args: list[Any] = []
+        if project_path is not None:
+            sql += " WHERE p.path = ?"
+            args.append(project_path)
+        sql += " ORDER BY t.updated_at DESC LIMIT ?"
+        args.append(max(1, min(limit, 1000)))
+        return [self._task_from(r) for r in self._db.execute(sql, args).fetchall()]
+
+    def set_task_state(self, task_id: str, state: str) -> None:
+        self._db.execute("UPDATE tasks SET state = ?, updated_at = ? WHERE id = ?", (state, time.time(), task_id))
+
+    def set_task_last_seq(self, task_id: str, seq: int) -> None:
+        self._db.execute("UPDATE tasks SET last_seq = ? WHERE id = ? AND last_seq < ?", (seq, task_id, seq))
+
+    # -- turns --------------------------------------------------------------------------------------
+
+    def add_turn(self, task_id: str, text: str) -> int:
+        row = self._db.execute("SELECT COALESCE(MAX(idx), 0) AS n FROM turns WHERE task_id = ?", (task_id,)).fetchone()
+        idx = int(row["n"]) + 1
+        self._db.execute(
+            "INSERT INTO turns(task_id, idx, text, state, created_at) VALUES (?, ?, ?, ?, ?)",
+            (task_id, idx, text, TaskState.RUNNING.value, time.time()),
+        )
+        return idx
+
+    def set_turn_root(self, task_id: str, idx: int, run_id: str) -> None:
+        self._db.execute("UPDATE turns SET root_run = ? WHERE task_id = ? AND idx = ?", (run_id, task_id, idx))
+
+    def finish_turn(self, task_id: str, idx: int, state: str, output: str) -> None:
+        self._db.execute(
+            "UPDATE turns SET state = ?, output = ?, ended_at = ? WHERE task_id = ? AND idx = ?",
+            (state, output, time.time(), task_id, idx),
+        )
+
+    def turns(self, task_id: str) -> list[TurnSummary]:
+        rows = self._db.execute("SELECT * FROM turns WHERE task_id = ? ORDER BY idx", (task_id,)).fetchall()
+        return [TurnSummary(turn=r["idx"], text=r["text"], state=r["state"], root_run=r["root_run"],
+                            created_at=r["created_at"], ended_at=r["ended_at"], output=r["output"]) for r in rows]
+
+    # -- runs ---------------------------------------------------------------------------------------
+
+    def add_run(self, run_id: str, task_id: str, turn: int, parent: str | None, agent: str, call_id: str,
+                text: str) -> None:
+        self._db.execute(
+            "INSERT INTO runs(id, task_id, turn, parent_run, agent, status, call_id, input, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (run_id, task_id, turn, parent, agent, RunStatus.QUEUED.value, call_id, text, time.time()),
+        )
+
+    def run_started(self, run_id: str, pid: int) -> None:
+        self._db.execute("UPDATE runs SET status = ?, pid = ?, started_at = ? WHERE id = ?",
+                         (RunStatus.STARTING.value, pid, time.time(), run_id))
+
+    def run_running(self, run_id: str) -> None:
+        self._db.execute("UPDATE runs SET status = ? WHERE id = ?", (RunStatus.RUNNING.value, run_id))
+
+    def finish_run(self, run_id: str, status: str, stop_reason: str, output: str, error: str) -> None:
+        self._db.execute(
+            "UPDATE runs SET status = ?, stop_reason = ?, output = ?, error = ?, ended_at = ? WHERE id = ?",
+            (status, stop_reason, output, error, time.time(), run_id),
+        )
+
+    def runs_of(self, task_id: str) -> list[RunRow]:
+        rows = self._db.execute("SELECT * FROM runs WHERE task_id = ? ORDER BY created_at", (task_id,)).fetchall()
+        return [RunRow(r["id"], r["task_id"], r["turn"], r["parent_run"], r["agent"], r["status"], r["stop_reason"],
+                       r["pid"], r["created_at"], r["started_at"], r["ended_at"]) for r in rows]
+
+    def run_summaries(self, task_id: str, turn: int | None = None) -> list[RunSummary]:
+        return [
+            RunSummary(run=r.id, agent=r.agent, status=r.status, parent=r.parent_run, stop_reason=r.stop_reason,
+                       pid=r.pid, created_at=r.created_at, started_at=r.started_at, ended_at=r.ended_at)
+            for r in self.runs_of(task_id) if turn is None or r.turn == turn
+        ]
+
+    def task_summary(self, task: TaskRow, runs: list[RunSummary], questions: list[Any]) -> TaskSummary:
+        return TaskSummary(task=task.id, project=task.project_path, title=task.title, state=task.state,
+                           created_at=task.created_at, updated_at=task.updated_at, runs=runs,
+                           questions=questions, last_seq=task.last_seq)
+
+    # -- recovery -----------------------------------------------------------------------------------
+
+    def mark_interrupted(self) -> list[str]:
+        """Runs, turns and tasks a previous daemon left in flight become interrupted; returns run ids."""
+        now = time.time()
+        marks = ",".join("?" * len(_LIVE_RUN))
+        rows = self._db.execute(f"SELECT id FROM runs WHERE status IN ({marks})", _LIVE_RUN).fetchall()
+        ids = [r["id"] for r in rows]
+        self._db.execute("BEGIN")
+        try:
+            self._db.execute(
+                f"UPDATE runs SET status = ?, stop_reason = ?, ended_at = ? WHERE status IN ({marks})",
+                (RunStatus.INTERRUPTED.value, StopReason.INTERRUPTED.value, now, *_LIVE_RUN),
+            )
+            tmarks = ",".join("?" * len(_LIVE_TASK))
+            self._db.execute(
+                f"UPDATE turns SET state = ?, ended_at = ? WHERE state IN ({tmarks})",
+                (TaskState.INTERRUPTED.value, now, *_LIVE_TASK),
+            )
+            self._db.execute(
+                f"UPDATE tasks SET state = ?, updated_at = ? WHERE state IN ({tmarks})",
+                (TaskState.INTERRUPTED.value, now, *_LIVE_TASK),
+            )
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return ids

@@ -1,0 +1,677 @@
+"""The daemon loop: sockets in, runs out.
+
+`Daemon` owns the three sockets, the registry, the launcher, the limits (leases, delegation pools,
+the live-worker cap), the watchdog and the event hub. Control requests are handled by the modules in
+`commands/`; worker messages by the `_on_*` methods below. Everything runs on one asyncio loop, so
+state is never shared across threads; blocking work (scanning processes to kill a tree) goes to a
+thread and comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from yagent.ipc.config import Settings
+from yagent.ipc.errors import MalformedMessage, MessageTooLarge
+from yagent.ipc.messages import (
+    PROTOCOL_VERSION,
+    AskUser,
+    DelegateRequest,
+    DelegateResult,
+    ErrorReply,
+    EventBatch,
+    Heartbeat,
+    LeaseGrant,
+    LeaseRelease,
+    LeaseRequest,
+    Ping,
+    ResultAck,
+    RunControl,
+    RunOutcome,
+    RunResult,
+    RunSpec,
+    StartRun,
+    UserAnswer,
+    WorkerHello,
+)
+from yagent.ipc.records import Message, decode, encode
+from yagent.ipc.runtime_dir import RuntimePaths
+from yagent.ipc.sockets import bind_publisher, bind_router
+from yagent.ipc.vocabulary import ControlAction, EventType, RunStatus, StopReason, TaskState
+
+from .admission import DelegationPool, WorkerSlots
+from .event_hub import EventHub
+from .launcher import Launcher, kill_run_tree
+from .leases import LeaseManager
+from .live import LiveRun, LiveTask, PendingQuestion
+from .registry import Registry, TaskRow, new_run_id
+from .run_clock import RunClock
+from .sd_notify import SystemdNotifier
+from .task_scope import TaskScope
+
+__all__ = ["Daemon"]
+
+log = logging.getLogger(__name__)
+
+MAX_DELEGATION_DEPTH = 4
+HELLO_DEADLINE = 30.0
+TICK = 0.1
+_FINISHED_STATUSES = {RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED}
+
+
+class CommandError(Exception):
+    """Raised by a command handler; becomes an ErrorReply with this code and message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Daemon:
+    def __init__(
+        self,
+        settings: Settings,
+        paths: RuntimePaths,
+        home: Path,
+        launcher: Launcher,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        notifier: SystemdNotifier | None = None,
+        version: str = "0",
+    ) -> None:
+        self.settings = settings
+        self.paths = paths
+        self.home = home
+        self.launcher = launcher
+        self.clock = clock
+        self.notifier = notifier or SystemdNotifier()
+        self.version = version
+        self.started_at = time.time()
+        self.registry = Registry(home / "state.db")
+        self.leases = LeaseManager(settings.max_in_flight_requests)
+        self.slots = WorkerSlots(settings.max_workers, self._all_live_runs_blocked)
+        self.tasks: dict[str, LiveTask] = {}
+        self.runs: dict[str, LiveRun] = {}
+        self.scope = TaskScope("daemon")
+        self.shutting_down = False
+        self.runs_started = 0
+        self._stop = asyncio.Event()
+        self._ctx: zmq.asyncio.Context | None = None
+        self.hub: EventHub | None = None
+
+    # ------------------------------------------------------------------------------------------------
+    # lifecycle
+
+    async def serve(self) -> None:
+        interrupted = self.registry.mark_interrupted()
+        if interrupted:
+            log.info("marked %d runs left by a previous daemon as interrupted", len(interrupted))
+        self._ctx = zmq.asyncio.Context()
+        self._control = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.control))
+        self._workers = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.workers))
+        self._events = bind_publisher(self._ctx, RuntimePaths.endpoint(self.paths.events))
+        # Synchronous shadows for non-blocking sends: no future per frame on the hot path.
+        self._control_tx = zmq.Socket.shadow(self._control.underlying)
+        self._workers_tx = zmq.Socket.shadow(self._workers.underlying)
+        events_tx = zmq.Socket.shadow(self._events.underlying)
+        self.hub = EventHub(events_tx, self.home / "events", self.settings.event_ring)
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_shutdown)
+        loops = TaskScope("loops")
+        loops.spawn("control", self._control_loop())
+        loops.spawn("workers", self._worker_loop())
+        loops.spawn("ticker", self._tick_loop())
+        log.info("yagentd %s ready (pid %d, runtime dir %s)", self.version, os.getpid(), self.paths.root)
+        self.notifier.ready(self._status_line())
+        try:
+            await self._stop.wait()
+            await self._shutdown()
+        finally:
+            leftover = await loops.drain(2.0) + await self.scope.drain(2.0)
+            if leftover:
+                log.warning("background tasks still running at exit: %s", ", ".join(leftover))
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            self.hub.close()
+            for sock in (self._control, self._workers, self._events):
+                sock.close(linger=0)
+            self._ctx.term()
+            self.registry.close()
+            log.info("yagentd stopped")
+
+    def request_shutdown(self) -> None:
+        if not self.shutting_down:
+            log.info("shutdown requested")
+            self.shutting_down = True
+            self.notifier.stopping()
+            self._stop.set()
+
+    async def _shutdown(self) -> None:
+        for run in list(self.runs.values()):
+            if run.parent is None:
+                self.stop_run(run, StopReason.INTERRUPTED, "yagentd is shutting down")
+        deadline = self.clock() + 2 * self.settings.stop_grace + 2.0
+        while self.runs and self.clock() < deadline:
+            await asyncio.sleep(TICK)
+        for run in list(self.runs.values()):
+            log.warning("run %s did not exit in time; killing it", run.id)
+            await asyncio.to_thread(kill_run_tree, run.id, run.pid or None, signal.SIGKILL)
+            if not run.finished:
+                self.finalize(run, self._outcome(run, None, exit_note="killed at shutdown"))
+        self.registry.mark_interrupted()
+
+    # ------------------------------------------------------------------------------------------------
+    # sockets
+
+    async def _control_loop(self) -> None:
+        from .commands import dispatch  # late: commands import this module
+
+        while True:
+            frames = await self._control.recv_multipart()
+            if len(frames) != 2:
+                if frames:
+                    self._send_control(frames[0], ErrorReply(
+                        id=0, code="malformed", message="expected exactly one frame per message"))
+                continue
+            identity, payload = frames
+            try:
+                msg = decode(payload)
+            except (MalformedMessage, MessageTooLarge) as exc:
+                self._send_control(identity, ErrorReply(id=0, code="malformed", message=str(exc)))
+                continue
+            try:
+                reply = await dispatch(self, msg)
+            except CommandError as exc:
+                reply = ErrorReply(id=getattr(msg, "id", 0), code=exc.code, message=str(exc))
+            except Exception as exc:
+                log.exception("control request %s failed", msg.kind)
+                reply = ErrorReply(id=getattr(msg, "id", 0), code="internal",
+                                   message=f"yagentd failed to handle {msg.kind}: {exc}; see the daemon log")
+            self._send_control(identity, reply)
+
+    def _send_control(self, identity: bytes, msg: Message) -> None:
+        try:
+            self._control_tx.send_multipart([identity, encode(msg)], flags=zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass  # the client left (EHOSTUNREACH) or is not reading (EAGAIN); its request times out
+
+    async def _worker_loop(self) -> None:
+        while True:
+            frames = await self._workers.recv_multipart()
+            if len(frames) != 2:
+                continue
+            identity, payload = frames
+            try:
+                run_id = identity.decode()
+                msg = decode(payload)
+            except (UnicodeDecodeError, MalformedMessage, MessageTooLarge) as exc:
+                log.debug("dropping a bad frame on workers.sock: %s", exc)
+                continue
+            run = self.runs.get(run_id)
+            if run is None:
+                if isinstance(msg, WorkerHello):
+                    self._send_raw_worker(identity, ErrorReply(
+                        id=0, code="unknown_run", message=f"no live run {run_id!r}; exiting is the right thing"))
+                continue
+            try:
+                self._on_worker_message(run, msg)
+            except Exception:
+                log.exception("handling %s from run %s failed", msg.kind, run.id)
+
+    def _send_raw_worker(self, identity: bytes, msg: Message) -> bool:
+        try:
+            self._workers_tx.send_multipart([identity, encode(msg)], flags=zmq.NOBLOCK)
+            return True
+        except zmq.Again:
+            frame = encode(msg)
+            self.scope.spawn("slow-worker-send", self._workers.send_multipart([identity, frame]))
+            return True
+        except zmq.ZMQError:
+            return False
+
+    def send_worker(self, run: LiveRun, msg: Message) -> bool:
+        if not run.connected:
+            return False
+        return self._send_raw_worker(run.id.encode(), msg)
+
+    # ------------------------------------------------------------------------------------------------
+    # tasks and runs
+
+    def live_task(self, row: TaskRow) -> LiveTask:
+        live = self.tasks.get(row.id)
+        if live is None:
+            live = LiveTask(row=row)
+            self.tasks[row.id] = live
+        return live
+
+    def publish(self, task: LiveTask | str, type_: EventType, data: dict[str, Any], run: LiveRun | None = None) -> int:
+        assert self.hub is not None
+        task_id = task if isinstance(task, str) else task.id
+        return self.hub.publish(task_id, run.id if run else "", run.agent if run else "", type_.value, data)
+
+    def create_run(self, task: LiveTask, turn: int, agent: str, text: str, *, parent: LiveRun | None = None,
+                   call_id: str = "", yolo: str = "none", options: dict[str, Any] | None = None) -> LiveRun:
+        run_id = new_run_id()
+        spec = RunSpec(
+            run=run_id, task=task.id, turn=turn, project=task.row.project_id, project_root=task.row.project_path,
+            agent=agent, input=text, home=str(self.home), parent_run=parent.id if parent else None,
+            call_id=call_id or None, depth=(parent.spec.depth + 1) if parent else 0,
+            yolo=parent.spec.yolo if parent else yolo, config=self.settings.table,
+            options=options or {}, heartbeat_interval=self.settings.heartbeat_interval,
+            daemon_loss_timeout=self.settings.daemon_loss_timeout,
+        )
+        run = LiveRun(id=run_id, task=task, turn=turn, agent=agent, spec=spec, parent=parent, call_id=call_id,
+                      pool=DelegationPool(self.settings.max_parallel_delegations))
+        self.registry.add_run(run_id, task.id, turn, parent.id if parent else None, agent, call_id, text)
+        self.runs[run_id] = run
+        task.runs[run_id] = run
+        if parent is not None:
+            parent.children[run_id] = run
+        return run
+
+    def admit(self, run: LiveRun) -> None:
+        """Queue the run for a delegation-pool slot (delegations) and a live-worker slot."""
+        def take_worker_slot() -> None:
+            self.slots.acquire(run.id, lambda: self._spawn(run), delegation=run.is_delegation)
+
+        if run.parent is not None:
+            run.parent.pool.submit(run.id, take_worker_slot)
+        else:
+            take_worker_slot()
+
+    def _all_live_runs_blocked(self) -> bool:
+        live = [self.runs[r] for r in self.slots.live if r in self.runs]
+        return bool(live) and all(r.waiting_on_children for r in live)
+
+    def _spawn(self, run: LiveRun) -> None:
+        if run.finished:
+            self.slots.release(run.id)
+            return
+        run.spec.paused = run.task.paused
+        try:
+            handle = self.launcher.launch(run.id, run.agent, RuntimePaths.endpoint(self.paths.workers))
+        except Exception as exc:
+            log.exception("launching a worker for run %s failed", run.id)
+            self.finalize(run, RunOutcome(run=run.id, agent=run.agent, status=RunStatus.FAILED,
+                                          stop_reason=StopReason.PANIC,
+                                          error=f"could not start a worker process: {exc}"))
+            return
+        self.runs_started += 1
+        run.handle = handle
+        run.pid = handle.pid
+        run.status = RunStatus.STARTING
+        run.launched_at = self.clock()
+        self.registry.run_started(run.id, handle.pid)
+        asyncio.get_running_loop().add_reader(handle.sentinel, self._on_process_exit, run)
+
+    def _on_process_exit(self, run: LiveRun) -> None:
+        assert run.handle is not None
+        loop = asyncio.get_running_loop()
+        loop.remove_reader(run.handle.sentinel)
+        code = run.handle.exitcode()
+        run.handle.close()
+        run.exited.set()
+        self.slots.release(run.id)
+        self.leases.drop_run(run.id)
+        self.runs.pop(run.id, None)
+        if not run.finished:
+            note = f"worker process exited with code {code}" if code is None or code >= 0 else (
+                f"worker process was killed by signal {-code} ({_signal_name(-code)})")
+            self.finalize(run, self._outcome(run, None, exit_note=note))
+        if run.result is None or run.forced_stop is not None:
+            # A crash or a forced stop may leave tool processes behind; find them by the run id.
+            self.scope.spawn(f"reap-{run.id}", asyncio.to_thread(kill_run_tree, run.id, None, signal.SIGKILL))
+        self._maybe_forget_task(run.task)
+
+    def _maybe_forget_task(self, task: LiveTask) -> None:
+        if not task.in_flight and not any(not r.exited.is_set() for r in task.runs.values()):
+            self.tasks.pop(task.id, None)
+            if self.hub is not None:
+                self.registry.set_task_last_seq(task.id, self.hub.last_seq(task.id))
+                self.hub.close_task(task.id)
+
+    # ------------------------------------------------------------------------------------------------
+    # worker messages
+
+    def _on_worker_message(self, run: LiveRun, msg: Message) -> None:
+        clock = run.clock
+        if isinstance(msg, EventBatch):
+            if clock is not None:
+                clock.touch(self.clock())
+            assert self.hub is not None
+            self.hub.publish_batch(run.task.id, run.id, run.agent, msg.events)
+        elif isinstance(msg, Heartbeat):
+            if clock is not None:
+                clock.touch(self.clock())
+        elif isinstance(msg, WorkerHello):
+            self._on_hello(run, msg)
+        elif not run.connected or clock is None:
+            log.debug("run %s sent %s before hello; ignored", run.id, msg.kind)
+        elif isinstance(msg, LeaseRequest):
+            self._on_lease_request(run, msg)
+        elif isinstance(msg, LeaseRelease):
+            self.leases.release(run.id, msg.id)
+        elif isinstance(msg, DelegateRequest):
+            self._on_delegate(run, msg)
+        elif isinstance(msg, AskUser):
+            self._on_ask_user(run, msg)
+        elif isinstance(msg, RunResult):
+            self._on_result(run, msg)
+        else:
+            log.debug("run %s sent unexpected %s", run.id, msg.kind)
+
+    def _on_hello(self, run: LiveRun, msg: WorkerHello) -> None:
+        if msg.version != PROTOCOL_VERSION:
+            self._send_raw_worker(run.id.encode(), ErrorReply(
+                id=0, code="protocol_mismatch",
+                message=f"worker speaks protocol {msg.version}, daemon {PROTOCOL_VERSION}; restart yagentd"))
+            return
+        if run.connected or run.status != RunStatus.STARTING:
+            return
+        run.connected = True
+        run.status = RunStatus.RUNNING
+        now = self.clock()
+        run.clock = RunClock(now)
+        if run.task.paused:
+            run.clock.freeze("paused", now)
+        run.spec.paused = run.task.paused
+        self.send_worker(run, StartRun(spec=run.spec))
+        if run.stopping and run.forced_stop is not None:
+            self.send_worker(run, RunControl(action=ControlAction.CANCEL, reason=run.forced_stop.value))
+        self.registry.run_running(run.id)
+        self.publish(run.task, EventType.RUN_STARTED, {
+            "agent": run.agent, "parent": run.parent.id if run.parent else None, "call_id": run.call_id,
+            "pid": run.pid, "depth": run.spec.depth, "input": run.spec.input[:2000],
+        }, run)
+
+    def _on_lease_request(self, run: LiveRun, msg: LeaseRequest) -> None:
+        assert run.clock is not None
+        lease_id = msg.id
+        now = self.clock()
+        run.clock.freeze("lease", now)
+
+        def grant() -> None:
+            if run.clock is not None:
+                run.clock.unfreeze("lease", self.clock())
+            self.send_worker(run, LeaseGrant(id=lease_id))
+
+        self.leases.request(run.task.row.project_id, run.id, lease_id, grant)
+
+    def _on_delegate(self, run: LiveRun, msg: DelegateRequest) -> None:
+        if not msg.agent or not msg.task.strip():
+            self.send_worker(run, ErrorReply(id=msg.id, code="bad_request",
+                                             message="delegate needs an agent name and a non-empty task"))
+            return
+        if run.spec.depth + 1 > MAX_DELEGATION_DEPTH:
+            self.send_worker(run, ErrorReply(
+                id=msg.id, code="too_deep",
+                message=f"delegation depth would exceed {MAX_DELEGATION_DEPTH}; do the work here instead"))
+            return
+        if self.shutting_down or run.stopping:
+            self.send_worker(run, ErrorReply(id=msg.id, code="stopping", message="the run is being stopped"))
+            return
+        child = self.create_run(run.task, run.turn, msg.agent, msg.task, parent=run, call_id=msg.call_id,
+                                options={"context": msg.context})
+        child.reply_to = msg.id
+        assert run.clock is not None
+        run.clock.freeze("delegation", self.clock())
+        self.publish(run.task, EventType.RUN_QUEUED, {
+            "agent": msg.agent, "parent": run.id, "call_id": msg.call_id, "run": child.id,
+        }, run)
+        self.admit(child)
+
+    def _on_ask_user(self, run: LiveRun, msg: AskUser) -> None:
+        assert run.clock is not None
+        q = msg.question
+        q.request_id = f"{run.id}.{msg.id}"
+        q.task, q.run, q.agent, q.asked_at = run.task.id, run.id, run.agent, time.time()
+        run.task.questions[q.request_id] = PendingQuestion(question=q, run=run, reply_to=msg.id)
+        run.clock.freeze("user", self.clock())
+        self.sync_task_state(run.task)
+        self.publish(run.task, EventType.USER_HELP_NEEDED, q.to_wire(), run)
+
+    def answer_question(self, task: LiveTask, request_id: str, answer: dict[str, Any], by: str) -> None:
+        pending = task.questions.pop(request_id)
+        run = pending.run
+        if run.clock is not None:
+            run.clock.unfreeze("user", self.clock())
+        self.send_worker(run, UserAnswer(id=pending.reply_to, answer=answer))
+        self.publish(task, EventType.USER_HELP_RESPONSE, {"request_id": request_id, "answer": answer, "by": by}, run)
+        self.sync_task_state(task)
+
+    def _on_result(self, run: LiveRun, msg: RunResult) -> None:
+        self.send_worker(run, ResultAck())
+        if run.result is not None:
+            return
+        run.result = msg
+        self.finalize(run, self._outcome(run, msg))
+        if not run.exited.is_set():
+            self.scope.spawn(f"reap-after-result-{run.id}", self._reap_after_result(run))
+
+    async def _reap_after_result(self, run: LiveRun) -> None:
+        grace = max(self.settings.stop_grace, 1.0) * 3
+        try:
+            await asyncio.wait_for(run.exited.wait(), grace)
+        except TimeoutError:
+            log.warning("run %s reported its result but did not exit within %.0fs; killing it", run.id, grace)
+            await self._escalate(run)
+
+    # ------------------------------------------------------------------------------------------------
+    # ending runs
+
+    def _outcome(self, run: LiveRun, result: RunResult | None, exit_note: str = "") -> RunOutcome:
+        if run.forced_stop is not None:
+            status = {StopReason.CANCELLED: RunStatus.CANCELLED,
+                      StopReason.INTERRUPTED: RunStatus.INTERRUPTED}.get(run.forced_stop, RunStatus.FAILED)
+            error = run.forced_detail
+            if exit_note and result is None:
+                error = f"{error} ({exit_note})" if error else exit_note
+            return RunOutcome(run=run.id, agent=run.agent, status=status, stop_reason=run.forced_stop,
+                              output=result.output if result else "", error=error,
+                              data=result.data if result else {})
+        if result is None:
+            return RunOutcome(run=run.id, agent=run.agent, status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
+                              error=f"{exit_note or 'worker exited'} before reporting a result")
+        try:
+            status = RunStatus(result.status)
+        except ValueError:
+            status = RunStatus.FAILED
+        if status not in _FINISHED_STATUSES:
+            status = RunStatus.FAILED
+        try:
+            stop = StopReason(result.stop_reason)
+        except ValueError:
+            stop = StopReason.UNACCOUNTED
+        return RunOutcome(run=run.id, agent=run.agent, status=status, stop_reason=stop, output=result.output,
+                          error=result.error, data=result.data)
+
+    def finalize(self, run: LiveRun, outcome: RunOutcome) -> None:
+        """Record the run's end and hand its outcome to whoever waits for it."""
+        if run.finished:
+            return
+        run.finished = True
+        run.status = RunStatus(outcome.status)
+        self.registry.finish_run(run.id, outcome.status, outcome.stop_reason, outcome.output, outcome.error)
+        self.leases.drop_run(run.id)
+        if run.handle is None:
+            self.slots.release(run.id)  # never launched: free its queue place
+            run.exited.set()
+            self.runs.pop(run.id, None)
+        for child in list(run.children.values()):
+            if not child.finished:
+                self.stop_run(child, StopReason.CANCELLED, f"its parent run {run.id} ended")
+        for rid, pending in list(run.task.questions.items()):
+            if pending.run is run:
+                del run.task.questions[rid]
+                self.publish(run.task, EventType.USER_HELP_RESPONSE,
+                             {"request_id": rid, "answer": {"cancelled": True}, "by": "daemon"}, run)
+        self.publish(run.task, EventType.RUN_FINISHED, {
+            "status": outcome.status, "stop_reason": outcome.stop_reason, "error": outcome.error,
+            "output": outcome.output, "parent": run.parent.id if run.parent else None, "call_id": run.call_id,
+        }, run)
+        parent = run.parent
+        if parent is not None:
+            parent.pool.done(run.id)
+            if parent.clock is not None:
+                parent.clock.unfreeze("delegation", self.clock())
+            if not parent.finished and run.reply_to is not None:
+                self.send_worker(parent, DelegateResult(id=run.reply_to, outcome=outcome))
+        elif run.task.root is run:
+            self._finish_turn(run.task, outcome)
+        self._maybe_forget_task(run.task)
+
+    def _finish_turn(self, task: LiveTask, outcome: RunOutcome) -> None:
+        state = {RunStatus.DONE: TaskState.DONE, RunStatus.CANCELLED: TaskState.CANCELLED,
+                 RunStatus.INTERRUPTED: TaskState.INTERRUPTED}.get(RunStatus(outcome.status), TaskState.FAILED)
+        self.registry.finish_turn(task.id, task.turn, state, outcome.output or outcome.error)
+        self.registry.set_task_state(task.id, state)
+        task.row.state = state
+        task.paused = False
+        self.publish(task, EventType.TURN_FINISHED, {
+            "turn": task.turn, "state": state, "status": outcome.status, "stop_reason": outcome.stop_reason,
+            "output": outcome.output, "error": outcome.error, "run": outcome.run,
+        }, task.root)
+
+    def stop_run(self, run: LiveRun, reason: StopReason, detail: str) -> None:
+        """Stop a run and its descendants: cancel → grace → SIGTERM → grace → SIGKILL of the tree."""
+        if run.finished and run.exited.is_set():
+            return
+        if run.stopping:
+            return
+        run.stopping = True
+        if run.forced_stop is None and not run.finished:
+            run.forced_stop = reason
+            run.forced_detail = detail
+        for child in list(run.children.values()):
+            self.stop_run(child, StopReason.CANCELLED, f"its parent run {run.id} was stopped ({reason.value})")
+        if run.handle is None:  # still queued: there is no process to stop
+            self.finalize(run, self._outcome(run, None))
+            return
+        self.send_worker(run, RunControl(action=ControlAction.CANCEL, reason=reason.value))
+        self.scope.spawn(f"stop-{run.id}", self._escalate(run))
+
+    async def _escalate(self, run: LiveRun) -> None:
+        grace = self.settings.stop_grace
+        for sig in (None, signal.SIGTERM, signal.SIGKILL):
+            if sig is not None:
+                log.info("run %s still alive; sending %s to its process tree", run.id, sig.name)
+                try:
+                    os.killpg(run.pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                await asyncio.to_thread(kill_run_tree, run.id, run.pid, sig)
+            try:
+                await asyncio.wait_for(run.exited.wait(), grace if sig != signal.SIGKILL else 10.0)
+                return
+            except TimeoutError:
+                continue
+        log.error("run %s (pid %d) survived SIGKILL", run.id, run.pid)
+
+    # ------------------------------------------------------------------------------------------------
+    # task-level control
+
+    def sync_task_state(self, task: LiveTask) -> None:
+        if not task.in_flight:
+            return
+        state = TaskState.PAUSED if task.paused else (TaskState.WAITING if task.questions else TaskState.RUNNING)
+        if task.row.state != state:
+            task.row.state = state
+            self.registry.set_task_state(task.id, state)
+
+    def pause_task(self, task: LiveTask) -> None:
+        if task.paused:
+            return
+        task.paused = True
+        now = self.clock()
+        if task.turn_clock is not None:
+            task.turn_clock.freeze("paused", now)
+        for run in task.runs.values():
+            if run.clock is not None and not run.finished:
+                run.clock.freeze("paused", now)
+                self.send_worker(run, RunControl(action=ControlAction.PAUSE))
+        self.sync_task_state(task)
+        self.publish(task, EventType.TASK_PAUSED, {"turn": task.turn})
+
+    def continue_task(self, task: LiveTask) -> None:
+        if not task.paused:
+            return
+        task.paused = False
+        now = self.clock()
+        if task.turn_clock is not None:
+            task.turn_clock.unfreeze("paused", now)
+        for run in task.runs.values():
+            if run.clock is not None and not run.finished:
+                run.clock.unfreeze("paused", now)
+                self.send_worker(run, RunControl(action=ControlAction.CONTINUE))
+        self.sync_task_state(task)
+        self.publish(task, EventType.TASK_RESUMED, {"turn": task.turn})
+
+    # ------------------------------------------------------------------------------------------------
+    # periodic work
+
+    async def _tick_loop(self) -> None:
+        last_ping = last_wd = last_status = 0.0
+        wd_interval = self.notifier.watchdog_interval
+        while True:
+            await asyncio.sleep(TICK)
+            now = self.clock()
+            self._check_timeouts(now)
+            if now - last_ping >= self.settings.heartbeat_interval:
+                last_ping = now
+                for run in list(self.runs.values()):
+                    if run.connected and not run.exited.is_set():
+                        self.send_worker(run, Ping())
+            if wd_interval and now - last_wd >= wd_interval:
+                last_wd = now
+                self.notifier.watchdog()
+            if self.notifier.enabled and now - last_status >= 5.0:
+                last_status = now
+                self.notifier.status(self._status_line())
+
+    def _check_timeouts(self, now: float) -> None:
+        s = self.settings
+        for run in list(self.runs.values()):
+            if run.finished or run.stopping:
+                continue
+            if run.status == RunStatus.STARTING and now - run.launched_at > HELLO_DEADLINE:
+                self.stop_run(run, StopReason.PANIC, f"worker did not say hello within {HELLO_DEADLINE:.0f}s")
+                continue
+            clock = run.clock
+            if clock is None or run.parent is None:
+                continue
+            if s.delegate_idle_timeout > 0 and clock.idle_for(now) > s.delegate_idle_timeout:
+                self.stop_run(run, StopReason.IDLE_TIMEOUT,
+                              f"no progress for {s.delegate_idle_timeout:g}s ([agent] delegate_idle_timeout)")
+            elif s.delegate_total_timeout > 0 and clock.total_for(now) > s.delegate_total_timeout:
+                self.stop_run(run, StopReason.TOTAL_TIMEOUT,
+                              f"ran longer than {s.delegate_total_timeout:g}s ([agent] delegate_total_timeout)")
+        if s.task_timeout > 0:
+            for task in list(self.tasks.values()):
+                root = task.root
+                if (task.in_flight and root is not None and not root.stopping and task.turn_clock is not None
+                        and task.turn_clock.total_for(now) > s.task_timeout):
+                    self.stop_run(root, StopReason.TOTAL_TIMEOUT,
+                                  f"the task ran longer than {s.task_timeout:g}s (task_timeout)")
+
+    def _status_line(self) -> str:
+        running = sum(1 for t in self.tasks.values() if t.in_flight)
+        return f"{running} tasks running, {len(self.slots.live)} workers, {self.leases.in_use} LLM requests in flight"
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"

@@ -1,0 +1,150 @@
+"""Request/reply with the daemon over control.sock, with deadlines.
+
+`DaemonClient` is asyncio-based (the TUI runs on asyncio); the CLI drives it with `asyncio.run`.
+A client that cannot reach the daemon gets `DaemonNotRunning` at once instead of a hang: before
+speaking ZeroMQ we try a plain Unix connect, which fails immediately when nobody listens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import itertools
+import os
+import socket
+from pathlib import Path
+from typing import TypeVar
+
+import zmq
+import zmq.asyncio
+
+from .errors import DaemonNotRunning, MalformedMessage, ProtocolMismatch, RemoteError, RequestTimeout
+from .messages import PROTOCOL_VERSION, ErrorReply, Hello, HelloReply
+from .records import Message, decode, encode
+from .runtime_dir import RuntimePaths, ensure_runtime_dir, resolve_runtime_dir
+from .sockets import connect_dealer
+
+__all__ = ["DaemonClient", "daemon_listening"]
+
+R = TypeVar("R", bound=Message)
+
+
+def daemon_listening(paths: RuntimePaths) -> bool:
+    """True when something accepts connections on control.sock."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(str(paths.control))
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTDIR):
+            return False
+        raise
+    finally:
+        probe.close()
+
+
+class DaemonClient:
+    """One connection to yagentd's control socket."""
+
+    def __init__(
+        self,
+        runtime_dir: Path | None = None,
+        *,
+        timeout: float = 10.0,
+        connect_timeout: float = 5.0,
+        context: zmq.asyncio.Context | None = None,
+    ) -> None:
+        self.runtime_dir = runtime_dir or resolve_runtime_dir()
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self._ctx = context or zmq.asyncio.Context.instance()
+        self._sock: zmq.asyncio.Socket | None = None
+        self._pending: dict[int, asyncio.Future[Message]] = {}
+        self._ids = itertools.count(1)
+        self._reader: asyncio.Task[None] | None = None
+        self.paths: RuntimePaths | None = None
+        self.hello: HelloReply | None = None
+
+    async def __aenter__(self) -> DaemonClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def connect(self) -> HelloReply:
+        self.paths = ensure_runtime_dir(self.runtime_dir, create=False) if self.runtime_dir.exists() else None
+        if self.paths is None or not daemon_listening(self.paths):
+            raise DaemonNotRunning(str(self.runtime_dir))
+        self._sock = connect_dealer(self._ctx, RuntimePaths.endpoint(self.paths.control))
+        self._reader = asyncio.get_running_loop().create_task(self._read_replies(), name="daemon-client-reader")
+        try:
+            reply = await self.request(Hello(id=0, version=PROTOCOL_VERSION, pid=os.getpid()), HelloReply,
+                                       timeout=self.connect_timeout)
+        except RequestTimeout:
+            await self.close()
+            raise RequestTimeout(
+                f"yagentd accepted the connection on {self.paths.control} but did not answer within "
+                f"{self.connect_timeout:.0f}s; it may be overloaded or stuck — try `yagent daemon stop` "
+                "and `yagent daemon start`"
+            ) from None
+        except RemoteError as exc:
+            await self.close()
+            if exc.code == "protocol_mismatch":
+                raise ProtocolMismatch(str(exc)) from None
+            raise
+        self.hello = reply
+        return reply
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+            self._reader = None
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.cancel()
+        self._pending.clear()
+        if self._sock is not None:
+            self._sock.close(linger=0)
+            self._sock = None
+
+    async def request(self, msg: Message, expect: type[R], *, timeout: float | None = None) -> R:
+        """Send `msg` (its `id` is assigned here) and wait for the reply of type `expect`."""
+        if self._sock is None:
+            raise DaemonNotRunning(str(self.runtime_dir))
+        req_id = next(self._ids)
+        msg.id = req_id  # type: ignore[attr-defined]
+        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = fut
+        try:
+            await self._sock.send(encode(msg))
+            try:
+                reply = await asyncio.wait_for(fut, timeout if timeout is not None else self.timeout)
+            except TimeoutError:
+                raise RequestTimeout(
+                    f"yagentd did not answer the {msg.kind} request within "
+                    f"{timeout if timeout is not None else self.timeout:.0f}s"
+                ) from None
+        finally:
+            self._pending.pop(req_id, None)
+        if isinstance(reply, ErrorReply):
+            raise RemoteError(reply.code, reply.message)
+        if not isinstance(reply, expect):
+            raise MalformedMessage(f"expected {expect.kind} in reply to {msg.kind}, got {reply.kind}")
+        return reply
+
+    async def _read_replies(self) -> None:
+        assert self._sock is not None
+        while True:
+            frame = await self._sock.recv()
+            try:
+                reply = decode(frame)
+            except MalformedMessage:
+                continue  # a daemon bug must not kill the client; the request will time out
+            fut = self._pending.get(getattr(reply, "id", -1))
+            if fut is not None and not fut.done():
+                fut.set_result(reply)

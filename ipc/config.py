@@ -1,0 +1,189 @@
+"""The configuration file `$YAGENT_HOME/config/config.toml`: loading, defaults, validation.
+
+The file is a contract between processes: the client's setup wizard writes it, the daemon reads it at
+start and hands the parsed table to every worker in its start message. So its schema lives here, in
+the one package all three may import. Writes go through comment-preserving edits (tomlkit) in the
+client; this module only reads (tomllib).
+
+Key-existence matters where zero has a meaning: `[llm] max_in_flight_requests = 0` is "unlimited",
+while a missing key is "8".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "Settings",
+    "clamp_parallel",
+    "load_settings",
+    "parse_duration",
+    "settings_from_table",
+]
+
+DEFAULT_MAX_IN_FLIGHT = 8
+DEFAULT_PARALLEL_DELEGATIONS = 2
+DEFAULT_PARALLEL_READONLY_TOOLS = 4
+PARALLEL_CLAMP = 8
+
+
+class ConfigError(Exception):
+    """A broken configuration file; `lines()` is what the user sees on stderr."""
+
+    def __init__(self, what: str, path: Path | None) -> None:
+        super().__init__(what)
+        self.what = what
+        self.path = path
+
+    def lines(self) -> list[str]:
+        where = str(self.path) if self.path else "(built-in defaults)"
+        return [f"configuration error: {self.what}", f"file: {where}", "run `yagent setup` to fix it"]
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+def parse_duration(value: Any, key: str) -> float:
+    """Seconds from a number or a Go-style duration string ("90s", "20m", "1h30m", "500ms")."""
+    if isinstance(value, bool):
+        raise ValueError(f"{key} must be a duration like \"60s\" or a number of seconds, not a boolean")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(f"{key} must not be negative")
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a duration like \"60s\", got {type(value).__name__}")
+    text = value.strip()
+    if text in ("0", ""):
+        return 0.0
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(text):
+        if m.start() != pos:
+            break
+        number, unit = float(m.group(1)), m.group(2)
+        total += number * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
+        pos = m.end()
+    if pos != len(text) or pos == 0:
+        raise ValueError(f"{key} = {value!r} is not a duration; write e.g. \"60s\", \"20m\" or \"1h30m\"")
+    return total
+
+
+def clamp_parallel(value: Any, default: int, environ: Mapping[str, str]) -> int:
+    """1 = strictly serial, <=0 or missing = default, above the clamp = the clamp.
+
+    `YAGENT_CONCURRENCY=0` (exactly "0") forces serial everywhere; it is checked here, inside the one
+    normaliser, so no call site can forget it.
+    """
+    if environ.get("YAGENT_CONCURRENCY") == "0":
+        return 1
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        return default
+    return min(value, PARALLEL_CLAMP)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The values the daemon itself acts on; `table` is the whole parsed file for workers."""
+
+    table: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+    delegate_idle_timeout: float = 60.0
+    delegate_total_timeout: float = 20 * 60.0
+    task_timeout: float = 0.0  # 0 = no per-task limit
+    max_parallel_delegations: int = DEFAULT_PARALLEL_DELEGATIONS
+    max_parallel_readonly_tools: int = DEFAULT_PARALLEL_READONLY_TOOLS
+    max_in_flight_requests: int = DEFAULT_MAX_IN_FLIGHT  # 0 = unlimited
+    max_workers: int = 32
+    stop_grace: float = 3.0
+    event_ring: int = 20_000
+    heartbeat_interval: float = 1.0
+    daemon_loss_timeout: float = 10.0
+
+
+def _section(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = table.get(name, {})
+    if not isinstance(value, Mapping):
+        raise ValueError(f"[{name}] must be a table")
+    return value
+
+
+def _int(section: Mapping[str, Any], key: str, where: str, default: int, minimum: int = 0) -> int:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{where}.{key} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{where}.{key} must be at least {minimum}, got {value}")
+    return value
+
+
+def settings_from_table(table: dict[str, Any], path: Path | None = None,
+                        environ: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    try:
+        agent = _section(table, "agent")
+        llm = _section(table, "llm")
+        daemon = _section(table, "daemon")
+        kwargs: dict[str, Any] = {}
+        if "delegate_idle_timeout" in agent:
+            kwargs["delegate_idle_timeout"] = parse_duration(agent["delegate_idle_timeout"],
+                                                             "[agent] delegate_idle_timeout")
+        if "delegate_total_timeout" in agent:
+            kwargs["delegate_total_timeout"] = parse_duration(agent["delegate_total_timeout"],
+                                                              "[agent] delegate_total_timeout")
+        if "task_timeout" in table:
+            kwargs["task_timeout"] = parse_duration(table["task_timeout"], "task_timeout")
+        kwargs["max_parallel_delegations"] = clamp_parallel(
+            agent.get("max_parallel_delegations"), DEFAULT_PARALLEL_DELEGATIONS, env)
+        kwargs["max_parallel_readonly_tools"] = clamp_parallel(
+            agent.get("max_parallel_readonly_tools"), DEFAULT_PARALLEL_READONLY_TOOLS, env)
+        if "max_in_flight_requests" in llm:
+            kwargs["max_in_flight_requests"] = _int(llm, "max_in_flight_requests", "[llm]", DEFAULT_MAX_IN_FLIGHT)
+        kwargs["max_workers"] = _int(daemon, "max_workers", "[daemon]", 32, minimum=1)
+        kwargs["event_ring"] = _int(daemon, "event_ring", "[daemon]", 20_000, minimum=100)
+        if "stop_grace" in daemon:
+            kwargs["stop_grace"] = parse_duration(daemon["stop_grace"], "[daemon] stop_grace")
+        if "heartbeat_interval" in daemon:
+            kwargs["heartbeat_interval"] = max(0.05, parse_duration(daemon["heartbeat_interval"],
+                                                                    "[daemon] heartbeat_interval"))
+        if "daemon_loss_timeout" in daemon:
+            kwargs["daemon_loss_timeout"] = max(0.2, parse_duration(daemon["daemon_loss_timeout"],
+                                                                    "[daemon] daemon_loss_timeout"))
+        _validate_providers(table, env)
+    except ValueError as exc:
+        raise ConfigError(str(exc), path) from None
+    return Settings(table=table, path=path, **kwargs)
+
+
+def _validate_providers(table: dict[str, Any], environ: Mapping[str, str]) -> None:
+    """Provider tables are validated by their own module (shared with the setup wizard)."""
+    try:
+        from . import provider_config
+    except ImportError:  # pragma: no cover - the module ships with the package
+        return
+    validate = getattr(provider_config, "validate_table", None)
+    if validate is not None:
+        validate(table, environ)
+
+
+def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read and validate the file; a missing file means built-in defaults."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return settings_from_table({}, None, environ)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror}", path) from None
+    try:
+        table = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError("the file is not UTF-8 text", path) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"TOML syntax error: {exc}", path) from None
+    return settings_from_table(table, path, environ)

@@ -1,0 +1,449 @@
+"""Every message exchanged between client, daemon and worker, declared once.
+
+Three conversations share this vocabulary:
+
+* client ⇄ daemon over `control.sock` (DEALER → ROUTER): requests carry an `id`, the reply echoes it;
+* daemon → clients over `events.sock` (PUB, topic = task id): `PublishedEvents`;
+* worker ⇄ daemon over `workers.sock` (DEALER with identity = run id → ROUTER).
+
+Errors are replies too (`ErrorReply`) with a machine-readable code and a message for people.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .records import Message, Record, message, record
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "Ack",
+    "Answer",
+    "AskUser",
+    "DaemonStatus",
+    "DelegateRequest",
+    "DelegateResult",
+    "ErrorReply",
+    "Event",
+    "EventBatch",
+    "Heartbeat",
+    "Hello",
+    "HelloReply",
+    "LeaseGrant",
+    "LeaseRelease",
+    "LeaseRequest",
+    "ListTasks",
+    "Ping",
+    "PublishedEvents",
+    "Question",
+    "Replay",
+    "ReplayReply",
+    "ResultAck",
+    "RunControl",
+    "RunOutcome",
+    "RunResult",
+    "RunSpec",
+    "RunSummary",
+    "Shutdown",
+    "StartRun",
+    "StatusRequest",
+    "Submit",
+    "Submitted",
+    "TaskControl",
+    "TaskDetail",
+    "TaskInfo",
+    "TaskList",
+    "TaskSummary",
+    "TurnSummary",
+    "UserAnswer",
+    "WorkerHello",
+]
+
+# Bump on any incompatible change to a message below.
+PROTOCOL_VERSION = 1
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shared records
+
+
+@record
+class Question(Record):
+    """A question waiting for the user (ask_user_for_help or an authorisation prompt)."""
+
+    request_id: str
+    kind: str  # confirm | select | input | authorize
+    prompt: str
+    options: list[str] = field(default_factory=list)
+    default: str | None = None
+    details: dict = field(default_factory=dict)
+    task: str = ""
+    run: str = ""
+    agent: str = ""
+    asked_at: float = 0.0
+
+
+@record
+class RunSummary(Record):
+    run: str
+    agent: str
+    status: str
+    parent: str | None = None
+    stop_reason: str = ""
+    pid: int = 0
+    created_at: float = 0.0
+    started_at: float = 0.0
+    ended_at: float = 0.0
+
+
+@record
+class TurnSummary(Record):
+    turn: int
+    text: str
+    state: str
+    root_run: str = ""
+    created_at: float = 0.0
+    ended_at: float = 0.0
+    output: str = ""
+
+
+@record
+class TaskSummary(Record):
+    task: str
+    project: str
+    title: str
+    state: str
+    created_at: float
+    updated_at: float
+    runs: list[RunSummary] = field(default_factory=list)
+    questions: list[Question] = field(default_factory=list)
+    last_seq: int = 0
+
+
+@record
+class RunOutcome(Record):
+    """How a run ended, as handed to its parent (the delegate tool result) or the user."""
+
+    run: str
+    agent: str
+    status: str
+    stop_reason: str
+    output: str = ""
+    error: str = ""
+    data: dict = field(default_factory=dict)
+
+
+@record
+class RunSpec(Record):
+    """Everything a worker needs to run; workers read nothing else from the daemon's world."""
+
+    run: str
+    task: str
+    turn: int
+    project: str  # project id
+    project_root: str
+    agent: str
+    input: str
+    home: str
+    parent_run: str | None = None
+    call_id: str | None = None  # the parent's tool call that asked for this delegation
+    depth: int = 0
+    paused: bool = False
+    yolo: str = "none"
+    config: dict = field(default_factory=dict)  # the parsed config file
+    options: dict = field(default_factory=dict)  # per-submit options (agent kinds may read them)
+    heartbeat_interval: float = 1.0
+    daemon_loss_timeout: float = 10.0
+
+
+@dataclass(slots=True)
+class Event:
+    """One event as clients see it. Travels as a compact list, not a map: it is the hot path."""
+
+    seq: int
+    task: str
+    run: str
+    agent: str
+    type: str
+    ts: float
+    data: dict
+
+    @classmethod
+    def from_published(cls, task: str, item: Any) -> Event:
+        from .errors import MalformedMessage
+
+        if not isinstance(item, list | tuple) or len(item) != 6:
+            raise MalformedMessage("event must be a 6-item list")
+        seq, run, agent, type_, ts, data = item
+        if not (isinstance(seq, int) and isinstance(run, str) and isinstance(agent, str)):
+            raise MalformedMessage("event seq/run/agent have wrong types")
+        if not (isinstance(type_, str) and isinstance(ts, int | float) and isinstance(data, dict)):
+            raise MalformedMessage("event type/ts/data have wrong types")
+        return cls(seq, task, run, agent, type_, float(ts), data)
+
+    def to_published(self) -> list[Any]:
+        return [self.seq, self.run, self.agent, self.type, self.ts, self.data]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "task": self.task,
+            "run": self.run,
+            "agent": self.agent,
+            "type": self.type,
+            "ts": self.ts,
+            "data": self.data,
+        }
+
+
+# ---------------------------------------------------------------------------------------------------
+# Generic replies
+
+
+@message("error")
+class ErrorReply(Message):
+    id: int
+    code: str
+    message: str
+
+
+@message("ack")
+class Ack(Message):
+    id: int
+    task: str = ""
+    state: str = ""
+    detail: str = ""
+
+
+# ---------------------------------------------------------------------------------------------------
+# client ⇄ daemon
+
+
+@message("hello")
+class Hello(Message):
+    id: int
+    version: int
+    role: str = "client"
+    pid: int = 0
+
+
+@message("hello_reply")
+class HelloReply(Message):
+    id: int
+    version: int
+    daemon_pid: int
+    started_at: float
+    runtime_dir: str
+    home: str
+
+
+@message("submit")
+class Submit(Message):
+    """A user turn. `task` continues an existing task; otherwise the project's task is created."""
+
+    id: int
+    project: str  # absolute path of the project root
+    text: str
+    task: str | None = None
+    agent: str = "director"
+    yolo: str = "none"
+    options: dict = field(default_factory=dict)
+
+
+@message("submitted")
+class Submitted(Message):
+    id: int
+    task: str
+    turn: int
+    run: str
+    project: str
+
+
+@message("list_tasks")
+class ListTasks(Message):
+    id: int
+    project: str | None = None
+    limit: int = 50
+
+
+@message("task_list")
+class TaskList(Message):
+    id: int
+    tasks: list[TaskSummary]
+
+
+@message("task_info")
+class TaskInfo(Message):
+    id: int
+    task: str
+
+
+@message("task_detail")
+class TaskDetail(Message):
+    id: int
+    task: TaskSummary
+    turns: list[TurnSummary] = field(default_factory=list)
+
+
+@message("control")
+class TaskControl(Message):
+    id: int
+    task: str
+    action: str  # a ControlAction
+
+
+@message("replay")
+class Replay(Message):
+    """Ask for the task's events with seq > after_seq (at most `limit`)."""
+
+    id: int
+    task: str
+    after_seq: int = 0
+    limit: int = 2000
+
+
+@message("replay_reply")
+class ReplayReply(Message):
+    id: int
+    task: str
+    events: list  # published-event lists, ascending seq
+    last_seq: int  # newest seq the daemon has stamped for this task
+    first_available: int  # oldest seq still replayable; older ones are gone
+    dropped: int  # how many requested events are no longer available
+    more: bool = False  # the page hit `limit`; ask again after the last returned seq
+
+
+@message("answer")
+class Answer(Message):
+    id: int
+    task: str
+    request_id: str
+    answer: dict  # {"value": ..., "scope": ...} or {"cancelled": True}
+
+
+@message("status")
+class StatusRequest(Message):
+    id: int
+
+
+@message("status_reply")
+class DaemonStatus(Message):
+    id: int
+    pid: int
+    version: str
+    started_at: float
+    runtime_dir: str
+    home: str
+    live_workers: int
+    max_workers: int
+    tasks_running: int
+    leases: dict  # limit, in_use, peak, waiting, granted_total
+    runs_started: int = 0
+    shutting_down: bool = False
+
+
+@message("shutdown")
+class Shutdown(Message):
+    id: int
+
+
+@message("published")
+class PublishedEvents(Message):
+    task: str
+    events: list  # published-event lists (see Event)
+
+
+# ---------------------------------------------------------------------------------------------------
+# worker ⇄ daemon
+
+
+@message("worker_hello")
+class WorkerHello(Message):
+    version: int
+    run: str
+    pid: int
+
+
+@message("start")
+class StartRun(Message):
+    spec: RunSpec
+
+
+@message("events")
+class EventBatch(Message):
+    """Events of one run, oldest first, each `[type, ts, data]`; the daemon stamps the rest."""
+
+    events: list
+
+
+@message("heartbeat")
+class Heartbeat(Message):
+    """Progress without an event (a long tool still producing output): resets the idle clock."""
+
+
+@message("ping")
+class Ping(Message):
+    """Daemon liveness, sent to every worker periodically; a worker that hears nothing exits."""
+
+
+@message("lease_request")
+class LeaseRequest(Message):
+    id: int
+
+
+@message("lease_grant")
+class LeaseGrant(Message):
+    id: int
+
+
+@message("lease_release")
+class LeaseRelease(Message):
+    id: int
+
+
+@message("delegate")
+class DelegateRequest(Message):
+    id: int
+    agent: str
+    task: str
+    call_id: str = ""
+    context: dict = field(default_factory=dict)
+
+
+@message("delegate_result")
+class DelegateResult(Message):
+    id: int
+    outcome: RunOutcome
+
+
+@message("ask_user")
+class AskUser(Message):
+    id: int
+    question: Question
+
+
+@message("user_answer")
+class UserAnswer(Message):
+    id: int
+    answer: dict
+
+
+@message("run_control")
+class RunControl(Message):
+    action: str  # a ControlAction
+    reason: str = ""
+
+
+@message("result")
+class RunResult(Message):
+    status: str
+    stop_reason: str
+    output: str = ""
+    error: str = ""
+    data: dict = field(default_factory=dict)
+
+
+@message("result_ack")
+class ResultAck(Message):
+    pass

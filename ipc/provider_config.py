@@ -1,0 +1,486 @@
+"""The provider part of `config.toml`: which LLM endpoints exist and which one each agent or tool uses.
+
+It works on the plain dict `tomllib` returns, so the daemon (which loads the file), the workers (which
+receive the parsed dict in their start message) and the client's setup wizard share one validator.
+Only the standard library is imported here.
+
+Tables read::
+
+    [global.llm]              use_provider = "NAME"
+    [global.llm.providers.NAME]
+                              api_base_url, api_key | api_key_env, model, api_format ("openai" | "anthropic"),
+                              context_window, temperature, max_tokens, reasoning_effort,
+                              fallback_providers = ["other", { provider = "third", weight = 2 }]
+    [agents.llm]              use_provider = "NAME"            (default for every agent)
+    [agents.llm.AGENT]        use_provider = "NAME"
+    [tools.llm]               use_provider = "NAME"            (default for every LLM-backed tool)
+    [tools.llm.TOOL]          use_provider = "NAME"
+    [llm]                     timeout, max_retries, enable_fallback, fallback_max_retries
+    [routing]                 mode = "auto" | "fixed";  [routing.baselines] AGENT = "fast" | "balanced" | "high"
+
+Zero means "not configured" for `temperature`, `max_tokens` and `context_window`: an explicit
+`temperature = 0` cannot be told apart from a missing one once it reaches the engine, and sending 0
+would silently turn the provider's default sampling into greedy decoding.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+__all__ = [
+    "AGENT_NAMES",
+    "API_FORMATS",
+    "DEFAULT_FALLBACK_MAX_RETRIES",
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_TIMEOUT",
+    "ROUTING_MODES",
+    "TIERS",
+    "TOOL_NAMES",
+    "FallbackRef",
+    "LLMConfig",
+    "LLMSettings",
+    "ProviderConfig",
+    "ProviderConfigError",
+    "RoutingSettings",
+    "parse_llm_config",
+    "referenced_providers",
+    "resolve_provider",
+    "resolve_provider_name",
+    "validate_provider_table",
+    "validate_table",
+]
+
+API_FORMATS = ("openai", "anthropic")
+AGENT_NAMES = ("director", "coding", "repo", "chat", "devops", "browser", "meta")
+TOOL_NAMES = ("micro_agent", "thinking", "deepthinking", "design")
+TIERS = ("fast", "balanced", "high")
+ROUTING_MODES = ("auto", "fixed")
+ANTHROPIC_EFFORTS = ("low", "medium", "high", "max")
+
+DEFAULT_TIMEOUT = 600.0
+DEFAULT_MAX_RETRIES = 5
+DEFAULT_FALLBACK_MAX_RETRIES = 2
+
+_PROVIDER_KEYS = frozenset({
+    "api_base_url", "api_key", "api_key_env", "model", "api_format", "context_window", "temperature",
+    "max_tokens", "reasoning_effort", "fallback_providers",
+})
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+class ProviderConfigError(ValueError):
+    """One or more problems in the provider configuration; `problems` lists each one on its own."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        if len(self.problems) == 1:
+            text = self.problems[0]
+        else:
+            text = f"{len(self.problems)} problems in the LLM provider configuration:\n" + "\n".join(
+                f"  - {p}" for p in self.problems)
+        super().__init__(text)
+
+
+@dataclass(frozen=True, slots=True)
+class FallbackRef:
+    """One entry of `fallback_providers`; a higher weight makes the provider more likely to be tried first."""
+
+    provider: str
+    weight: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    """One `[global.llm.providers.NAME]` table after validation and `api_key_env` expansion.
+
+    `api_key` is left out of `repr` so a logged config never leaks the secret. When `api_key_env`
+    names a variable that is not set, `api_key` is empty and `missing_key_env` names the variable.
+    """
+
+    name: str
+    model: str
+    api_base_url: str
+    api_key: str = field(default="", repr=False)
+    api_key_env: str = ""
+    api_format: str = "openai"
+    context_window: int = 0
+    temperature: float = 0.0
+    max_tokens: int = 0
+    reasoning_effort: str = ""
+    fallback_providers: tuple[FallbackRef, ...] = ()
+    missing_key_env: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return not self.missing_key_env
+
+    def require_key(self) -> None:
+        """Raise an actionable error when the key comes from an environment variable that is unset."""
+        if self.missing_key_env:
+            raise ProviderConfigError([_missing_env_problem(self.name, self.missing_key_env)])
+
+
+@dataclass(frozen=True, slots=True)
+class LLMSettings:
+    """`[llm]`: `timeout` is the budget of one logical request (retries included, lease wait excluded)."""
+
+    timeout: float = DEFAULT_TIMEOUT
+    max_retries: int = DEFAULT_MAX_RETRIES
+    enable_fallback: bool = True
+    fallback_max_retries: int = DEFAULT_FALLBACK_MAX_RETRIES
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingSettings:
+    """`[routing]`: `baselines` maps an agent name to the tier it uses when classification fails."""
+
+    mode: str = "auto"
+    baselines: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LLMConfig:
+    """Everything the engines need from the configuration file, validated.
+
+    `warnings` are problems that do not stop loading (an unknown agent name, an effort the
+    Anthropic format cannot map); callers should show them to the user.
+    """
+
+    providers: Mapping[str, ProviderConfig] = field(default_factory=dict)
+    use_provider: str = ""
+    agent_providers: Mapping[str, str] = field(default_factory=dict)
+    agents_default: str = ""
+    tool_providers: Mapping[str, str] = field(default_factory=dict)
+    tools_default: str = ""
+    settings: LLMSettings = field(default_factory=LLMSettings)
+    routing: RoutingSettings = field(default_factory=RoutingSettings)
+    warnings: tuple[str, ...] = ()
+
+
+def _missing_env_problem(provider: str, variable: str) -> str:
+    return (f"[global.llm.providers.{provider}] api_key_env = \"{variable}\" but the environment variable "
+            f"{variable} is not set: export it where yagentd runs (e.g. `systemctl --user set-environment "
+            f"{variable}=...`) or write api_key instead")
+
+
+def _table(raw: Mapping[str, Any], path: tuple[str, ...], problems: list[str]) -> Mapping[str, Any]:
+    node: Any = raw
+    for i, part in enumerate(path):
+        if not isinstance(node, Mapping):
+            return {}
+        node = node.get(part, {})
+        if not isinstance(node, Mapping):
+            where = ".".join(path[: i + 1])
+            problems.append(f"[{where}] must be a table, found {type(node).__name__}: rewrite it as [{where}]")
+            return {}
+    return node
+
+
+def _duration(value: Any, key: str, problems: list[str]) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        problems.append(f"{key} must be a duration such as \"90s\" or \"10m\" (or a number of seconds), "
+                        f"found {value!r}")
+        return None
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        text, pos, seconds = value.strip(), 0, 0.0
+        for m in _DURATION_PART.finditer(text):
+            if m.start() != pos:
+                break
+            seconds += float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+            pos = m.end()
+        if pos == 0 or pos != len(text):
+            problems.append(f"{key} = {value!r} is not a duration: write e.g. \"90s\", \"10m\" or \"1h30m\"")
+            return None
+    if not math.isfinite(seconds) or seconds <= 0:
+        problems.append(f"{key} must be a positive duration, found {value!r}")
+        return None
+    return seconds
+
+
+def _int_key(table: Mapping[str, Any], key: str, where: str, problems: list[str], default: int) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        problems.append(f"{where} {key} must be a whole number >= 0, found {value!r}")
+        return default
+    return value
+
+
+def _parse_fallbacks(name: str, value: Any, problems: list[str]) -> tuple[FallbackRef, ...]:
+    where = f"[global.llm.providers.{name}] fallback_providers"
+    if not isinstance(value, list):
+        problems.append(f"{where} must be a list such as [\"other\", {{ provider = \"third\", weight = 2 }}], "
+                        f"found {value!r}")
+        return ()
+    refs: list[FallbackRef] = []
+    for item in value:
+        if isinstance(item, str):
+            refs.append(FallbackRef(item))
+        elif isinstance(item, Mapping) and isinstance(item.get("provider"), str):
+            weight = item.get("weight", 1)
+            if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+                problems.append(f"{where}: weight of {item['provider']!r} must be a whole number >= 1, "
+                                f"found {weight!r}")
+                weight = 1
+            extra = set(item) - {"provider", "weight"}
+            if extra:
+                problems.append(f"{where}: unknown key(s) {sorted(extra)} in the entry for "
+                                f"{item['provider']!r}; only provider and weight are read")
+            refs.append(FallbackRef(item["provider"], weight))
+        else:
+            problems.append(f"{where}: entry {item!r} must be a provider name or "
+                            f"{{ provider = \"NAME\", weight = N }}")
+    return tuple(refs)
+
+
+def validate_provider_table(name: str, table: Mapping[str, Any]) -> list[str]:
+    """Problems in one provider table, without touching the environment (the setup wizard's form check).
+
+    The wizard's required fields and this function must agree: name, api_base_url, model and one of
+    api_key / api_key_env.
+    """
+    problems: list[str] = []
+    where = f"[global.llm.providers.{name}]"
+    if not _NAME.match(name):
+        problems.append(f"{where}: provider names may use letters, digits, '_', '-' and '.' only; rename it")
+    for key in sorted(set(table) - _PROVIDER_KEYS):
+        problems.append(f"{where}: unknown key {key!r}; the known keys are {', '.join(sorted(_PROVIDER_KEYS))}")
+    for key in ("api_base_url", "model", "api_key", "api_key_env", "api_format", "reasoning_effort"):
+        if key in table and not isinstance(table[key], str):
+            problems.append(f"{where} {key} must be a string, found {table[key]!r}")
+    url = table.get("api_base_url")
+    if not url:
+        problems.append(f"{where} api_base_url is missing: set the endpoint, e.g. "
+                        f"\"https://api.deepseek.com/v1\" or \"https://api.anthropic.com\"")
+    elif isinstance(url, str) and not url.startswith(("http://", "https://")):
+        problems.append(f"{where} api_base_url = {url!r} must start with http:// or https://")
+    if not table.get("model"):
+        problems.append(f"{where} model is missing: set the model name the endpoint expects, "
+                        f"e.g. \"deepseek-chat\"")
+    has_key, has_env = bool(table.get("api_key")), bool(table.get("api_key_env"))
+    if has_key and has_env:
+        problems.append(f"{where} sets both api_key and api_key_env: keep only one of them")
+    elif not has_key and not has_env:
+        problems.append(f"{where} has no credentials: set api_key = \"...\" or api_key_env = \"VARIABLE\" "
+                        f"(local servers that ignore keys still need a placeholder such as \"none\")")
+    env = table.get("api_key_env")
+    if isinstance(env, str) and env and not _ENV_NAME.match(env):
+        problems.append(f"{where} api_key_env = {env!r} is not an environment variable name; write the "
+                        f"variable's name (e.g. \"DEEPSEEK_API_KEY\"), not its value")
+    fmt = table.get("api_format", "openai")
+    if isinstance(fmt, str) and fmt not in API_FORMATS:
+        problems.append(f"{where} api_format = {fmt!r} is not supported: use \"openai\" (any "
+                        f"OpenAI-compatible server) or \"anthropic\"")
+    for key in ("context_window", "max_tokens"):
+        if key in table:
+            _int_key(table, key, where, problems, 0)
+    if "temperature" in table:
+        temp = table["temperature"]
+        if isinstance(temp, bool) or not isinstance(temp, int | float) or not 0 <= temp <= 2:
+            problems.append(f"{where} temperature must be a number between 0 and 2, found {temp!r}")
+    if "fallback_providers" in table:
+        refs = _parse_fallbacks(name, table["fallback_providers"], problems)
+        if any(r.provider == name for r in refs):
+            problems.append(f"{where} fallback_providers lists the provider itself; remove {name!r} from it")
+    return problems
+
+
+def _provider(name: str, table: Mapping[str, Any], environ: Mapping[str, str],
+              problems: list[str], warnings: list[str]) -> ProviderConfig | None:
+    own = validate_provider_table(name, table)
+    problems.extend(own)
+    if own:
+        return None
+    api_format = table.get("api_format", "openai")
+    effort = table.get("reasoning_effort", "")
+    if api_format == "anthropic" and effort and effort not in ANTHROPIC_EFFORTS:
+        warnings.append(f"[global.llm.providers.{name}] reasoning_effort = {effort!r} is not one of "
+                        f"{', '.join(ANTHROPIC_EFFORTS)}: extended thinking stays off for this provider")
+    key, env_name, missing = table.get("api_key", ""), table.get("api_key_env", ""), ""
+    if env_name:
+        key = environ.get(env_name, "")
+        if not key:
+            missing = env_name
+    return ProviderConfig(
+        name=name,
+        model=table["model"],
+        api_base_url=table["api_base_url"].rstrip("/"),
+        api_key=key,
+        api_key_env=env_name,
+        api_format=api_format,
+        context_window=table.get("context_window", 0),
+        temperature=float(table.get("temperature", 0.0)),
+        max_tokens=table.get("max_tokens", 0),
+        reasoning_effort=effort,
+        fallback_providers=_parse_fallbacks(name, table.get("fallback_providers", []), []),
+        missing_key_env=missing,
+    )
+
+
+def _use_provider(table: Mapping[str, Any], where: str, problems: list[str]) -> str:
+    value = table.get("use_provider", "")
+    if not isinstance(value, str):
+        problems.append(f"{where} use_provider must be a provider name (a string), found {value!r}")
+        return ""
+    return value
+
+
+def _per_name(table: Mapping[str, Any], section: str, known: tuple[str, ...],
+              problems: list[str], warnings: list[str]) -> dict[str, str]:
+    chosen: dict[str, str] = {}
+    for name, sub in table.items():
+        if name == "use_provider":
+            continue
+        where = f"[{section}.{name}]"
+        if not isinstance(sub, Mapping):
+            problems.append(f"[{section}] {name} must be a table such as {name}.use_provider = \"NAME\", "
+                            f"found {sub!r}")
+            continue
+        if name not in known:
+            warnings.append(f"{where} is not a known name ({', '.join(known)}); it only applies if something "
+                            f"asks for {name!r} by that exact name")
+        value = _use_provider(sub, where, problems)
+        if value:
+            chosen[name] = value
+    return chosen
+
+
+def _settings(raw: Mapping[str, Any], problems: list[str]) -> LLMSettings:
+    llm = _table(raw, ("llm",), problems)
+    timeout = DEFAULT_TIMEOUT
+    if "timeout" in llm:
+        timeout = _duration(llm["timeout"], "[llm] timeout", problems) or DEFAULT_TIMEOUT
+    enable = llm.get("enable_fallback", True)
+    if not isinstance(enable, bool):
+        problems.append(f"[llm] enable_fallback must be true or false, found {enable!r}")
+        enable = True
+    return LLMSettings(
+        timeout=timeout,
+        max_retries=_int_key(llm, "max_retries", "[llm]", problems, DEFAULT_MAX_RETRIES),
+        enable_fallback=enable,
+        fallback_max_retries=_int_key(llm, "fallback_max_retries", "[llm]", problems,
+                                      DEFAULT_FALLBACK_MAX_RETRIES),
+    )
+
+
+def _routing(raw: Mapping[str, Any], problems: list[str], warnings: list[str]) -> RoutingSettings:
+    routing = _table(raw, ("routing",), problems)
+    mode = routing.get("mode", "auto")
+    if mode not in ROUTING_MODES:
+        problems.append(f"[routing] mode = {mode!r} is not supported: use \"auto\" (pick a tier per task) "
+                        f"or \"fixed\" (always the configured provider)")
+        mode = "auto"
+    baselines: dict[str, str] = {}
+    for agent, tier in _table(raw, ("routing", "baselines"), problems).items():
+        if tier not in TIERS:
+            problems.append(f"[routing.baselines] {agent} = {tier!r} is not a tier: use one of "
+                            f"{', '.join(repr(t) for t in TIERS)}")
+            continue
+        if agent not in AGENT_NAMES:
+            warnings.append(f"[routing.baselines] {agent!r} is not a known agent ({', '.join(AGENT_NAMES)})")
+        baselines[agent] = tier
+    return RoutingSettings(mode=mode, baselines=baselines)
+
+
+def referenced_providers(config: LLMConfig) -> list[str]:
+    """Every provider name a use_provider or fallback_providers entry points at, in first-seen order."""
+    names: list[str] = []
+    for name in (config.use_provider, config.agents_default, config.tools_default,
+                 *config.agent_providers.values(), *config.tool_providers.values()):
+        if name and name not in names:
+            names.append(name)
+    for provider in config.providers.values():
+        for ref in provider.fallback_providers:
+            if ref.provider not in names:
+                names.append(ref.provider)
+    return names
+
+
+def parse_llm_config(raw: Mapping[str, Any], environ: Mapping[str, str]) -> LLMConfig:
+    """Validate the provider-related tables of a parsed config file and expand `api_key_env` once.
+
+    Raises `ProviderConfigError` listing every problem. A provider whose `api_key_env` variable is
+    unset is an error only when something references it; otherwise it is kept with `missing_key_env`
+    set and fails when it is actually resolved.
+    """
+    problems: list[str] = []
+    warnings: list[str] = []
+    global_llm = _table(raw, ("global", "llm"), problems)
+    providers: dict[str, ProviderConfig] = {}
+    for name, table in _table(raw, ("global", "llm", "providers"), problems).items():
+        if not isinstance(table, Mapping):
+            problems.append(f"[global.llm.providers] {name} must be a table [global.llm.providers.{name}], "
+                            f"found {table!r}")
+            continue
+        provider = _provider(name, table, environ, problems, warnings)
+        if provider is not None:
+            providers[name] = provider
+    agents = _table(raw, ("agents", "llm"), problems)
+    tools = _table(raw, ("tools", "llm"), problems)
+    config = LLMConfig(
+        providers=providers,
+        use_provider=_use_provider(global_llm, "[global.llm]", problems),
+        agent_providers=_per_name(agents, "agents.llm", AGENT_NAMES, problems, warnings),
+        agents_default=_use_provider(agents, "[agents.llm]", problems),
+        tool_providers=_per_name(tools, "tools.llm", TOOL_NAMES, problems, warnings),
+        tools_default=_use_provider(tools, "[tools.llm]", problems),
+        settings=_settings(raw, problems),
+        routing=_routing(raw, problems, warnings),
+        warnings=(),
+    )
+    declared = set(_table(raw, ("global", "llm", "providers"), []))
+    for name in referenced_providers(config):
+        if name not in declared:
+            known = ", ".join(sorted(declared)) or "none are defined"
+            problems.append(f"provider {name!r} is used but not defined: add [global.llm.providers.{name}] "
+                            f"or point use_provider/fallback_providers at one of: {known}")
+        elif name in providers and providers[name].missing_key_env:
+            problems.append(_missing_env_problem(name, providers[name].missing_key_env))
+    if providers and not config.use_provider and len(providers) > 1:
+        problems.append(f"[global.llm] use_provider is missing and {len(providers)} providers are defined: "
+                        f"set use_provider to one of {', '.join(sorted(providers))}")
+    if problems:
+        raise ProviderConfigError(problems)
+    return replace(config, warnings=tuple(warnings))
+
+
+def validate_table(raw: Mapping[str, Any], environ: Mapping[str, str]) -> None:
+    """The hook `ipc/config.py` calls while loading the file; raises `ProviderConfigError` (a ValueError)."""
+    parse_llm_config(raw, environ)
+
+
+def resolve_provider_name(config: LLMConfig, agent: str | None = None, tool: str | None = None) -> str:
+    """tool's own → `[tools.llm] use_provider` → agent's own → `[agents.llm] use_provider` → global."""
+    candidates: list[str] = []
+    if tool is not None:
+        candidates += [config.tool_providers.get(tool, ""), config.tools_default]
+    if agent is not None:
+        candidates += [config.agent_providers.get(agent, ""), config.agents_default]
+    candidates.append(config.use_provider)
+    for name in candidates:
+        if name:
+            return name
+    if len(config.providers) == 1:
+        return next(iter(config.providers))
+    if not config.providers:
+        raise ProviderConfigError(["no LLM provider is configured: run `yagent setup` or add a "
+                                   "[global.llm.providers.NAME] table and [global.llm] use_provider"])
+    raise ProviderConfigError([f"no provider chosen: set [global.llm] use_provider to one of "
+                               f"{', '.join(sorted(config.providers))}"])
+
+
+def resolve_provider(config: LLMConfig, agent: str | None = None, tool: str | None = None) -> ProviderConfig:
+    """The provider an agent (or a tool run by it) talks to; its key must be available."""
+    name = resolve_provider_name(config, agent, tool)
+    provider = config.providers.get(name)
+    if provider is None:
+        raise ProviderConfigError([f"provider {name!r} is not defined: add [global.llm.providers.{name}]"])
+    provider.require_key()
+    return provider

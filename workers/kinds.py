@@ -1,0 +1,93 @@
+"""Agent kinds, registered by name, and what a running agent gets to work with.
+
+An agent kind is an async function `(RunContext) -> AgentOutcome`. Kinds register at import time of
+their module; the daemon names the modules to preload (the built-in agents plus any
+`[daemon] agent_modules` from the configuration), so a worker finds its kind already imported.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from yagent.ipc.messages import RunOutcome, RunSpec
+
+if TYPE_CHECKING:
+    from .channel import DaemonChannel
+
+__all__ = ["AgentFn", "AgentOutcome", "RunContext", "agent_kind", "known_kinds", "resolve_kind"]
+
+
+@dataclass(slots=True)
+class AgentOutcome:
+    status: str  # a RunStatus value: done | failed | cancelled
+    stop_reason: str  # a StopReason value
+    output: str = ""
+    error: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class RunContext:
+    """The run's view of the world: its spec and its channel to the daemon."""
+
+    def __init__(self, spec: RunSpec, channel: DaemonChannel) -> None:
+        self.spec = spec
+        self.channel = channel
+        self.log = logging.getLogger(f"yagent.run.{spec.agent}")
+
+    @property
+    def project_root(self) -> Path:
+        return Path(self.spec.project_root)
+
+    @property
+    def home(self) -> Path:
+        return Path(self.spec.home)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.spec.config
+
+    def emit(self, type_: str, data: dict[str, Any] | None = None) -> None:
+        self.channel.emit(type_, data or {})
+
+    def heartbeat(self) -> None:
+        self.channel.heartbeat()
+
+    async def step_boundary(self) -> None:
+        """Block here while the task is paused; raises CancelledError if the run is cancelled."""
+        await self.channel.pause_gate()
+
+    async def delegate(self, agent: str, task: str, *, call_id: str = "",
+                       context: dict[str, Any] | None = None) -> RunOutcome:
+        return await self.channel.delegate(agent, task, call_id=call_id, context=context or {})
+
+    async def ask_user(self, kind: str, prompt: str, *, options: list[str] | None = None,
+                       default: str | None = None, details: dict[str, Any] | None = None) -> dict[str, Any]:
+        return await self.channel.ask_user(kind, prompt, options=options or [], default=default,
+                                           details=details or {})
+
+
+AgentFn = Callable[[RunContext], Awaitable[AgentOutcome]]
+
+_KINDS: dict[str, AgentFn] = {}
+
+
+def agent_kind(name: str) -> Callable[[AgentFn], AgentFn]:
+    def register(fn: AgentFn) -> AgentFn:
+        if name in _KINDS and _KINDS[name] is not fn:
+            raise ValueError(f"agent kind {name!r} registered twice")
+        _KINDS[name] = fn
+        return fn
+
+    return register
+
+
+def resolve_kind(name: str) -> AgentFn | None:
+    return _KINDS.get(name)
+
+
+def known_kinds() -> list[str]:
+    return sorted(_KINDS)

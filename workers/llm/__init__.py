@@ -1,0 +1,100 @@
+"""yagent.workers.llm — how agents talk to models.
+
+    engine = build_engine(config_dict, agent="coding", gate=lease_gate)       # always a RoutingEngine
+    decision = await engine.route(task_text)                                   # optional tier choice
+    async with engine.complete(messages, tools) as stream:
+        async for delta in stream:            # TextDelta | ReasoningDelta | ToolCallDelta | StreamRestart
+            forward_to_ui(delta)
+        response = await stream.final()       # text, reasoning, tool_calls, stop_reason, usage
+    messages.append(response.message())
+
+Engines speak the OpenAI-compatible Chat Completions format or the Anthropic Messages format over
+httpx with streaming, repair tool-call pairing before every request, retry with backoff inside the
+`[llm] timeout` budget, and hold one in-flight lease per logical request. Errors are the `LLMError`
+tree in `_errors.py`.
+"""
+
+from ._anthropic import ANTHROPIC_VERSION, DEFAULT_MAX_TOKENS, THINKING_BUDGETS, AnthropicEngine
+from ._build import EngineFactory, build_engine, engine_for_provider
+from ._catalog import ModelCatalog, ModelInfo, default_catalog, lookup_model, normalise_model_name
+from ._engine import Engine, HTTPEngine
+from ._errors import (
+    LLMAuthError,
+    LLMBadRequestError,
+    LLMError,
+    LLMNetworkError,
+    LLMRateLimitError,
+    LLMServerError,
+    LLMTimeoutError,
+)
+from ._fallback import FallbackEngine
+from ._gate import UNLIMITED_GATE, InFlightGate, SemaphoreGate, UnlimitedGate
+from ._messages import Message, Role, ToolCall, ToolDefinition
+from ._openai import OpenAIEngine
+from ._pairing import MISSING_TOOL_RESULT, repair_tool_pairing
+from ._response import (
+    CallOptions,
+    Delta,
+    ReasoningDelta,
+    Response,
+    ResponseStream,
+    StopReason,
+    StreamRestart,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from ._retry import RetryPolicy, parse_retry_after
+from ._router import CLASSIFY_TIMEOUT, RouteDecision, RoutingEngine, assign_tiers
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "CLASSIFY_TIMEOUT",
+    "DEFAULT_MAX_TOKENS",
+    "MISSING_TOOL_RESULT",
+    "THINKING_BUDGETS",
+    "UNLIMITED_GATE",
+    "AnthropicEngine",
+    "CallOptions",
+    "Delta",
+    "Engine",
+    "EngineFactory",
+    "FallbackEngine",
+    "HTTPEngine",
+    "InFlightGate",
+    "LLMAuthError",
+    "LLMBadRequestError",
+    "LLMError",
+    "LLMNetworkError",
+    "LLMRateLimitError",
+    "LLMServerError",
+    "LLMTimeoutError",
+    "Message",
+    "ModelCatalog",
+    "ModelInfo",
+    "OpenAIEngine",
+    "ReasoningDelta",
+    "Response",
+    "ResponseStream",
+    "RetryPolicy",
+    "Role",
+    "RouteDecision",
+    "RoutingEngine",
+    "SemaphoreGate",
+    "StopReason",
+    "StreamRestart",
+    "TextDelta",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolDefinition",
+    "UnlimitedGate",
+    "Usage",
+    "assign_tiers",
+    "build_engine",
+    "default_catalog",
+    "engine_for_provider",
+    "lookup_model",
+    "normalise_model_name",
+    "parse_retry_after",
+    "repair_tool_pairing",
+]

@@ -1,0 +1,231 @@
+"""Anthropic Messages API, streaming, with extended thinking."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from typing import Any
+
+from ._engine import HTTPEngine, Item, _CallContext, first_set
+from ._errors import (
+    LLMAuthError,
+    LLMBadRequestError,
+    LLMError,
+    LLMNetworkError,
+    LLMRateLimitError,
+    LLMServerError,
+)
+from ._messages import Message, ToolCall, ToolDefinition
+from ._response import (
+    CallOptions,
+    ReasoningDelta,
+    Response,
+    StopReason,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+
+__all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "THINKING_BUDGETS", "AnthropicEngine"]
+
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 8192  # the Messages API requires max_tokens; used when nothing is configured
+THINKING_BUDGETS = {"low": 1024, "medium": 8192, "high": 24576, "max": 32000}
+THINKING_HEADROOM = 4096  # room for the visible answer on top of the thinking budget
+
+_STOP = {
+    "end_turn": StopReason.END_TURN,
+    "tool_use": StopReason.TOOL_USE,
+    "max_tokens": StopReason.MAX_TOKENS,
+    "stop_sequence": StopReason.STOP_SEQUENCE,
+    "refusal": StopReason.CONTENT_FILTER,
+}
+
+_ERROR_TYPES: dict[str, type[LLMError]] = {
+    "authentication_error": LLMAuthError,
+    "permission_error": LLMAuthError,
+    "invalid_request_error": LLMBadRequestError,
+    "not_found_error": LLMBadRequestError,
+    "request_too_large": LLMBadRequestError,
+    "rate_limit_error": LLMRateLimitError,
+}
+
+
+def anthropic_usage(raw: dict[str, Any]) -> Usage:
+    """`input_tokens` excludes cache reads and writes; the normalised total includes both."""
+    cached = int(raw.get("cache_read_input_tokens") or 0)
+    written = int(raw.get("cache_creation_input_tokens") or 0)
+    return Usage(total_input_tokens=int(raw.get("input_tokens") or 0) + cached + written,
+                 output_tokens=int(raw.get("output_tokens") or 0), cached_input_tokens=cached)
+
+
+def tool_input(call: ToolCall) -> dict[str, Any]:
+    """`tool_use.input` must be an object; unparsable arguments are kept as text so the model sees them."""
+    try:
+        return call.parsed_arguments()
+    except ValueError:
+        return {"_unparsed_arguments": call.arguments}
+
+
+def anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """(system text, messages): system turns move to the top-level field, tool results into user turns."""
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            system.append(message.content)
+        elif message.role == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if message.reasoning and message.reasoning_signature:
+                # Thinking can only be replayed with the signature the API issued for it.
+                blocks.append({"type": "thinking", "thinking": message.reasoning,
+                               "signature": message.reasoning_signature})
+            if message.content:
+                blocks.append({"type": "text", "text": message.content})
+            blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": tool_input(c)}
+                       for c in message.tool_calls]
+            if blocks:
+                out.append({"role": "assistant", "content": blocks})
+        else:
+            block = ({"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}
+                     if message.role == "tool" else {"type": "text", "text": message.content})
+            previous = out[-1] if out else None
+            if previous and previous["role"] == "user" and isinstance(previous["content"], list):
+                previous["content"].append(block)
+            elif message.role == "tool":
+                out.append({"role": "user", "content": [block]})
+            else:
+                out.append({"role": "user", "content": message.content})
+    return "\n\n".join(s for s in system if s), out
+
+
+class AnthropicEngine(HTTPEngine):
+    """`POST {api_base_url}/v1/messages` with `x-api-key` and `anthropic-version` headers."""
+
+    api_format = "anthropic"
+
+    def url(self) -> str:
+        base = self.config.api_base_url
+        return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+
+    def headers(self) -> dict[str, str]:
+        return {"x-api-key": self.config.api_key, "anthropic-version": ANTHROPIC_VERSION,
+                "content-type": "application/json", "accept": "text/event-stream"}
+
+    def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
+                      options: CallOptions) -> dict[str, Any]:
+        system, turns = anthropic_messages(messages)
+        max_tokens = first_set(options.max_tokens, self.config.max_tokens) or DEFAULT_MAX_TOKENS
+        temperature = first_set(options.temperature, self.config.temperature)
+        effort = self.config.reasoning_effort if options.reasoning_effort is None else options.reasoning_effort
+        budget = THINKING_BUDGETS.get(effort or "")
+        body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "messages": turns}
+        if system:
+            body["system"] = system
+        if tools:
+            body["tools"] = [{"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+                             for t in tools]
+        if budget:
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            body["max_tokens"] = max(max_tokens, budget + THINKING_HEADROOM)
+            temperature = 1.0  # the API rejects any other temperature while thinking
+        if temperature:
+            body["temperature"] = temperature
+        if options.stream:
+            body["stream"] = True
+        body.update(options.extra_body)
+        return body
+
+    def error_detail(self, body: Any) -> tuple[str, str]:
+        error = body["error"]
+        return str(error.get("message") or error), str(error.get("type") or "")
+
+    def _event_error(self, event: dict[str, Any]) -> LLMError:
+        message, kind = self.error_detail(event)
+        return _ERROR_TYPES.get(kind, LLMServerError)(f"{kind or 'error'} event in the stream: {message}",
+                                                      provider=self.provider, model=self.model, status=200)
+
+    async def parse_stream(self, events: AsyncIterator[tuple[str, str]],
+                           context: _CallContext) -> AsyncGenerator[Item, None]:
+        text: list[str] = []
+        reasoning: list[str] = []
+        signature = ""
+        tool_index: dict[int, int] = {}  # content block index -> tool call position
+        calls: list[list[Any]] = []  # [id, name, fragments]
+        usage: dict[str, Any] = {}
+        stop = ""
+        finished = False
+        loads = json.loads
+        async for name, data in events:
+            try:
+                event = loads(data)
+            except ValueError:
+                raise self.malformed(data) from None
+            kind = event.get("type") or name
+            if kind == "content_block_delta":
+                delta = event["delta"]
+                delta_type = delta.get("type")
+                if delta_type == "text_delta":
+                    text.append(delta["text"])
+                    yield TextDelta(delta["text"])
+                elif delta_type == "input_json_delta":
+                    position = tool_index[event["index"]]
+                    piece = delta.get("partial_json", "")
+                    calls[position][2].append(piece)
+                    yield ToolCallDelta(position, calls[position][0], calls[position][1], piece)
+                elif delta_type == "thinking_delta":
+                    reasoning.append(delta["thinking"])
+                    yield ReasoningDelta(delta["thinking"])
+                elif delta_type == "signature_delta":
+                    signature = delta["signature"]
+            elif kind == "content_block_start":
+                block = event["content_block"]
+                if block.get("type") == "tool_use":
+                    tool_index[event["index"]] = len(calls)
+                    calls.append([block["id"], block["name"], []])
+                    yield ToolCallDelta(len(calls) - 1, block["id"], block["name"], "")
+                elif block.get("type") == "text" and block.get("text"):
+                    text.append(block["text"])
+                    yield TextDelta(block["text"])
+            elif kind == "message_start":
+                usage.update(event["message"].get("usage") or {})
+            elif kind == "message_delta":
+                stop = (event.get("delta") or {}).get("stop_reason") or stop
+                usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+            elif kind == "message_stop":
+                finished = True
+                break
+            elif kind == "error":
+                raise self._event_error(event)
+            # ping and content_block_stop carry nothing we need
+        if not finished:
+            raise LLMNetworkError("the stream ended before message_stop", provider=self.provider,
+                                  model=self.model, status=200)
+        tool_calls = tuple(ToolCall(c[0], c[1], "".join(c[2]) or "{}") for c in calls)
+        full_text, full_reasoning = "".join(text), "".join(reasoning)
+        normalised = (anthropic_usage(usage) if usage
+                      else context.estimate_usage(full_text, full_reasoning, tool_calls))
+        yield Response(text=full_text, reasoning=full_reasoning, tool_calls=tool_calls,
+                       stop_reason=_STOP.get(stop, StopReason.OTHER), usage=normalised, provider=self.provider,
+                       model=self.model, raw_stop_reason=stop, reasoning_signature=signature)
+
+    def parse_body(self, body: Any, context: _CallContext) -> Response:
+        if body.get("type") == "error":
+            raise self._event_error(body)
+        text, reasoning, signature, calls = [], [], "", []
+        for block in body.get("content") or ():
+            kind = block.get("type")
+            if kind == "text":
+                text.append(block.get("text", ""))
+            elif kind == "thinking":
+                reasoning.append(block.get("thinking", ""))
+                signature = block.get("signature", "") or signature
+            elif kind == "tool_use":
+                calls.append(ToolCall(block["id"], block["name"], json.dumps(block.get("input") or {})))
+        stop = body.get("stop_reason") or ""
+        full_text, full_reasoning, tool_calls = "".join(text), "".join(reasoning), tuple(calls)
+        usage = (anthropic_usage(body["usage"]) if body.get("usage")
+                 else context.estimate_usage(full_text, full_reasoning, tool_calls))
+        return Response(text=full_text, reasoning=full_reasoning, tool_calls=tool_calls,
+                        stop_reason=_STOP.get(stop, StopReason.OTHER), usage=usage, provider=self.provider,
+                        model=self.model, raw_stop_reason=stop, reasoning_signature=signature)

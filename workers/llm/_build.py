@@ -1,0 +1,107 @@
+"""From the parsed configuration to the engine an agent holds (always a RoutingEngine)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import httpx
+
+from yagent.ipc.provider_config import LLMConfig, ProviderConfig, parse_llm_config, resolve_provider
+
+from ._anthropic import AnthropicEngine
+from ._catalog import ModelCatalog
+from ._engine import DEFAULT_IDLE_TIMEOUT, Engine, HTTPEngine
+from ._fallback import FallbackEngine
+from ._gate import UNLIMITED_GATE, InFlightGate
+from ._openai import OpenAIEngine
+from ._retry import RetryPolicy
+from ._router import RoutingEngine, assign_tiers
+
+__all__ = ["EngineFactory", "build_engine", "engine_for_provider"]
+
+
+def engine_for_provider(provider: ProviderConfig, **kwargs: Any) -> HTTPEngine:
+    """The wire-format engine for one provider (no routing, no fallback)."""
+    cls = AnthropicEngine if provider.api_format == "anthropic" else OpenAIEngine
+    return cls(provider, **kwargs)
+
+
+class EngineFactory:
+    """Builds and caches one engine per provider name, sharing one HTTP client and one gate.
+
+    A provider with `fallback_providers` (and `[llm] enable_fallback`) becomes a FallbackEngine.
+    """
+
+    def __init__(self, config: LLMConfig, *, gate: InFlightGate = UNLIMITED_GATE,
+                 client: httpx.AsyncClient | None = None, retry: RetryPolicy | None = None,
+                 idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> None:
+        self.config = config
+        self._gate = gate
+        self._client = client if client is not None else httpx.AsyncClient()
+        self._owns_client = client is None
+        self._retry = replace(retry or RetryPolicy(), max_retries=config.settings.max_retries)
+        self._idle_timeout = idle_timeout
+        self._cache: dict[str, Engine] = {}
+
+    def _provider(self, name: str) -> ProviderConfig:
+        provider = self.config.providers.get(name)
+        if provider is None:
+            known = ", ".join(sorted(self.config.providers)) or "none"
+            raise KeyError(f"provider {name!r} is not defined in [global.llm.providers] (defined: {known})")
+        provider.require_key()
+        return provider
+
+    def _http(self, provider: ProviderConfig) -> HTTPEngine:
+        return engine_for_provider(provider, settings=self.config.settings, client=self._client,
+                                   gate=self._gate, retry=self._retry, idle_timeout=self._idle_timeout)
+
+    def __call__(self, name: str) -> Engine:
+        engine = self._cache.get(name)
+        if engine is None:
+            provider = self._provider(name)
+            primary = self._http(provider)
+            engine = primary
+            if provider.fallback_providers and self.config.settings.enable_fallback:
+                fallbacks = [(self._http(self._provider(ref.provider)), ref.weight)
+                             for ref in provider.fallback_providers]
+                engine = FallbackEngine(primary, fallbacks, gate=self._gate,
+                                        fallback_max_retries=self.config.settings.fallback_max_retries)
+            self._cache[name] = engine
+        return engine
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+
+def build_engine(config: Mapping[str, Any] | LLMConfig, agent: str | None = None, tool: str | None = None, *,
+                 gate: InFlightGate = UNLIMITED_GATE, environ: Mapping[str, str] | None = None,
+                 override: str | None = None, factory: EngineFactory | None = None,
+                 client: httpx.AsyncClient | None = None, retry: RetryPolicy | None = None,
+                 catalog: ModelCatalog | None = None) -> RoutingEngine:
+    """The engine for an agent (or for an LLM-backed tool run by that agent), wrapped by the router.
+
+    `config` is the dict `tomllib` returned for config.toml (or an already parsed LLMConfig).
+    Pass a shared `factory` to reuse connections between the engines of one worker.
+    """
+    if isinstance(config, LLMConfig):
+        parsed = config
+    else:
+        parsed = parse_llm_config(config, os.environ if environ is None else environ)
+    configured = resolve_provider(parsed, agent, tool).name
+    owned = factory is None
+    engines = factory or EngineFactory(parsed, gate=gate, client=client, retry=retry)
+    role = tool or agent or "default"
+    return RoutingEngine(
+        role=role,
+        configured=configured,
+        engines=engines,
+        tiers=assign_tiers(list(parsed.providers.values()), catalog),
+        mode=parsed.routing.mode,
+        baseline=parsed.routing.baselines.get(agent or ""),
+        override=override,
+        on_close=engines.aclose if owned else None,
+    )

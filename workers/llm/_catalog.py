@@ -1,0 +1,96 @@
+"""The shipped model catalog (`model_catalog.json`): context window, output limit and score per model.
+
+Two consumers read context windows with different meanings (see the package README): compression
+thresholds come from this catalog, while a provider's `context_window` only feeds the UI's progress bar.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ModelCatalog", "ModelInfo", "default_catalog", "lookup_model", "normalise_model_name"]
+
+_DATE_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
+
+
+def normalise_model_name(name: str) -> str:
+    """"anthropic/claude-sonnet-4.5:beta" → "claude-sonnet-4-5"; "gpt-4o-2024-08-06" → "gpt-4o"."""
+    text = name.strip().lower().rsplit("/", 1)[-1]
+    text = text.split("@", 1)[0].split(":", 1)[0]
+    text = text.replace(".", "-").replace("_", "-")
+    text = _DATE_SUFFIX.sub("", text)
+    return text.removesuffix("-latest")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    name: str
+    family: str
+    context_window: int
+    max_output: int
+    score: float
+
+
+class ModelCatalog:
+    """Lookup by model name: exact key, then alias, then the longest key that prefixes the name."""
+
+    def __init__(self, models: Mapping[str, ModelInfo], aliases: Mapping[str, str] | None = None) -> None:
+        self._models = dict(models)
+        self._aliases = dict(aliases or {})
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelCatalog:
+        models = {
+            normalise_model_name(key): ModelInfo(name=key, family=str(entry.get("family", "")),
+                                                 context_window=int(entry["context_window"]),
+                                                 max_output=int(entry.get("max_output", 0)),
+                                                 score=float(entry.get("score", 0)))
+            for key, entry in data.get("models", {}).items()
+        }
+        aliases = {normalise_model_name(k): normalise_model_name(v) for k, v in data.get("aliases", {}).items()}
+        unknown = sorted(a for a, target in aliases.items() if target not in models)
+        if unknown:
+            raise ValueError(f"model catalog aliases point at unknown models: {unknown}")
+        return cls(models, aliases)
+
+    @classmethod
+    def load(cls, path: Path) -> ModelCatalog:
+        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+    def __len__(self) -> int:
+        return len(self._models)
+
+    def names(self) -> list[str]:
+        return sorted(self._models)
+
+    def lookup(self, model: str) -> ModelInfo | None:
+        """The catalog entry for a configured model name, or None for an unknown model."""
+        key = normalise_model_name(model)
+        if not key:
+            return None
+        found = self._models.get(key) or self._models.get(self._aliases.get(key, ""))
+        if found is not None:
+            return found
+        best = ""
+        for candidate in self._models:
+            if len(candidate) > len(best) and key.startswith(candidate + "-"):
+                best = candidate
+        return self._models[best] if best else None
+
+
+@functools.cache
+def default_catalog() -> ModelCatalog:
+    """The catalog shipped inside the package."""
+    text = resources.files(__package__).joinpath("model_catalog.json").read_text(encoding="utf-8")
+    return ModelCatalog.from_dict(json.loads(text))
+
+
+def lookup_model(model: str) -> ModelInfo | None:
+    return default_catalog().lookup(model)

@@ -1,0 +1,129 @@
+"""The provider-neutral conversation model: messages, tool calls, tool definitions.
+
+Plain dataclasses that round-trip through JSON-compatible dicts, because conversation memory is
+persisted as JSONL by another module and must read back byte-for-byte the same shapes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Message", "Role", "ToolCall", "ToolDefinition"]
+
+Role = Literal["system", "user", "assistant", "tool"]
+_ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool invocation requested by the model; `arguments` is the raw JSON text exactly as streamed."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as an object; raises ValueError when the model produced invalid JSON."""
+        value = json.loads(self.arguments or "{}")
+        if not isinstance(value, dict):
+            raise ValueError(f"arguments of tool call {self.id} ({self.name}) are JSON but not an object")
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
+        return cls(id=str(data["id"]), name=str(data["name"]), arguments=str(data.get("arguments", "{}")))
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One conversation turn.
+
+    - system / user: `content`.
+    - assistant: `content` (may be empty), optional `reasoning` (plus the Anthropic `reasoning_signature`
+      needed to send a thinking block back), `tool_calls`.
+    - tool: `tool_call_id` and `content` (the tool's result text).
+    """
+
+    role: Role
+    content: str = ""
+    reasoning: str = ""
+    reasoning_signature: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.role not in _ROLES:
+            raise ValueError(f"message role must be one of {_ROLES}, got {self.role!r}")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs the tool_call_id of the call it answers")
+        if not isinstance(self.tool_calls, tuple):
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+
+    @classmethod
+    def system(cls, content: str) -> Message:
+        return cls("system", content)
+
+    @classmethod
+    def user(cls, content: str) -> Message:
+        return cls("user", content)
+
+    @classmethod
+    def assistant(cls, content: str = "", *, reasoning: str = "", tool_calls: tuple[ToolCall, ...] = (),
+                  reasoning_signature: str = "") -> Message:
+        return cls("assistant", content, reasoning=reasoning, tool_calls=tuple(tool_calls),
+                   reasoning_signature=reasoning_signature)
+
+    @classmethod
+    def tool(cls, tool_call_id: str, content: str, name: str = "") -> Message:
+        return cls("tool", content, tool_call_id=tool_call_id, name=name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Only non-empty fields, so persisted lines stay small and stable."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.reasoning:
+            out["reasoning"] = self.reasoning
+        if self.reasoning_signature:
+            out["reasoning_signature"] = self.reasoning_signature
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.tool_call_id:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name:
+            out["name"] = self.name
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Message:
+        return cls(
+            role=data["role"],
+            content=data.get("content") or "",
+            reasoning=data.get("reasoning") or "",
+            reasoning_signature=data.get("reasoning_signature") or "",
+            tool_calls=tuple(ToolCall.from_dict(c) for c in data.get("tool_calls") or ()),
+            tool_call_id=data.get("tool_call_id") or "",
+            name=data.get("name") or "",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """A tool the model may call: `parameters` is a JSON Schema object."""
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": dict(self.parameters)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolDefinition:
+        return cls(name=str(data["name"]), description=str(data.get("description", "")),
+                   parameters=dict(data.get("parameters") or {"type": "object", "properties": {}}))

@@ -1,0 +1,235 @@
+"""OpenAI-compatible Chat Completions: OpenAI, DeepSeek, vLLM, llama.cpp server, Ollama, LiteLLM, OpenRouter."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from typing import Any
+
+from ._engine import HTTPEngine, Item, _CallContext, first_set
+from ._errors import (
+    LLMAuthError,
+    LLMBadRequestError,
+    LLMError,
+    LLMNetworkError,
+    LLMRateLimitError,
+    LLMServerError,
+    error_for_status,
+)
+from ._messages import Message, ToolCall, ToolDefinition
+from ._response import (
+    CallOptions,
+    ReasoningDelta,
+    Response,
+    StopReason,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+
+__all__ = ["OpenAIEngine"]
+
+_STOP = {
+    "stop": StopReason.END_TURN,
+    "tool_calls": StopReason.TOOL_USE,
+    "function_call": StopReason.TOOL_USE,
+    "length": StopReason.MAX_TOKENS,
+    "content_filter": StopReason.CONTENT_FILTER,
+}
+
+
+def stop_reason(raw: str, has_calls: bool) -> StopReason:
+    reason = _STOP.get(raw, StopReason.OTHER)
+    # Some servers (Ollama, older vLLM) finish a tool-calling turn with "stop".
+    if has_calls and reason is StopReason.END_TURN:
+        return StopReason.TOOL_USE
+    return reason
+
+
+def openai_message(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.role != "assistant":
+        return {"role": message.role, "content": message.content}
+    out: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+    if message.tool_calls:
+        out["tool_calls"] = [{"id": c.id, "type": "function",
+                              "function": {"name": c.name, "arguments": c.arguments}}
+                             for c in message.tool_calls]
+    elif out["content"] is None:
+        out["content"] = ""
+    if message.reasoning:
+        # Thinking-mode servers (DeepSeek) expect earlier reasoning back on later turns.
+        out["reasoning_content"] = message.reasoning
+    return out
+
+
+def openai_usage(raw: dict[str, Any]) -> Usage:
+    details = raw.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0
+    return Usage(total_input_tokens=int(raw.get("prompt_tokens") or 0),
+                 output_tokens=int(raw.get("completion_tokens") or 0),
+                 cached_input_tokens=int(cached))
+
+
+class _CallBuilder:
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self, call_id: str, name: str) -> None:
+        self.id = call_id
+        self.name = name
+        self.arguments: list[str] = []
+
+
+class OpenAIEngine(HTTPEngine):
+    """`POST {api_base_url}/chat/completions` with a Bearer key; the base usually ends in /v1."""
+
+    api_format = "openai"
+
+    def url(self) -> str:
+        return f"{self.config.api_base_url}/chat/completions"
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.config.api_key}", "Content-Type": "application/json",
+                "Accept": "text/event-stream"}
+
+    def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
+                      options: CallOptions) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": [openai_message(m) for m in messages],
+                                "stream": options.stream}
+        if options.stream:
+            body["stream_options"] = {"include_usage": True}
+        if tools:
+            body["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                               "parameters": dict(t.parameters)}}
+                             for t in tools]
+        max_tokens = first_set(options.max_tokens, self.config.max_tokens)
+        if max_tokens:
+            body["max_tokens"] = max_tokens
+        temperature = first_set(options.temperature, self.config.temperature)
+        if temperature:
+            body["temperature"] = temperature
+        effort = self.config.reasoning_effort if options.reasoning_effort is None else options.reasoning_effort
+        if effort:
+            # DeepSeek's thinking mode needs both fields; other servers ignore the one they do not know.
+            body["reasoning_effort"] = effort
+            body["thinking"] = {"type": "enabled"}
+        body.update(options.extra_body)
+        return body
+
+    def error_detail(self, body: Any) -> tuple[str, str]:
+        error = body["error"]
+        if isinstance(error, str):
+            return error, ""
+        return str(error.get("message") or error), str(error.get("type") or error.get("code") or "")
+
+    def _stream_error(self, chunk: dict[str, Any]) -> LLMError:
+        message, kind = self.error_detail(chunk)
+        error = chunk["error"]
+        code = error.get("code") if isinstance(error, dict) else None
+        if isinstance(code, int) and code >= 400:
+            return error_for_status(code, message, provider=self.provider, model=self.model)
+        kinds: dict[str, type[LLMError]] = {
+            "rate_limit_exceeded": LLMRateLimitError, "insufficient_quota": LLMRateLimitError,
+            "invalid_request_error": LLMBadRequestError, "authentication_error": LLMAuthError,
+        }
+        return kinds.get(kind, LLMServerError)(f"error event in the stream: {message}", provider=self.provider,
+                                               model=self.model, status=200)
+
+    async def parse_stream(self, events: AsyncIterator[tuple[str, str]],
+                           context: _CallContext) -> AsyncGenerator[Item, None]:
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, _CallBuilder] = {}
+        finish = ""
+        usage: Usage | None = None
+        done = False
+        loads = json.loads
+        async for _, data in events:
+            if data == "[DONE]":
+                done = True
+                break
+            try:
+                chunk = loads(data)
+            except ValueError:
+                raise self.malformed(data) from None
+            if "error" in chunk:
+                raise self._stream_error(chunk)
+            raw_usage = chunk.get("usage")
+            if raw_usage:
+                usage = openai_usage(raw_usage)
+            choices = chunk.get("choices")
+            if not choices:
+                continue
+            choice = choices[0]
+            delta = choice.get("delta")
+            if delta:
+                piece = delta.get("reasoning_content") or delta.get("reasoning")
+                if piece:
+                    reasoning.append(piece)
+                    yield ReasoningDelta(piece)
+                piece = delta.get("content")
+                if piece:
+                    text.append(piece)
+                    yield TextDelta(piece)
+                fragments = delta.get("tool_calls")
+                if fragments:
+                    for fragment in fragments:
+                        yield self._assemble(calls, fragment)
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+        if not done and not finish:
+            raise LLMNetworkError("the stream ended before the model finished (no finish_reason, no [DONE])",
+                                  provider=self.provider, model=self.model, status=200)
+        tool_calls = tuple(ToolCall(b.id or f"call_{i}", b.name, "".join(b.arguments) or "{}")
+                           for i, b in sorted(calls.items()))
+        full_text, full_reasoning = "".join(text), "".join(reasoning)
+        if usage is None:
+            usage = context.estimate_usage(full_text, full_reasoning, tool_calls)
+        yield Response(text=full_text, reasoning=full_reasoning, tool_calls=tool_calls,
+                       stop_reason=stop_reason(finish, bool(tool_calls)), usage=usage,
+                       provider=self.provider, model=self.model, raw_stop_reason=finish)
+
+    @staticmethod
+    def _assemble(calls: dict[int, _CallBuilder], fragment: dict[str, Any]) -> ToolCallDelta:
+        """Fragments are keyed by `index`; servers that omit it are matched by id, else the last call."""
+        function = fragment.get("function") or {}
+        call_id = fragment.get("id") or ""
+        index = fragment.get("index")
+        if index is None:
+            known = [i for i, b in calls.items() if b.id == call_id] if call_id else []
+            if known:
+                index = known[0]
+            else:
+                index = len(calls) if (call_id or not calls) else max(calls)
+        name = function.get("name") or ""
+        builder = calls.get(index)
+        if builder is None:
+            builder = calls[index] = _CallBuilder(call_id, name)
+        else:
+            if call_id and not builder.id:
+                builder.id = call_id
+            if name and not builder.name:
+                builder.name = name
+        piece = function.get("arguments") or ""
+        if piece:
+            builder.arguments.append(piece)
+        return ToolCallDelta(index, builder.id or f"call_{index}", builder.name, piece)
+
+    def parse_body(self, body: Any, context: _CallContext) -> Response:
+        if "error" in body:
+            raise self._stream_error(body)
+        choice = (body.get("choices") or [{}])[0]
+        message = choice.get("message") or {}
+        tool_calls = tuple(
+            ToolCall(c.get("id") or f"call_{i}", (c.get("function") or {}).get("name", ""),
+                     (c.get("function") or {}).get("arguments") or "{}")
+            for i, c in enumerate(message.get("tool_calls") or ()))
+        text = message.get("content") or ""
+        reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
+        finish = choice.get("finish_reason") or ""
+        usage = (openai_usage(body["usage"]) if body.get("usage")
+                 else context.estimate_usage(text, reasoning, tool_calls))
+        return Response(text=text, reasoning=reasoning, tool_calls=tool_calls,
+                        stop_reason=stop_reason(finish, bool(tool_calls)), usage=usage,
+                        provider=self.provider, model=self.model, raw_stop_reason=finish)

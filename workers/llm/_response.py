@@ -1,0 +1,175 @@
+"""What one model call produces: streamed deltas, the final response, normalised usage, call options."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from ._messages import Message, ToolCall
+
+__all__ = [
+    "CallOptions",
+    "Delta",
+    "ReasoningDelta",
+    "Response",
+    "ResponseStream",
+    "StopReason",
+    "StreamRestart",
+    "TextDelta",
+    "ToolCallDelta",
+    "Usage",
+]
+
+
+class StopReason(enum.StrEnum):
+    """Why the model stopped, the same vocabulary for both wire formats."""
+
+    END_TURN = "end_turn"
+    TOOL_USE = "tool_use"
+    MAX_TOKENS = "max_tokens"
+    STOP_SEQUENCE = "stop_sequence"
+    CONTENT_FILTER = "content_filter"
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token accounting with one meaning for every provider.
+
+    `total_input_tokens` always includes cached input (OpenAI's `prompt_tokens` already does; Anthropic's
+    `input_tokens` does not, so its cache counters are added). `estimated` is true when the provider sent
+    no usage and the numbers are a local tiktoken estimate.
+    """
+
+    total_input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    estimated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"total_input_tokens": self.total_input_tokens, "output_tokens": self.output_tokens,
+                "cached_input_tokens": self.cached_input_tokens, "estimated": self.estimated}
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """Progress of the tool call at `index`: `id`/`name` arrive once, `arguments` is the next fragment."""
+
+    index: int
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRestart:
+    """The request is being retried (or handed to a fallback provider) after partial output.
+
+    Everything streamed so far for this call is void; a UI should clear it.
+    """
+
+    attempt: int
+    reason: str
+    delay: float
+
+
+Delta = TextDelta | ReasoningDelta | ToolCallDelta | StreamRestart
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """The complete result of one logical model call."""
+
+    text: str
+    reasoning: str
+    tool_calls: tuple[ToolCall, ...]
+    stop_reason: StopReason
+    usage: Usage
+    provider: str
+    model: str
+    raw_stop_reason: str = ""
+    reasoning_signature: str = ""
+    attempts: int = 1
+
+    def message(self) -> Message:
+        """The assistant message to append to the conversation."""
+        return Message.assistant(self.text, reasoning=self.reasoning, tool_calls=self.tool_calls,
+                                 reasoning_signature=self.reasoning_signature)
+
+
+@dataclass(frozen=True, slots=True)
+class CallOptions:
+    """Per-call overrides; they win over the provider configuration. None or 0 means "not set here"."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    reasoning_effort: str | None = None
+    stream: bool = True
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
+class ResponseStream:
+    """An async iterator of deltas whose last step produces the final `Response`.
+
+    Use it as ``async with engine.complete(...) as stream: async for d in stream: ...; r = await stream.final()``
+    or just ``await engine.complete(...).final()``. Leaving the `async with` block, or cancelling the task
+    that awaits it, closes the HTTP connection and releases the in-flight lease.
+    """
+
+    __slots__ = ("_gen", "_response")
+
+    def __init__(self, source: AsyncGenerator[Delta | Response, None]) -> None:
+        self._gen = source
+        self._response: Response | None = None
+
+    def __aiter__(self) -> ResponseStream:
+        return self
+
+    async def __anext__(self) -> Delta:
+        if self._response is not None:
+            raise StopAsyncIteration
+        item = await self._gen.__anext__()
+        if isinstance(item, Response):
+            self._response = item
+            await self._gen.aclose()
+            raise StopAsyncIteration
+        return item
+
+    async def final(self) -> Response:
+        """Drain the remaining deltas and return the response."""
+        try:
+            async for _ in self:
+                pass
+        finally:
+            await self._gen.aclose()
+        if self._response is None:
+            raise RuntimeError("the engine's stream ended without a final response")
+        return self._response
+
+    @property
+    def response(self) -> Response | None:
+        """The final response once the stream is exhausted, else None."""
+        return self._response
+
+    async def aclose(self) -> None:
+        await self._gen.aclose()
+
+    async def __aenter__(self) -> ResponseStream:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self._gen.aclose()

@@ -1,0 +1,177 @@
+"""Authorisation vocabulary and the memory of what the user already allowed.
+
+Session-scope approvals live in memory for the life of the guard; project-scope approvals are persisted
+under `authorized_projects` in the settings JSON file (default `$YAGENT_HOME/settings.json`):
+
+    {"authorized_projects": {"/abs/project/root": ["inside", "outside:/etc/hosts"]}}
+
+`inside` approves dangerous operations inside the project; `outside:<path>` approves touching that path
+(and anything beneath it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import fcntl
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+SETTINGS_KEY = "authorized_projects"
+INSIDE_GRANT = "inside"
+
+
+class YoloLevel(enum.Enum):
+    """How much the user pre-approved for this run (`yagent run --yolo` / `--full-yolo`)."""
+
+    NONE = "none"  # ask for dangerous in-workspace operations and for anything outside the workspace
+    YOLO = "yolo"  # never ask inside the workspace; still ask outside it
+    FULL = "full"  # never ask; `ask_user_for_help` is also removed from every surface
+
+
+class AuthDecision(enum.Enum):
+    ALLOW_ONCE = "allow_once"
+    ALLOW_SESSION = "allow_session"
+    ALLOW_PROJECT = "allow_project"
+    DENY = "deny"
+
+    @property
+    def allowed(self) -> bool:
+        return self is not AuthDecision.DENY
+
+
+@dataclass(frozen=True)
+class AuthRequest:
+    """One question to the user: may this call go ahead?"""
+
+    tool: str
+    summary: str  # what the call does, e.g. `delete_file src/old.py` or the shell command
+    project_root: str
+    outside_paths: tuple[str, ...] = ()
+    # Why the call is dangerous inside the project; empty when it is not.
+    dangerous_reason: str = ""
+
+    @property
+    def dangerous_inside(self) -> bool:
+        return bool(self.dangerous_reason)
+
+    @property
+    def reasons(self) -> list[str]:
+        """Human-readable reasons, for the prompt and for a refusal message."""
+        reasons = [self.dangerous_reason] if self.dangerous_reason else []
+        if self.outside_paths:
+            reasons.append(f"it touches paths outside the project root {self.project_root}")
+        return reasons
+
+    def grants(self) -> list[str]:
+        """The approval keys an `allow_session` / `allow_project` answer records."""
+        keys = [INSIDE_GRANT] if self.dangerous_inside else []
+        return keys + [f"outside:{p}" for p in self.outside_paths]
+
+
+@runtime_checkable
+class Authorizer(Protocol):
+    """Asks the user (through the daemon and any attached client) to allow one operation."""
+
+    async def authorize(self, request: AuthRequest) -> AuthDecision: ...
+
+
+class ApprovalStore:
+    """Session approvals in memory plus project approvals persisted in the settings file."""
+
+    def __init__(self, project_root: Path, settings_path: Path | None, session_grants: Iterable[str] = ()):
+        self._root = str(project_root)
+        self._settings_path = settings_path
+        self._session: set[str] = set(session_grants)
+        self._lock = threading.Lock()
+
+    def session_grants(self) -> frozenset[str]:
+        """What was approved for the session, so a worker can hand it to the next run of the task."""
+        return frozenset(self._session)
+
+    def covers(self, request: AuthRequest) -> bool:
+        """True when every approval the request needs was granted before (session or project)."""
+        granted = self._session | self._project_grants()
+        return all(_granted(key, granted) for key in request.grants())
+
+    def remember(self, request: AuthRequest, decision: AuthDecision) -> None:
+        if decision is AuthDecision.ALLOW_SESSION:
+            with self._lock:
+                self._session.update(request.grants())
+        elif decision is AuthDecision.ALLOW_PROJECT:
+            with self._lock:
+                self._session.update(request.grants())
+            self._persist(request.grants())
+
+    def _project_grants(self) -> set[str]:
+        if self._settings_path is None:
+            return set()
+        data = _read_settings(self._settings_path)
+        projects = data.get(SETTINGS_KEY)
+        entry = projects.get(self._root) if isinstance(projects, dict) else None
+        return {g for g in entry if isinstance(g, str)} if isinstance(entry, list) else set()
+
+    def _persist(self, grants: list[str]) -> None:
+        if self._settings_path is None:
+            return
+        path = self._settings_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _file_lock(path.with_name(path.name + ".lock")):
+            data = _read_settings(path)
+            projects = data.get(SETTINGS_KEY)
+            if not isinstance(projects, dict):
+                projects = {}
+            current = projects.get(self._root)
+            merged = list(current) if isinstance(current, list) else []
+            merged.extend(g for g in grants if g not in merged)
+            projects[self._root] = merged
+            data[SETTINGS_KEY] = projects
+            _write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _granted(key: str, granted: set[str]) -> bool:
+    if key in granted:
+        return True
+    if not key.startswith("outside:"):
+        return False
+    path = Path(key[len("outside:") :])
+    # Approving a directory approves what lies beneath it.
+    return any(f"outside:{parent}" in granted for parent in path.parents)
+
+
+def _read_settings(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+@contextlib.contextmanager
+def _file_lock(lock_path: Path) -> Iterator[None]:
+    # Several workers of one user may approve at once; without the lock one approval would be lost.
+    with open(lock_path, "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

@@ -1,0 +1,133 @@
+"""What every executor receives: the run's facts and the narrow ports to the outside world.
+
+The ports (`Authorizer`, `Asker`, `Delegator`, `TextLLM`) are protocols the worker's daemon channel and
+LLM layer implement; unit tests hand in scripted ones. Each is optional: a tool whose port is missing
+returns an error result saying so instead of crashing the run.
+"""
+
+from __future__ import annotations
+
+import enum
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from .authorization import Authorizer, AuthRequest, YoloLevel
+from .guard import WorkspaceGuard
+from .processes import ProcessRegistry
+
+
+class AskKind(enum.Enum):
+    CONFIRM = "confirm"  # yes / no
+    SELECT = "select"  # one of `options`
+    INPUT = "input"  # free text
+
+
+@dataclass(frozen=True)
+class Question:
+    kind: AskKind
+    prompt: str
+    options: tuple[str, ...] = ()
+    default: str | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The user's reply: `yes`/`no` for confirm, the chosen option for select, the text for input."""
+
+    value: str
+    dismissed: bool = False  # the user closed the question without answering
+
+
+@runtime_checkable
+class Asker(Protocol):
+    """Puts a question to the attached clients through the daemon and waits for the answer."""
+
+    async def ask(self, question: Question) -> Answer: ...
+
+
+@dataclass(frozen=True)
+class DelegationResult:
+    """What a delegated run handed back. `text` is what the delegating model reads."""
+
+    text: str
+    status: str = "ok"  # ok | partial | error | stopped
+    handoff: Mapping[str, Any] | None = None
+    stop_reason: str | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Delegator(Protocol):
+    """Asks the daemon to run `agent` on `task` as a child of this run; `call_id` links parent and child."""
+
+    async def delegate(
+        self, agent: str, task: str, call_id: str, *, context: str | None = None
+    ) -> DelegationResult: ...
+
+
+@runtime_checkable
+class TextLLM(Protocol):
+    """One plain completion, routed by tool name (`[tools.llm.<tool>]`); used by the reasoning tools."""
+
+    async def complete_text(self, system: str, prompt: str, *, tool: str) -> str: ...
+
+
+EventEmitter = Callable[[str, Mapping[str, Any]], None]
+Heartbeat = Callable[[], None]
+
+
+def _no_event(_type: str, _data: Mapping[str, Any]) -> None:
+    return None
+
+
+def _no_heartbeat() -> None:
+    return None
+
+
+@dataclass
+class ToolContext:
+    """Per-run state shared by every tool call of the run."""
+
+    project_root: Path
+    run_id: str = "run"
+    yolo: YoloLevel = YoloLevel.NONE
+    authorizer: Authorizer | None = None
+    asker: Asker | None = None
+    delegator: Delegator | None = None
+    llm: TextLLM | None = None
+    emit: EventEmitter = _no_event
+    heartbeat: Heartbeat = _no_heartbeat
+    scratch_dir: Path | None = None
+    settings_path: Path | None = None
+    guard: WorkspaceGuard | None = None  # built from the fields above when not handed in
+    processes: ProcessRegistry = field(default_factory=ProcessRegistry)
+    heartbeat_interval: float = 5.0  # seconds between heartbeats from long-running tools
+
+    def __post_init__(self) -> None:
+        if self.scratch_dir is None:
+            self.scratch_dir = Path(tempfile.gettempdir()) / f"yagent-scratch-{self.run_id}"
+        if self.guard is None:
+            self.guard = WorkspaceGuard(
+                self.project_root, settings_path=self.settings_path, safe_dirs=(self.scratch_dir,)
+            )
+        self.project_root = self.guard.root
+
+    @property
+    def workspace(self) -> WorkspaceGuard:
+        """The guard, typed as present (it always is after construction)."""
+        assert self.guard is not None
+        return self.guard
+
+    @property
+    def scratch(self) -> Path:
+        """The run's scratch directory, created on first use."""
+        assert self.scratch_dir is not None
+        self.scratch_dir.mkdir(parents=True, exist_ok=True)
+        return self.scratch_dir
+
+    async def authorize(self, request: AuthRequest | None) -> str | None:
+        """None when the call may proceed; otherwise the refusal the model should read."""
+        return await self.workspace.authorize(request, yolo=self.yolo, authorizer=self.authorizer)

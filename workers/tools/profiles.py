@@ -1,0 +1,73 @@
+"""Capability profiles: which effects each agent is granted or denied. Surfaces are derived from these.
+
+A tool lands on an agent's surface when all of its effects are granted, none is denied, and (for a
+delegation tool) the agent is in the tool's declared audience. `deny` is the mechanical guarantee that
+also holds for dynamic tools: no MCP tool with FS_WRITE can reach the Director, whatever it declares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .spec import Effect, ToolSpec
+
+
+@dataclass(frozen=True)
+class Profile:
+    agent: str
+    grant: Effect
+    deny: Effect = Effect.NONE
+    # Whether read-only delegations from this agent may run side by side (the Director's fan-out).
+    parallel_delegations: bool = False
+    # A palette profile offers tools for someone else (the Meta agent) to pick from.
+    palette: bool = False
+
+    def admits(self, spec: ToolSpec) -> bool:
+        """True when `spec` belongs on this agent's surface."""
+        if spec.effects & self.deny or spec.effects & ~self.grant:
+            return False
+        return not spec.is_delegation or self.agent in spec.audience
+
+
+_READ_ANALYSE = Effect.FS_READ | Effect.LLM | Effect.CONTROL | Effect.EXTERNAL
+
+PROFILES: Mapping[str, Profile] = {
+    p.agent: p
+    for p in (
+        Profile(
+            "director",
+            grant=_READ_ANALYSE | Effect.DELEGATE | Effect.INTERACT,
+            deny=Effect.FS_WRITE | Effect.SHELL,
+            parallel_delegations=True,
+        ),
+        Profile(
+            "coding",
+            grant=Effect.FS_READ | Effect.FS_WRITE | Effect.SHELL | Effect.REFLECT | Effect.LLM | Effect.DRAFT
+            | Effect.INTERACT | Effect.CONTROL | Effect.EXTERNAL,
+        ),
+        Profile("repo", grant=_READ_ANALYSE | Effect.DELEGATE, deny=Effect.FS_WRITE | Effect.SHELL),
+        Profile(
+            "chat",
+            grant=Effect.REFLECT | Effect.LLM | Effect.INTERACT | Effect.CONTROL,
+            deny=Effect.FS_READ | Effect.FS_WRITE | Effect.SHELL,
+        ),
+        Profile(
+            "devops",
+            grant=Effect.FS_READ | Effect.SHELL | Effect.INTERACT | Effect.CONTROL | Effect.EXTERNAL,
+            deny=Effect.FS_WRITE,
+        ),
+        # Meta answers with one JSON document from a single LLM call; it holds no tools at all.
+        Profile("meta", grant=Effect.NONE),
+        # Custom agents designed by Meta pick from this palette; it never exceeds what the Director holds
+        # and never includes third-party (MCP) tools.
+        Profile(
+            "custom",
+            grant=Effect.FS_READ | Effect.LLM | Effect.INTERACT | Effect.CONTROL,
+            deny=Effect.FS_WRITE | Effect.SHELL | Effect.DELEGATE | Effect.EXTERNAL,
+            palette=True,
+        ),
+    )
+}
+
+AGENTS: tuple[str, ...] = tuple(PROFILES)
