@@ -155,18 +155,23 @@ class EventHub:
             return ReplayPage(page, state.last_seq, 1, 0, more)
         if state.log is not None:
             state.log.flush()
+        ring_start = ring[0][0] if ring else state.last_seq + 1
         page: list[list[Any]] = []
         first = 0
         for item in self._read_log(task):
             if not first:
                 first = item[0]
+            if item[0] >= ring_start or len(page) >= limit:
+                break
             if item[0] > after_seq:
                 page.append(item)
-                if len(page) >= limit:
-                    break
-        if not first and ring:
-            first = ring[0][0]
-        first = first or state.last_seq + 1
-        dropped = max(0, min(first, state.last_seq + 1) - (after_seq + 1))
+        if len(page) < limit and ring:
+            next_seq = max(after_seq + 1, page[-1][0] + 1 if page else 0, ring_start)
+            offset = next_seq - ring_start
+            page.extend(ring[i] for i in range(offset, min(len(ring), offset + limit - len(page))))
+        first = first or ring_start
+        # Holes: seqs the caller asked for that neither the log nor the ring still has.
+        end = page[-1][0] if page else state.last_seq
+        dropped = max(0, end - after_seq - len(page))
         more = bool(page) and page[-1][0] < state.last_seq
         return ReplayPage(page, state.last_seq, first, dropped, more)

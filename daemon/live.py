@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from yagent.ipc.messages import Question, RunResult, RunSpec
+from yagent.ipc.messages import Question, RunOutcome, RunResult, RunSpec
 from yagent.ipc.vocabulary import RunStatus, StopReason
 
 from .admission import DelegationPool
@@ -70,6 +70,7 @@ class LiveTask:
     turn_clock: RunClock | None = None
     runs: dict[str, LiveRun] = field(default_factory=dict)
     questions: dict[str, PendingQuestion] = field(default_factory=dict)
+    root_outcome: RunOutcome | None = None  # set when the root run ends; the turn ends with its last run
 
     @property
     def id(self) -> str:
@@ -77,4 +78,7 @@ class LiveTask:
 
     @property
     def in_flight(self) -> bool:
-        return self.root is not None and not self.root.finished
+        """A turn is in flight until its root run and every run it started have finished."""
+        if self.root is None:
+            return False
+        return not self.root.finished or any(not r.finished for r in self.runs.values() if r.turn == self.turn)

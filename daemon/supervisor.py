@@ -119,7 +119,7 @@ class Daemon:
         self._ctx = zmq.asyncio.Context()
         self._control = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.control))
         self._workers = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.workers))
-        self._events = bind_publisher(self._ctx, RuntimePaths.endpoint(self.paths.events))
+        self._events = bind_publisher(self._ctx, RuntimePaths.endpoint(self.paths.events), self.settings.pub_hwm)
         # Synchronous shadows for non-blocking sends: no future per frame on the hot path.
         self._control_tx = zmq.Socket.shadow(self._control.underlying)
         self._workers_tx = zmq.Socket.shadow(self._workers.underlying)
@@ -529,8 +529,12 @@ class Daemon:
             if not parent.finished and run.reply_to is not None:
                 self.send_worker(parent, DelegateResult(id=run.reply_to, outcome=outcome))
         elif run.task.root is run:
-            self._finish_turn(run.task, outcome)
-        self._maybe_forget_task(run.task)
+            run.task.root_outcome = outcome
+        task = run.task
+        if task.root_outcome is not None and task.root is not None and not task.in_flight:
+            outcome, task.root_outcome = task.root_outcome, None
+            self._finish_turn(task, outcome)
+        self._maybe_forget_task(task)
 
     def _finish_turn(self, task: LiveTask, outcome: RunOutcome) -> None:
         state = {RunStatus.DONE: TaskState.DONE, RunStatus.CANCELLED: TaskState.CANCELLED,

@@ -31,7 +31,8 @@ class EventStream:
     longer provide (older than anything it kept).
     """
 
-    def __init__(self, client: DaemonClient, task: str, *, after_seq: int = 0, idle_poll: float = 1.0) -> None:
+    def __init__(self, client: DaemonClient, task: str, *, after_seq: int = 0, idle_poll: float = 1.0,
+                 rcvhwm: int | None = None) -> None:
         self.client = client
         self.task = task
         self.delivered = after_seq
@@ -39,11 +40,13 @@ class EventStream:
         self.gap_fills = 0
         self.dropped = 0
         self._sub: zmq.asyncio.Socket | None = None
+        self._rcvhwm = rcvhwm
 
     async def __aenter__(self) -> EventStream:
         assert self.client.paths is not None, "connect the client first"
         ctx = self.client._ctx
-        self._sub = connect_subscriber(ctx, RuntimePaths.endpoint(self.client.paths.events), [self.task.encode()])
+        self._sub = connect_subscriber(ctx, RuntimePaths.endpoint(self.client.paths.events), [self.task.encode()],
+                                       rcvhwm=self._rcvhwm)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -70,6 +73,10 @@ class EventStream:
                 after = reply.first_available - 1
             if not reply.more or not reply.events:
                 return out
+
+    async def backlog(self) -> list[Event]:
+        """Everything the daemon has after where the stream stands, without waiting for more."""
+        return self._accept(await self._replay_until(None))
 
     def _accept(self, events: list[Event]) -> list[Event]:
         fresh = []

@@ -30,9 +30,9 @@ def bind_router(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
     return sock
 
 
-def bind_publisher(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
+def bind_publisher(ctx: zmq.Context, endpoint: str, sndhwm: int = _HWM) -> zmq.Socket:
     sock = ctx.socket(zmq.PUB)
-    sock.setsockopt(zmq.SNDHWM, _HWM)
+    sock.setsockopt(zmq.SNDHWM, sndhwm)
     sock.setsockopt(zmq.LINGER, 0)
     sock.bind(endpoint)
     return sock
@@ -50,9 +50,9 @@ def connect_dealer(ctx: zmq.Context, endpoint: str, identity: bytes | None = Non
     return sock
 
 
-def connect_subscriber(ctx: zmq.Context, endpoint: str, topics: list[bytes]) -> zmq.Socket:
+def connect_subscriber(ctx: zmq.Context, endpoint: str, topics: list[bytes], rcvhwm: int | None = None) -> zmq.Socket:
     sock = ctx.socket(zmq.SUB)
-    sock.setsockopt(zmq.RCVHWM, _HWM)
+    sock.setsockopt(zmq.RCVHWM, _HWM if rcvhwm is None else rcvhwm)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)
     sock.setsockopt(zmq.LINGER, 0)
     for topic in topics:

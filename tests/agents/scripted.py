@@ -6,6 +6,7 @@ Its input is a JSON object `{"steps": [...], "output": "..."}`; each step is one
     {"step": N}                                   pass N step boundaries (the pause gate), one event each
     {"sleep": S}                                  go silent for S seconds (a stuck run, as far as the watchdog knows)
     {"busy": S}                                   work for S seconds, heartbeating (progress without events)
+    {"hang": S}                                   block the worker's event loop for S seconds (deaf to cancel)
     {"lease": S}                                  hold one in-flight LLM lease for S seconds
     {"delegate": [{"agent": ..., "task": ...}, ...]}   delegate, all at once; outcomes go into the output
     {"ask": {"kind": ..., "prompt": ..., "options": [...]}}   ask the user; the answer goes into the output
@@ -65,6 +66,10 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
             await asyncio.sleep(0.01)
     elif "sleep" in step:
         await asyncio.sleep(float(step["sleep"]))
+    elif "hang" in step:
+        ctx.channel.flush()
+        await asyncio.sleep(0.05)
+        time.sleep(float(step["hang"]))
     elif "busy" in step:
         deadline = time.monotonic() + float(step["busy"])
         while time.monotonic() < deadline:

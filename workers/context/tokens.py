@@ -80,7 +80,8 @@ def _sampled(text: str) -> int:
     size = len(text)
     stride = (size - _WINDOW_CHARS) / (_SAMPLE_WINDOWS - 1)
     windows = [text[int(i * stride): int(i * stride) + _WINDOW_CHARS] for i in range(_SAMPLE_WINDOWS)]
-    counted = sum(len(t) for t in _encoding().encode_ordinary_batch(windows, num_threads=1))
+    encode = _encoding().encode_ordinary
+    counted = sum(len(encode(w)) for w in windows)
     sampled_chars = sum(len(w) for w in windows)
     return max(1, round(counted * size / sampled_chars))
 

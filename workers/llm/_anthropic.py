@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ._engine import HTTPEngine, Item, _CallContext, first_set
+from ._engine import HTTPEngine, StreamParser, _CallContext, first_set
 from ._errors import (
     LLMAuthError,
     LLMBadRequestError,
@@ -18,6 +18,7 @@ from ._errors import (
 from ._messages import Message, ToolCall, ToolDefinition
 from ._response import (
     CallOptions,
+    Delta,
     ReasoningDelta,
     Response,
     StopReason,
@@ -105,7 +106,7 @@ class AnthropicEngine(HTTPEngine):
     api_format = "anthropic"
 
     def url(self) -> str:
-        base = self.config.api_base_url
+        base = self.config.api_base_url.rstrip("/")
         return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
 
     def headers(self) -> dict[str, str]:
@@ -140,78 +141,17 @@ class AnthropicEngine(HTTPEngine):
         error = body["error"]
         return str(error.get("message") or error), str(error.get("type") or "")
 
-    def _event_error(self, event: dict[str, Any]) -> LLMError:
+    def event_error(self, event: dict[str, Any]) -> LLMError:
         message, kind = self.error_detail(event)
         return _ERROR_TYPES.get(kind, LLMServerError)(f"{kind or 'error'} event in the stream: {message}",
                                                       provider=self.provider, model=self.model, status=200)
 
-    async def parse_stream(self, events: AsyncIterator[tuple[str, str]],
-                           context: _CallContext) -> AsyncGenerator[Item, None]:
-        text: list[str] = []
-        reasoning: list[str] = []
-        signature = ""
-        tool_index: dict[int, int] = {}  # content block index -> tool call position
-        calls: list[list[Any]] = []  # [id, name, fragments]
-        usage: dict[str, Any] = {}
-        stop = ""
-        finished = False
-        loads = json.loads
-        async for name, data in events:
-            try:
-                event = loads(data)
-            except ValueError:
-                raise self.malformed(data) from None
-            kind = event.get("type") or name
-            if kind == "content_block_delta":
-                delta = event["delta"]
-                delta_type = delta.get("type")
-                if delta_type == "text_delta":
-                    text.append(delta["text"])
-                    yield TextDelta(delta["text"])
-                elif delta_type == "input_json_delta":
-                    position = tool_index[event["index"]]
-                    piece = delta.get("partial_json", "")
-                    calls[position][2].append(piece)
-                    yield ToolCallDelta(position, calls[position][0], calls[position][1], piece)
-                elif delta_type == "thinking_delta":
-                    reasoning.append(delta["thinking"])
-                    yield ReasoningDelta(delta["thinking"])
-                elif delta_type == "signature_delta":
-                    signature = delta["signature"]
-            elif kind == "content_block_start":
-                block = event["content_block"]
-                if block.get("type") == "tool_use":
-                    tool_index[event["index"]] = len(calls)
-                    calls.append([block["id"], block["name"], []])
-                    yield ToolCallDelta(len(calls) - 1, block["id"], block["name"], "")
-                elif block.get("type") == "text" and block.get("text"):
-                    text.append(block["text"])
-                    yield TextDelta(block["text"])
-            elif kind == "message_start":
-                usage.update(event["message"].get("usage") or {})
-            elif kind == "message_delta":
-                stop = (event.get("delta") or {}).get("stop_reason") or stop
-                usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
-            elif kind == "message_stop":
-                finished = True
-                break
-            elif kind == "error":
-                raise self._event_error(event)
-            # ping and content_block_stop carry nothing we need
-        if not finished:
-            raise LLMNetworkError("the stream ended before message_stop", provider=self.provider,
-                                  model=self.model, status=200)
-        tool_calls = tuple(ToolCall(c[0], c[1], "".join(c[2]) or "{}") for c in calls)
-        full_text, full_reasoning = "".join(text), "".join(reasoning)
-        normalised = (anthropic_usage(usage) if usage
-                      else context.estimate_usage(full_text, full_reasoning, tool_calls))
-        yield Response(text=full_text, reasoning=full_reasoning, tool_calls=tool_calls,
-                       stop_reason=_STOP.get(stop, StopReason.OTHER), usage=normalised, provider=self.provider,
-                       model=self.model, raw_stop_reason=stop, reasoning_signature=signature)
+    def stream_parser(self, context: _CallContext) -> StreamParser:
+        return _AnthropicStream(self, context)
 
     def parse_body(self, body: Any, context: _CallContext) -> Response:
         if body.get("type") == "error":
-            raise self._event_error(body)
+            raise self.event_error(body)
         text, reasoning, signature, calls = [], [], "", []
         for block in body.get("content") or ():
             kind = block.get("type")
@@ -229,3 +169,78 @@ class AnthropicEngine(HTTPEngine):
         return Response(text=full_text, reasoning=full_reasoning, tool_calls=tool_calls,
                         stop_reason=_STOP.get(stop, StopReason.OTHER), usage=usage, provider=self.provider,
                         model=self.model, raw_stop_reason=stop, reasoning_signature=signature)
+
+
+class _AnthropicStream(StreamParser):
+    """Messages events: message_start, content_block_start/delta/stop, message_delta, message_stop."""
+
+    def __init__(self, engine: AnthropicEngine, context: _CallContext) -> None:
+        self.engine = engine
+        self.context = context
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.signature = ""
+        self.tool_index: dict[int, int] = {}  # content block index -> tool call position
+        self.calls: list[tuple[str, str, list[str]]] = []
+        self.usage: dict[str, Any] = {}
+        self.stop = ""
+
+    def feed(self, data: str) -> Delta | tuple[Delta, ...] | None:
+        try:
+            event = json.loads(data)
+        except ValueError:
+            raise self.engine.malformed(data) from None
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            delta = event["delta"]
+            delta_type = delta.get("type")
+            if delta_type == "text_delta":
+                self.text.append(delta["text"])
+                return TextDelta(delta["text"])
+            if delta_type == "input_json_delta":
+                position = self.tool_index[event["index"]]
+                call_id, name, pieces = self.calls[position]
+                piece = delta.get("partial_json", "")
+                pieces.append(piece)
+                return ToolCallDelta(position, call_id, name, piece)
+            if delta_type == "thinking_delta":
+                self.reasoning.append(delta["thinking"])
+                return ReasoningDelta(delta["thinking"])
+            if delta_type == "signature_delta":
+                self.signature = delta["signature"]
+            return None
+        if kind == "content_block_start":
+            block = event["content_block"]
+            if block.get("type") == "tool_use":
+                self.tool_index[event["index"]] = len(self.calls)
+                self.calls.append((block["id"], block["name"], []))
+                return ToolCallDelta(len(self.calls) - 1, block["id"], block["name"], "")
+            if block.get("type") == "text" and block.get("text"):
+                self.text.append(block["text"])
+                return TextDelta(block["text"])
+            return None
+        if kind == "message_start":
+            self.usage.update(event["message"].get("usage") or {})
+        elif kind == "message_delta":
+            self.stop = (event.get("delta") or {}).get("stop_reason") or self.stop
+            self.usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            raise self.engine.event_error(event)
+        # ping and content_block_stop carry nothing we need
+        return None
+
+    def finish(self) -> Response:
+        engine = self.engine
+        if not self.done:
+            raise LLMNetworkError("the stream ended before message_stop", provider=engine.provider,
+                                  model=engine.model, status=200)
+        tool_calls = tuple(ToolCall(call_id, name, "".join(pieces) or "{}") for call_id, name, pieces in self.calls)
+        text, reasoning = "".join(self.text), "".join(self.reasoning)
+        usage = (anthropic_usage(self.usage) if self.usage
+                 else self.context.estimate_usage(text, reasoning, tool_calls))
+        return Response(text=text, reasoning=reasoning, tool_calls=tool_calls,
+                        stop_reason=_STOP.get(self.stop, StopReason.OTHER), usage=usage,
+                        provider=engine.provider, model=engine.model, raw_stop_reason=self.stop,
+                        reasoning_signature=self.signature)

@@ -9,7 +9,13 @@ from typing import Any
 
 import httpx
 
-from yagent.ipc.provider_config import LLMConfig, ProviderConfig, parse_llm_config, resolve_provider
+from yagent.ipc.provider_config import (
+    LLMConfig,
+    ProviderConfig,
+    ProviderConfigError,
+    parse_llm_config,
+    resolve_provider,
+)
 
 from ._anthropic import AnthropicEngine
 from ._catalog import ModelCatalog
@@ -50,7 +56,8 @@ class EngineFactory:
         provider = self.config.providers.get(name)
         if provider is None:
             known = ", ".join(sorted(self.config.providers)) or "none"
-            raise KeyError(f"provider {name!r} is not defined in [global.llm.providers] (defined: {known})")
+            raise ProviderConfigError([f"provider {name!r} is not defined: add [global.llm.providers.{name}] "
+                                       f"or choose one of: {known}"])
         provider.require_key()
         return provider
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -23,17 +24,15 @@ from ._errors import (
 from ._gate import UNLIMITED_GATE, InFlightGate
 from ._messages import Message, ToolCall, ToolDefinition
 from ._pairing import repair_tool_pairing
-from ._response import CallOptions, Delta, Response, ResponseStream, StreamRestart, Usage
+from ._response import CallOptions, Deliver, Delta, Response, ResponseStream, StreamRestart, Usage
 from ._retry import RetryPolicy, parse_retry_after
 
-__all__ = ["DEFAULT_OPTIONS", "Engine", "HTTPEngine"]
+__all__ = ["DEFAULT_OPTIONS", "Engine", "HTTPEngine", "StreamParser"]
 
 DEFAULT_OPTIONS = CallOptions()
 DEFAULT_IDLE_TIMEOUT = 120.0
 DEFAULT_CONNECT_TIMEOUT = 15.0
 _ERROR_BODY_LIMIT = 4000
-
-Item = Delta | Response
 
 
 class Engine(ABC):
@@ -55,8 +54,14 @@ class Engine(ABC):
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolDefinition] = (),
                  options: CallOptions | None = None) -> ResponseStream: ...
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - engines without connections have nothing to release
         """Release connections this engine owns."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 def first_set(*values: Any) -> Any:
@@ -114,8 +119,8 @@ class HTTPEngine(Engine):
         """The JSON body, from an already repaired conversation."""
 
     @abstractmethod
-    def parse_stream(self, events: AsyncIterator[tuple[str, str]],
-                     context: _CallContext) -> AsyncGenerator[Item, None]: ...
+    def stream_parser(self, context: _CallContext) -> StreamParser:
+        """A fresh parser for one attempt's event stream."""
 
     @abstractmethod
     def parse_body(self, body: Any, context: _CallContext) -> Response: ...
@@ -127,49 +132,86 @@ class HTTPEngine(Engine):
     # -- the request ---------------------------------------------------------------------------------
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolDefinition] = (),
                  options: CallOptions | None = None) -> ResponseStream:
-        return ResponseStream(self._leased(messages, tools, options or DEFAULT_OPTIONS))
-
-    async def _leased(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
-                      options: CallOptions) -> AsyncGenerator[Item, None]:
-        # The lease is taken before attempts() starts the budget clock: waiting for a slot is not slowness.
-        async with self._gate.hold():
-            async for item in self.attempts(messages, tools, options):
-                yield item
+        # Snapshot now: the request is sent lazily and the caller may keep appending to its list.
+        snapshot, tool_list, chosen = tuple(messages), tuple(tools), options or DEFAULT_OPTIONS
+        return ResponseStream(lambda deliver: self.attempts(snapshot, tool_list, chosen, deliver, lease=True))
 
     async def attempts(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
-                       options: CallOptions, *, max_retries: int | None = None) -> AsyncGenerator[Item, None]:
-        """One logical request with retries, without taking the gate (the caller holds a lease)."""
-        retry = self.retry
-        limit = retry.max_retries if max_retries is None else max_retries
-        deadline = retry.clock() + self.settings.timeout
-        repaired = repair_tool_pairing(messages)
-        payload = json.dumps(self.build_request(repaired, tools, options), ensure_ascii=False).encode()
-        context = _CallContext(self, repaired, tools, deadline)
-        attempt = 0
-        while True:
-            attempt += 1
-            emitted = False
-            try:
-                async for item in self._attempt(payload, options.stream, context):
-                    if type(item) is Response:
-                        yield replace(item, attempts=attempt)
+                       options: CallOptions, deliver: Deliver, *, max_retries: int | None = None,
+                       lease: bool = False) -> AsyncGenerator[Delta, None]:
+        """One logical request with its retries; the final response goes to `deliver`.
+
+        With `lease`, a gate slot is held throughout; the fallback engine passes False because it holds
+        one slot for its whole chain. Lease, retries, HTTP and SSE reading share this one generator on
+        purpose: each async-generator layer costs about as much per chunk as parsing the chunk.
+        """
+        # The lease is taken before the budget clock starts: waiting for a slot is not slowness.
+        async with self._gate.hold() if lease else contextlib.nullcontext():
+            retry = self.retry
+            clock = retry.clock
+            limit = retry.max_retries if max_retries is None else max_retries
+            deadline = clock() + self.settings.timeout
+            repaired = repair_tool_pairing(messages)
+            payload = json.dumps(self.build_request(repaired, tools, options), ensure_ascii=False).encode()
+            context = _CallContext(self, repaired, tools, deadline)
+            attempt = 0
+            while True:
+                attempt += 1
+                emitted = False
+                try:
+                    response = await self._send(payload, context)
+                    try:
+                        if response.status_code >= 400:
+                            raise await self._status_error(response)
+                        if not options.stream:
+                            final = self.parse_body(await self._json_body(response), context)
+                            deliver(replace(final, attempts=attempt))
+                            return
+                        parser = self.stream_parser(context)
+                        feed = parser.feed
+                        async for line in response.aiter_lines():
+                            # Both APIs put each event's JSON on one data line; event names are repeated
+                            # inside the JSON, so everything but data lines can be skipped.
+                            if not line.startswith("data:"):
+                                continue
+                            if clock() > deadline:
+                                raise self.budget_error()
+                            out = feed(line[6:] if line[5:6] == " " else line[5:])
+                            if out is None:
+                                continue
+                            emitted = True
+                            if type(out) is tuple:
+                                for delta in out:
+                                    yield delta
+                            else:
+                                yield out
+                            if parser.done:
+                                break
+                        final = parser.finish()
+                        deliver(replace(final, attempts=attempt))
                         return
-                    emitted = True
-                    yield item
-                raise LLMNetworkError("the stream ended without a final response", provider=self.provider,
-                                      model=self.model)
-            except LLMError as exc:
-                error = exc
-            remaining = deadline - retry.clock()
-            if not error.retryable or attempt > limit:
-                raise error.with_attempts(attempt)
-            delay = retry.delay(attempt, error)
-            if delay >= remaining:
-                # Waiting would overrun `[llm] timeout`; the last real error is more useful than a timeout.
-                raise error.with_attempts(attempt)
-            if emitted:
-                yield StreamRestart(attempt + 1, error.detail, delay)
-            await retry.sleep(delay)
+                    except httpx.TimeoutException as exc:
+                        raise LLMTimeoutError(f"the stream stalled: no data for {self._idle_timeout:g}s "
+                                              f"({type(exc).__name__})", provider=self.provider,
+                                              model=self.model, status=response.status_code) from exc
+                    except httpx.TransportError as exc:
+                        raise LLMNetworkError(f"the stream was cut short: {exc or type(exc).__name__}",
+                                              provider=self.provider, model=self.model,
+                                              status=response.status_code) from exc
+                    finally:
+                        await response.aclose()
+                except LLMError as exc:
+                    error = exc
+                remaining = deadline - clock()
+                if not error.retryable or attempt > limit:
+                    raise error.with_attempts(attempt)
+                delay = retry.delay(attempt, error)
+                if delay >= remaining:
+                    # Waiting would overrun `[llm] timeout`; the last real error says more than a timeout.
+                    raise error.with_attempts(attempt)
+                if emitted:
+                    yield StreamRestart(attempt + 1, error.detail, delay)
+                await retry.sleep(delay)
 
     def _timeout(self, remaining: float) -> httpx.Timeout:
         return httpx.Timeout(connect=min(self._connect_timeout, remaining),
@@ -183,44 +225,28 @@ class HTTPEngine(Engine):
         error.retryable = False  # another attempt cannot fit in a spent budget
         return error
 
-    async def _attempt(self, payload: bytes, stream: bool, context: _CallContext) -> AsyncGenerator[Item, None]:
+    async def _send(self, payload: bytes, context: _CallContext) -> httpx.Response:
         remaining = context.deadline - self.retry.clock()
         if remaining <= 0:
             raise self.budget_error()
         request = self._client.build_request("POST", self.url(), content=payload, headers=self.headers(),
                                              timeout=self._timeout(remaining))
         try:
-            response = await self._client.send(request, stream=True)
+            return await self._client.send(request, stream=True)
         except httpx.TimeoutException as exc:
-            raise LLMTimeoutError(f"no connection within the timeout ({type(exc).__name__})",
+            raise LLMTimeoutError(f"no response within the timeout ({type(exc).__name__})",
                                   provider=self.provider, model=self.model) from exc
         except httpx.TransportError as exc:
             raise LLMNetworkError(f"cannot reach {self.url()}: {exc or type(exc).__name__}",
                                   provider=self.provider, model=self.model) from exc
+
+    async def _json_body(self, response: httpx.Response) -> Any:
+        raw = await response.aread()
         try:
-            if response.status_code >= 400:
-                raise await self._status_error(response)
-            if stream:
-                async for item in self.parse_stream(self._sse(response, context), context):
-                    yield item
-            else:
-                raw = await response.aread()
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    raise LLMServerError(f"the response is not JSON: {raw[:200]!r}", provider=self.provider,
-                                         model=self.model, status=response.status_code) from None
-                yield self.parse_body(body, context)
-        except httpx.TimeoutException as exc:
-            raise LLMTimeoutError(f"the stream stalled: no data for {self._idle_timeout:g}s "
-                                  f"({type(exc).__name__})", provider=self.provider, model=self.model,
-                                  status=response.status_code) from exc
-        except httpx.TransportError as exc:
-            raise LLMNetworkError(f"the stream was cut short: {exc or type(exc).__name__}",
-                                  provider=self.provider, model=self.model,
-                                  status=response.status_code) from exc
-        finally:
-            await response.aclose()
+            return json.loads(raw)
+        except ValueError:
+            raise LLMServerError(f"the response is not JSON: {raw[:200]!r}", provider=self.provider,
+                                 model=self.model, status=response.status_code) from None
 
     async def _status_error(self, response: httpx.Response) -> LLMError:
         raw = await response.aread()
@@ -231,28 +257,25 @@ class HTTPEngine(Engine):
         return error_for_status(response.status_code, message, provider=self.provider, model=self.model,
                                 retry_after=parse_retry_after(response.headers))
 
-    async def _sse(self, response: httpx.Response, context: _CallContext) -> AsyncGenerator[tuple[str, str], None]:
-        """(event name, data) per server-sent event; the budget is checked on every line."""
-        clock, deadline = self.retry.clock, context.deadline
-        event, data = "", []
-        async for line in response.aiter_lines():
-            if line:
-                if line.startswith("data:"):
-                    data.append(line[6:] if line.startswith("data: ") else line[5:])
-                elif line.startswith("event:"):
-                    event = line[6:].strip()
-                if clock() > deadline:
-                    raise self.budget_error()
-                continue
-            if data:
-                yield event, "\n".join(data)
-            event, data = "", []
-        if data:
-            yield event, "\n".join(data)
-
     def malformed(self, data: str) -> LLMServerError:
         return LLMServerError(f"the stream carried data that is not JSON: {data[:200]!r}",
                               provider=self.provider, model=self.model, status=200)
+
+
+class StreamParser(ABC):
+    """Turns the data payloads of one event stream into deltas, then into the final Response.
+
+    `feed` returns None, one delta, or a tuple of deltas; `done` turns true at the format's end
+    marker; `finish` raises when the stream stopped before that marker (a truncated response).
+    """
+
+    done = False
+
+    @abstractmethod
+    def feed(self, data: str) -> Delta | tuple[Delta, ...] | None: ...
+
+    @abstractmethod
+    def finish(self) -> Response: ...
 
 
 class _CallContext:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 from collections.abc import AsyncGenerator, Callable, Sequence
 
-from ._engine import DEFAULT_OPTIONS, Engine, HTTPEngine, Item
+from ._engine import DEFAULT_OPTIONS, Engine, HTTPEngine
 from ._errors import LLMBadRequestError, LLMError
 from ._gate import UNLIMITED_GATE, InFlightGate
 from ._messages import Message, ToolDefinition
-from ._response import CallOptions, Response, ResponseStream, StreamRestart
+from ._response import CallOptions, Deliver, Delta, Response, ResponseStream, StreamRestart
 
 __all__ = ["FallbackEngine", "weighted_order"]
 
@@ -51,23 +51,23 @@ class FallbackEngine(Engine):
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolDefinition] = (),
                  options: CallOptions | None = None) -> ResponseStream:
-        return ResponseStream(self._run(messages, tools, options or DEFAULT_OPTIONS))
+        snapshot, tool_list, chosen = tuple(messages), tuple(tools), options or DEFAULT_OPTIONS
+        return ResponseStream(lambda deliver: self._run(snapshot, tool_list, chosen, deliver))
 
-    async def _run(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
-                   options: CallOptions) -> AsyncGenerator[Item, None]:
+    async def _run(self, messages: Sequence[Message], tools: Sequence[ToolDefinition], options: CallOptions,
+                   deliver: Deliver) -> AsyncGenerator[Delta, None]:
         async with self._gate.hold():
             chain = [self.primary, *weighted_order(self.fallbacks, self._rng)]
             failures: list[LLMError] = []
             for position, engine in enumerate(chain):
                 retries = None if position == 0 else self._fallback_max_retries
+                received: list[Response] = []
                 emitted = False
                 try:
-                    async for item in engine.attempts(messages, tools, options, max_retries=retries):
-                        if type(item) is Response:
-                            yield item
-                            return
+                    async for delta in engine.attempts(messages, tools, options, received.append,
+                                                       max_retries=retries):
                         emitted = True
-                        yield item
+                        yield delta
                 except LLMBadRequestError:
                     raise
                 except LLMError as exc:
@@ -75,6 +75,9 @@ class FallbackEngine(Engine):
                     if emitted and position + 1 < len(chain):
                         yield StreamRestart(position + 2, f"falling back from {engine.provider}: {exc.detail}",
                                             0.0)
+                    continue
+                deliver(received[0])
+                return
             last = failures[-1]
             if len(failures) > 1:
                 tried = "; ".join(f"{e.provider}: {e.detail}" for e in failures[:-1])

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ._engine import HTTPEngine, Item, _CallContext, first_set
+from ._engine import HTTPEngine, StreamParser, _CallContext, first_set
 from ._errors import (
     LLMAuthError,
     LLMBadRequestError,
@@ -19,6 +19,7 @@ from ._errors import (
 from ._messages import Message, ToolCall, ToolDefinition
 from ._response import (
     CallOptions,
+    Delta,
     ReasoningDelta,
     Response,
     StopReason,
@@ -81,13 +82,45 @@ class _CallBuilder:
         self.arguments: list[str] = []
 
 
+def _infer_index(calls: dict[int, _CallBuilder], call_id: str) -> int:
+    """For servers that send no `index`: a known id continues its call, a new id opens one."""
+    for index, builder in calls.items():
+        if call_id and builder.id == call_id:
+            return index
+    if call_id or not calls:
+        return len(calls)
+    return max(calls)
+
+
+def assemble_fragment(calls: dict[int, _CallBuilder], fragment: dict[str, Any]) -> ToolCallDelta:
+    """Fragments are keyed by `index`; servers that omit it are matched by id, else the last call."""
+    function = fragment.get("function") or {}
+    call_id = fragment.get("id") or ""
+    index = fragment.get("index")
+    if index is None:
+        index = _infer_index(calls, call_id)
+    name = function.get("name") or ""
+    builder = calls.get(index)
+    if builder is None:
+        builder = calls[index] = _CallBuilder(call_id, name)
+    else:
+        if call_id and not builder.id:
+            builder.id = call_id
+        if name and not builder.name:
+            builder.name = name
+    piece = function.get("arguments") or ""
+    if piece:
+        builder.arguments.append(piece)
+    return ToolCallDelta(index, builder.id or f"call_{index}", builder.name, piece)
+
+
 class OpenAIEngine(HTTPEngine):
     """`POST {api_base_url}/chat/completions` with a Bearer key; the base usually ends in /v1."""
 
     api_format = "openai"
 
     def url(self) -> str:
-        return f"{self.config.api_base_url}/chat/completions"
+        return f"{self.config.api_base_url.rstrip('/')}/chat/completions"
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.config.api_key}", "Content-Type": "application/json",
@@ -123,7 +156,7 @@ class OpenAIEngine(HTTPEngine):
             return error, ""
         return str(error.get("message") or error), str(error.get("type") or error.get("code") or "")
 
-    def _stream_error(self, chunk: dict[str, Any]) -> LLMError:
+    def stream_error(self, chunk: dict[str, Any]) -> LLMError:
         message, kind = self.error_detail(chunk)
         error = chunk["error"]
         code = error.get("code") if isinstance(error, dict) else None
@@ -136,89 +169,12 @@ class OpenAIEngine(HTTPEngine):
         return kinds.get(kind, LLMServerError)(f"error event in the stream: {message}", provider=self.provider,
                                                model=self.model, status=200)
 
-    async def parse_stream(self, events: AsyncIterator[tuple[str, str]],
-                           context: _CallContext) -> AsyncGenerator[Item, None]:
-        text: list[str] = []
-        reasoning: list[str] = []
-        calls: dict[int, _CallBuilder] = {}
-        finish = ""
-        usage: Usage | None = None
-        done = False
-        loads = json.loads
-        async for _, data in events:
-            if data == "[DONE]":
-                done = True
-                break
-            try:
-                chunk = loads(data)
-            except ValueError:
-                raise self.malformed(data) from None
-            if "error" in chunk:
-                raise self._stream_error(chunk)
-            raw_usage = chunk.get("usage")
-            if raw_usage:
-                usage = openai_usage(raw_usage)
-            choices = chunk.get("choices")
-            if not choices:
-                continue
-            choice = choices[0]
-            delta = choice.get("delta")
-            if delta:
-                piece = delta.get("reasoning_content") or delta.get("reasoning")
-                if piece:
-                    reasoning.append(piece)
-                    yield ReasoningDelta(piece)
-                piece = delta.get("content")
-                if piece:
-                    text.append(piece)
-                    yield TextDelta(piece)
-                fragments = delta.get("tool_calls")
-                if fragments:
-                    for fragment in fragments:
-                        yield self._assemble(calls, fragment)
-            if choice.get("finish_reason"):
-                finish = choice["finish_reason"]
-        if not done and not finish:
-            raise LLMNetworkError("the stream ended before the model finished (no finish_reason, no [DONE])",
-                                  provider=self.provider, model=self.model, status=200)
-        tool_calls = tuple(ToolCall(b.id or f"call_{i}", b.name, "".join(b.arguments) or "{}")
-                           for i, b in sorted(calls.items()))
-        full_text, full_reasoning = "".join(text), "".join(reasoning)
-        if usage is None:
-            usage = context.estimate_usage(full_text, full_reasoning, tool_calls)
-        yield Response(text=full_text, reasoning=full_reasoning, tool_calls=tool_calls,
-                       stop_reason=stop_reason(finish, bool(tool_calls)), usage=usage,
-                       provider=self.provider, model=self.model, raw_stop_reason=finish)
-
-    @staticmethod
-    def _assemble(calls: dict[int, _CallBuilder], fragment: dict[str, Any]) -> ToolCallDelta:
-        """Fragments are keyed by `index`; servers that omit it are matched by id, else the last call."""
-        function = fragment.get("function") or {}
-        call_id = fragment.get("id") or ""
-        index = fragment.get("index")
-        if index is None:
-            known = [i for i, b in calls.items() if b.id == call_id] if call_id else []
-            if known:
-                index = known[0]
-            else:
-                index = len(calls) if (call_id or not calls) else max(calls)
-        name = function.get("name") or ""
-        builder = calls.get(index)
-        if builder is None:
-            builder = calls[index] = _CallBuilder(call_id, name)
-        else:
-            if call_id and not builder.id:
-                builder.id = call_id
-            if name and not builder.name:
-                builder.name = name
-        piece = function.get("arguments") or ""
-        if piece:
-            builder.arguments.append(piece)
-        return ToolCallDelta(index, builder.id or f"call_{index}", builder.name, piece)
+    def stream_parser(self, context: _CallContext) -> StreamParser:
+        return _OpenAIStream(self, context)
 
     def parse_body(self, body: Any, context: _CallContext) -> Response:
         if "error" in body:
-            raise self._stream_error(body)
+            raise self.stream_error(body)
         choice = (body.get("choices") or [{}])[0]
         message = choice.get("message") or {}
         tool_calls = tuple(
@@ -233,3 +189,69 @@ class OpenAIEngine(HTTPEngine):
         return Response(text=text, reasoning=reasoning, tool_calls=tool_calls,
                         stop_reason=stop_reason(finish, bool(tool_calls)), usage=usage,
                         provider=self.provider, model=self.model, raw_stop_reason=finish)
+
+
+class _OpenAIStream(StreamParser):
+    """Chat Completions chunks: `choices[0].delta` pieces, a finish_reason, an optional usage chunk, [DONE]."""
+
+    def __init__(self, engine: OpenAIEngine, context: _CallContext) -> None:
+        self.engine = engine
+        self.context = context
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, _CallBuilder] = {}
+        self.finish_reason = ""
+        self.usage: Usage | None = None
+
+    def feed(self, data: str) -> Delta | tuple[Delta, ...] | None:
+        if data == "[DONE]":
+            self.done = True
+            return None
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise self.engine.malformed(data) from None
+        if "error" in chunk:
+            raise self.engine.stream_error(chunk)
+        raw_usage = chunk.get("usage")
+        if raw_usage:
+            self.usage = openai_usage(raw_usage)
+        choices = chunk.get("choices")
+        if not choices:
+            return None
+        choice = choices[0]
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+        delta = choice.get("delta")
+        if not delta:
+            return None
+        out: Delta | tuple[Delta, ...] | None = None
+        piece = delta.get("reasoning_content") or delta.get("reasoning")
+        if piece:
+            self.reasoning.append(piece)
+            out = ReasoningDelta(piece)
+        piece = delta.get("content")
+        if piece:
+            self.text.append(piece)
+            out = TextDelta(piece) if out is None else (out, TextDelta(piece))
+        fragments = delta.get("tool_calls")
+        if fragments:
+            assembled = tuple(assemble_fragment(self.calls, f) for f in fragments)
+            if out is None:
+                out = assembled[0] if len(assembled) == 1 else assembled
+            else:
+                out = (out if type(out) is tuple else (out,)) + assembled
+        return out
+
+    def finish(self) -> Response:
+        engine = self.engine
+        if not self.done and not self.finish_reason:
+            raise LLMNetworkError("the stream ended before the model finished (no finish_reason, no [DONE])",
+                                  provider=engine.provider, model=engine.model, status=200)
+        tool_calls = tuple(ToolCall(b.id or f"call_{i}", b.name, "".join(b.arguments) or "{}")
+                           for i, b in sorted(self.calls.items()))
+        text, reasoning = "".join(self.text), "".join(self.reasoning)
+        usage = self.usage or self.context.estimate_usage(text, reasoning, tool_calls)
+        return Response(text=text, reasoning=reasoning, tool_calls=tool_calls,
+                        stop_reason=stop_reason(self.finish_reason, bool(tool_calls)), usage=usage,
+                        provider=engine.provider, model=engine.model, raw_stop_reason=self.finish_reason)

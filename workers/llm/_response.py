@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -12,6 +12,7 @@ from ._messages import Message, ToolCall
 
 __all__ = [
     "CallOptions",
+    "Deliver",
     "Delta",
     "ReasoningDelta",
     "Response",
@@ -121,37 +122,39 @@ class CallOptions:
     extra_body: dict[str, Any] = field(default_factory=dict)
 
 
+Deliver = Callable[[Response], None]
+
+
 class ResponseStream:
-    """An async iterator of deltas whose last step produces the final `Response`.
+    """An async iterator of deltas; `final()` returns the `Response` once the stream is exhausted.
 
     Use it as ``async with engine.complete(...) as stream: async for d in stream: ...; r = await stream.final()``
     or just ``await engine.complete(...).final()``. Leaving the `async with` block, or cancelling the task
     that awaits it, closes the HTTP connection and releases the in-flight lease.
+
+    `start` receives the callback through which the producer hands over the final response; iterating
+    the stream iterates the producer itself, so the wrapper costs nothing per chunk.
     """
 
     __slots__ = ("_gen", "_response")
 
-    def __init__(self, source: AsyncGenerator[Delta | Response, None]) -> None:
-        self._gen = source
+    def __init__(self, start: Callable[[Deliver], AsyncGenerator[Delta, None]]) -> None:
         self._response: Response | None = None
+        self._gen = start(self._deliver)
 
-    def __aiter__(self) -> ResponseStream:
-        return self
+    def _deliver(self, response: Response) -> None:
+        self._response = response
+
+    def __aiter__(self) -> AsyncGenerator[Delta, None]:
+        return self._gen
 
     async def __anext__(self) -> Delta:
-        if self._response is not None:
-            raise StopAsyncIteration
-        item = await self._gen.__anext__()
-        if isinstance(item, Response):
-            self._response = item
-            await self._gen.aclose()
-            raise StopAsyncIteration
-        return item
+        return await self._gen.__anext__()
 
     async def final(self) -> Response:
         """Drain the remaining deltas and return the response."""
         try:
-            async for _ in self:
+            async for _ in self._gen:
                 pass
         finally:
             await self._gen.aclose()

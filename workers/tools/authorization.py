@@ -3,10 +3,10 @@
 Session-scope approvals live in memory for the life of the guard; project-scope approvals are persisted
 under `authorized_projects` in the settings JSON file (default `$YAGENT_HOME/settings.json`):
 
-    {"authorized_projects": {"/abs/project/root": ["inside", "outside:/etc/hosts"]}}
+    {"authorized_projects": {"/abs/project/root": ["inside:delete_file", "outside:/etc/hosts"]}}
 
-`inside` approves dangerous operations inside the project; `outside:<path>` approves touching that path
-(and anything beneath it).
+`inside:<tool>` approves that tool's dangerous operations inside the project; `outside:<path>` approves
+touching that path (and anything beneath it) with any tool.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ import contextlib
 import enum
 import fcntl
 import json
-import os
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .atomic import write_atomic
+
 SETTINGS_KEY = "authorized_projects"
-INSIDE_GRANT = "inside"
 
 
 class YoloLevel(enum.Enum):
@@ -70,7 +70,7 @@ class AuthRequest:
 
     def grants(self) -> list[str]:
         """The approval keys an `allow_session` / `allow_project` answer records."""
-        keys = [INSIDE_GRANT] if self.dangerous_inside else []
+        keys = [f"inside:{self.tool}"] if self.dangerous_inside else []
         return keys + [f"outside:{p}" for p in self.outside_paths]
 
 
@@ -131,7 +131,7 @@ class ApprovalStore:
             merged.extend(g for g in grants if g not in merged)
             projects[self._root] = merged
             data[SETTINGS_KEY] = projects
-            _write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+            write_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode(), mode=0o600)
 
 
 def _granted(key: str, granted: set[str]) -> bool:
@@ -150,20 +150,6 @@ def _read_settings(path: Path) -> dict[str, Any]:
     except (FileNotFoundError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 @contextlib.contextmanager

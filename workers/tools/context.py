@@ -89,7 +89,7 @@ def _no_heartbeat() -> None:
 
 @dataclass
 class ToolContext:
-    """Per-run state shared by every tool call of the run."""
+    """Per-run state shared by every tool call of the run. The guard is derived from the fields."""
 
     project_root: Path
     run_id: str = "run"
@@ -100,26 +100,24 @@ class ToolContext:
     llm: TextLLM | None = None
     emit: EventEmitter = _no_event
     heartbeat: Heartbeat = _no_heartbeat
-    scratch_dir: Path | None = None
-    settings_path: Path | None = None
-    guard: WorkspaceGuard | None = None  # built from the fields above when not handed in
+    scratch_dir: Path | None = None  # default: a per-run directory under the system temp dir
+    settings_path: Path | None = None  # where project-scope approvals persist; None = not persisted
+    # Session approvals earlier runs of the same task collected (see `guard.approvals.session_grants()`).
+    session_grants: frozenset[str] = frozenset()
     processes: ProcessRegistry = field(default_factory=ProcessRegistry)
     heartbeat_interval: float = 5.0  # seconds between heartbeats from long-running tools
+    guard: WorkspaceGuard = field(init=False)
 
     def __post_init__(self) -> None:
         if self.scratch_dir is None:
             self.scratch_dir = Path(tempfile.gettempdir()) / f"yagent-scratch-{self.run_id}"
-        if self.guard is None:
-            self.guard = WorkspaceGuard(
-                self.project_root, settings_path=self.settings_path, safe_dirs=(self.scratch_dir,)
-            )
+        self.guard = WorkspaceGuard(
+            self.project_root,
+            settings_path=self.settings_path,
+            session_grants=self.session_grants,
+            safe_dirs=(self.scratch_dir,),
+        )
         self.project_root = self.guard.root
-
-    @property
-    def workspace(self) -> WorkspaceGuard:
-        """The guard, typed as present (it always is after construction)."""
-        assert self.guard is not None
-        return self.guard
 
     @property
     def scratch(self) -> Path:
@@ -130,4 +128,4 @@ class ToolContext:
 
     async def authorize(self, request: AuthRequest | None) -> str | None:
         """None when the call may proceed; otherwise the refusal the model should read."""
-        return await self.workspace.authorize(request, yolo=self.yolo, authorizer=self.authorizer)
+        return await self.guard.authorize(request, yolo=self.yolo, authorizer=self.authorizer)

@@ -153,12 +153,15 @@ def _path_candidates(command: str) -> list[str]:
         tokens = command.split()
     out: list[str] = []
     for token in tokens:
-        parts = [token, *token.split("=")[1:]]
+        parts = [token, *token.split("=")[1:]]  # VAR=/x, --prefix=/x
         if token.startswith("-") and "/" in token:
             parts.append(token[token.index("/") :])  # -I/usr/include, -o/etc/x
-        for part in parts:
-            if part.startswith(("/", "~", "$HOME", "${HOME}")) or part == ".." or part.startswith("../") or (
-                "/../" in part or part.endswith("/..")
-            ):
-                out.append(part)
+        out.extend(p for p in parts if _names_a_path(p))
     return out
+
+
+def _names_a_path(token: str) -> bool:
+    # Absolute, home-relative, or climbing with `..`: the forms that can leave the project.
+    if token.startswith(("/", "~", "$HOME", "${HOME}")):
+        return True
+    return token == ".." or token.startswith("../") or "/../" in token or token.endswith("/..")

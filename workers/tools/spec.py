@@ -89,7 +89,9 @@ class ToolSpec:
     serial: bool = False
     # None means "not decided": a mutating tool must decide (validation rule `auth-undecided`).
     auth: AuthPolicy | None = None
+    # Arguments holding paths: resolved by the guard before the executor runs; absent ones mean the root.
     path_params: tuple[str, ...] = ()
+    # Arguments holding shell command lines; their path tokens resolve against the `cwd` path param if any.
     command_params: tuple[str, ...] = ()
     # Name of a boolean argument by which the model marks one call dangerous (run_bash `is_dangerous`).
     danger_flag: str | None = None
@@ -103,7 +105,6 @@ class ToolSpec:
     brief: str = ""
     # Appended to the truncation marker so the model knows how to see the rest.
     page_hint: str = "narrow the request to see the rest"
-    meta: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def is_read_only(self) -> bool:
@@ -159,7 +160,7 @@ class Invocation:
 
     def display(self, path: Path) -> str:
         """How results name a path: relative to the project root when inside it."""
-        return self.ctx.workspace.display(path)
+        return self.ctx.guard.display(path)
 
 
 def _deep_copy(value: Any) -> Any:

@@ -1,0 +1,117 @@
+"""`yagent`: the command-line client.
+
+Human-readable output by default, `--json` for scripts. Exit codes are in `exit_codes`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from yagent.ipc import IpcError
+
+from . import daemon_control, exit_codes, task_commands
+
+__all__ = ["build_parser", "main"]
+
+
+def _project_dir(value: str | None) -> Path:
+    return Path(value or os.getcwd()).expanduser().resolve()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="yagent", description="yagent — a multi-agent coding assistant served by the yagentd daemon")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    d = sub.add_parser("daemon", help="start, stop or inspect yagentd")
+    dsub = d.add_subparsers(dest="daemon_command", metavar="ACTION", required=True)
+    dsub.add_parser("start", help="start yagentd in the background and wait until it is ready")
+    dsub.add_parser("stop", help="stop yagentd (runs are interrupted and can be resumed)")
+    dsub.add_parser("status", help="exit 0 when yagentd is running, 3 when not")
+    iu = dsub.add_parser("install-unit", help="write the systemd user unit for yagentd")
+    iu.add_argument("--force", action="store_true", help="replace an existing, different unit file")
+    iu.add_argument("--print", dest="print_only", action="store_true", help="print the unit instead of writing it")
+
+    r = sub.add_parser("run", help="send a message to a task and stream the answer")
+    r.add_argument("text", nargs="+", help="what you want done")
+    r.add_argument("--project", help="project directory (default: the current directory)")
+    r.add_argument("--task", help="continue this task instead of starting a new one")
+    r.add_argument("--detach", action="store_true", help="submit and return at once")
+    r.add_argument("--agent", default="director", help="agent kind that serves the turn (default: director)")
+    yolo = r.add_mutually_exclusive_group()
+    yolo.add_argument("--yolo", action="store_true", help="skip authorisation prompts inside the project")
+    yolo.add_argument("--full-yolo", action="store_true",
+                      help="skip all authorisation prompts, inside and outside the project, and never ask questions")
+    r.add_argument("-v", "--verbose", action="store_true", help="show every event")
+
+    p = sub.add_parser("ps", help="list tasks of all projects with their runs")
+    p.add_argument("--project", help="only this project directory")
+    p.add_argument("-n", "--limit", type=int, default=50)
+
+    lg = sub.add_parser("logs", help="print a task's events (replayed from the start)")
+    lg.add_argument("task")
+    lg.add_argument("-f", "--follow", action="store_true", help="keep following new events")
+    lg.add_argument("--since", type=int, default=0, help="start after this seq")
+
+    for action, text in (("pause", "pause every run of a task at its next step"),
+                         ("continue", "continue a paused task"),
+                         ("cancel", "cancel a task's current turn")):
+        c = sub.add_parser(action, help=text)
+        c.add_argument("task")
+
+    a = sub.add_parser("answer", help="answer a question a task is waiting on")
+    a.add_argument("task")
+    a.add_argument("args", nargs="+", metavar="[REQUEST_ID] VALUE")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    as_json = args.json
+    try:
+        if args.command is None:
+            parser.print_help()
+            return exit_codes.OK
+        if args.command == "daemon":
+            if args.daemon_command == "start":
+                return daemon_control.daemon_start(as_json)
+            if args.daemon_command == "stop":
+                return daemon_control.daemon_stop(as_json)
+            if args.daemon_command == "status":
+                return daemon_control.daemon_status(as_json)
+            return daemon_control.daemon_install_unit(force=args.force, print_only=args.print_only)
+        if args.command == "run":
+            project = _project_dir(args.project)
+            if not project.is_dir():
+                print(f"yagent: project directory {project} does not exist", file=sys.stderr)
+                return exit_codes.USAGE
+            daemon_control.ensure_daemon()
+            yolo = "full" if args.full_yolo else ("yolo" if args.yolo else "none")
+            return task_commands.run(project, " ".join(args.text), task=args.task, agent=args.agent, yolo=yolo,
+                                     detach=args.detach, as_json=as_json, verbose=args.verbose)
+        if args.command == "ps":
+            project = str(_project_dir(args.project)) if args.project else None
+            return task_commands.ps(project, as_json, args.limit)
+        if args.command == "logs":
+            return task_commands.logs(args.task, follow=args.follow, as_json=as_json, since=args.since)
+        if args.command in ("pause", "continue", "cancel"):
+            return task_commands.control(args.task, args.command, as_json)
+        if args.command == "answer":
+            request_id = args.args[0] if len(args.args) > 1 else None
+            return task_commands.answer(args.task, request_id, " ".join(args.args[1:] or args.args), as_json)
+    except IpcError as exc:
+        print(f"yagent: {exc}", file=sys.stderr)
+        return exit_codes.NOT_RUNNING
+    except KeyboardInterrupt:
+        return 130
+    parser.print_help()
+    return exit_codes.USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

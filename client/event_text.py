@@ -1,0 +1,105 @@
+"""Plain-text and JSON-lines rendering of a task's event stream, for `yagent run` and `yagent logs`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from yagent.ipc.messages import Event
+from yagent.ipc.vocabulary import EventType
+
+__all__ = ["JsonLinesPrinter", "TextPrinter", "answer_hint"]
+
+
+def answer_hint(task: str, request_id: str) -> str:
+    return (f"answer it from any terminal: `yagent attach {task}`, or `yagent answer {task} {request_id} VALUE`")
+
+
+class TextPrinter:
+    """Human-readable stream: streamed text as it arrives, one line per notable event."""
+
+    def __init__(self, out: TextIO = sys.stdout, *, verbose: bool = False) -> None:
+        self.out = out
+        self.verbose = verbose
+        self._stream_run: str | None = None  # run whose text is mid-line
+        self.streamed_root_text = False
+        self.root_run: str | None = None
+
+    def _end_line(self) -> None:
+        if self._stream_run is not None:
+            self.out.write("\n")
+            self._stream_run = None
+
+    def _line(self, text: str) -> None:
+        self._end_line()
+        self.out.write(text + "\n")
+
+    def handle(self, ev: Event) -> None:
+        d = ev.data
+        t = ev.type
+        if t == EventType.TURN_STARTED:
+            self.root_run = ev.run
+            if self.verbose:
+                self._line(f"▶ turn {d.get('turn')}: {d.get('text', '')}")
+        elif t == EventType.AI_CHUNK:
+            text = str(d.get("text", ""))
+            if not text:
+                return
+            if self._stream_run != ev.run:
+                self._end_line()
+                if ev.run != self.root_run:
+                    self.out.write(f"[{ev.agent}] ")
+                self._stream_run = ev.run
+            if ev.run == self.root_run:
+                self.streamed_root_text = True
+            self.out.write(text)
+        elif t == EventType.RUN_STARTED and d.get("parent"):
+            self._line(f"  → {ev.agent} started ({ev.run})")
+        elif t == EventType.RUN_FINISHED and d.get("parent"):
+            err = f": {d.get('error')}" if d.get("error") else ""
+            self._line(f"  ← {ev.agent} {d.get('status')} ({d.get('stop_reason')}){err}")
+        elif t == EventType.TOOL_CALL_START:
+            self._line(f"  ⚙ {ev.agent}: {d.get('name', '?')} {d.get('brief', '')}".rstrip())
+        elif t == EventType.TOOL_CALL_RESULT and d.get("is_error"):
+            self._line(f"    ✗ {d.get('name', '?')}: {str(d.get('content', ''))[:200]}")
+        elif t == EventType.USER_HELP_NEEDED:
+            opts = f" [{' / '.join(d.get('options') or [])}]" if d.get("options") else ""
+            self._line(f"? {ev.agent} asks: {d.get('prompt', '')}{opts}")
+            self._line(f"  {answer_hint(ev.task, str(d.get('request_id', '')))}")
+        elif t == EventType.USER_HELP_RESPONSE:
+            if self.verbose:
+                self._line(f"  answered: {d.get('answer')}")
+        elif t == EventType.TASK_PAUSED:
+            self._line("⏸ paused — `yagent continue " + ev.task + "` resumes")
+        elif t == EventType.TASK_RESUMED:
+            self._line("▶ continued")
+        elif t == EventType.CONVERSATION_ERROR:
+            self._line(f"! {ev.agent}: {d.get('error', d)}")
+        elif t == EventType.TURN_FINISHED:
+            if not self.streamed_root_text and d.get("output"):
+                self._line(str(d.get("output")))
+            self._end_line()
+            if d.get("status") != "done":
+                self._line(f"✗ turn ended: {d.get('status')} ({d.get('stop_reason')}) {d.get('error', '')}".rstrip())
+        elif self.verbose:
+            self._line(f"  · {ev.agent} {t} {json.dumps(d)[:160]}")
+        self.out.flush()
+
+
+class JsonLinesPrinter:
+    """One JSON object per event with stable field names, and a final `result` line."""
+
+    def __init__(self, out: TextIO = sys.stdout) -> None:
+        self.out = out
+
+    def handle(self, ev: Event) -> None:
+        self.out.write(json.dumps(ev.to_json(), ensure_ascii=False) + "\n")
+        if ev.type == EventType.TURN_FINISHED:
+            self.result(ev.task, ev.data)
+        self.out.flush()
+
+    def result(self, task: str, data: dict[str, Any]) -> None:
+        line = {"type": "result", "task": task, "status": data.get("status"), "stop_reason": data.get("stop_reason"),
+                "output": data.get("output", ""), "error": data.get("error", "")}
+        self.out.write(json.dumps(line, ensure_ascii=False) + "\n")

@@ -1,0 +1,22 @@
+"""Process exit codes of the `yagent` command, one meaning each."""
+
+from __future__ import annotations
+
+from yagent.ipc.vocabulary import RunStatus, TaskState
+
+OK = 0
+FAILED = 1  # the task ended in failure, or a request was refused
+USAGE = 2  # bad arguments or a broken configuration
+NOT_RUNNING = 3  # yagentd is not running (`yagent daemon status` uses it too)
+CANCELLED = 4
+INTERRUPTED = 5
+
+
+def for_outcome(status: str) -> int:
+    """Exit code for how a turn ended (a RunStatus or TaskState value)."""
+    return {
+        RunStatus.DONE.value: OK,
+        TaskState.DONE.value: OK,
+        RunStatus.CANCELLED.value: CANCELLED,
+        RunStatus.INTERRUPTED.value: INTERRUPTED,
+    }.get(status, FAILED)

@@ -1,0 +1,203 @@
+"""`yagent run|ps|logs|pause|continue|cancel|answer`: talking to the daemon about tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from yagent.ipc import DaemonClient, EventStream, IpcError, RemoteError
+from yagent.ipc.messages import (
+    Ack,
+    Answer,
+    Event,
+    ListTasks,
+    Replay,
+    ReplayReply,
+    Submit,
+    Submitted,
+    TaskControl,
+    TaskDetail,
+    TaskInfo,
+    TaskList,
+    TaskSummary,
+)
+from yagent.ipc.vocabulary import EventType
+
+from . import exit_codes
+from .event_text import JsonLinesPrinter, TextPrinter
+from .humanize import age
+
+__all__ = ["answer", "control", "logs", "ps", "run"]
+
+
+def _err(text: str) -> None:
+    print(f"yagent: {text}", file=sys.stderr)
+
+
+def _call(coro: Any) -> int:
+    try:
+        return asyncio.run(coro)
+    except RemoteError as exc:
+        _err(str(exc))
+        return exit_codes.FAILED
+    except IpcError as exc:
+        _err(str(exc))
+        return exit_codes.NOT_RUNNING
+    except KeyboardInterrupt:
+        return 130
+
+
+# -- run ---------------------------------------------------------------------------------------------
+
+async def _run(project: Path, text: str, *, task: str | None, agent: str, yolo: str, detach: bool,
+               as_json: bool, verbose: bool) -> int:
+    async with DaemonClient() as client:
+        sub = await client.request(Submit(id=0, project=str(project), text=text, task=task, agent=agent, yolo=yolo),
+                                   Submitted)
+        if detach:
+            if as_json:
+                print(json.dumps({"task": sub.task, "turn": sub.turn, "run": sub.run, "project": sub.project}))
+            else:
+                print(f"task {sub.task} (turn {sub.turn}) submitted for {sub.project}")
+                print(f"follow it with `yagent logs -f {sub.task}`, or attach with `yagent attach {sub.task}`")
+            return exit_codes.OK
+        if not as_json:
+            print(f"task {sub.task} · turn {sub.turn}", file=sys.stderr)
+        return await _follow_turn(client, sub.task, sub.turn, as_json=as_json, verbose=verbose)
+
+
+async def _follow_turn(client: DaemonClient, task: str, turn: int, *, as_json: bool, verbose: bool) -> int:
+    printer = JsonLinesPrinter() if as_json else TextPrinter(verbose=verbose)
+    # Start at this turn: whatever the task emitted in earlier turns is history.
+    async with EventStream(client, task, after_seq=await _turn_start_seq(client, task, turn)) as stream:
+        async for ev in stream.events():
+            if ev.type == EventType.TURN_STARTED and ev.data.get("turn") != turn:
+                continue
+            printer.handle(ev)
+            if ev.type == EventType.TURN_FINISHED and ev.data.get("turn") == turn:
+                return exit_codes.for_outcome(str(ev.data.get("status")))
+    return exit_codes.FAILED
+
+
+async def _turn_start_seq(client: DaemonClient, task: str, turn: int) -> int:
+    """The seq just before this turn's `turn_started` event (0 for a task's first turn)."""
+    after = 0
+    while True:
+        page = await client.request(Replay(id=0, task=task, after_seq=after), ReplayReply)
+        for item in page.events:
+            ev = Event.from_published(task, item)
+            if ev.type == EventType.TURN_STARTED and ev.data.get("turn") == turn:
+                return ev.seq - 1
+            after = ev.seq
+        if not page.more or not page.events:
+            return after
+
+
+def run(project: Path, text: str, *, task: str | None = None, agent: str = "director", yolo: str = "none",
+        detach: bool = False, as_json: bool = False, verbose: bool = False) -> int:
+    return _call(_run(project, text, task=task, agent=agent, yolo=yolo, detach=detach, as_json=as_json,
+                      verbose=verbose))
+
+
+# -- ps ----------------------------------------------------------------------------------------------
+
+def _runs_tree(summary: TaskSummary) -> list[str]:
+    children: dict[str | None, list[Any]] = {}
+    for r in summary.runs:
+        children.setdefault(r.parent, []).append(r)
+    lines: list[str] = []
+
+    def walk(parent: str | None, depth: int) -> None:
+        for r in children.get(parent, []):
+            reason = f" ({r.stop_reason})" if r.stop_reason else ""
+            lines.append(f"{'  ' * depth}└ {r.agent} {r.run} {r.status}{reason}")
+            walk(r.run, depth + 1)
+
+    walk(None, 0)
+    return lines
+
+
+async def _ps(project: str | None, as_json: bool, limit: int) -> int:
+    async with DaemonClient() as client:
+        reply = await client.request(ListTasks(id=0, project=project, limit=limit), TaskList)
+    if as_json:
+        print(json.dumps([t.to_wire() for t in reply.tasks]))
+        return exit_codes.OK
+    if not reply.tasks:
+        print("no tasks yet — start one with `yagent run \"…\"`")
+        return exit_codes.OK
+    now = time.time()
+    print(f"{'TASK':<11} {'STATE':<12} {'AGE':>6}  PROJECT")
+    for t in reply.tasks:
+        print(f"{t.task:<11} {t.state:<12} {age(now - t.created_at):>6}  {t.project}")
+        print(f"{'':<11} {t.title}")
+        for line in _runs_tree(t):
+            print(f"{'':<13}{line}")
+        for q in t.questions:
+            print(f"{'':<13}? waiting for you: {q.prompt} — `yagent attach {t.task}`")
+    return exit_codes.OK
+
+
+def ps(project: str | None = None, as_json: bool = False, limit: int = 50) -> int:
+    return _call(_ps(project, as_json, limit))
+
+
+# -- logs --------------------------------------------------------------------------------------------
+
+async def _logs(task: str, follow: bool, as_json: bool, since: int) -> int:
+    async with DaemonClient() as client:
+        detail = await client.request(TaskInfo(id=0, task=task), TaskDetail)
+        task_id = detail.task.task
+        printer = JsonLinesPrinter() if as_json else TextPrinter(verbose=True)
+        async with EventStream(client, task_id, after_seq=since) as stream:
+            if not follow:
+                for ev in await stream.backlog():
+                    printer.handle(ev)
+                return exit_codes.OK
+            async for ev in stream.events():
+                printer.handle(ev)
+    return exit_codes.OK
+
+
+def logs(task: str, *, follow: bool = False, as_json: bool = False, since: int = 0) -> int:
+    return _call(_logs(task, follow, as_json, since))
+
+
+# -- control -----------------------------------------------------------------------------------------
+
+async def _control(task: str, action: str, as_json: bool) -> int:
+    async with DaemonClient() as client:
+        ack = await client.request(TaskControl(id=0, task=task, action=action), Ack)
+    if as_json:
+        print(json.dumps({"task": ack.task, "action": action, "state": ack.state}))
+    else:
+        verb = {"pause": "paused", "continue": "continued", "cancel": "cancelling"}[action]
+        print(f"task {ack.task} {verb}")
+    return exit_codes.OK
+
+
+def control(task: str, action: str, as_json: bool = False) -> int:
+    return _call(_control(task, action, as_json))
+
+
+async def _answer(task: str, request_id: str | None, value: str, as_json: bool) -> int:
+    async with DaemonClient() as client:
+        detail = await client.request(TaskInfo(id=0, task=task), TaskDetail)
+        questions = detail.task.questions
+        if request_id is None:
+            if len(questions) != 1:
+                _err(f"task {detail.task.task} has {len(questions)} pending questions; name one: "
+                     + ", ".join(q.request_id for q in questions))
+                return exit_codes.USAGE
+            request_id = questions[0].request_id
+        ack = await client.request(Answer(id=0, task=task, request_id=request_id, answer={"value": value}), Ack)
+    print(json.dumps({"task": ack.task, "answered": request_id}) if as_json else f"answered {request_id}")
+    return exit_codes.OK
+
+
+def answer(task: str, request_id: str | None, value: str, as_json: bool = False) -> int:
+    return _call(_answer(task, request_id, value, as_json))

@@ -1,0 +1,127 @@
+"""The `yagent` command against a real daemon."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.daemon_harness import DaemonProcess, script, wait_until
+
+pytestmark = pytest.mark.e2e
+
+
+def test_daemon_start_status_stop_cycle(tmp_path: Path) -> None:
+    d = DaemonProcess(tmp_path / "d", "")
+    try:
+        status = d.cli("daemon", "status")
+        assert status.returncode == 3
+        assert "yagent daemon start" in status.stdout
+        started = d.cli("daemon", "start")
+        assert started.returncode == 0, started.stderr
+        assert "yagentd started (pid" in started.stdout
+        again = d.cli("daemon", "start")
+        assert again.returncode == 0 and "already running" in again.stdout
+        status = d.cli("--json", "daemon", "status")
+        assert status.returncode == 0
+        info = json.loads(status.stdout)
+        assert info["running"] and info["leases"]["limit"] == 8
+        stopped = d.cli("daemon", "stop")
+        assert stopped.returncode == 0 and "stopped" in stopped.stdout
+        assert d.cli("daemon", "status").returncode == 3
+    finally:
+        d.cli("daemon", "stop")
+        d.close()
+
+
+def test_daemon_start_reports_why_it_failed(tmp_path: Path) -> None:
+    d = DaemonProcess(tmp_path / "d", "")
+    (d.home / "config" / "config.toml").write_text("[agent]\nmax_parallel_delegations = [\n")
+    try:
+        result = d.cli("daemon", "start")
+        assert result.returncode == 1
+        assert "configuration error" in result.stderr and "yagent setup" in result.stderr
+    finally:
+        d.close()
+
+
+def test_run_prints_the_streamed_answer_and_exits_with_the_outcome(daemon, project: Path) -> None:
+    ok = daemon.cli("run", "--project", str(project), "--agent", "scripted",
+                    script({"emit": 3, "size": 2}))
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.strip() == "xxxxxx"
+    failed = daemon.cli("run", "--project", str(project), "--agent", "scripted", script({"crash": "raise"}))
+    assert failed.returncode == 1
+    assert "scripted crash" in failed.stdout
+
+
+def test_run_json_streams_one_line_per_event_and_a_result(daemon, project: Path) -> None:
+    result = daemon.cli("--json", "run", "--agent", "scripted", script({"emit": 2}, output="fin"), cwd=project)
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [ln["seq"] for ln in lines[:-1]] == list(range(1, len(lines)))
+    assert set(lines[0]) == {"seq", "task", "run", "agent", "type", "ts", "data"}
+    assert lines[-1]["type"] == "result" and lines[-1]["status"] == "done" and lines[-1]["output"] == "fin"
+
+
+def test_detach_ps_logs_and_control(daemon, project: Path) -> None:
+    sub = daemon.cli("--json", "run", "--detach", "--agent", "scripted", script({"step": 400}), cwd=project)
+    assert sub.returncode == 0, sub.stderr
+    task = json.loads(sub.stdout)["task"]
+    listing = json.loads(daemon.cli("--json", "ps").stdout)
+    assert [t["task"] for t in listing] == [task]
+    human = daemon.cli("ps").stdout
+    assert task in human and str(project) in human and "└ scripted" in human
+    paused = daemon.cli("pause", task[:5])
+    assert paused.returncode == 0 and "paused" in paused.stdout
+    assert json.loads(daemon.cli("--json", "ps").stdout)[0]["state"] == "paused"
+    assert daemon.cli("continue", task).returncode == 0
+    cancelled = daemon.cli("cancel", task)
+    assert cancelled.returncode == 0
+    wait_until(lambda: json.loads(daemon.cli("--json", "ps").stdout)[0]["state"] == "cancelled", 30,
+               "the task to be cancelled")
+    log = daemon.cli("--json", "logs", task)
+    types = [json.loads(line)["type"] for line in log.stdout.splitlines()]
+    assert types[0] == "turn_started" and "task_paused" in types and "task_resumed" in types
+    assert types[-2:] == ["turn_finished", "result"]
+    assert daemon.cli("pause", task).returncode == 1  # nothing left to pause
+
+
+def test_logs_follow_replays_then_streams_live(daemon, project: Path) -> None:
+    sub = daemon.cli("--json", "run", "--detach", "--agent", "scripted",
+                     script({"emit": 50}, {"ask": {"kind": "confirm", "prompt": "go on?"}}, {"emit": 50}), cwd=project)
+    task = json.loads(sub.stdout)["task"]
+    follower = subprocess.Popen([sys.executable, "-m", "yagent.client.cli", "--json", "logs", "-f", task],
+                                env=daemon.env, stdout=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        assert follower.stdout is not None
+        for line in follower.stdout:
+            ev = json.loads(line)
+            seen.append(ev)
+            if ev["type"] == "user_help_needed":
+                answered = daemon.cli("answer", task, "yes")
+                assert answered.returncode == 0, answered.stderr
+            if ev["type"] == "result":
+                break
+    finally:
+        follower.kill()
+        follower.wait()
+    seqs = [e["seq"] for e in seen if "seq" in e]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert sum(e["type"] == "ai_chunk" for e in seen) == 100
+
+
+def test_unknown_task_and_no_daemon_errors_are_actionable(daemon, tmp_path: Path) -> None:
+    missing = daemon.cli("logs", "tnothere")
+    assert missing.returncode == 1 and "yagent ps" in missing.stderr
+    other = DaemonProcess(tmp_path / "nodaemon", "")
+    try:
+        result = other.cli("ps")
+        assert result.returncode == 3
+        assert "yagentd is not running" in result.stderr and "yagent daemon start" in result.stderr
+    finally:
+        other.close()

@@ -1,0 +1,136 @@
+"""Limits the daemon enforces: in-flight LLM leases, delegation pools, the live-worker cap."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.daemon_harness import arun, collect_turn, of_type, script, submit
+from yagent.ipc.messages import DaemonStatus, StatusRequest
+
+pytestmark = pytest.mark.e2e
+
+
+def _max_overlap(spans: list[tuple[float, float]]) -> int:
+    points = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    live = peak = 0
+    for _, delta in points:
+        live += delta
+        peak = max(peak, live)
+    return peak
+
+
+def test_leases_never_exceed_the_limit_under_50_concurrent_runs(make_daemon, tmp_path: Path) -> None:
+    daemon = make_daemon("[llm]\nmax_in_flight_requests = 3\n[daemon]\nmax_workers = 64\n")
+    projects = []
+    for i in range(5):
+        p = tmp_path / f"p{i}"
+        p.mkdir()
+        projects.append(p)
+
+    async def go():
+        async with daemon.client(timeout=30) as c:
+            subs = [await submit(c, projects[i % 5], script({"lease": 0.02}, {"lease": 0.02})) for i in range(50)]
+            results = await asyncio.gather(*(collect_turn(c, s.task) for s in subs))
+            status = await c.request(StatusRequest(id=0), DaemonStatus)
+            return results, status
+
+    results, status = arun(go(), timeout=180)
+    assert all(of_type(evs, "turn_finished")[0].data["status"] == "done" for evs in results)
+    leases = status.leases
+    assert leases["granted_total"] == 100
+    assert leases["peak"] <= 3
+    assert leases["peak"] == 3, "the limit was never reached: the test did not create contention"
+    assert leases["in_use"] == 0 and leases["waiting"] == 0
+    assert status.runs_started == 50
+
+
+def test_unlimited_leases_when_the_limit_is_zero(make_daemon, project: Path) -> None:
+    daemon = make_daemon("[llm]\nmax_in_flight_requests = 0\n[agent]\nmax_parallel_delegations = 4\n")
+
+    async def go():
+        async with daemon.client() as c:
+            children = [{"agent": "scripted", "task": script({"lease": 0.5})} for _ in range(4)]
+            sub = await submit(c, project, script({"delegate": children}))
+            await collect_turn(c, sub.task)
+            return await c.request(StatusRequest(id=0), DaemonStatus)
+
+    status = arun(go())
+    assert status.leases["limit"] == 0
+    assert status.leases["granted_total"] == 4
+    assert status.leases["peak"] == 4
+
+
+def test_delegation_pool_bounds_parallel_children(make_daemon, project: Path) -> None:
+    daemon = make_daemon("[agent]\nmax_parallel_delegations = 2\n")
+
+    async def go():
+        async with daemon.client() as c:
+            children = [{"agent": "scripted", "task": script({"busy": 0.3}, output=f"c{i}")} for i in range(5)]
+            sub = await submit(c, project, script({"delegate": children}))
+            return await collect_turn(c, sub.task)
+
+    events = arun(go())
+    root = of_type(events, "run_started")[0].run
+    starts = {e.run: e.ts for e in of_type(events, "run_started") if e.run != root}
+    ends = {e.run: e.ts for e in of_type(events, "run_finished") if e.run != root}
+    assert len(starts) == 5
+    spans = [(starts[r], ends[r]) for r in starts]
+    assert _max_overlap(spans) == 2
+    notes = json.loads(of_type(events, "turn_finished")[0].data["output"])["notes"][0]
+    assert [n["output"] for n in notes] == [f"c{i}" for i in range(5)]
+
+
+def test_serial_when_the_pool_is_one(make_daemon, project: Path) -> None:
+    daemon = make_daemon("[agent]\nmax_parallel_delegations = 1\n")
+
+    async def go():
+        async with daemon.client() as c:
+            children = [{"agent": "scripted", "task": script({"busy": 0.1})} for _ in range(3)]
+            sub = await submit(c, project, script({"delegate": children}))
+            return await collect_turn(c, sub.task)
+
+    events = arun(go())
+    root = of_type(events, "run_started")[0].run
+    starts = {e.run: e.ts for e in of_type(events, "run_started") if e.run != root}
+    ends = {e.run: e.ts for e in of_type(events, "run_finished") if e.run != root}
+    assert _max_overlap([(starts[r], ends[r]) for r in starts]) == 1
+
+
+def test_nested_delegation_does_not_deadlock_with_a_pool_of_one(make_daemon, project: Path) -> None:
+    daemon = make_daemon("[agent]\nmax_parallel_delegations = 1\n[daemon]\nmax_workers = 2\n")
+    leaf = script(output="leaf")
+    middle = script({"delegate": [{"agent": "scripted", "task": leaf}]}, output="middle")
+
+    async def go():
+        async with daemon.client() as c:
+            sub = await submit(c, project, script({"delegate": [{"agent": "scripted", "task": middle}]}))
+            return await collect_turn(c, sub.task)
+
+    events = arun(go(), timeout=60)
+    finished = of_type(events, "turn_finished")[0]
+    assert finished.data["status"] == "done"
+    assert len(of_type(events, "run_started")) == 3
+    assert "leaf" in finished.data["output"]
+
+
+def test_live_worker_cap_queues_new_turns(make_daemon, tmp_path: Path) -> None:
+    daemon = make_daemon("[daemon]\nmax_workers = 2\n")
+    projects = []
+    for i in range(4):
+        p = tmp_path / f"w{i}"
+        p.mkdir()
+        projects.append(p)
+
+    async def go():
+        async with daemon.client() as c:
+            subs = [await submit(c, p, script({"busy": 0.3})) for p in projects]
+            return await asyncio.gather(*(collect_turn(c, s.task) for s in subs))
+
+    results = arun(go())
+    spans = [(of_type(evs, "run_started")[0].ts, of_type(evs, "run_finished")[0].ts) for evs in results]
+    assert _max_overlap(spans) == 2
+    assert all(of_type(evs, "turn_finished")[0].data["status"] == "done" for evs in results)

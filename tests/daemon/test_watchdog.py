@@ -1,0 +1,209 @@
+"""Timeouts, crashes, pause/continue/cancel: the daemon stops runs and tells their parents why."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.daemon_harness import arun, collect_turn, of_type, script, submit
+from yagent.ipc import EventStream
+from yagent.ipc.messages import Ack, DaemonStatus, StatusRequest, TaskControl
+
+pytestmark = pytest.mark.e2e
+
+FAST = "[agent]\ndelegate_idle_timeout = \"1s\"\ndelegate_total_timeout = \"20m\"\n[daemon]\nstop_grace = \"0.5s\"\n"
+
+
+def _child_outcome(events) -> dict:
+    return json.loads(of_type(events, "turn_finished")[0].data["output"])["notes"][0][0]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_idle_timeout_kills_a_stuck_run_and_its_children(make_daemon, project: Path) -> None:
+    daemon = make_daemon(FAST)
+    # `hang` blocks the worker's event loop: it cannot honour the cancel, so the daemon must escalate to
+    # signals, and the spawned children (own sessions) are orphans found only by the run id.
+    stuck = script({"spawn": "sleep 1000"}, {"spawn": "sleep 1000 & sleep 1000"}, {"hang": 600})
+
+    async def go():
+        async with daemon.client() as c:
+            sub = await submit(c, project, script({"delegate": [{"agent": "scripted", "task": stuck}]}))
+            return await collect_turn(c, sub.task)
+
+    events = arun(go())
+    outcome = _child_outcome(events)
+    assert outcome["stop_reason"] == "idle_timeout"
+    assert outcome["status"] == "failed"
+    assert "delegate_idle_timeout" in outcome["error"]
+    child_pids = [e.data["pid"] for e in of_type(events, "spawned")]
+    worker_pid = [e.data["pid"] for e in of_type(events, "run_started") if e.data["parent"]][0]
+    assert len(child_pids) == 2
+    run_id = of_type(events, "spawned")[0].run
+    # The grandchild `sleep` of the second spawn is found by the run id in its environment.
+    tree = [psutil.Process(p) for p in [worker_pid, *child_pids] if _alive(p)]
+    tree += [p for p in psutil.process_iter() if _env_run(p) == run_id and p.pid not in child_pids]
+    _gone, alive = psutil.wait_procs(tree, timeout=10)
+    assert [p for p in alive if _alive(p.pid)] == []
+    root_done = of_type(events, "turn_finished")[0].data
+    assert root_done["status"] == "done"  # the parent got an ordinary result and carried on
+
+
+def _env_run(proc: psutil.Process) -> str | None:
+    try:
+        return proc.environ().get("YAGENT_RUN_ID")
+    except psutil.Error:
+        return None
+
+
+def test_progress_heartbeats_keep_a_quiet_run_alive_until_the_total_timeout(make_daemon, project: Path) -> None:
+    daemon = make_daemon("[agent]\ndelegate_idle_timeout = \"1s\"\ndelegate_total_timeout = \"2s\"\n"
+                         "[daemon]\nstop_grace = \"0.5s\"\n")
+
+    async def go():
+        async with daemon.client() as c:
+            busy = script({"busy": 600})
+            sub = await submit(c, project, script({"delegate": [{"agent": "scripted", "task": busy}]}))
+            return await collect_turn(c, sub.task)
+
+    events = arun(go())
+    outcome = _child_outcome(events)
+    assert outcome["stop_reason"] == "total_timeout"
+    child = [e for e in of_type(events, "run_finished") if e.data["parent"]][0]
+    started = [e for e in of_type(events, "run_started") if e.data["parent"]][0]
+    assert child.ts - started.ts >= 2.0  # outlived the 1s idle timeout thanks to heartbeats
+
+
+def test_pause_freezes_the_timeouts_and_continue_resumes(make_daemon, project: Path) -> None:
+    daemon = make_daemon(FAST)
+    child = script({"mark": "child-up"}, {"step": 30}, output="child finished")
+
+    async def go():
+        async with daemon.client() as c:
+            sub = await submit(c, project, script({"delegate": [{"agent": "scripted", "task": child}]}))
+            events = []
+            async with EventStream(c, sub.task) as stream:
+                async for ev in stream.events():
+                    events.append(ev)
+                    if ev.type == "step" and ev.data["i"] == 2:
+                        await c.request(TaskControl(id=0, task=sub.task, action="pause"), Ack)
+                        break
+                # Paused for three idle timeouts: nothing may end the run meanwhile.
+                quiet_until = asyncio.get_running_loop().time() + 3.0
+                steps_while_paused = 0
+                while (left := quiet_until - asyncio.get_running_loop().time()) > 0:
+                    try:
+                        ev = await asyncio.wait_for(anext(stream.events()), left)
+                    except TimeoutError:
+                        break
+                    events.append(ev)
+                    assert ev.type not in ("run_finished", "turn_finished"), ev
+                    steps_while_paused += ev.type == "step"
+                await c.request(TaskControl(id=0, task=sub.task, action="continue"), Ack)
+            rest = await collect_turn(c, sub.task, after_seq=events[-1].seq)
+            return events, rest, steps_while_paused
+
+    events, rest, steps_while_paused = arun(go())
+    assert steps_while_paused <= 1  # at most the step already past the gate when the pause arrived
+    assert of_type(events, "task_paused")
+    assert of_type(rest, "task_resumed")
+    outcome = _child_outcome(rest)
+    assert outcome["stop_reason"] == "agent_exit", outcome
+    assert outcome["output"] == "child finished"
+
+
+def test_killed_worker_gives_the_parent_a_crash_result_and_frees_its_leases(make_daemon, project: Path) -> None:
+    daemon = make_daemon("[llm]\nmax_in_flight_requests = 1\n")
+    child = script({"lease": 600})
+
+    async def go():
+        async with daemon.client() as c:
+            sub = await submit(c, project, script({"delegate": [{"agent": "scripted", "task": child}]},
+                                                  {"lease": 0.01}, output="parent survived"))
+
+            def kill_on_lease(ev):
+                if ev.type != "lease_held":
+                    return
+                started = [e for e in seen if e.type == "run_started" and e.run == ev.run][0]
+                if started.data["parent"]:
+                    os.kill(started.data["pid"], signal.SIGKILL)
+
+            seen = []
+
+            def record(ev):
+                seen.append(ev)
+                kill_on_lease(ev)
+
+            events = await collect_turn(c, sub.task, on_event=record)
+            status = await c.request(StatusRequest(id=0), DaemonStatus)
+            return events, status
+
+    events, status = arun(go())
+    outcome = _child_outcome(events)
+    assert outcome["stop_reason"] == "panic"
+    assert "signal 9" in outcome["error"]
+    # The parent then took the only lease again: the dead worker's lease was reclaimed.
+    assert json.loads(of_type(events, "turn_finished")[0].data["output"])["output"] == "parent survived"
+    assert status.leases["in_use"] == 0
+    assert status.leases["granted_total"] == 2
+
+
+def test_crash_without_result_is_reported_as_panic(daemon, project: Path) -> None:
+    async def go():
+        async with daemon.client() as c:
+            children = [{"agent": "scripted", "task": script({"crash": how})} for how in ("exit", "raise")]
+            sub = await submit(c, project, script({"delegate": children}))
+            return await collect_turn(c, sub.task)
+
+    events = arun(go())
+    exit_outcome, raise_outcome = json.loads(of_type(events, "turn_finished")[0].data["output"])["notes"][0]
+    assert exit_outcome["stop_reason"] == "panic" and "code 13" in exit_outcome["error"]
+    assert raise_outcome["stop_reason"] == "panic" and "scripted crash" in raise_outcome["error"]
+
+
+def test_cancel_stops_every_run_of_the_task(make_daemon, project: Path) -> None:
+    daemon = make_daemon(FAST)
+    child = script({"spawn": "sleep 1000"}, {"busy": 600})
+
+    async def go():
+        async with daemon.client() as c:
+            sub = await submit(c, project, script({"delegate": [{"agent": "scripted", "task": child}]}))
+
+            async def cancel_when_spawned(ev):
+                if ev.type == "spawned":
+                    await c.request(TaskControl(id=0, task=sub.task, action="cancel"), Ack)
+
+            return await collect_turn(c, sub.task, on_event=cancel_when_spawned)
+
+    events = arun(go())
+    finished = of_type(events, "turn_finished")[0].data
+    assert finished["status"] == "cancelled" and finished["stop_reason"] == "cancelled"
+    pids = [e.data["pid"] for e in of_type(events, "run_started")] + [e.data["pid"] for e in of_type(events, "spawned")]
+    _gone, alive = psutil.wait_procs([psutil.Process(p) for p in pids if _alive(p)], timeout=10)
+    assert not alive
+    child_end = [e for e in of_type(events, "run_finished") if e.data["parent"]][0].data
+    assert child_end["status"] == "cancelled"
+
+
+def test_task_timeout_stops_the_whole_turn(make_daemon, project: Path) -> None:
+    daemon = make_daemon('task_timeout = "1s"\n[daemon]\nstop_grace = "0.5s"\n')
+
+    async def go():
+        async with daemon.client() as c:
+            sub = await submit(c, project, script({"busy": 600}))
+            return await collect_turn(c, sub.task)
+
+    finished = of_type(arun(go()), "turn_finished")[0].data
+    assert finished["stop_reason"] == "total_timeout"
+    assert "task_timeout" in finished["error"]

@@ -1,0 +1,80 @@
+"""Scripted implementations of the tool layer's ports (authorizer, asker, delegator, side LLM).
+
+Production code takes the same protocols; these record what they were asked and answer from a script.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from yagent.workers.tools import (
+    Answer,
+    AuthDecision,
+    AuthRequest,
+    DelegationResult,
+    Question,
+    ToolCall,
+    ToolContext,
+    ToolResult,
+    build_surface,
+    invoke_tool,
+)
+
+
+@dataclass
+class ScriptedAuthorizer:
+    decision: AuthDecision = AuthDecision.ALLOW_ONCE
+    requests: list[AuthRequest] = field(default_factory=list)
+
+    async def authorize(self, request: AuthRequest) -> AuthDecision:
+        self.requests.append(request)
+        return self.decision
+
+
+@dataclass
+class ScriptedAsker:
+    answer: Answer = field(default_factory=lambda: Answer("yes"))
+    questions: list[Question] = field(default_factory=list)
+
+    async def ask(self, question: Question) -> Answer:
+        self.questions.append(question)
+        return self.answer
+
+
+@dataclass
+class ScriptedDelegator:
+    result: DelegationResult = field(default_factory=lambda: DelegationResult(text="child report"))
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    async def delegate(self, agent: str, task: str, call_id: str, *, context: str | None = None) -> DelegationResult:
+        self.calls.append({"agent": agent, "task": task, "call_id": call_id, "context": context})
+        return self.result
+
+
+@dataclass
+class ScriptedLLM:
+    replies: list[str]
+    prompts: list[dict[str, str]] = field(default_factory=list)
+
+    async def complete_text(self, system: str, prompt: str, *, tool: str) -> str:
+        self.prompts.append({"system": system, "prompt": prompt, "tool": tool})
+        return self.replies.pop(0)
+
+
+def make_ctx(root: Path, tmp: Path, **kwargs: Any) -> ToolContext:
+    """A context with its scratch dir and settings file inside the test's temp dir."""
+    kwargs.setdefault("scratch_dir", tmp / "scratch")
+    kwargs.setdefault("settings_path", tmp / "home" / "settings.json")
+    return ToolContext(project_root=root, run_id="test-run", **kwargs)
+
+
+def call_tool(
+    ctx: ToolContext, name: str, args: dict[str, Any] | str, *, agent: str = "coding", call_id: str = "c1"
+) -> ToolResult:
+    """One call through the production path (surface -> invoke) on a real agent surface."""
+    surface = build_surface(agent, yolo=ctx.yolo)
+    surface.materialize(s.name for s in surface.deferred())
+    return asyncio.run(invoke_tool(surface, ToolCall(call_id, name, args), ctx))

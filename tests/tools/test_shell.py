@@ -1,0 +1,153 @@
+"""run_bash with real bash processes: output, cap, timeout, background mode, process groups, heartbeats."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from pathlib import Path
+
+import psutil
+
+from yagent.workers.tools import ToolBatch, ToolCall, build_surface
+
+from .doubles import call_tool, make_ctx
+from .signals import FifoLine, wait_terminated
+
+
+def test_runs_bash_and_reports_output_and_exit_code(project: Path, tmp_path: Path) -> None:
+    (project / "sub").mkdir()
+    ctx = make_ctx(project, tmp_path)
+    result = call_tool(ctx, "run_bash", {"command": "pwd; echo out; echo err >&2; exit 3", "cwd": "sub"})
+    lines = result.content.split("\n")
+    assert lines[:4] == ["$ pwd; echo out; echo err >&2; exit 3", str(project / "sub"), "out", "err"]
+    assert lines[-1].startswith("[exit code 3, ")
+    assert not result.is_error and result.data["exit_code"] == 3
+    assert Path(result.data["output_file"]).is_relative_to(tmp_path / "scratch")
+
+
+def test_output_over_the_cap_keeps_head_and_tail_and_the_full_file(project: Path, tmp_path: Path) -> None:
+    result = call_tool(make_ctx(project, tmp_path), "run_bash", {"command": "seq 1 40000"})
+    full = subprocess.run(["seq", "1", "40000"], capture_output=True, text=True, check=True).stdout
+    assert Path(result.data["output_file"]).read_text() == full
+    assert result.data["output_bytes"] == len(full) > 20_000
+    assert result.content.startswith("$ seq 1 40000\n1\n2\n3\n")
+    assert "39999\n40000\n" in result.content and "bytes omitted" in result.content
+    assert len(result.content) < 21_000
+
+
+def test_timeout_kills_the_whole_process_group(project: Path, tmp_path: Path) -> None:
+    fifo = FifoLine(tmp_path / "pids")
+    try:
+        command = f"sleep 300 & echo $$ $! > {fifo.path}; wait"
+        result = call_tool(make_ctx(project, tmp_path), "run_bash", {"command": command, "timeout": 1})
+        pids = [int(p) for p in fifo.read_line().split()]
+    finally:
+        fifo.close()
+    assert result.is_error and "timed out after 1 s" in result.content and result.data["timed_out"]
+    assert wait_terminated(pids) == []
+
+
+def test_background_returns_at_once_and_kill_all_ends_the_group(project: Path, tmp_path: Path) -> None:
+    ctx = make_ctx(project, tmp_path)
+    fifo = FifoLine(tmp_path / "pids")
+    try:
+        command = f"sleep 300 & echo $$ $! > {fifo.path}; echo started; wait"
+        result = call_tool(ctx, "run_bash", {"command": command, "is_background": True})
+        assert not result.is_error and result.data["background"]
+        leader, child = (int(p) for p in fifo.read_line().split())
+    finally:
+        fifo.close()
+    assert leader == result.data["pid"] and os.getpgid(child) == leader
+    assert leader in ctx.processes.groups()
+    assert psutil.Process(child).status() != psutil.STATUS_ZOMBIE
+    assert ctx.processes.kill_all() == [leader]
+    assert wait_terminated([leader, child]) == []
+    assert ctx.processes.groups() == {}
+
+
+def test_children_left_by_a_finished_command_die_with_the_run(project: Path, tmp_path: Path) -> None:
+    ctx = make_ctx(project, tmp_path)
+    result = call_tool(ctx, "run_bash", {"command": "sleep 300 & echo $!"})
+    child = int(result.content.split("\n")[1])
+    assert "keep running until the run ends" in result.content
+    assert psutil.Process(child).status() != psutil.STATUS_ZOMBIE
+    ctx.processes.kill_all()
+    assert wait_terminated([child]) == []
+
+
+def test_heartbeat_beats_while_a_command_runs(project: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "beat"
+    os.mkfifo(fifo)
+    beats: list[int] = []
+
+    def heartbeat() -> None:
+        beats.append(1)
+        try:  # release the command once it is waiting on the pipe
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            return
+        os.write(fd, b"beat\n")
+        os.close(fd)
+
+    ctx = make_ctx(project, tmp_path, heartbeat=heartbeat, heartbeat_interval=0.05)
+    result = call_tool(ctx, "run_bash", {"command": f"read line < {fifo}; echo got $line", "timeout": 20})
+    assert "got beat" in result.content and beats
+
+
+def test_cancelling_the_batch_kills_a_running_command(project: Path, tmp_path: Path) -> None:
+    ctx = make_ctx(project, tmp_path)
+    fifo = FifoLine(tmp_path / "pids")
+
+    async def scenario() -> tuple[list[int], ToolBatch]:
+        command = f"sleep 300 & echo $$ $! > {fifo.path}; wait"
+        batch = ToolBatch(build_surface("coding"), [ToolCall("c1", "run_bash", {"command": command})], ctx)
+        task = asyncio.create_task(batch.run())
+        line = await asyncio.to_thread(fifo.read_line)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        return [int(p) for p in line.split()], batch
+
+    try:
+        pids, batch = asyncio.run(scenario())
+    finally:
+        fifo.close()
+    [result] = batch.results()
+    assert result.is_error and result.content.startswith("Cancelled:") and result.call_id == "c1"
+    assert wait_terminated(pids) == []
+    assert ctx.processes.groups() == {}
+
+
+def test_missing_working_directory_is_an_error(project: Path, tmp_path: Path) -> None:
+    result = call_tool(make_ctx(project, tmp_path), "run_bash", {"command": "true", "cwd": "nope"})
+    assert result.is_error and "does not exist" in result.content
+
+
+def test_cancelling_while_the_command_is_awaited_kills_it(project: Path, tmp_path: Path) -> None:
+    fifo = FifoLine(tmp_path / "pids")
+
+    async def scenario() -> ToolBatch:
+        waiting = asyncio.Event()  # the heartbeat only beats from inside the wait loop
+        ctx = make_ctx(project, tmp_path, heartbeat=waiting.set, heartbeat_interval=0.01)
+        command = f"sleep 300 & echo $$ $! > {fifo.path}; wait"
+        batch = ToolBatch(build_surface("devops"), [ToolCall("c1", "run_bash", {"command": command})], ctx)
+        task = asyncio.create_task(batch.run())
+        await asyncio.wait_for(waiting.wait(), 10)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        assert ctx.processes.groups() == {}
+        return batch
+
+    try:
+        batch = asyncio.run(scenario())
+        pids = [int(p) for p in fifo.read_line().split()]
+    finally:
+        fifo.close()
+    assert batch.results()[0].content.startswith("Cancelled:")
+    assert wait_terminated(pids) == []

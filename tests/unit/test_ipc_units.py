@@ -1,0 +1,187 @@
+"""Messages, codec, runtime directory and configuration."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from yagent.ipc import MessageTooLarge, RuntimeDirError
+from yagent.ipc.config import ConfigError, clamp_parallel, load_settings, parse_duration
+from yagent.ipc.errors import MalformedMessage
+from yagent.ipc.messages import Event, RunSpec, StartRun, Submit, TaskList, TaskSummary
+from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode, message_kinds
+from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
+
+
+def _example(cls):
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            continue
+        values[f.name] = {int: 7, float: 1.5, str: "s", bool: True, dict: {"a": 1}, list: [1]}.get(tp)
+        if values[f.name] is None:
+            origin = typing.get_origin(tp)
+            if origin is list:
+                values[f.name] = []
+            elif tp is RunSpec:
+                values[f.name] = RunSpec(run="r", task="t", turn=1, project="p", project_root="/", agent="a",
+                                         input="i", home="/h")
+            else:
+                values[f.name] = _example(tp)
+    return cls(**values)
+
+
+def test_every_message_kind_round_trips() -> None:
+    kinds = message_kinds()
+    assert len(kinds) >= 30
+    for kind, cls in kinds.items():
+        msg = _example(cls)
+        back = decode(encode(msg))
+        assert back == msg, kind
+        assert back.kind == kind
+
+
+def test_nested_records_round_trip() -> None:
+    summary = TaskSummary(task="t1", project="/p", title="x", state="running", created_at=1.0, updated_at=2.0)
+    msg = TaskList(id=3, tasks=[summary, summary])
+    assert decode(encode(msg)) == msg
+    start = StartRun(spec=RunSpec(run="r", task="t", turn=2, project="p", project_root="/x", agent="coding",
+                                  input="do it", home="/h", config={"agent": {"lang": "en"}}))
+    assert decode(encode(start)).spec.config == {"agent": {"lang": "en"}}
+
+
+@pytest.mark.parametrize("frame", [
+    b"", b"\xc1", msgpack.packb([1, 2]), msgpack.packb({"k": "nope"}), msgpack.packb({"k": "submit", "id": 1}),
+    msgpack.packb({"k": "submit", "id": "one", "project": "/", "text": "x"}),
+    msgpack.packb({"k": "submit", "id": True, "project": "/", "text": "x"}),
+])
+def test_malformed_frames_are_rejected_with_a_reason(frame: bytes) -> None:
+    with pytest.raises(MalformedMessage) as exc:
+        decode(frame)
+    assert str(exc.value)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=512))
+def test_decode_never_raises_anything_but_protocol_errors(frame: bytes) -> None:
+    try:
+        decode(frame)
+    except MalformedMessage:
+        pass
+
+
+def test_frames_above_the_cap_are_refused_on_both_sides() -> None:
+    big = Submit(id=1, project="/", text="x" * (MAX_FRAME_BYTES + 10))
+    with pytest.raises(MessageTooLarge):
+        encode(big)
+    with pytest.raises(MessageTooLarge):
+        decode(b"\x00" * (MAX_FRAME_BYTES + 1))
+
+
+def test_published_events_validate_their_shape() -> None:
+    ev = Event.from_published("t1", [3, "r1", "coding", "ai_chunk", 1.0, {"text": "hi"}])
+    assert ev.to_published() == [3, "r1", "coding", "ai_chunk", 1.0, {"text": "hi"}]
+    with pytest.raises(MalformedMessage):
+        Event.from_published("t1", [3, "r1", "coding", "ai_chunk", 1.0])
+    with pytest.raises(MalformedMessage):
+        Event.from_published("t1", ["3", "r1", "coding", "ai_chunk", 1.0, {}])
+
+
+def test_runtime_dir_resolution_order(tmp_path: Path) -> None:
+    assert resolve_runtime_dir({"YAGENT_RUNTIME_DIR": str(tmp_path / "x"), "XDG_RUNTIME_DIR": "/run/user/1"}) == \
+        tmp_path / "x"
+    assert resolve_runtime_dir({"XDG_RUNTIME_DIR": "/run/user/1"}) == Path("/run/user/1/yagent")
+    assert resolve_runtime_dir({}) == Path(f"/tmp/yagent-{os.getuid()}")
+
+
+def test_runtime_dir_is_created_private(tmp_path: Path) -> None:
+    root = tmp_path / "rt"
+    paths = ensure_runtime_dir(root)
+    assert stat.S_IMODE(os.stat(root).st_mode) == 0o700
+    assert paths.control == root / "control.sock"
+
+
+@pytest.mark.parametrize("mode", [0o750, 0o705, 0o777])
+def test_runtime_dir_open_to_others_is_refused(tmp_path: Path, mode: int) -> None:
+    root = tmp_path / "rt"
+    root.mkdir()
+    os.chmod(root, mode)
+    with pytest.raises(RuntimeDirError, match="accessible by group or others"):
+        ensure_runtime_dir(root)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="changing a directory's owner needs root")
+def test_runtime_dir_owned_by_someone_else_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "rt"
+    root.mkdir(mode=0o700)
+    os.chown(root, 12345, 12345)
+    with pytest.raises(RuntimeDirError, match="owned by uid 12345"):
+        ensure_runtime_dir(root)
+
+
+def test_runtime_dir_symlink_and_long_paths_are_refused(tmp_path: Path) -> None:
+    target = tmp_path / "real"
+    target.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    with pytest.raises(RuntimeDirError, match="not a directory"):
+        ensure_runtime_dir(link, create=False)
+    with pytest.raises(RuntimeDirError, match="too long"):
+        ensure_runtime_dir(tmp_path / ("x" * 120))
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("60s", 60), ("20m", 1200), ("1h30m", 5400), ("500ms", 0.5),
+                                                (90, 90), ("0", 0)])
+def test_durations(text, seconds) -> None:
+    assert parse_duration(text, "k") == seconds
+
+
+@pytest.mark.parametrize("bad", ["soon", "10x", "-5s", True, "5s10"])
+def test_bad_durations_name_the_key(bad) -> None:
+    with pytest.raises(ValueError, match="k"):
+        parse_duration(bad, "k")
+
+
+def test_parallel_knobs_clamp_and_the_kill_switch_forces_serial() -> None:
+    assert clamp_parallel(None, 2, {}) == 2
+    assert clamp_parallel(0, 2, {}) == 2
+    assert clamp_parallel(-3, 2, {}) == 2
+    assert clamp_parallel(1, 2, {}) == 1
+    assert clamp_parallel(50, 2, {}) == 8
+    assert clamp_parallel(5, 2, {"YAGENT_CONCURRENCY": "0"}) == 1
+    assert clamp_parallel(5, 2, {"YAGENT_CONCURRENCY": "00"}) == 5
+
+
+def test_in_flight_limit_zero_is_kept_and_missing_is_eight(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[llm]\nmax_in_flight_requests = 0\n")
+    assert load_settings(cfg, {}).max_in_flight_requests == 0
+    cfg.write_text("[llm]\ntimeout = 30\n")
+    assert load_settings(cfg, {}).max_in_flight_requests == 8
+    assert load_settings(tmp_path / "missing.toml", {}).max_in_flight_requests == 8
+
+
+def test_config_errors_say_what_where_and_what_to_do(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[agent]\ndelegate_idle_timeout = "often"\n')
+    with pytest.raises(ConfigError) as exc:
+        load_settings(cfg, {})
+    lines = exc.value.lines()
+    assert len(lines) == 3
+    assert "delegate_idle_timeout" in lines[0]
+    assert str(cfg) in lines[1]
+    assert "yagent setup" in lines[2]
+    cfg.write_text("[daemon]\nmax_workers = 'many'\n")
+    with pytest.raises(ConfigError, match="max_workers must be an integer"):
+        load_settings(cfg, {})

@@ -1,0 +1,118 @@
+"""Leases, delegation pools, the worker cap and run clocks, driven directly."""
+
+from __future__ import annotations
+
+from yagent.daemon.admission import DelegationPool, WorkerSlots
+from yagent.daemon.leases import LeaseManager
+from yagent.daemon.run_clock import RunClock
+
+
+def test_leases_are_fifo_within_a_project_and_round_robin_across_projects() -> None:
+    leases = LeaseManager(1)
+    order: list[str] = []
+    assert leases.request("A", "a0", 1, lambda: order.append("a0"))
+    for name, project in [("a1", "A"), ("a2", "A"), ("a3", "A"), ("b1", "B"), ("c1", "C"), ("b2", "B")]:
+        assert not leases.request(project, name, 1, lambda n=name: order.append(n))
+    assert leases.waiting == 6
+    for run in ["a0", "a1", "b1", "c1", "a2", "b2"]:
+        assert leases.release(run, 1)
+    assert order == ["a0", "a1", "b1", "c1", "a2", "b2", "a3"]
+    assert leases.peak == 1
+
+
+def test_a_dead_run_gives_its_leases_back_at_once() -> None:
+    leases = LeaseManager(2)
+    granted: list[str] = []
+    leases.request("A", "r1", 1, lambda: granted.append("r1#1"))
+    leases.request("A", "r1", 2, lambda: granted.append("r1#2"))
+    leases.request("B", "r2", 1, lambda: granted.append("r2#1"))
+    leases.request("A", "r1", 3, lambda: granted.append("r1#3"))  # queued behind r2
+    assert granted == ["r1#1", "r1#2"]
+    assert leases.drop_run("r1") == 2
+    assert granted == ["r1#1", "r1#2", "r2#1"]  # r1's queued request died with it
+    assert leases.in_use == 1 and leases.waiting == 0
+
+
+def test_zero_limit_means_unlimited() -> None:
+    leases = LeaseManager(0)
+    for i in range(100):
+        assert leases.request("A", f"r{i}", 1, lambda: None)
+    assert leases.in_use == leases.peak == 100
+
+
+def test_releasing_an_unknown_lease_changes_nothing() -> None:
+    leases = LeaseManager(1)
+    leases.request("A", "r1", 1, lambda: None)
+    assert not leases.release("r1", 99)
+    assert not leases.release("nobody", 1)
+    assert leases.in_use == 1
+
+
+def test_delegation_pool_admits_in_order_up_to_its_limit() -> None:
+    pool = DelegationPool(2)
+    started: list[str] = []
+    for name in "abcde":
+        pool.submit(name, lambda n=name: started.append(n))
+    assert started == ["a", "b"]
+    pool.done("b")
+    assert started == ["a", "b", "c"]
+    pool.done("e")  # a queued one that was cancelled before it started
+    pool.done("a")
+    pool.done("c")
+    assert started == ["a", "b", "c", "d"]
+    assert pool.peak == 2
+
+
+def test_worker_cap_serves_delegations_before_new_turns() -> None:
+    blocked = {"value": False}
+    slots = WorkerSlots(1, lambda: blocked["value"])
+    started: list[str] = []
+    slots.acquire("root1", lambda: started.append("root1"), delegation=False)
+    slots.acquire("root2", lambda: started.append("root2"), delegation=False)
+    slots.acquire("child", lambda: started.append("child"), delegation=True)
+    assert started == ["root1"]
+    slots.release("root1")
+    assert started == ["root1", "child"]
+
+
+def test_worker_cap_yields_only_when_every_live_run_waits_for_a_delegation() -> None:
+    blocked = {"value": False}
+    slots = WorkerSlots(1, lambda: blocked["value"])
+    started: list[str] = []
+    slots.acquire("parent", lambda: started.append("parent"), delegation=False)
+    assert not slots.acquire("child", lambda: started.append("child"), delegation=True)
+    blocked["value"] = True  # the parent now waits for its child: admitting nothing would deadlock
+    slots.pump()
+    assert started == ["parent", "child"]
+    assert slots.peak == 2
+
+
+def test_pause_freezes_idle_and_total_and_continue_restarts_idle_from_now() -> None:
+    clock = RunClock(0.0)
+    clock.touch(5.0)
+    assert clock.idle_for(8.0) == 3.0
+    clock.freeze("paused", 8.0)
+    assert clock.idle_for(100.0) == 0.0
+    assert clock.total_for(100.0) == 8.0
+    clock.unfreeze("paused", 100.0)
+    assert clock.idle_for(100.5) == 0.5  # not 95.5: the pause does not count as idleness
+    assert clock.total_for(110.0) == 18.0
+
+
+def test_waiting_for_a_lease_freezes_only_the_idle_clock() -> None:
+    clock = RunClock(0.0)
+    clock.freeze("lease", 1.0)
+    clock.freeze("user", 2.0)
+    assert clock.idle_for(50.0) == 0.0
+    assert clock.total_for(50.0) == 50.0
+    clock.unfreeze("lease", 50.0)
+    assert clock.idle_for(60.0) == 0.0  # still waiting for the user
+    clock.unfreeze("user", 60.0)
+    assert clock.idle_for(61.0) == 1.0
+
+
+def test_unfreezing_a_reason_never_frozen_is_harmless() -> None:
+    clock = RunClock(0.0)
+    clock.unfreeze("paused", 5.0)
+    assert clock.total_for(10.0) == 10.0
+    assert clock.idle_for(10.0) == 10.0

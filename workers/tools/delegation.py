@@ -1,0 +1,123 @@
+"""Delegation tools: `delegate_<agent>` starts a child run through the `Delegator` port.
+
+Whether a delegation may run beside others is split between two declarations: the spec says whether the
+delegation is read-only (`mutates`: does the target agent write or run commands?), and the holder's
+profile says whether it fans out delegations at all (`parallel_delegations`, the Director only). A Repo
+run calling `delegate_devops` is therefore serial, while the Director may run `delegate_repo` and
+`delegate_chat` side by side.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .registry import register
+from .result import ToolResult
+from .spec import AuthPolicy, Effect, Frequency, Invocation, ToolSpec, Truncation
+from .validation import CUSTOM_TARGET_PREFIX
+
+_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "task": {
+            "type": "string",
+            "description": "The task, self-contained: goal, scope, what to hand back. The agent sees only this.",
+        },
+        "context": {
+            "type": "string",
+            "description": "Facts already established that the agent should build on (paths, decisions).",
+        },
+    },
+    "required": ["task"],
+    "additionalProperties": False,
+}
+
+
+async def delegate(inv: Invocation) -> ToolResult:
+    delegator = inv.ctx.delegator
+    target = inv.spec.delegate_target
+    if delegator is None or target is None:
+        return ToolResult.error(
+            f"{inv.spec.name} is unavailable: this run has no channel to start other agents. Do the work "
+            "with your own tools or report what is needed."
+        )
+    result = await delegator.delegate(
+        target, str(inv.args["task"]), inv.call_id, context=inv.args.get("context") or None
+    )
+    data = {"agent": target, "status": result.status, "handoff": result.handoff,
+            "stop_reason": result.stop_reason, **result.data}
+    return ToolResult(content=result.text, is_error=result.status == "error", data=data)
+
+
+def _delegation(
+    agent: str,
+    description: str,
+    *,
+    audience: set[str],
+    read_only: bool,
+    frequency: Frequency = Frequency.HOT,
+    target: str | None = None,
+) -> ToolSpec:
+    return ToolSpec(
+        name=f"delegate_{agent}",
+        description=description,
+        parameters=_PARAMETERS,
+        effects=Effect.DELEGATE,
+        executor=delegate,
+        frequency=frequency,
+        mutates=not read_only,
+        serial=not read_only,
+        # The child run's own tools ask for whatever authorisation they need.
+        auth=AuthPolicy.NEVER,
+        audience=frozenset(audience),
+        delegate_target=target or agent,
+        truncation=Truncation.LATE,
+    )
+
+
+register(_delegation(
+    "repo",
+    "Ask the Repo agent to analyse the codebase read-only: architecture, where something is implemented, "
+    "how parts interact, what a change would affect. It reports findings with file references.",
+    audience={"director"}, read_only=True,
+))
+register(_delegation(
+    "coding",
+    "Ask the Coding agent to change the code: implement, fix, refactor, write tests and run them. Give it "
+    "the goal, the relevant files and how to verify the result.",
+    audience={"director"}, read_only=False,
+))
+register(_delegation(
+    "chat",
+    "Ask the Chat agent a general question that needs no access to the project's files: explanations, "
+    "wording, general programming knowledge.",
+    audience={"director"}, read_only=True,
+))
+register(_delegation(
+    "devops",
+    "Ask the DevOps agent to inspect or operate the environment with shell commands: builds, services, "
+    "packages, logs, git state. It can read files but does not edit them.",
+    audience={"director", "repo"}, read_only=False,
+))
+register(_delegation(
+    "meta",
+    "Ask the Meta agent to design a new specialised agent for a recurring kind of task; the new agent then "
+    "becomes available as its own delegate tool for the rest of this task.",
+    audience={"director"}, read_only=False, frequency=Frequency.COLD,
+))
+
+
+def custom_delegate_spec(name: str, description: str) -> ToolSpec:
+    """The dynamic `delegate_<name>` tool for a custom agent the Meta agent designed.
+
+    It is never registered statically; hand it to the Director's surface with `Surface.join`. Custom agents
+    pick from a read-only palette, so delegating to one is read-only.
+    """
+    snake = re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_")
+    return _delegation(
+        snake,
+        description.strip() or f"Delegate a task to the custom agent {name}.",
+        audience={"director"},
+        read_only=True,
+        target=f"{CUSTOM_TARGET_PREFIX}{snake}",
+    )

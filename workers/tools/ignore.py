@@ -1,0 +1,146 @@
+"""Which files a directory walk visits: the ripgrep defaults, reimplemented for the Python fallback.
+
+Hidden entries are skipped, `.gitignore` files are honoured (a practical subset: `!` negation, trailing
+`/`, anchored patterns, `*`, `?`, `**`, character classes), symlinks are not followed, and siblings are
+visited in name order, depth first — the order `rg --sort path` prints.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class _Pattern:
+    regex: re.Pattern[str]
+    negate: bool
+    dir_only: bool
+    anchored: bool
+
+
+class IgnoreRules:
+    """Evaluates `.gitignore` files from the walk root down; the last matching pattern wins."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._cache: dict[Path, list[_Pattern]] = {}
+
+    def ignored(self, path: Path, is_dir: bool) -> bool:
+        """True when the `.gitignore` files between the root and `path` exclude it."""
+        parts = path.relative_to(self.root).parts
+        verdict = False
+        base = self.root
+        for depth in range(len(parts)):
+            rel = "/".join(parts[depth:])
+            for pat in self._patterns(base):
+                if pat.dir_only and not is_dir:
+                    continue
+                subject = rel if pat.anchored else parts[-1]
+                if pat.regex.fullmatch(subject):
+                    verdict = not pat.negate
+            base = base / parts[depth]
+        return verdict
+
+    def _patterns(self, directory: Path) -> list[_Pattern]:
+        if directory not in self._cache:
+            self._cache[directory] = _load(directory / ".gitignore")
+        return self._cache[directory]
+
+
+def walk_files(start: Path, ignore_root: Path, *, max_file_bytes: int | None = None) -> Iterator[Path]:
+    """Files under `start` (or `start` itself) in ripgrep's sorted order, skipping hidden and ignored ones.
+
+    `.gitignore` files are read from `ignore_root` (the project root) down, when `start` lies inside it.
+    """
+    if start.is_file():
+        yield start
+        return
+    rules = IgnoreRules(ignore_root if start.is_relative_to(ignore_root) else start)
+    yield from _walk(start, rules, max_file_bytes)
+
+
+def visible_entries(directory: Path, rules: IgnoreRules) -> list[os.DirEntry[str]]:
+    """Entries of `directory` a walk would visit, sorted by name."""
+    try:
+        with os.scandir(directory) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return []
+    out = []
+    for entry in entries:
+        if entry.name.startswith(".") or entry.is_symlink():
+            continue
+        if rules.ignored(Path(entry.path), entry.is_dir(follow_symlinks=False)):
+            continue
+        out.append(entry)
+    return out
+
+
+def _walk(directory: Path, rules: IgnoreRules, max_file_bytes: int | None) -> Iterator[Path]:
+    for entry in visible_entries(directory, rules):
+        if entry.is_dir(follow_symlinks=False):
+            yield from _walk(Path(entry.path), rules, max_file_bytes)
+        elif entry.is_file(follow_symlinks=False) and (
+            max_file_bytes is None or entry.stat(follow_symlinks=False).st_size <= max_file_bytes
+        ):
+            yield Path(entry.path)
+
+
+def _load(path: Path) -> list[_Pattern]:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    patterns = []
+    for raw in lines:
+        line = raw.rstrip()
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        line = line[1:] if negate else line
+        dir_only = line.endswith("/")
+        line = line.rstrip("/")
+        anchored = "/" in line
+        line = line.lstrip("/")
+        if line:
+            patterns.append(_Pattern(re.compile(_glob_to_regex(line)), negate, dir_only, anchored))
+    return patterns
+
+
+def _glob_to_regex(glob: str) -> str:
+    out, i = [], 0
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif glob[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif glob[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif glob[i] == "[" and "]" in glob[i + 1 :]:
+            end = glob.index("]", i + 1)
+            body = glob[i + 1 : end].replace("\\", "\\\\")
+            out.append(f"[{'^' + body[1:] if body.startswith('!') else body}]")
+            i = end + 1
+        else:
+            out.append(re.escape(glob[i]))
+            i += 1
+    return "".join(out)
+
+
+def glob_matches(glob: str, rel_path: str) -> bool:
+    """ripgrep `--glob` semantics for one path relative to the search root (`!` negates)."""
+    negate = glob.startswith("!")
+    glob = glob[1:] if negate else glob
+    subject = rel_path if "/" in glob else rel_path.rsplit("/", 1)[-1]
+    hit = re.fullmatch(_glob_to_regex(glob.lstrip("/")), subject) is not None
+    return hit != negate

@@ -1,0 +1,155 @@
+"""One tool call, end to end: resolve, parse, check arguments, guard paths, authorise, execute, cap.
+
+Every failure along the way becomes an error `ToolResult` the model can act on; only cancellation
+propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .context import ToolContext
+from .result import ToolResult, truncate_for_model
+from .spec import Invocation, ToolSpec
+from .surface import LOAD_TOOL, Surface
+
+log = logging.getLogger(__name__)
+
+_PY_TYPES: Mapping[str, type | tuple[type, ...]] = {
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+}
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call as the model produced it; `arguments` is the raw JSON text or an already-parsed object."""
+
+    id: str
+    name: str
+    arguments: str | Mapping[str, Any] = ""
+
+
+async def invoke_tool(surface: Surface, call: ToolCall, ctx: ToolContext) -> ToolResult:
+    """Run one call against `surface`; always returns a result labelled with the call's id."""
+    spec = surface.resolve(call.name)
+    if spec is None:
+        available = ", ".join(surface.names()) or "(none)"
+        return ToolResult.error(f"Unknown tool {call.name!r}. Available tools: {available}.").bound(
+            call.id, call.name
+        )
+    result = await _invoke(surface, spec, call, ctx)
+    return truncate_for_model(result, spec).bound(call.id, call.name)
+
+
+async def _invoke(surface: Surface, spec: ToolSpec, call: ToolCall, ctx: ToolContext) -> ToolResult:
+    if not surface.is_loaded(spec.name):
+        return ToolResult.error(
+            f"{spec.name} is a deferred tool and its parameters are not loaded. Call {LOAD_TOOL} with "
+            f'{{"names": ["{spec.name}"]}} first, then call {spec.name} again. Nothing was executed.'
+        )
+    args, parse_error = parse_arguments(call.arguments)
+    if parse_error is not None:
+        return ToolResult.error(
+            f"{spec.name}: the arguments are not valid JSON ({parse_error}). Send one JSON object that "
+            "matches the tool's parameters."
+        )
+    args = _drop_optional_nulls(spec, args)
+    problems = check_arguments(spec.parameters, args)
+    if problems:
+        return ToolResult.error(
+            f"{spec.name}: invalid arguments: {'; '.join(problems)}. Parameters: {describe_parameters(spec)}."
+        )
+    guard = ctx.guard
+    # An optional path parameter the model left out means the project root (list_dir, run_bash cwd).
+    paths: dict[str, Path] = {p: guard.resolve(args.get(p) or ".") for p in spec.path_params}
+    refusal = await ctx.authorize(guard.request_for(spec, args, paths, cwd=paths.get("cwd")))
+    if refusal is not None:
+        return ToolResult.error(refusal)
+    try:
+        return await spec.executor(Invocation(spec, args, call.id, ctx, surface, paths))
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.exception("tool %s failed", spec.name)
+        return ToolResult.error(f"{spec.name} failed unexpectedly: {type(exc).__name__}: {exc}")
+
+
+def parse_arguments(raw: str | Mapping[str, Any] | None) -> tuple[dict[str, Any], str | None]:
+    """(arguments, None) or ({}, reason). An empty string means no arguments (some providers send it)."""
+    if raw is None:
+        return {}, None
+    if isinstance(raw, Mapping):
+        return dict(raw), None
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        return {}, str(exc)
+    if not isinstance(value, dict):
+        return {}, f"expected a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def check_arguments(schema: Mapping[str, Any], args: Mapping[str, Any]) -> list[str]:
+    """Problems with `args` against the top level of a tool's JSON schema (types, enums, required, unknown)."""
+    props: Mapping[str, Any] = schema.get("properties", {})
+    problems = [f"missing required parameter {r!r}" for r in schema.get("required", []) if r not in args]
+    if schema.get("additionalProperties", False) is False:
+        unknown = sorted(set(args) - set(props))
+        if unknown:
+            problems.append(f"unknown parameter(s) {', '.join(map(repr, unknown))}")
+    for name, value in args.items():
+        prop = props.get(name)
+        if not isinstance(prop, Mapping):
+            continue
+        expected = prop.get("type")
+        if expected in _PY_TYPES and not _is_type(value, expected):
+            problems.append(f"{name!r} must be {expected} (got {_json_type(value)})")
+            continue
+        if "enum" in prop and value not in prop["enum"]:
+            problems.append(f"{name!r} must be one of {prop['enum']} (got {value!r})")
+        items = prop.get("items")
+        if expected == "array" and isinstance(items, Mapping) and items.get("type") in _PY_TYPES:
+            bad = [v for v in value if not _is_type(v, items["type"])]
+            if bad:
+                problems.append(f"every item of {name!r} must be {items['type']}")
+    return problems
+
+
+def describe_parameters(spec: ToolSpec) -> str:
+    """`path (string, required), offset (integer)` — reminds the model of the schema in error results."""
+    props: Mapping[str, Any] = spec.parameters.get("properties", {})
+    required = set(spec.parameters.get("required", []))
+    parts = [f"{n} ({p.get('type', '?')}{', required' if n in required else ''})" for n, p in props.items()]
+    return ", ".join(parts) or "none"
+
+
+def _drop_optional_nulls(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
+    # Models often send `null` for an optional parameter they mean to omit.
+    required = set(spec.parameters.get("required", []))
+    return {k: v for k, v in args.items() if v is not None or k in required}
+
+
+def _is_type(value: Any, expected: str) -> bool:
+    if isinstance(value, bool) and expected in ("integer", "number"):
+        return False
+    return isinstance(value, _PY_TYPES[expected])
+
+
+def _json_type(value: Any) -> str:
+    for name in _PY_TYPES:
+        if _is_type(value, name):
+            return name
+    return "null" if value is None else type(value).__name__

@@ -1,0 +1,204 @@
+"""search_by_regex: ripgrep when it is on PATH, a Python walk otherwise, with one output shape.
+
+Both back-ends skip hidden and .gitignored files and binary files, visit files in `rg --sort path`
+order, cut long lines the same way and format each hit as `path:line:text`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .file_read import not_found
+from .ignore import glob_matches, walk_files
+from .limits import MAX_FILE_BYTES, SEARCH_DEFAULT_RESULTS, SEARCH_LINE_CHARS, SEARCH_MAX_RESULTS
+from .registry import register
+from .result import ToolResult
+from .spec import AuthPolicy, Effect, Invocation, ResultPaths, ToolSpec, Truncation
+
+
+@dataclass(frozen=True)
+class Hit:
+    path: Path
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    pattern: str
+    target: Path  # resolved file or directory to search
+    project_root: Path
+    glob: str | None
+    ignore_case: bool
+    max_results: int
+
+
+class SearchError(Exception):
+    """The search could not run (bad pattern, back-end failure); the message is for the model."""
+
+
+def _order(hit: Hit) -> tuple[tuple[str, ...], int]:
+    return hit.path.parts, hit.line
+
+
+def _cut(text: str) -> str:
+    text = text.rstrip("\r\n")
+    return text if len(text) <= SEARCH_LINE_CHARS else text[:SEARCH_LINE_CHARS] + "…"
+
+
+def _glob_ok(query: SearchQuery, path: Path) -> bool:
+    if not query.glob:
+        return True
+    base = query.project_root if path.is_relative_to(query.project_root) else query.target
+    return glob_matches(query.glob, path.relative_to(base).as_posix() if path != base else path.name)
+
+
+def python_search(query: SearchQuery) -> tuple[list[Hit], bool]:
+    """The fallback back-end. Returns (hits, more_exist)."""
+    try:
+        regex = re.compile(query.pattern, re.IGNORECASE if query.ignore_case else 0)
+    except re.error as exc:
+        raise SearchError(f"invalid regular expression {query.pattern!r}: {exc}") from None
+    hits: list[Hit] = []
+    for path in walk_files(query.target, query.project_root, max_file_bytes=MAX_FILE_BYTES):
+        if not _glob_ok(query, path):
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if b"\0" in data[:8192]:
+            continue
+        lines = data.decode("utf-8", errors="replace").split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        for number, line in enumerate(lines, start=1):
+            if regex.search(line.rstrip("\r")):
+                if len(hits) == query.max_results:
+                    return hits, True
+                hits.append(Hit(path, number, _cut(line)))
+    return hits, False
+
+
+async def ripgrep_search(rg: str, query: SearchQuery) -> tuple[list[Hit], bool]:
+    """The ripgrep back-end, reading `rg --json` and stopping once one hit more than needed arrived."""
+    argv = [rg, "--json", "--sort", "path", "--no-require-git", "--no-ignore-global", "--regexp", query.pattern]
+    if query.ignore_case:
+        argv.append("--ignore-case")
+    if query.glob:
+        argv += ["--glob", query.glob]
+    argv += ["--", str(query.target)]
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=query.project_root,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    stderr_task = asyncio.create_task(proc.stderr.read())
+    hits: list[Hit] = []
+    more = False
+    try:
+        async for raw in proc.stdout:
+            event = json.loads(raw)
+            if event.get("type") != "match":
+                continue
+            if len(hits) == query.max_results:
+                more = True
+                break
+            data = event["data"]
+            hits.append(Hit(Path(_text(data["path"])), int(data["line_number"]), _cut(_text(data["lines"]))))
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        await proc.wait()
+        stderr = (await stderr_task).decode("utf-8", errors="replace")
+    if proc.returncode == 2 and not hits and not more:
+        message = stderr.strip() or "ripgrep failed"
+        if "regex parse error" in message:
+            raise SearchError(f"invalid regular expression {query.pattern!r}: {message}")
+        raise SearchError(message)
+    return sorted(hits, key=_order), more
+
+
+def _text(field: dict) -> str:
+    if "text" in field:
+        return field["text"]
+    return base64.b64decode(field.get("bytes", "")).decode("utf-8", errors="replace")
+
+
+def format_hits(inv: Invocation, query: SearchQuery, hits: list[Hit], more: bool) -> ToolResult:
+    """The shared output shape of both back-ends."""
+    where = inv.display(query.target)
+    if not hits:
+        return ToolResult.ok(f"[no matches for {query.pattern!r} in {where}]", data={"matches": 0})
+    lines = [f"{inv.display(h.path)}:{h.line}:{h.text}" for h in hits]
+    files = len({h.path for h in hits})
+    if more:
+        lines.append(f"[showing the first {len(hits)} matches; narrow the pattern, path or glob to see the rest]")
+    else:
+        lines.append(f"[{len(hits)} matches in {files} files]")
+    return ToolResult.ok("\n".join(lines), data={"matches": len(hits), "files": files, "truncated": more})
+
+
+async def search_by_regex(inv: Invocation) -> ToolResult:
+    target = inv.path("path")
+    if not target.exists():
+        return not_found(inv, target)
+    requested = int(inv.args.get("max_results", SEARCH_DEFAULT_RESULTS))
+    query = SearchQuery(
+        pattern=str(inv.args["pattern"]),
+        target=target,
+        project_root=inv.ctx.guard.root,
+        glob=inv.args.get("glob") or None,
+        ignore_case=bool(inv.args.get("case_insensitive", False)),
+        max_results=min(max(1, requested), SEARCH_MAX_RESULTS),
+    )
+    rg = shutil.which("rg")
+    try:
+        if rg:
+            hits, more = await ripgrep_search(rg, query)
+        else:
+            hits, more = await asyncio.to_thread(python_search, query)
+    except SearchError as exc:
+        return ToolResult.error(str(exc))
+    return format_hits(inv, query, hits, more)
+
+
+register(
+    ToolSpec(
+        name="search_by_regex",
+        description=(
+            "Search file contents with a regular expression, one hit per line as `path:line:text`. "
+            "Hidden, binary and .gitignored files are skipped. Narrow with `path` and `glob` (e.g. `*.py`)."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "Regular expression matched against each line."},
+                "path": {"type": "string", "description": "File or directory to search. Default: the project root."},
+                "glob": {"type": "string", "description": "Only files matching this glob; `!` excludes instead."},
+                "case_insensitive": {"type": "boolean", "description": "Ignore letter case. Default false."},
+                "max_results": {"type": "integer", "description": "Hits to return, 1-500. Default 100."},
+            },
+            "required": ["pattern"],
+            "additionalProperties": False,
+        },
+        effects=Effect.FS_READ,
+        executor=search_by_regex,
+        auth=AuthPolicy.NEVER,
+        path_params=("path",),
+        truncation=Truncation.EARLY,
+        result_paths=ResultPaths.RG,
+        page_hint="narrow the pattern, path or glob",
+    )
+)

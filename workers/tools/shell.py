@@ -1,0 +1,183 @@
+"""run_bash: one shell command per call, in its own process group, output to a file in the scratch dir.
+
+No command blacklist: the model marks risky commands with `is_dangerous`, and the guard asks the user
+for those and for any command that names a path outside the project (see WorkspaceGuard).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import signal
+import time
+from pathlib import Path
+
+from .limits import BASH_DEFAULT_TIMEOUT, BASH_MAX_TIMEOUT, BASH_OUTPUT_CAP
+from .processes import group_alive, terminate_group
+from .registry import register
+from .result import ToolResult
+from .spec import AuthPolicy, Effect, Invocation, ResultPaths, ToolSpec, Truncation
+
+KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when a command times out or is cancelled
+
+
+def read_capped(path: Path, cap: int = BASH_OUTPUT_CAP) -> tuple[str, int]:
+    """(text, total bytes) of a command's output: all of it under `cap`, else its head and tail."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        if size <= cap:
+            return fh.read().decode("utf-8", errors="replace"), size
+        head_len = cap // 3
+        head = fh.read(head_len)
+        fh.seek(size - (cap - head_len))
+        tail = fh.read()
+    omitted = size - len(head) - len(tail)
+    marker = (
+        f"\n[... {omitted} bytes omitted; the full output is in {path}: read it with read_file "
+        "offset/limit or search it with search_by_regex ...]\n"
+    )
+    return head.decode("utf-8", errors="replace") + marker + tail.decode("utf-8", errors="replace"), size
+
+
+async def _spawn(inv: Invocation, output: Path) -> asyncio.subprocess.Process:
+    with open(output, "wb") as out:
+        return await asyncio.create_subprocess_exec(
+            "bash",
+            "-c",
+            str(inv.args["command"]),
+            cwd=inv.path("cwd"),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,  # own session and process group: one signal reaches every descendant
+        )
+
+
+async def _start(inv: Invocation, output: Path) -> asyncio.subprocess.Process:
+    """Spawn and register the command; a cancellation mid-spawn still stops the process it started."""
+    spawning = asyncio.ensure_future(_spawn(inv, output))
+    try:
+        proc = await asyncio.shield(spawning)
+    except asyncio.CancelledError:
+        # bash can already be running when the cancellation lands; it must not escape unregistered.
+        with contextlib.suppress(OSError):
+            await _stop(await spawning)
+        raise
+    inv.ctx.processes.add(proc.pid, str(inv.args["command"]))
+    return proc
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    terminate_group(proc.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE)
+    except TimeoutError:
+        pass
+    terminate_group(proc.pid, signal.SIGKILL)  # also takes down children that outlived the leader
+    await proc.wait()
+
+
+async def run_bash(inv: Invocation) -> ToolResult:
+    ctx = inv.ctx
+    command = str(inv.args["command"])
+    cwd = inv.path("cwd")
+    if not cwd.is_dir():
+        return ToolResult.error(f"working directory {inv.display(cwd)} does not exist.")
+    logs = ctx.scratch / "run_bash"
+    logs.mkdir(parents=True, exist_ok=True)
+    stem = re.sub(r"[^A-Za-z0-9_-]", "_", inv.call_id or "call")
+    output = logs / f"{stem}-{time.monotonic_ns()}.log"
+    try:
+        proc = await _start(inv, output)
+    except OSError as exc:
+        return ToolResult.error(f"could not start bash: {exc}")
+    if inv.args.get("is_background", False):
+        return ToolResult.ok(
+            f"Started in the background (pid {proc.pid}). Output goes to {output}; read it with read_file. "
+            "The process is stopped when this run ends.",
+            data={"pid": proc.pid, "output_file": str(output), "background": True},
+        )
+    timeout = min(max(1, int(inv.args.get("timeout", BASH_DEFAULT_TIMEOUT))), BASH_MAX_TIMEOUT)
+    started = time.monotonic()
+    timed_out = False
+    try:
+        timed_out = not await _wait_with_heartbeat(proc, timeout, inv)
+        if timed_out:
+            await _stop(proc)
+    except BaseException:  # cancelled with the run (or failed): the command must not outlive the call
+        await asyncio.shield(_stop(proc))
+        ctx.processes.discard(proc.pid)
+        raise
+    elapsed = time.monotonic() - started
+    # Children the command left running (`server &`) stay registered so the run's kill_all() ends them.
+    lingering = not timed_out and await asyncio.to_thread(group_alive, proc.pid)
+    if not lingering:
+        ctx.processes.discard(proc.pid)
+    text, size = read_capped(output)
+    data = {"exit_code": proc.returncode, "output_file": str(output), "output_bytes": size, "timed_out": timed_out}
+    if timed_out:
+        return ToolResult.error(
+            f"$ {command}\n{text}\n[timed out after {timeout} s; the command and its children were killed. "
+            "Raise `timeout`, or run it with is_background=true and read its output file.]",
+            data=data,
+        )
+    note = "; processes it started in the background keep running until the run ends" if lingering else ""
+    return ToolResult.ok(f"$ {command}\n{text}\n[exit code {proc.returncode}, {elapsed:.1f} s{note}]", data=data)
+
+
+async def _wait_with_heartbeat(proc: asyncio.subprocess.Process, timeout: float, inv: Invocation) -> bool:
+    """True when the command exited within `timeout`; beats the heartbeat while it runs."""
+    waiter = asyncio.ensure_future(proc.wait())
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            done, _ = await asyncio.wait({waiter}, timeout=min(inv.ctx.heartbeat_interval, remaining))
+            if done:
+                return True
+            inv.ctx.heartbeat()
+    finally:
+        if not waiter.done():
+            waiter.cancel()
+
+
+register(
+    ToolSpec(
+        name="run_bash",
+        description=(
+            "Run a bash command in the project (or in `cwd`) and get its combined stdout and stderr and exit "
+            "code. Long output is cut to its head and tail; the full text stays in a file. Set "
+            "is_background=true for servers and watchers: the call returns at once with the output file. "
+            "Set is_dangerous=true for anything destructive or hard to undo (deleting, force-pushing, "
+            "installing system-wide): the user is asked first. Commands that name paths outside the project "
+            "also need the user's approval."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The bash command line."},
+                "cwd": {"type": "string", "description": "Working directory. Default: the project root."},
+                "timeout": {"type": "integer", "description": "Seconds before the command is killed (1-1800, "
+                            "default 120). Ignored in background mode."},
+                "is_background": {"type": "boolean", "description": "Start it and return at once. Default false."},
+                "is_dangerous": {"type": "boolean", "description": "The command is destructive or hard to undo."},
+            },
+            "required": ["command"],
+            "additionalProperties": False,
+        },
+        effects=Effect.SHELL,
+        executor=run_bash,
+        mutates=True,
+        serial=True,
+        auth=AuthPolicy.DANGEROUS,
+        path_params=("cwd",),
+        command_params=("command",),
+        danger_flag="is_dangerous",
+        truncation=Truncation.EARLY,
+        result_paths=ResultPaths.NONE,
+        page_hint="the full output is in the output file named above",
+    )
+)

@@ -1,0 +1,183 @@
+"""An agent's tool surface: the tools one run may call, derived from its capability profile.
+
+`build_surface` is the single construction path, used by production and by the golden test alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .authorization import YoloLevel
+from .errors import SurfaceError, ToolDeclarationError
+from .profiles import PROFILES, Profile
+from .registry import REGISTRY, Registry
+from .spec import Effect, ToolSpec
+from .validation import check_extra_specs
+
+LOAD_TOOL = "load_tool"
+
+
+@dataclass(frozen=True)
+class LoadOutcome:
+    loaded: tuple[str, ...]
+    already: tuple[str, ...]
+    unknown: tuple[str, ...]
+
+
+class Surface:
+    """The tools of one run. Ask it for definitions, resolution and parallel admission; nothing else does."""
+
+    def __init__(self, profile: Profile, static: Iterable[ToolSpec], *, yolo: YoloLevel = YoloLevel.NONE):
+        self.profile = profile
+        self.yolo = yolo
+        self._static = {s.name: s for s in static}
+        self._extra: dict[str, ToolSpec] = {}
+        self._loaded: set[str] = set()
+
+    @property
+    def agent(self) -> str:
+        return self.profile.agent
+
+    def join(self, specs: Iterable[ToolSpec]) -> list[str]:
+        """Add dynamic specs (custom delegates, MCP tools); returns the names this profile admitted.
+
+        A spec with the name of an earlier extra replaces it (an MCP server re-listed its tools). Specs that
+        break a declaration rule raise `ToolDeclarationError`; specs the profile does not admit are left out.
+        """
+        specs = list(specs)
+        problems = check_extra_specs(specs, self._static)
+        if problems:
+            raise ToolDeclarationError("dynamic tools are invalid:\n" + "\n".join(f"  {p}" for p in problems))
+        admitted = []
+        for spec in specs:
+            if self.profile.admits(spec) and _allowed_at(spec, self.yolo):
+                self._extra[spec.name] = spec
+                admitted.append(spec.name)
+        return admitted
+
+    def _all(self) -> dict[str, ToolSpec]:
+        tools = {**self._static, **self._extra}
+        if not any(s.is_cold for s in tools.values()):
+            tools.pop(LOAD_TOOL, None)  # nothing to load: keep the loader off the prompt
+        return tools
+
+    def names(self) -> list[str]:
+        """Every tool on the surface, loaded or deferred, sorted."""
+        return sorted(self._all())
+
+    def specs(self) -> list[ToolSpec]:
+        tools = self._all()
+        return [tools[n] for n in sorted(tools)]
+
+    def resolve(self, name: str) -> ToolSpec | None:
+        return self._all().get(name)
+
+    def is_loaded(self, name: str) -> bool:
+        """True when the model has the tool's schema: hot tools always, cold ones after `load_tool`."""
+        spec = self.resolve(name)
+        return spec is not None and (not spec.is_cold or name in self._loaded)
+
+    def is_parallelizable(self, name: str) -> bool:
+        """The one admission predicate for parallel tool execution, used by every agent loop."""
+        spec = self.resolve(name)
+        if spec is None:
+            return False
+        if not self.is_loaded(name):
+            return True  # an unloaded cold tool only receives a teaching result, with no side effect
+        if not spec.is_read_only:
+            return False
+        return not spec.is_delegation or self.profile.parallel_delegations
+
+    def tool_definitions(self) -> list[dict[str, Any]]:
+        """Definitions to send with this step's LLM call, sorted by name so the prompt prefix stays stable."""
+        return [s.definition() for s in self.specs() if self.is_loaded(s.name)]
+
+    def definitions_digest(self) -> str:
+        """A short hash of this step's definitions (changes exactly when the tool prompt changes)."""
+        blob = json.dumps(self.tool_definitions(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def deferred(self) -> list[ToolSpec]:
+        """Cold tools whose schema has not been loaded yet."""
+        return [s for s in self.specs() if not self.is_loaded(s.name)]
+
+    def deferred_catalogue(self) -> str:
+        """System-prompt text naming the deferred tools; empty when there are none."""
+        pending = self.deferred()
+        if not pending:
+            return ""
+        lines = "\n".join(f"- {s.catalogue_line()}" for s in pending)
+        return (
+            f"Deferred tools: their parameters are not loaded yet. Call {LOAD_TOOL} with their names before "
+            f"the first use; they become callable from the next step.\n{lines}"
+        )
+
+    def materialize(self, names: Iterable[str]) -> LoadOutcome:
+        """Load cold tools so their definitions are sent from the next step on."""
+        loaded, already, unknown = [], [], []
+        for name in dict.fromkeys(names):
+            spec = self.resolve(name)
+            if spec is None or not spec.is_cold:
+                (already if spec is not None else unknown).append(name)
+            elif name in self._loaded:
+                already.append(name)
+            else:
+                self._loaded.add(name)
+                loaded.append(name)
+        return LoadOutcome(tuple(loaded), tuple(already), tuple(unknown))
+
+    def materialized(self) -> frozenset[str]:
+        """Cold tools loaded so far (a resumed run restores them with `restore_materialized`)."""
+        return frozenset(self._loaded)
+
+    def restore_materialized(self, names: Iterable[str]) -> None:
+        self.materialize(names)
+
+
+def build_surface(
+    agent: str,
+    *,
+    yolo: YoloLevel = YoloLevel.NONE,
+    extra_specs: Iterable[ToolSpec] = (),
+    pick: Iterable[str] | None = None,
+    registry: Registry = REGISTRY,
+) -> Surface:
+    """The surface for `agent`, from its profile over the static registry plus dynamic extras.
+
+    `pick` narrows a palette profile (`custom`) to the tools the Meta agent chose; control tools such as
+    `agent_exit` always stay.
+    """
+    profile = PROFILES.get(agent)
+    if profile is None:
+        raise SurfaceError(f"no capability profile for agent {agent!r}; known agents: {sorted(PROFILES)}")
+    static = [s for s in registry.specs() if profile.admits(s) and _allowed_at(s, yolo)]
+    if pick is not None:
+        static = _narrow(profile, static, list(pick))
+    surface = Surface(profile, static, yolo=yolo)
+    surface.join(extra_specs)
+    return surface
+
+
+def palette(agent: str = "custom", registry: Registry = REGISTRY) -> list[ToolSpec]:
+    """The tools a palette profile offers the Meta agent, sorted by name."""
+    profile = PROFILES[agent]
+    return sorted((s for s in registry.specs() if profile.admits(s)), key=lambda s: s.name)
+
+
+def _narrow(profile: Profile, static: list[ToolSpec], pick: list[str]) -> list[ToolSpec]:
+    if not profile.palette:
+        raise SurfaceError(f"agent {profile.agent!r} has a fixed surface; only palette profiles accept a pick")
+    offered = {s.name for s in static}
+    outside = sorted(set(pick) - offered)
+    if outside:
+        raise SurfaceError(f"tools {outside} are not in the {profile.agent} palette; choose from {sorted(offered)}")
+    return [s for s in static if s.name in pick or Effect.CONTROL in s.effects]
+
+
+def _allowed_at(spec: ToolSpec, yolo: YoloLevel) -> bool:
+    # --full-yolo means nobody is there to answer: interactive tools leave every surface.
+    return not (yolo is YoloLevel.FULL and spec.is_interactive)
