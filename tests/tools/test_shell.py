@@ -63,7 +63,15 @@ def test_background_returns_at_once_and_kill_all_ends_the_group(project: Path, t
     assert psutil.Process(child).status() != psutil.STATUS_ZOMBIE
     assert ctx.processes.kill_all() == [leader]
     assert wait_terminated([leader, child]) == []
+    assert not [p for p in psutil.process_iter() if _in_group(p, leader)]
     assert ctx.processes.groups() == {}
+
+
+def _in_group(proc: psutil.Process, pgid: int) -> bool:
+    try:
+        return os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE
+    except (ProcessLookupError, psutil.Error):
+        return False
 
 
 def test_children_left_by_a_finished_command_die_with_the_run(project: Path, tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ async def _spawn(inv: Invocation, output: Path) -> asyncio.subprocess.Process:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=out,
             stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # own session and process group: one signal reaches every descendant
+            start_new_session=False,  # own session and process group: one signal reaches every descendant
         )
 
 

@@ -8,7 +8,7 @@ import enum
 import inspect
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from .errors import ToolDeclarationError
@@ -45,6 +45,9 @@ class Rule(enum.Enum):
     EXECUTOR_NOT_ASYNC = "executor-not-async"
     EXTERNAL_IN_STATIC = "external-in-static"
     PROFILE_GRANT_DENY_OVERLAP = "profile-grant-deny-overlap"
+
+
+Report = Callable[["Rule", str], None]
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ def check_spec(spec: ToolSpec, profiles: Mapping[str, Profile] = PROFILES) -> li
     return out
 
 
-def _check_schema(spec: ToolSpec, report) -> Mapping[str, object]:
+def _check_schema(spec: ToolSpec, report: Report) -> Mapping[str, object]:
     schema = spec.parameters
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
         report(Rule.SCHEMA_NOT_OBJECT, "parameters must be a JSON schema with type 'object'")
@@ -146,7 +149,7 @@ def _check_schema(spec: ToolSpec, report) -> Mapping[str, object]:
     return props
 
 
-def _check_effects(spec: ToolSpec, report) -> None:
+def _check_effects(spec: ToolSpec, report: Report) -> None:
     if spec.effects == Effect.NONE:
         report(Rule.EFFECTS_EMPTY, "declare at least one effect; profiles select tools by effect")
     if spec.effects & (Effect.FS_WRITE | Effect.SHELL) and not spec.mutates:
@@ -161,7 +164,7 @@ def _check_effects(spec: ToolSpec, report) -> None:
         report(Rule.COLD_UNSKIPPABLE, "interactive and control tools must be hot: a run cannot wait to load them")
 
 
-def _check_delegation(spec: ToolSpec, profiles: Mapping[str, Profile], report) -> None:
+def _check_delegation(spec: ToolSpec, profiles: Mapping[str, Profile], report: Report) -> None:
     if not spec.is_delegation:
         if spec.audience or spec.delegate_target:
             report(Rule.AUDIENCE_WITHOUT_DELEGATION, "audience and delegate_target belong to delegation tools")
