@@ -49,9 +49,10 @@ class LeaseManager:
         return False
 
     def release(self, run: str, lease_id: int) -> bool:
+        """Return a held lease, or withdraw a request still waiting (its requester gave up)."""
         held = self._held.get(run)
         if not held or lease_id not in held:
-            return False
+            return self._withdraw(run, lease_id)
         held.discard(lease_id)
         if not held:
             del self._held[run]
@@ -59,10 +60,19 @@ class LeaseManager:
         self._pump()
         return True
 
-    def is_waiting(self, run: str) -> bool:
+    def _withdraw(self, run: str, lease_id: int) -> bool:
         project = self._run_project.get(run)
         queue = self._queues.get(project) if project else None
-        return bool(queue) and any(w.run == run for w in queue)
+        if not queue:
+            return False
+        kept = deque(w for w in queue if not (w.run == run and w.lease_id == lease_id))
+        if len(kept) == len(queue):
+            return False
+        if kept:
+            self._queues[project] = kept
+        else:
+            del self._queues[project]
+        return True
 
     def drop_run(self, run: str) -> int:
         """Forget a finished or dead run: its held leases return to the pool; returns how many."""

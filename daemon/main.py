@@ -13,6 +13,7 @@ from pathlib import Path
 from yagent.ipc.config import ConfigError, load_settings
 from yagent.ipc.errors import RuntimeDirError
 from yagent.ipc.home import config_path, yagent_home
+from yagent.ipc.provider_config import parse_llm_config
 from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
 
 from .instance_lock import AlreadyRunning, InstanceLock
@@ -81,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         home.mkdir(parents=True, exist_ok=True)
         _setup_logging(home, args.log_level)
+        for warning in parse_llm_config(settings.table, os.environ).warnings:
+            logging.getLogger("yagent.config").warning("%s: %s", config_path(home), warning)
         agent_modules = settings.table.get("daemon", {}).get("agent_modules", [])
         if not isinstance(agent_modules, list) or not all(isinstance(m, str) for m in agent_modules):
             return _fail(["configuration error: [daemon] agent_modules must be a list of module names",

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .provider_config import validate_table
+
 __all__ = [
     "ConfigError",
     "Settings",
@@ -165,13 +167,7 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
 
 def _validate_providers(table: dict[str, Any], environ: Mapping[str, str]) -> None:
     """Provider tables are validated by their own module (shared with the setup wizard)."""
-    try:
-        from . import provider_config
-    except ImportError:  # pragma: no cover - the module ships with the package
-        return
-    validate = getattr(provider_config, "validate_table", None)
-    if validate is not None:
-        validate(table, environ)
+    validate_table(table, environ)
 
 
 def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:

@@ -206,12 +206,19 @@ class DaemonChannel:
     @contextlib.asynccontextmanager
     async def hold_lease(self) -> AsyncIterator[None]:
         """Hold one in-flight LLM slot for the duration of the block (the engines' InFlightGate)."""
-        grant = await self._request(LeaseRequest(id=0), LeaseGrant)
+        request = LeaseRequest(id=0)
+        try:
+            await self._request(request, LeaseGrant)
+        except asyncio.CancelledError:
+            # The grant may already be on its way: releasing by id covers both a queued and a granted lease.
+            if not self.lost:
+                self._send(encode(LeaseRelease(id=request.id)))
+            raise
         try:
             yield
         finally:
             if not self.lost:
-                self._send(encode(LeaseRelease(id=grant.id)))  # type: ignore[attr-defined]
+                self._send(encode(LeaseRelease(id=request.id)))
 
     def hold(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self.hold_lease()

@@ -13,6 +13,8 @@ Its input is a JSON object `{"steps": [...], "output": "..."}`; each step is one
     {"spawn": "shell command"}                    start a child process in its own session; event "spawned" {pid}
     {"crash": "kill" | "exit" | "raise"}          die without a result
     {"mark": "name"}                              emit event "mark" {"name": ...}
+    {"event": {"type": T, "data": {...}}}         emit one event of any type with exactly this data
+    {"chunks": ["a", "b"], "delay": S}            stream ai_chunk events {"text": ...} S seconds apart
 
 Loaded into workers through `[daemon] agent_modules = ["tests.agents.scripted"]`.
 """
@@ -104,5 +106,11 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
         elif how == "exit":
             os._exit(13)
         raise RuntimeError("scripted crash")
+    elif "event" in step:
+        ctx.emit(step["event"]["type"], step["event"].get("data", {}))
+    elif "chunks" in step:
+        for text in step["chunks"]:
+            ctx.emit("ai_chunk", {"text": text})
+            await asyncio.sleep(float(step.get("delay", 0)))
     elif "mark" in step:
         ctx.emit("mark", {"name": step["mark"]})

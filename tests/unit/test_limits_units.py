@@ -33,6 +33,18 @@ def test_a_dead_run_gives_its_leases_back_at_once() -> None:
     assert leases.in_use == 1 and leases.waiting == 0
 
 
+def test_a_request_withdrawn_while_waiting_is_never_granted() -> None:
+    leases = LeaseManager(1)
+    granted: list[str] = []
+    leases.request("A", "r1", 1, lambda: granted.append("r1"))
+    leases.request("A", "r2", 7, lambda: granted.append("r2"))
+    leases.request("A", "r3", 1, lambda: granted.append("r3"))
+    assert leases.release("r2", 7)  # r2 gave up before its grant
+    leases.release("r1", 1)
+    assert granted == ["r1", "r3"]
+    assert leases.in_use == 1 and leases.waiting == 0
+
+
 def test_zero_limit_means_unlimited() -> None:
     leases = LeaseManager(0)
     for i in range(100):

@@ -1,0 +1,74 @@
+"""Run start latency: launch → worker hello, forkserver (preloaded) vs plain spawn, in one run.
+
+Target: forkserver p50 ≤ 15 ms. The worker side is the real worker entry point; this script plays
+the daemon's part of the handshake on a real ROUTER socket. Usage: python bench/run_start_latency.py [N]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import zmq
+
+from yagent.daemon.launcher import MultiprocessingLauncher
+from yagent.daemon.main import PRELOAD
+from yagent.ipc.messages import ErrorReply, WorkerHello
+from yagent.ipc.records import decode, encode
+from yagent.ipc.sockets import bind_router
+
+
+def measure(method: str, runs: int, endpoint: str, router: zmq.Socket) -> list[float]:
+    launcher = MultiprocessingLauncher(method, preload=PRELOAD)
+    launcher.start()
+    samples = []
+    for i in range(runs):
+        run_id = f"bench{method[:2]}{i}"
+        t0 = time.perf_counter()
+        handle = launcher.launch(run_id, "bench", endpoint)
+        identity, frame = router.recv_multipart()
+        samples.append(time.perf_counter() - t0)
+        assert isinstance(decode(frame), WorkerHello)
+        # Refuse the run: the worker exits at once, as it would for an unknown run.
+        router.send_multipart([identity, encode(ErrorReply(id=0, code="unknown_run", message="bench"))])
+        deadline = time.monotonic() + 10
+        while handle.exitcode() is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        handle.close()
+    return samples
+
+
+def report(name: str, samples: list[float]) -> float:
+    ms = sorted(s * 1000 for s in samples)
+    p50 = statistics.median(ms)
+    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+    print(f"{name:<22} n={len(ms):<4} p50={p50:7.2f} ms  p99={p99:7.2f} ms  min={ms[0]:6.2f} ms")
+    return p50
+
+
+def main() -> None:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 60
+    root = Path(tempfile.mkdtemp(prefix="ygb-", dir="/tmp"))
+    # The forkserver must start before any zmq context exists, as in the daemon.
+    fork_launcher = MultiprocessingLauncher("forkserver", preload=PRELOAD)
+    fork_launcher.start()
+    ctx = zmq.Context()
+    endpoint = f"ipc://{root}/workers.sock"
+    router = bind_router(ctx, endpoint)
+    try:
+        fork = measure("forkserver", runs, endpoint, router)
+        spawn = measure("spawn", max(10, runs // 4), endpoint, router)
+    finally:
+        router.close(0)
+        ctx.term()
+    print("run start latency: launch → worker hello (the worker has connected and spoken)")
+    f50 = report("forkserver (preloaded)", fork)
+    s50 = report("spawn (baseline)", spawn)
+    print(f"ratio forkserver/spawn p50 = {f50 / s50:.3f}  (target: forkserver p50 ≤ 15 ms)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""The data each event type carries: one builder per type, the single description clients read.
+
+Events travel as `[seq, run, agent, type, ts, data]`; `data` is a msgpack map whose keys are fixed
+here. Agents build it with these functions (never by hand), clients read the keys named here.
+`run` is the delegation coordinate: two parallel runs of the same agent stream into separate
+slots keyed by run id, while labels keep the plain agent name.
+
+Daemon-stamped events (turn_*, run_*, task_*, user_help_*) are built by the daemon with the same
+key names:
+
+    turn_started      {turn, text, agent, project}
+    turn_finished     {turn, state, status, stop_reason, output, error, run}
+    run_queued        {agent, parent, call_id, run}
+    run_started       {agent, parent, call_id, pid, depth, input}
+    run_finished      {status, stop_reason, error, output, parent, call_id}
+    task_paused       {turn}
+    task_resumed      {turn}
+    user_help_needed  a Question: {request_id, kind, prompt, options, default, details, task, run, agent, asked_at}
+    user_help_response {request_id, answer, by}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ai_chunk",
+    "ai_response",
+    "ai_stream_end",
+    "ai_stream_start",
+    "context_compressed",
+    "conversation_error",
+    "llm_call_end",
+    "llm_call_start",
+    "log",
+    "model_routed",
+    "thinking",
+    "thinklink_entry",
+    "tool_call_result",
+    "tool_call_start",
+    "usage_data",
+]
+
+# Tool arguments and results are clipped in events (the model still gets the whole result).
+EVENT_TEXT_LIMIT = 4000
+
+
+def _clip(text: str, limit: int = EVENT_TEXT_LIMIT) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more chars]"
+
+
+def usage_data(total_input_tokens: int, output_tokens: int, cached_input_tokens: int = 0,
+               estimated: bool = False) -> dict[str, Any]:
+    """Provider-normalised token counts: input includes cached input, on every provider."""
+    return {"total_input_tokens": total_input_tokens, "output_tokens": output_tokens,
+            "cached_input_tokens": cached_input_tokens, "estimated": estimated}
+
+
+def ai_stream_start(step: int, model: str) -> dict[str, Any]:
+    return {"step": step, "model": model}
+
+
+def ai_chunk(text: str) -> dict[str, Any]:
+    """A streamed fragment of the model's visible reply."""
+    return {"text": text}
+
+
+def thinking(text: str) -> dict[str, Any]:
+    """A streamed fragment of the model's reasoning (reasoning_content / thinking blocks)."""
+    return {"text": text}
+
+
+def ai_stream_end(step: int, restarted: bool = False) -> dict[str, Any]:
+    return {"step": step, "restarted": restarted}
+
+
+def ai_response(step: int, text: str, tool_calls: int) -> dict[str, Any]:
+    """The complete visible reply of one step (after streaming)."""
+    return {"step": step, "text": text, "tool_calls": tool_calls}
+
+
+def llm_call_start(step: int, provider: str, model: str) -> dict[str, Any]:
+    return {"step": step, "provider": provider, "model": model}
+
+
+def llm_call_end(step: int, provider: str, model: str, usage: dict[str, Any] | None, duration: float,
+                 stop_reason: str = "", error: str = "") -> dict[str, Any]:
+    return {"step": step, "provider": provider, "model": model, "usage": usage or {}, "duration": duration,
+            "stop_reason": stop_reason, "error": error}
+
+
+def model_routed(tier: str, provider: str, model: str, reason: str) -> dict[str, Any]:
+    return {"tier": tier, "provider": provider, "model": model, "reason": reason}
+
+
+def tool_call_start(call_id: str, name: str, arguments: str, brief: str) -> dict[str, Any]:
+    """`brief` is a one-line summary for compact display (e.g. the path a read_file reads)."""
+    return {"call_id": call_id, "name": name, "arguments": _clip(arguments), "brief": _clip(brief, 200)}
+
+
+def tool_call_result(call_id: str, name: str, content: str, is_error: bool, duration: float) -> dict[str, Any]:
+    return {"call_id": call_id, "name": name, "content": _clip(content), "is_error": is_error,
+            "duration": duration}
+
+
+def thinklink_entry(agent: str, goal: str, step: str, reason: str,
+                    plan: list[tuple[str, str]]) -> dict[str, Any]:
+    """A parsed `<thought>` block; `plan` items are (status, text) with status done | doing | todo."""
+    return {"agent": agent, "goal": goal, "step": step, "reason": reason,
+            "plan": [{"status": s, "text": t} for s, t in plan]}
+
+
+def context_compressed(tier: str, original_tokens: int, compressed_tokens: int) -> dict[str, Any]:
+    return {"tier": tier, "original_tokens": original_tokens, "compressed_tokens": compressed_tokens,
+            "saved_tokens": max(0, original_tokens - compressed_tokens)}
+
+
+def conversation_error(error: str) -> dict[str, Any]:
+    return {"error": error}
+
+
+def log(level: str, message: str) -> dict[str, Any]:
+    return {"level": level, "message": message}
