@@ -21,9 +21,12 @@ from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
 
 import psutil
 
+from yagent.ipc.process_entry import call_entry
+
 __all__ = ["MultiprocessingLauncher", "RunHandle", "kill_run_tree", "run_processes"]
 
-WORKER_ENTRY_MODULE = "yagent.workers.entry"
+WORKER_ENTRY = "yagent.workers.entry:worker_main"
+WORKER_PRELOAD = ("yagent.workers.entry", "yagent.workers.preload")
 RUN_ENV = "YAGENT_RUN_ID"
 
 
@@ -117,7 +120,7 @@ class MultiprocessingLauncher(Launcher):
     def __init__(self, method: str = "forkserver", preload: Sequence[str] = ()) -> None:
         self.method = method
         self._ctx = multiprocessing.get_context(method)
-        self._preload = [WORKER_ENTRY_MODULE, *preload]
+        self._preload = [*WORKER_PRELOAD, *preload]
 
     def start(self) -> None:
         if self.method == "forkserver":
@@ -125,12 +128,10 @@ class MultiprocessingLauncher(Launcher):
             forkserver.ensure_running()
 
     def launch(self, run_id: str, agent: str, workers_endpoint: str) -> RunHandle:
-        from yagent.workers.entry import worker_main  # the forkserver has it preloaded
-
         cls = _WorkerProcess if self.method == "forkserver" else self._ctx.Process
         process = cls(
-            target=worker_main,
-            args=(run_id, workers_endpoint, tuple(self._preload[1:])),
+            target=call_entry,
+            args=(WORKER_ENTRY, run_id, workers_endpoint, tuple(self._preload)),
             name=f"yagent-{agent}-{run_id}",
             daemon=True,
         )

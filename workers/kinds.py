@@ -86,7 +86,11 @@ def agent_kind(name: str) -> Callable[[AgentFn], AgentFn]:
 
 
 def resolve_kind(name: str) -> AgentFn | None:
-    return _KINDS.get(name)
+    """Exact names first; `family:instance` names (e.g. `custom:reviewer`) fall back to `family:`."""
+    found = _KINDS.get(name)
+    if found is None and ":" in name:
+        found = _KINDS.get(name.split(":", 1)[0] + ":")
+    return found
 
 
 def known_kinds() -> list[str]:

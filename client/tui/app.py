@@ -1,0 +1,140 @@
+"""The full-screen application: wires controller, layout, keys and the embedded setup wizard.
+
+`input` and `output` are prompt_toolkit's own seams: production passes nothing (the terminal), tests
+pass `create_pipe_input()` and `DummyOutput()` (or a sized fake output).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from prompt_toolkit.application import Application
+from prompt_toolkit.buffer import Buffer
+from prompt_toolkit.history import History, InMemoryHistory
+from prompt_toolkit.input import Input
+from prompt_toolkit.key_binding import merge_key_bindings
+from prompt_toolkit.layout import Window
+from prompt_toolkit.output import Output
+
+from ..setup.view import ProbeFn, SetupView
+from .commands import SlashCompleter
+from .controller import ExitInfo, TuiController
+from .keys import build_key_bindings
+from .layout import TuiLayout
+from .theme import STYLE
+
+__all__ = ["TuiApp", "run_tui"]
+
+
+class TuiApp:
+    def __init__(self, controller: TuiController, *, input: Input | None = None, output: Output | None = None,
+                 history: History | None = None, probe: ProbeFn | None = None,
+                 min_redraw_interval: float = 0.05) -> None:
+        self.c = controller
+        self.probe = probe
+        self.setup_view: SetupView | None = None
+        self.buffer = Buffer(multiline=True, history=history or InMemoryHistory(),
+                             completer=SlashCompleter(lambda: controller.facts().providers),
+                             complete_while_typing=True, name="input")
+        self.layout = TuiLayout(controller, self.buffer, self._setup_container)
+        keys = build_key_bindings(controller, self.buffer, self.layout.scroll, self._plan_scroll)
+        self._setup_keys = _SetupKeys(self)
+        self.application: Application[ExitInfo] = Application(
+            layout=self.layout.layout,
+            key_bindings=merge_key_bindings([keys, self._setup_keys.bindings]),
+            style=STYLE,
+            full_screen=True,
+            mouse_support=False,
+            input=input,
+            output=output,
+            refresh_interval=1.0,  # the elapsed clock
+            min_redraw_interval=min_redraw_interval,  # many chunks a second still draw at most this often
+            before_render=self._before_render,
+        )
+        controller.listeners.append(self.application.invalidate)
+        controller.exit_app = self._exit
+        controller.restore_input = self._restore_input
+        controller.open_setup = self._open_setup
+
+    def _exit(self, info: ExitInfo) -> None:
+        if self.application.is_running and not self.application.future.done():  # type: ignore[union-attr]
+            self.application.exit(result=info)
+
+    def _restore_input(self, text: str) -> None:
+        if not self.buffer.text.strip():
+            self.buffer.text = text
+            self.buffer.cursor_position = len(text)
+
+    def _plan_scroll(self, delta: int) -> None:
+        self.layout.plan_scroll = max(0, self.layout.plan_scroll + delta * 5)
+        self.c.changed()
+
+    def _before_render(self, app: Application[Any]) -> None:
+        """Keep focus where the keys go: the dialog while one is open, the setup wizard, else the input."""
+        layout = self.layout.layout
+        if self.c.mode == "setup" and self.setup_view is not None:
+            target = self.setup_view.window
+        elif self.c.dialog is not None and self.c.mode == "main":
+            target = self.layout.dialog_window
+        else:
+            target = self.layout.input_window
+        if layout.current_window is not target:
+            try:
+                layout.focus(target)
+            except ValueError:
+                pass  # not visible yet; the next render focuses it
+
+    # -- embedded setup wizard ----------------------------------------------------------------------
+
+    def _setup_container(self) -> Any:
+        return self.setup_view.container if self.setup_view is not None else Window()
+
+    def _open_setup(self) -> None:
+        config_path = self.c.options.config_path
+        if config_path is None:
+            self.c.mode = "main"
+            self.c.say("no configuration file path is known to this client", error=True)
+            return
+        self.setup_view = SetupView.open(config_path, on_done=self._setup_done, probe=self.probe,
+                                         environ=self.c.environ, spawn=self.c.spawn,
+                                         invalidate=self.application.invalidate)
+        self.c.changed()
+
+    def _setup_done(self, note: str) -> None:
+        self.setup_view = None
+        self.c.setup_finished(note)
+
+
+class _SetupKeys:
+    """Forwards keys to the embedded wizard while it is shown (and only then)."""
+
+    def __init__(self, app: TuiApp) -> None:
+        from prompt_toolkit.filters import Condition
+
+        from ..setup.view import build_setup_bindings
+
+        self.bindings = build_setup_bindings(lambda: app.setup_view,
+                                             Condition(lambda: app.c.mode == "setup" and app.setup_view is not None))
+
+
+async def run_tui(controller: TuiController, *, task: str | None, latest: bool, input: Input | None = None,
+                  output: Output | None = None, history_path: Path | None = None,
+                  on_started: Callable[[TuiApp], None] | None = None) -> ExitInfo:
+    """Attach (errors raise before the screen is taken), run until detach, then clean up."""
+    from prompt_toolkit.history import FileHistory
+
+    history: History | None = None
+    if history_path is not None:
+        history_path.parent.mkdir(parents=True, exist_ok=True)
+        history = FileHistory(str(history_path))
+    tui = TuiApp(controller, input=input, output=output, history=history)
+    try:
+        await controller.start(task, latest=latest)
+        if on_started is not None:
+            on_started(tui)
+        result = await tui.application.run_async()
+    finally:
+        await controller.aclose()
+    return result or controller.exit_info or ExitInfo("detached", controller.view.task, controller.view.display_state)

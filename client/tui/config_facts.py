@@ -1,0 +1,88 @@
+"""What `/model`, `/mcp`, `/skills` and the status line read from the configuration file.
+
+Read-only and tolerant: a broken file yields an explanation, never an exception, because these
+commands run inside a live session (the wizard is where the file gets fixed).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config
+
+__all__ = ["ConfigFacts", "read_config_facts"]
+
+
+@dataclass(slots=True)
+class ConfigFacts:
+    providers: list[str] = field(default_factory=list)
+    default_provider: str = ""
+    mcp_servers: list[str] = field(default_factory=list)  # one human-readable line each
+    skill_dirs: list[Path] = field(default_factory=list)
+    yolo: str = ""  # [tui] yolo: the default for turns sent from the TUI
+    problem: str = ""  # why part of this could not be read
+
+
+def _table(raw: Mapping[str, Any], *path: str) -> Mapping[str, Any]:
+    node: Any = raw
+    for part in path:
+        node = node.get(part, {}) if isinstance(node, Mapping) else {}
+    return node if isinstance(node, Mapping) else {}
+
+
+def read_config_facts(path: Path, environ: Mapping[str, str], home: Path, project: Path | None) -> ConfigFacts:
+    facts = ConfigFacts()
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raw = {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        facts.problem = f"{path} cannot be read ({exc}); `/setup` or `yagent setup` repairs it"
+        raw = {}
+    try:
+        llm = parse_llm_config(raw, environ)
+        facts.providers = sorted(llm.providers)
+        facts.default_provider = llm.use_provider or (facts.providers[0] if len(facts.providers) == 1 else "")
+    except ProviderConfigError as exc:
+        # Still list what is declared, so /model can name the broken provider.
+        facts.providers = sorted(_table(raw, "global", "llm", "providers"))
+        facts.default_provider = str(_table(raw, "global", "llm").get("use_provider", ""))
+        facts.problem = facts.problem or f"the provider configuration has problems: {exc.problems[0]}"
+    servers = _table(raw, "mcp").get("servers", [])
+    if isinstance(servers, list):
+        for s in servers:
+            if isinstance(s, Mapping):
+                target = s.get("command") or s.get("url") or "?"
+                if isinstance(target, list):
+                    target = " ".join(str(t) for t in target)
+                facts.mcp_servers.append(f"{s.get('name', '?')}: {target}")
+    dirs = [home / "skills"]
+    if project is not None:
+        dirs.append(project / ".yagent" / "skills")
+    extra = _table(raw, "skills").get("dirs", [])
+    if isinstance(extra, list):
+        dirs.extend(Path(str(d)).expanduser() for d in extra)
+    facts.skill_dirs = dirs
+    yolo = _table(raw, "tui").get("yolo", "")
+    facts.yolo = yolo if yolo in ("none", "yolo", "full") else ""
+    return facts
+
+
+def list_skills(dirs: list[Path]) -> list[tuple[str, Path]]:
+    """(name, file) for `<dir>/<name>/SKILL.md` and `<dir>/<name>.md`; later dirs override earlier ones."""
+    found: dict[str, Path] = {}
+    for d in dirs:
+        try:
+            children = sorted(d.iterdir())
+        except OSError:
+            continue
+        for child in children:
+            if child.is_dir() and (child / "SKILL.md").is_file():
+                found[child.name] = child / "SKILL.md"
+            elif child.suffix == ".md" and child.is_file() and child.stem not in found:
+                found[child.stem] = child
+    return sorted(found.items())

@@ -1,0 +1,551 @@
+"""The TUI's behaviour, independent of prompt_toolkit: attach, follow, send, answer, commands.
+
+The controller owns every background task it starts (the event pump, the liveness watcher, request
+tasks); a task that fails puts its error on screen instead of vanishing. The application (`app.py`)
+only translates keys into calls here and draws what the controller holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from yagent.ipc.errors import IpcError, RemoteError
+from yagent.ipc.messages import Event, TaskDetail
+from yagent.ipc.vocabulary import EventType
+
+from ..humanize import age
+from .backend import Backend
+from .commands import COMMANDS, parse_input
+from .config_facts import ConfigFacts, list_skills, read_config_facts
+from .dialogs import Choice, Dialog, Dismiss, PickerDialog, QuestionDialog
+from .render import LogRenderer
+from .state import TaskView
+
+__all__ = ["ExitInfo", "TuiController", "TuiOptions"]
+
+_DIALOG_EVENTS = {EventType.USER_HELP_NEEDED.value, EventType.USER_HELP_RESPONSE.value,
+                  EventType.RUN_FINISHED.value, EventType.TURN_FINISHED.value}
+
+KEY_HELP = (
+    ("enter", "send the message"),
+    ("alt+enter / esc enter", "new line in the message"),
+    ("↑ / ↓", "message history (at the first / last line)"),
+    ("tab", "complete a /command"),
+    ("pgup / pgdn", "scroll the conversation; end follows it again"),
+    ("ctrl+o", "expand or collapse tool results and thinking"),
+    ("ctrl+t", "thinklink plans of each agent"),
+    ("f2", "reopen a question you put off"),
+    ("ctrl+r", "reconnect to yagentd after the connection dropped"),
+    ("ctrl+q", "detach: leave, the task keeps running (ctrl+c on an empty line too)"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TuiOptions:
+    project: Path
+    agent: str = "director"
+    yolo: str = ""  # empty: `[tui] yolo` from the config file, else "none"
+    config_path: Path | None = None
+    home: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExitInfo:
+    reason: str  # detached | lost
+    task: str | None
+    state: str
+
+
+class TuiController:
+    def __init__(self, backend: Backend, options: TuiOptions, *, environ: Mapping[str, str] | None = None,
+                 clock: Callable[[], float] = time.time,
+                 start_daemon: Callable[[], Awaitable[None]] | None = None,
+                 liveness_interval: float = 1.0) -> None:
+        self.backend = backend
+        self.options = options
+        self.environ = os.environ if environ is None else environ
+        self.clock = clock
+        self.start_daemon = start_daemon
+        self.liveness_interval = liveness_interval
+        self.view = TaskView(project=str(options.project))
+        self.renderer = LogRenderer()
+        self.dialog: Dialog | None = None
+        self._picker_action: Callable[[Any], Coroutine[Any, Any, None]] | None = None
+        self.deferred: set[str] = set()
+        self.message: tuple[str, bool] | None = None  # (text, is_error), shown above the status line
+        self.connection = "connecting"  # connecting | ok | lost
+        self.lost_reason = ""
+        self.mode = "main"  # main | plans | setup
+        self.plan_filter: str | None = None
+        self.tools_expanded = False
+        self.scroll_top: int | None = None  # None: follow the tail
+        self.model_override = ""
+        self.listeners: list[Callable[[], None]] = []
+        self.restore_input: Callable[[str], None] = lambda text: None
+        self.exit_app: Callable[[ExitInfo], None] = lambda info: None
+        self.open_setup: Callable[[], None] = lambda: None
+        self.exit_info: ExitInfo | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._generation = 0
+        self._pump: asyncio.Task[Any] | None = None
+        facts = self.facts()
+        self.yolo = options.yolo or facts.yolo or "none"
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def changed(self) -> None:
+        for listener in self.listeners:
+            listener()
+
+    def spawn(self, name: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            self.say(f"internal error in {task.get_name()}: {type(exc).__name__}: {exc}", error=True)
+
+    async def aclose(self) -> None:
+        self._generation += 1
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self.backend.close()
+
+    def say(self, text: str, *, error: bool = False) -> None:
+        self.message = (text, error)
+        self.changed()
+
+    def facts(self) -> ConfigFacts:
+        path = self.options.config_path
+        if path is None:
+            return ConfigFacts()
+        return read_config_facts(path, self.environ, self.options.home or path.parent.parent, self.options.project)
+
+    # -- attaching ---------------------------------------------------------------------------------
+
+    async def start(self, task: str | None = None, *, latest: bool = True) -> None:
+        """Connect, attach to `task` (or the project's latest), and start watching the daemon."""
+        await self.backend.connect()
+        self.connection = "ok"
+        if task is None and latest:
+            tasks = await self.backend.list_tasks(str(self.options.project), limit=1)
+            task = tasks[0].task if tasks else None
+        if task is not None:
+            await self.attach(task)
+        else:
+            self.view.note("new session: your first message starts a task in this project")
+        self.spawn("liveness", self._watch_liveness())
+        self.changed()
+
+    async def attach(self, task: str) -> None:
+        detail = await self.backend.task_info(task)
+        self._stop_pump()
+        self.view = TaskView(project=detail.task.project)
+        self.view.adopt_summary(detail.task)
+        self.renderer.reset()
+        self.dialog = None
+        self.deferred.clear()
+        self.scroll_top = None
+        self._sync_dialog()  # pending questions first, before the replay has drawn anything
+        self._start_pump(detail.task.task, 0, detail)
+        self.changed()
+
+    def _stop_pump(self) -> None:
+        self._generation += 1
+        if self._pump is not None:
+            self._pump.cancel()
+            self._pump = None
+
+    def _start_pump(self, task: str, after_seq: int, detail: TaskDetail | None) -> None:
+        self._generation += 1
+        self._pump = self.spawn("event-pump", self._follow(task, after_seq, detail, self._generation))
+
+    async def _follow(self, task: str, after_seq: int, detail: TaskDetail | None, generation: int) -> None:
+        try:
+            async with self.backend.stream(task, after_seq) as stream:
+                backlog = await stream.backlog()
+                if generation != self._generation:
+                    return
+                if detail is not None and after_seq == 0:
+                    self._history_fallback(backlog, detail)
+                for ev in backlog:
+                    self.view.apply(ev)
+                self._sync_dialog()
+                self.changed()
+                async for ev in stream.events():
+                    if generation != self._generation:
+                        return
+                    self._on_event(ev)
+        except IpcError as exc:
+            if generation == self._generation:
+                self._lost(str(exc))
+
+    def _on_event(self, ev: Event) -> None:
+        self.view.apply(ev)
+        if ev.type in _DIALOG_EVENTS:
+            self._sync_dialog()
+        self.changed()
+
+    def _history_fallback(self, backlog: list[Event], detail: TaskDetail) -> None:
+        """Turns older than anything the daemon still replays are shown from the task record."""
+        if backlog and backlog[0].seq == 1:
+            return
+        covered = [int(e.data.get("turn") or 0) for e in backlog if e.type == EventType.TURN_STARTED.value]
+        first = min(covered) if covered else None
+        missing = [(t.text, t.output) for t in detail.turns if first is None or t.turn < first]
+        if not covered and backlog:
+            missing = missing[:-1]  # the running turn's start fell out of the ring; its events follow
+        self.view.add_history(missing)
+
+    async def _watch_liveness(self) -> None:
+        while True:
+            await asyncio.sleep(self.liveness_interval)
+            if self.connection != "ok":
+                continue
+            try:
+                alive = await self.backend.alive()
+            except Exception as exc:  # a probe that cannot run says nothing good about the daemon
+                alive = False
+                self.lost_reason = str(exc)
+            if not alive and self.connection == "ok":
+                self._lost("yagentd is not accepting connections any more (stopped or crashed)")
+
+    def _lost(self, reason: str) -> None:
+        self._stop_pump()
+        self.connection = "lost"
+        self.lost_reason = reason
+        if isinstance(self.dialog, QuestionDialog):
+            self.dialog.sending = False
+        self.changed()
+
+    def reconnect(self) -> None:
+        if self.connection == "connecting":
+            return
+        self.connection = "connecting"
+        self.say("reconnecting to yagentd…")
+        self.spawn("reconnect", self._reconnect())
+
+    async def _reconnect(self) -> None:
+        try:
+            if self.start_daemon is not None:
+                await self.start_daemon()
+            await self.backend.connect()
+            task = self.view.task
+            if task is not None:
+                detail = await self.backend.task_info(task)
+                self.view.questions = {q.request_id: q for q in detail.task.questions}
+                self.view.state = detail.task.state
+                self._start_pump(task, self.view.last_seq, None)
+            self.connection = "ok"
+            self.lost_reason = ""
+            self.say("reconnected")
+            self._sync_dialog()
+        except (IpcError, OSError) as exc:
+            self._lost(f"reconnecting failed: {exc}")
+
+    # -- questions ---------------------------------------------------------------------------------
+
+    def _sync_dialog(self) -> None:
+        """Close the question dialog once its question is gone; open the next pending one."""
+        if isinstance(self.dialog, QuestionDialog) and self.dialog.question.request_id not in self.view.questions:
+            self.dialog = None
+        if self.dialog is not None:
+            return
+        pending = [q for q in self.view.pending_questions() if q.request_id not in self.deferred]
+        if pending:
+            total = len(self.view.questions)
+            self.dialog = QuestionDialog(pending[0], position=total - len(pending) + 1, total=total)
+
+    def reopen_questions(self) -> None:
+        self.deferred.clear()
+        self._sync_dialog()
+        if self.dialog is None:
+            self.say("no question is waiting")
+        self.changed()
+
+    def dialog_key(self, key: str, data: str = "") -> None:
+        dialog = self.dialog
+        if dialog is None:
+            return
+        result = dialog.key(key, data)
+        if isinstance(result, Dismiss):
+            if isinstance(dialog, QuestionDialog):
+                self.deferred.add(dialog.question.request_id)
+                self.say("the question keeps waiting: f2 brings it back")
+            self.dialog = None
+            self._picker_action = None
+            self._sync_dialog()
+        elif isinstance(result, Choice):
+            if isinstance(dialog, QuestionDialog):
+                dialog.sending = True
+                dialog.error = ""
+                self.spawn("answer", self._answer(dialog, str(result.value)))
+            else:
+                action, self._picker_action, self.dialog = self._picker_action, None, None
+                if action is not None:
+                    self.spawn("pick", action(result.value))
+        self.changed()
+
+    async def _answer(self, dialog: QuestionDialog, value: str) -> None:
+        q = dialog.question
+        try:
+            await self.backend.answer(self.view.task or q.task, q.request_id, value)
+        except RemoteError as exc:
+            if exc.code == "no_question":
+                # Answered from another client a moment ago, or its run ended: nothing to do here.
+                self.view.questions.pop(q.request_id, None)
+                self.say("that question was already answered elsewhere, or its run ended")
+                self._sync_dialog()
+            else:
+                dialog.sending = False
+                dialog.error = str(exc)
+        except IpcError as exc:
+            dialog.sending = False
+            dialog.error = f"could not send the answer: {exc}"
+        self.changed()
+
+    # -- input -------------------------------------------------------------------------------------
+
+    def submit_line(self, raw: str) -> bool:
+        """Handle one submitted input line; True when the input box may be cleared."""
+        parsed = parse_input(raw)
+        self.message = None
+        if parsed.kind == "empty":
+            return False
+        if parsed.kind == "unknown":
+            known = " ".join(f"/{c.name}" for c in COMMANDS)
+            self.say(f"unknown command /{parsed.name} — known: {known}; start with // to send text beginning "
+                     "with /", error=True)
+            return False
+        if parsed.kind == "command":
+            self.run_command(parsed.name, parsed.argument)
+            return True
+        if self.connection != "ok":
+            self.say("not connected to yagentd: ctrl+r reconnects; your message stays in the input", error=True)
+            return False
+        self.scroll_top = None
+        self.spawn("submit", self._submit(parsed.text))
+        return True
+
+    async def _submit(self, text: str) -> None:
+        options: dict[str, Any] = {}
+        if self.model_override:
+            options["model_override"] = self.model_override
+        try:
+            sub = await self.backend.submit(str(self.options.project if self.view.task is None else self.view.project),
+                                            text, task=self.view.task, agent=self.options.agent, yolo=self.yolo,
+                                            options=options)
+        except RemoteError as exc:
+            self.restore_input(text)
+            if exc.code == "busy":
+                self.say(f"not sent: the task is still working on turn {self.view.turn} — your message is back in "
+                         "the input; send it when the turn ends, or /cancel the turn", error=True)
+            else:
+                self.say(f"not sent: {exc}", error=True)
+            return
+        except IpcError as exc:
+            self.restore_input(text)
+            self._lost(str(exc))
+            return
+        if sub.task != self.view.task:
+            await self.attach(sub.task)
+
+    # -- commands ----------------------------------------------------------------------------------
+
+    def run_command(self, name: str, arg: str) -> None:
+        if name in ("pause", "continue", "cancel"):
+            self._need_task(lambda task: self.spawn(name, self._control(task, name)))
+        elif name == "resume":
+            self.spawn("resume", self._resume_picker())
+        elif name == "new":
+            self._stop_pump()
+            self.view = TaskView(project=str(self.options.project))
+            self.renderer.reset()
+            self.dialog = None
+            self.view.note("new session: your next message starts a new task in this project")
+            self.say("new session")
+        elif name == "model":
+            self._model(arg)
+        elif name == "mcp":
+            self._show_mcp()
+        elif name == "skills":
+            self._show_skills()
+        elif name == "setup":
+            if self.view.turn_running:
+                self.say("the wizard takes the whole keyboard: wait for the turn to end or /cancel it, then /setup",
+                         error=True)
+            elif self.dialog is not None:
+                self.say("close the open dialog first, then /setup", error=True)
+            else:
+                self.mode = "setup"
+                self.open_setup()
+        elif name == "detach":
+            self.detach()
+        elif name == "help":
+            self._help()
+        self.changed()
+
+    def _need_task(self, then: Callable[[str], object]) -> None:
+        if self.view.task is None:
+            self.say("no task yet: send a message first", error=True)
+        elif self.connection != "ok":
+            self.say("not connected to yagentd: ctrl+r reconnects", error=True)
+        else:
+            then(self.view.task)
+
+    async def _control(self, task: str, action: str) -> None:
+        try:
+            await self.backend.control(task, action)
+        except RemoteError as exc:
+            if exc.code == "not_running":
+                self.say(f"nothing to {action}: the task has no turn in progress", error=True)
+            else:
+                self.say(str(exc), error=True)
+            return
+        except IpcError as exc:
+            self._lost(str(exc))
+            return
+        self.say({"pause": "pausing at the next step…", "continue": "continuing",
+                  "cancel": "cancelling the turn…"}[action])
+
+    async def _resume_picker(self) -> None:
+        try:
+            tasks = await self.backend.list_tasks(str(self.options.project), limit=30)
+        except IpcError as exc:
+            self.say(f"cannot list tasks: {exc}", error=True)
+            return
+        others = [t for t in tasks if t.task != self.view.task]
+        if not others:
+            self.say("no earlier task in this project")
+            return
+        now = self.clock()
+        items = [(t.task, f"{t.task}  {t.state:<11} {age(now - t.updated_at):>4}  {t.title}") for t in others]
+        self._open_picker(PickerDialog("resume a task", "attach to the task you pick; your next message continues it",
+                                       items), self._resume)
+
+    async def _resume(self, task: str) -> None:
+        try:
+            await self.attach(task)
+        except IpcError as exc:
+            self.say(f"cannot attach to {task}: {exc}", error=True)
+            return
+        self.say(f"attached to {task}: your next message continues it")
+
+    def _open_picker(self, dialog: PickerDialog, action: Callable[[Any], Coroutine[Any, Any, None]]) -> None:
+        if isinstance(self.dialog, QuestionDialog):
+            self.say("answer the open question first (esc puts it off)", error=True)
+            return
+        self.dialog = dialog
+        self._picker_action = action
+        self.changed()
+
+    def _model(self, arg: str) -> None:
+        facts = self.facts()
+        if facts.problem and not facts.providers:
+            self.say(facts.problem, error=True)
+            return
+        if arg:
+            self._set_model(arg, facts)
+            return
+        if not facts.providers:
+            self.say("no providers are configured: /setup adds one", error=True)
+            return
+        default = facts.default_provider or "none chosen"
+        items: list[tuple[Any, str]] = [("default", f"default ({default})")]
+        items += [(p, p + ("  ← current" if p == self.model_override else "")) for p in facts.providers]
+        current = facts.providers.index(self.model_override) + 1 if self.model_override in facts.providers else 0
+
+        async def pick(value: str) -> None:
+            self._set_model(value, facts)
+
+        self._open_picker(PickerDialog("model for the next turns", "the provider agents use from your next message",
+                                       items, selected=current), pick)
+
+    def _set_model(self, name: str, facts: ConfigFacts) -> None:
+        if name == "default":
+            self.model_override = ""
+            self.say(f"model: back to the configured default ({facts.default_provider or 'none chosen'})")
+        elif name in facts.providers:
+            self.model_override = name
+            self.say(f"model: next turns use provider {name}")
+        else:
+            known = ", ".join(facts.providers) or "none"
+            self.say(f"unknown provider {name!r}; configured: {known} — /setup adds providers", error=True)
+        self.changed()
+
+    def _show_mcp(self) -> None:
+        facts = self.facts()
+        if facts.mcp_servers:
+            self.view.note("MCP servers in the configuration ([[mcp.servers]]); the daemon does not start them "
+                           "yet: " + "; ".join(facts.mcp_servers))
+        else:
+            self.view.note("no MCP servers configured (declare them as [[mcp.servers]] in the config file)")
+        if facts.problem:
+            self.view.note(facts.problem, error=True)
+
+    def _show_skills(self) -> None:
+        facts = self.facts()
+        skills = list_skills(facts.skill_dirs)
+        where = ", ".join(str(d) for d in facts.skill_dirs)
+        if skills:
+            self.view.note(f"skills ({len(skills)}): " + ", ".join(name for name, _p in skills)
+                           + f" — from {where}")
+        else:
+            self.view.note(f"no skills installed (looked in {where}; a skill is <dir>/<name>/SKILL.md)")
+
+    def _help(self) -> None:
+        lines = [f"/{c.name}{' ' + c.argument if c.argument else ''} — {c.summary}" for c in COMMANDS]
+        self.view.note("commands:\n" + "\n".join(lines))
+        self.view.note("keys:\n" + "\n".join(f"{k} — {what}" for k, what in KEY_HELP))
+
+    def detach(self) -> None:
+        self.exit_info = ExitInfo("detached", self.view.task, self.view.display_state)
+        self.exit_app(self.exit_info)
+
+    # -- view toggles --------------------------------------------------------------------------------
+
+    def toggle_tools(self) -> None:
+        self.tools_expanded = not self.tools_expanded
+        self.changed()
+
+    def toggle_plans(self) -> None:
+        self.mode = "main" if self.mode == "plans" else "plans"
+        self.plan_filter = None
+        self.changed()
+
+    def next_plan_filter(self) -> None:
+        agents = []
+        for p in self.view.plans:
+            if p.agent not in agents:
+                agents.append(p.agent)
+        cycle: list[str | None] = [None, *agents]
+        try:
+            i = cycle.index(self.plan_filter)
+        except ValueError:
+            i = 0
+        self.plan_filter = cycle[(i + 1) % len(cycle)]
+        self.changed()
+
+    def setup_finished(self, note: str) -> None:
+        self.mode = "main"
+        if note:
+            self.view.note(note)
+        self.changed()

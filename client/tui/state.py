@@ -1,0 +1,494 @@
+"""What the screen shows about one attached task, built only from the task's event stream.
+
+`TaskView.apply(event)` is the single entry point: every event, live or replayed, whatever overlay
+or dialog is open, goes through it, so nothing (least of all a turn's end) can be swallowed by a
+mode of the UI. Rendering reads this state and never changes it.
+
+Streams are kept apart by run id (the delegation coordinate): two parallel runs of the same agent
+fill two entries, while every label keeps the plain agent name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from yagent.ipc.messages import Event, Question, TaskSummary
+from yagent.ipc.vocabulary import EventType, TaskState
+
+from ..cells import clean
+
+__all__ = [
+    "CompressionTotals",
+    "Entry",
+    "PlanEntry",
+    "RunInfo",
+    "TaskView",
+    "UsageTotals",
+]
+
+
+class Entry:
+    """One item of the conversation log. `version` changes whenever its rendering may change."""
+
+    __slots__ = ("_parts", "_text", "agent", "data", "kind", "run", "version")
+
+    def __init__(self, kind: str, agent: str = "", run: str = "", text: str = "",
+                 data: dict[str, Any] | None = None) -> None:
+        self.kind = kind  # user | text | thinking | tool | delegation | notice | error | question | answer | turn
+        self.agent = agent
+        self.run = run
+        self._parts: list[str] = [clean(text)] if text else []
+        self._text: str | None = None
+        self.data = data or {}
+        self.version = 0
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = "".join(self._parts)
+            self._parts = [self._text] if self._text else []
+        return self._text
+
+    def append(self, text: str) -> None:
+        self._parts.append(clean(text))
+        self._text = None
+        self.version += 1
+
+    def replace(self, text: str) -> None:
+        self._parts = [clean(text)]
+        self._text = None
+        self.version += 1
+
+    def touch(self) -> None:
+        self.version += 1
+
+
+@dataclass(slots=True)
+class RunInfo:
+    run: str
+    agent: str
+    parent: str | None
+    status: str
+    started_at: float = 0.0
+    ended_at: float = 0.0
+
+
+@dataclass(slots=True)
+class UsageTotals:
+    """Sums of provider-normalised counts (input includes cached input on every provider)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    calls: int = 0
+    estimated: bool = False
+
+    def add(self, usage: dict[str, Any]) -> None:
+        self.input_tokens += int(usage.get("total_input_tokens") or 0)
+        self.output_tokens += int(usage.get("output_tokens") or 0)
+        self.cached_tokens += int(usage.get("cached_input_tokens") or 0)
+        self.calls += 1
+        self.estimated = self.estimated or bool(usage.get("estimated"))
+
+
+@dataclass(slots=True)
+class CompressionTotals:
+    """Compressions happen per step, so the saved sum may exceed any one original: the share uses
+    the largest original as denominator and is capped at 100%."""
+
+    count: int = 0
+    saved: int = 0
+    largest_original: int = 0
+    last_tier: str = ""
+
+    @property
+    def percent(self) -> int:
+        if not self.largest_original:
+            return 0
+        return min(100, round(self.saved * 100 / self.largest_original))
+
+
+@dataclass(slots=True)
+class PlanEntry:
+    agent: str
+    goal: str
+    step: str
+    reason: str
+    plan: list[tuple[str, str]] = field(default_factory=list)
+
+
+_COMPRESSION_TYPES = {EventType.CONTEXT_COMPRESSED.value: "",
+                      EventType.CONTEXT_EMERGENCY_COMPRESSED.value: "emergency",
+                      EventType.CONTEXT_ULTIMATE_COMPRESSED.value: "ultimate"}
+
+
+class TaskView:
+    """The attached task as the screen shows it."""
+
+    def __init__(self, project: str = "", task: str | None = None) -> None:
+        self.project = project
+        self.task = task
+        self.title = ""
+        self.state = "new" if task is None else TaskState.IDLE.value
+        self.entries: list[Entry] = []
+        self.turn = 0
+        self.root_run = ""
+        self.root_agent = ""
+        self.root_streamed = False
+        self.turn_started_at = 0.0
+        self.turn_ended_at = 0.0
+        self.runs: dict[str, RunInfo] = {}
+        self.usage = UsageTotals()
+        self.compression = CompressionTotals()
+        self.plans: list[PlanEntry] = []
+        self.questions: dict[str, Question] = {}
+        self.model = ""
+        self.last_seq = 0
+        self.paused = False
+        self.events_seen = 0
+        self._slots: dict[str, Entry] = {}  # run id -> open streamed reply
+        self._thinking: dict[str, Entry] = {}  # run id -> open reasoning stream
+        self._step_entry: dict[tuple[str, int], Entry] = {}  # (run, step) -> reply entry of that step
+        self._run_step: dict[str, int] = {}
+        self._tools: dict[tuple[str, str], Entry] = {}
+
+    # -- set-up ------------------------------------------------------------------------------------
+
+    def adopt_summary(self, summary: TaskSummary) -> None:
+        """What the daemon says about the task when we attach; events refine it from here."""
+        self.task = summary.task
+        self.project = summary.project
+        self.title = summary.title
+        self.state = summary.state
+        self.paused = summary.state == TaskState.PAUSED.value
+        for q in summary.questions:
+            self.questions.setdefault(q.request_id, q)
+        for r in summary.runs:
+            self.runs.setdefault(r.run, RunInfo(r.run, r.agent, r.parent, r.status, r.started_at, r.ended_at))
+
+    def add_history(self, turns: list[tuple[str, str]]) -> None:
+        """Turns whose events the daemon no longer keeps: their text and final output only."""
+        if not turns:
+            return
+        self._add(Entry("notice", text="earlier turns, from the task record (their live detail is gone)"))
+        for text, output in turns:
+            self._add(Entry("user", text=text))
+            if output:
+                self._add(Entry("text", agent="director", text=output))
+
+    def note(self, text: str, *, error: bool = False) -> None:
+        """A line from the client itself (command results, errors) in the log."""
+        self._add(Entry("error" if error else "notice", text=text))
+
+    # -- derived -----------------------------------------------------------------------------------
+
+    @property
+    def display_state(self) -> str:
+        if self.questions and self.state in (TaskState.RUNNING.value, TaskState.WAITING.value):
+            return "waiting for you"
+        if self.paused and self.state in (TaskState.RUNNING.value, TaskState.PAUSED.value,
+                                          TaskState.WAITING.value):
+            return "paused"
+        if self.state == TaskState.WAITING.value:
+            return "running"
+        return self.state
+
+    @property
+    def turn_running(self) -> bool:
+        return self.state in (TaskState.RUNNING.value, TaskState.PAUSED.value, TaskState.WAITING.value)
+
+    def elapsed(self, now: float) -> float:
+        if not self.turn_started_at:
+            return 0.0
+        end = self.turn_ended_at or now
+        return max(0.0, end - self.turn_started_at)
+
+    def live_runs(self) -> list[tuple[int, RunInfo]]:
+        """(depth, run) in tree order, for the runs of the current turn."""
+        children: dict[str | None, list[RunInfo]] = {}
+        for info in self.runs.values():
+            parent = info.parent if info.parent in self.runs else None
+            children.setdefault(parent, []).append(info)
+        out: list[tuple[int, RunInfo]] = []
+
+        def walk(parent: str | None, depth: int) -> None:
+            for info in children.get(parent, []):
+                out.append((depth, info))
+                walk(info.run, depth + 1)
+
+        walk(None, 0)
+        return out
+
+    def pending_questions(self) -> list[Question]:
+        return sorted(self.questions.values(), key=lambda q: q.asked_at)
+
+    # -- events ------------------------------------------------------------------------------------
+
+    def _add(self, entry: Entry) -> Entry:
+        self.entries.append(entry)
+        return entry
+
+    def _close_streams(self, run: str | None = None) -> None:
+        if run is None:
+            self._slots.clear()
+            self._thinking.clear()
+        else:
+            self._slots.pop(run, None)
+            self._thinking.pop(run, None)
+
+    def apply(self, ev: Event) -> None:
+        if ev.seq and ev.seq <= self.last_seq:
+            return  # never render an event twice (a replay overlapping what we already have)
+        self.last_seq = max(self.last_seq, ev.seq)
+        self.events_seen += 1
+        handler = _HANDLERS.get(ev.type)
+        if handler is not None:
+            handler(self, ev)
+        elif ev.type in _COMPRESSION_TYPES:
+            self._on_compressed(ev, _COMPRESSION_TYPES[ev.type])
+
+    def _on_turn_started(self, ev: Event) -> None:
+        d = ev.data
+        self._close_streams()
+        self.turn = int(d.get("turn") or self.turn + 1)
+        self.root_run = ev.run
+        self.root_agent = str(d.get("agent") or ev.agent)
+        self.root_streamed = False
+        self.turn_started_at = ev.ts
+        self.turn_ended_at = 0.0
+        self.state = TaskState.RUNNING.value
+        self.paused = False
+        self.runs = {ev.run: RunInfo(ev.run, ev.agent, None, "queued", ev.ts)}
+        self._add(Entry("user", agent=ev.agent, run=ev.run, text=str(d.get("text", ""))))
+
+    def _on_turn_finished(self, ev: Event) -> None:
+        d = ev.data
+        self._close_streams()
+        self.turn_ended_at = ev.ts
+        status = str(d.get("status") or "")
+        self.state = str(d.get("state") or status or TaskState.DONE.value)
+        self.paused = False
+        output = str(d.get("output") or "")
+        if output and not self.root_streamed:
+            self._add(Entry("text", agent=self.root_agent or ev.agent, run=ev.run, text=output))
+        # A finished turn waits for nobody: its questions are void.
+        self.questions.clear()
+        self._add(Entry("turn", agent=ev.agent, run=ev.run, data={
+            "turn": d.get("turn", self.turn), "status": status, "stop_reason": d.get("stop_reason", ""),
+            "error": d.get("error", ""), "elapsed": self.elapsed(ev.ts)}))
+
+    def _on_run_queued(self, ev: Event) -> None:
+        d = ev.data
+        run = str(d.get("run") or "")
+        if run:
+            self.runs[run] = RunInfo(run, str(d.get("agent") or "?"), d.get("parent") or ev.run, "queued", ev.ts)
+
+    def _on_run_started(self, ev: Event) -> None:
+        d = ev.data
+        info = self.runs.get(ev.run)
+        parent = d.get("parent") or None
+        if info is None:
+            info = self.runs[ev.run] = RunInfo(ev.run, ev.agent, parent, "running", ev.ts)
+        info.status, info.started_at, info.agent = "running", ev.ts, ev.agent
+        if parent:
+            first = str(d.get("input") or "").strip().splitlines()
+            self._add(Entry("delegation", agent=ev.agent, run=ev.run,
+                            data={"phase": "start", "input": first[0] if first else ""}))
+
+    def _on_run_finished(self, ev: Event) -> None:
+        d = ev.data
+        info = self.runs.get(ev.run)
+        if info is not None:
+            info.status, info.ended_at = str(d.get("status") or "done"), ev.ts
+        self._close_streams(ev.run)
+        for rid in [rid for rid, q in self.questions.items() if q.run == ev.run]:
+            del self.questions[rid]
+        if d.get("parent"):
+            started = info.started_at if info is not None and info.started_at else ev.ts
+            self._add(Entry("delegation", agent=ev.agent, run=ev.run, data={
+                "phase": "end", "status": d.get("status", ""), "stop_reason": d.get("stop_reason", ""),
+                "error": d.get("error", ""), "elapsed": max(0.0, ev.ts - started)}))
+
+    def _on_stream_start(self, ev: Event) -> None:
+        self._run_step[ev.run] = int(ev.data.get("step") or 0)
+        if ev.data.get("model"):
+            self.model = str(ev.data["model"])
+
+    def _on_chunk(self, ev: Event) -> None:
+        text = ev.data.get("text")
+        if not isinstance(text, str) or not text:
+            return
+        slot = self._slots.get(ev.run)
+        if slot is None:
+            slot = self._slots[ev.run] = self._add(Entry("text", agent=ev.agent, run=ev.run))
+            self._step_entry[(ev.run, self._run_step.get(ev.run, 0))] = slot
+        slot.append(text)
+        if ev.run == self.root_run:
+            self.root_streamed = True
+
+    def _on_thinking(self, ev: Event) -> None:
+        text = ev.data.get("text")
+        if not isinstance(text, str) or not text:
+            return
+        slot = self._thinking.get(ev.run)
+        if slot is None:
+            slot = self._thinking[ev.run] = self._add(Entry("thinking", agent=ev.agent, run=ev.run))
+        slot.append(text)
+
+    def _on_stream_end(self, ev: Event) -> None:
+        if ev.data.get("restarted"):
+            # The provider stream restarted: what was shown of it will be streamed again.
+            slot = self._slots.get(ev.run)
+            if slot is not None:
+                slot.replace("")
+            thinking = self._thinking.get(ev.run)
+            if thinking is not None:
+                thinking.replace("")
+            return
+        self._close_streams(ev.run)
+
+    def _on_response(self, ev: Event) -> None:
+        d = ev.data
+        text = str(d.get("text") or "")
+        step = int(d.get("step") or self._run_step.get(ev.run, 0))
+        entry = self._step_entry.get((ev.run, step)) or self._slots.get(ev.run)
+        if entry is not None:
+            if text and entry.text != clean(text):
+                entry.replace(text)  # the complete reply is authoritative over what was streamed
+        elif text:
+            self._add(Entry("text", agent=ev.agent, run=ev.run, text=text))
+        if text and ev.run == self.root_run:
+            self.root_streamed = True
+        self._close_streams(ev.run)
+
+    def _on_tool_start(self, ev: Event) -> None:
+        d = ev.data
+        self._slots.pop(ev.run, None)  # text after a tool call is a new paragraph
+        call_id = str(d.get("call_id") or f"#{ev.seq}")
+        self._tools[(ev.run, call_id)] = self._add(Entry("tool", agent=ev.agent, run=ev.run, data={
+            "name": d.get("name", "?"), "brief": d.get("brief", ""), "arguments": d.get("arguments", ""),
+            "done": False}))
+
+    def _on_tool_result(self, ev: Event) -> None:
+        d = ev.data
+        call_id = str(d.get("call_id") or "")
+        entry = self._tools.pop((ev.run, call_id), None)
+        if entry is None:
+            entry = self._add(Entry("tool", agent=ev.agent, run=ev.run, data={"name": d.get("name", "?"), "brief": ""}))
+        entry.data.update(done=True, content=str(d.get("content") or ""), is_error=bool(d.get("is_error")),
+                          duration=float(d.get("duration") or 0.0))
+        entry.touch()
+
+    def _on_llm_start(self, ev: Event) -> None:
+        if ev.data.get("model"):
+            self.model = str(ev.data["model"])
+
+    def _on_llm_end(self, ev: Event) -> None:
+        usage = ev.data.get("usage")
+        if isinstance(usage, dict) and usage:
+            self.usage.add(usage)
+        if ev.data.get("error"):
+            self._add(Entry("error", agent=ev.agent, run=ev.run,
+                            text=f"{ev.agent}: LLM call failed: {ev.data['error']}"))
+
+    def _on_routed(self, ev: Event) -> None:
+        if ev.data.get("model"):
+            self.model = str(ev.data["model"])
+
+    def _on_compressed(self, ev: Event, tier: str) -> None:
+        d = ev.data
+        original = int(d.get("original_tokens") or 0)
+        compressed = int(d.get("compressed_tokens") or 0)
+        saved = int(d.get("saved_tokens") or max(0, original - compressed))
+        c = self.compression
+        c.count += 1
+        c.saved += saved
+        c.largest_original = max(c.largest_original, original)
+        c.last_tier = str(d.get("tier") or tier)
+        label = f"{tier} " if tier else ""
+        self._add(Entry("notice", agent=ev.agent, run=ev.run,
+                        text=f"⧉ {ev.agent}: context {label}compressed {original:,} → {compressed:,} tokens"))
+
+    def _on_thinklink(self, ev: Event) -> None:
+        d = ev.data
+        plan = [(str(p.get("status", "")), str(p.get("text", ""))) for p in d.get("plan") or []
+                if isinstance(p, dict)]
+        self.plans.append(PlanEntry(agent=str(d.get("agent") or ev.agent), goal=str(d.get("goal", "")),
+                                    step=str(d.get("step", "")), reason=str(d.get("reason", "")), plan=plan))
+
+    def _on_error(self, ev: Event) -> None:
+        self._add(Entry("error", agent=ev.agent, run=ev.run, text=f"{ev.agent}: {ev.data.get('error', '')}"))
+
+    def _on_log(self, ev: Event) -> None:
+        level = str(ev.data.get("level", "info")).lower()
+        if level in ("warning", "warn", "error"):
+            self._add(Entry("error" if level == "error" else "notice", agent=ev.agent, run=ev.run,
+                            text=f"{ev.agent}: {ev.data.get('message', '')}"))
+
+    def _on_help_needed(self, ev: Event) -> None:
+        try:
+            q = Question.from_wire(ev.data)
+        except Exception:
+            return
+        if not q.task:
+            q.task = ev.task
+        if not q.run:
+            q.run = ev.run
+        if not q.agent:
+            q.agent = ev.agent
+        if not q.asked_at:
+            q.asked_at = ev.ts
+        self.questions[q.request_id] = q
+        if self.state == TaskState.RUNNING.value:
+            self.state = TaskState.WAITING.value
+        self._add(Entry("question", agent=ev.agent, run=ev.run,
+                        data={"prompt": q.prompt, "kind": q.kind, "request_id": q.request_id}))
+
+    def _on_help_response(self, ev: Event) -> None:
+        d = ev.data
+        rid = str(d.get("request_id") or "")
+        self.questions.pop(rid, None)
+        if not self.questions and self.state == TaskState.WAITING.value:
+            self.state = TaskState.RUNNING.value
+        answer = d.get("answer") if isinstance(d.get("answer"), dict) else {}
+        value = "cancelled" if answer.get("cancelled") else answer.get("value", "")
+        self._add(Entry("answer", agent=ev.agent, run=ev.run, data={"value": str(value), "by": d.get("by", "")}))
+
+    def _on_paused(self, ev: Event) -> None:
+        self.paused = True
+        if self.turn_running:
+            self.state = TaskState.PAUSED.value
+        self._add(Entry("notice", text="⏸ paused — /continue resumes"))
+
+    def _on_resumed(self, ev: Event) -> None:
+        self.paused = False
+        if self.state == TaskState.PAUSED.value:
+            self.state = TaskState.WAITING.value if self.questions else TaskState.RUNNING.value
+        self._add(Entry("notice", text="▶ continued"))
+
+
+_HANDLERS = {
+    EventType.TURN_STARTED.value: TaskView._on_turn_started,
+    EventType.TURN_FINISHED.value: TaskView._on_turn_finished,
+    EventType.RUN_QUEUED.value: TaskView._on_run_queued,
+    EventType.RUN_STARTED.value: TaskView._on_run_started,
+    EventType.RUN_FINISHED.value: TaskView._on_run_finished,
+    EventType.AI_STREAM_START.value: TaskView._on_stream_start,
+    EventType.AI_CHUNK.value: TaskView._on_chunk,
+    EventType.THINKING.value: TaskView._on_thinking,
+    EventType.AI_STREAM_END.value: TaskView._on_stream_end,
+    EventType.AI_RESPONSE.value: TaskView._on_response,
+    EventType.TOOL_CALL_START.value: TaskView._on_tool_start,
+    EventType.TOOL_CALL_RESULT.value: TaskView._on_tool_result,
+    EventType.LLM_CALL_START.value: TaskView._on_llm_start,
+    EventType.LLM_CALL_END.value: TaskView._on_llm_end,
+    EventType.MODEL_ROUTED.value: TaskView._on_routed,
+    EventType.THINKLINK_ENTRY.value: TaskView._on_thinklink,
+    EventType.CONVERSATION_ERROR.value: TaskView._on_error,
+    EventType.LOG.value: TaskView._on_log,
+    EventType.USER_HELP_NEEDED.value: TaskView._on_help_needed,
+    EventType.USER_HELP_RESPONSE.value: TaskView._on_help_response,
+    EventType.TASK_PAUSED.value: TaskView._on_paused,
+    EventType.TASK_RESUMED.value: TaskView._on_resumed,
+}

@@ -1,0 +1,162 @@
+"""Director planner rules end to end: reminders, project context, custom agents, limits and failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.agent_harness import MARKERS, run_turn, tool_messages
+from tests.daemon_harness import of_type
+from tests.fake_provider import Failure, Step, ToolCallSpec
+from yagent.workers.agents.director import FIRST_REMINDER, LATER_REMINDER
+
+pytestmark = pytest.mark.e2e
+
+
+def _last_user(request) -> str:
+    return [m for m in request.body["messages"] if m["role"] == "user"][-1]["content"]
+
+
+def test_forced_delegation_reminders_then_the_reply_stands(fake, agent_daemon, project: Path) -> None:
+    fake.script("director", MARKERS["director"], [Step(text=f"answer {i}") for i in range(4)])
+    task, events = run_turn(agent_daemon, project, "Tell me about this project.")
+    calls = fake.requests_for("director")
+    assert len(calls) == 4
+    reminders = [_last_user(c) for c in calls[1:]]
+    assert reminders == [FIRST_REMINDER, LATER_REMINDER, LATER_REMINDER]
+    assert FIRST_REMINDER != LATER_REMINDER
+    finished = of_type(events, "turn_finished")[0].data
+    assert finished["stop_reason"] == "plain_text" and finished["output"] == "answer 3"
+    # Reminders went to this step's call only: the stored conversation never contains them.
+    memory = (agent_daemon.home / "tasks" / f"{task}.jsonl").read_text()
+    assert "You replied without delegating" not in memory and "Still no delegation" not in memory
+    assert "answer 0" in memory and "answer 3" in memory
+    fake.assert_no_problems()
+
+
+def test_the_reminder_quota_resets_every_run(fake, agent_daemon, project: Path) -> None:
+    fake.script("director", MARKERS["director"], [Step(text=f"first {i}") for i in range(4)]
+                + [Step(text=f"second {i}") for i in range(4)])
+    task, _ = run_turn(agent_daemon, project, "One.")
+    _, events = run_turn(agent_daemon, project, "Two.", task=task, turn=2)
+    assert len(fake.requests_for("director")) == 8
+    assert of_type(events, "turn_finished")[-1].data["output"] == "second 3"
+
+
+def test_no_reminder_after_a_delegation(fake, agent_daemon, project: Path) -> None:
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("delegate_chat", {"task": "hi"})]), Step(text="final")])
+    fake.script("chat", MARKERS["chat"], [Step(text="hello", tool_calls=[ToolCallSpec("agent_exit", {"summary": "x"})])])
+    _, events = run_turn(agent_daemon, project, "Say hi via chat.")
+    assert len(fake.requests_for("director")) == 2
+    assert of_type(events, "turn_finished")[0].data["output"] == "final"
+
+
+def test_project_context_is_injected_on_the_first_turn_only_and_only_from_the_root(
+        fake, agent_daemon, project: Path) -> None:
+    (project / "YAGENT.md").write_text("Always run `make check` after edits.\n")
+    (project / "AGENTS.md").write_text("Use tabs, never spaces.\n")
+    (project / "sub").mkdir()
+    (project / "sub" / "CLAUDE.md").write_text("NESTED INSTRUCTIONS\n")
+    exit_step = [ToolCallSpec("agent_exit", {"summary": "ok"})]
+    fake.script("director", MARKERS["director"], [Step(text="ok", tool_calls=exit_step),
+                                                  Step(text="ok again", tool_calls=exit_step)])
+    task, _ = run_turn(agent_daemon, project, "Hello.")
+    run_turn(agent_daemon, project, "And again.", task=task, turn=2)
+    first, second = fake.requests_for("director")
+    first_user = _last_user(first)
+    assert "Always run `make check` after edits." in first_user and "Use tabs, never spaces." in first_user
+    assert "NESTED INSTRUCTIONS" not in first_user
+    assert _last_user(second) == "And again."
+    assert sum("make check" in (m.get("content") or "") for m in second.body["messages"]) == 1
+
+
+def test_meta_designs_a_custom_agent_that_stays_for_the_task(fake, agent_daemon, project: Path) -> None:
+    (project / "notes.txt").write_text("alpha\nbeta\n")
+    design = {"name": "line_counter", "description": "Counts lines in text files.",
+              "system_prompt": "Count the lines of the files you are given and report the numbers.",
+              "tools": ["read_file"], "task": "Count the lines in notes.txt."}
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("load_tool", {"names": ["delegate_meta"]})]),
+        Step(tool_calls=[ToolCallSpec("delegate_meta", {"task": "I need an agent that counts lines in files."})]),
+        Step(tool_calls=[ToolCallSpec("delegate_line_counter", {"task": "Count the lines in notes.txt again."})]),
+        Step(text="notes.txt has 2 lines.", tool_calls=[ToolCallSpec("agent_exit", {"summary": "done"})]),
+    ])
+    fake.script("meta", MARKERS["meta"], [Step(text="Here it is:\n" + json.dumps(design))])
+    exit_call = ToolCallSpec("agent_exit", {"summary": "2 lines", "handoff": {"conclusion": "2", "status": "ok"}})
+    fake.script("custom", MARKERS["custom"], [
+        Step(tool_calls=[ToolCallSpec("read_file", {"path": "notes.txt"})]),
+        Step(text="notes.txt has 2 lines.", tool_calls=[exit_call]),
+        Step(text="Still 2 lines.", tool_calls=[exit_call]),
+    ])
+    task, events = run_turn(agent_daemon, project, "Count lines with a purpose-built agent.")
+    finished = of_type(events, "turn_finished")[0].data
+    assert finished["status"] == "done", finished
+    calls = fake.requests_for("director")
+    tool_names = [[t["function"]["name"] for t in c.body.get("tools", [])] for c in calls]
+    assert "delegate_line_counter" not in tool_names[1] and "delegate_line_counter" in tool_names[2]
+    meta_result = tool_messages(calls[2])[-1]["content"]
+    assert "delegate_line_counter" in meta_result and "notes.txt has 2 lines." in meta_result
+    assert "Still 2 lines." in tool_messages(calls[3])[-1]["content"]
+    custom_runs = [e for e in of_type(events, "run_started") if e.agent.startswith("custom:")]
+    assert [e.agent for e in custom_runs] == ["custom:line_counter", "custom:line_counter"]
+    # The custom agent got only the tools its design picked, plus agent_exit.
+    custom_tools = {t["function"]["name"] for t in fake.requests_for("custom")[0].body["tools"]}
+    assert custom_tools == {"read_file", "agent_exit"}
+    assert fake.requests_for("custom")[0].body["messages"][0]["content"].startswith(
+        "You are a yagent custom agent named line_counter")
+    fake.assert_no_problems()
+    # A later turn of the task still offers the custom agent.
+    fake.script("director", MARKERS["director"], [Step(text="yes", tool_calls=[
+        ToolCallSpec("agent_exit", {"summary": "y"})])])
+    run_turn(agent_daemon, project, "Is the counter still there?", task=task, turn=2)
+    later_tools = [t["function"]["name"] for t in fake.requests_for("director")[-1].body["tools"]]
+    assert "delegate_line_counter" in later_tools
+
+
+def test_a_stalled_delegation_hits_its_idle_timeout_and_the_director_carries_on(
+        fake, make_agent_daemon, project: Path) -> None:
+    daemon = make_agent_daemon('[agent]\ndelegate_idle_timeout = "1s"\n[daemon]\nstop_grace = "0.5s"\n')
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("delegate_chat", {"task": "Explain monads."}, id="c1")]),
+        Step(text="The chat agent stalled; here is what I know.", tool_calls=[
+            ToolCallSpec("agent_exit", {"summary": "partial"})]),
+    ])
+    fake.script("chat", MARKERS["chat"], [Step(text="Monads are " * 20, chunk_size=5, failure=Failure.stall(2))])
+    _, events = run_turn(daemon, project, "Explain monads.")
+    result = tool_messages(fake.requests_for("director")[1])[0]["content"]
+    assert "idle_timeout" in result and "no progress" in result
+    assert of_type(events, "turn_finished")[0].data["output"] == "The chat agent stalled; here is what I know."
+    chat_end = [e for e in of_type(events, "run_finished") if e.agent == "chat"][0].data
+    assert chat_end["stop_reason"] == "idle_timeout"
+    fake.wait_for_disconnect(10)  # the killed worker's connection to the provider went away
+
+
+def test_max_steps_stops_the_run(fake, make_agent_daemon, project: Path) -> None:
+    daemon = make_agent_daemon("[agent]\ndirector_max_steps = 2\n")
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("list_dir", {"path": "."})]) for _ in range(2)])
+    _, events = run_turn(daemon, project, "Look around forever.")
+    finished = of_type(events, "turn_finished")[0].data
+    assert finished["stop_reason"] == "max_steps" and finished["status"] == "failed"
+    assert "2 steps" in finished["error"]
+    assert len(fake.requests_for("director")) == 2
+
+
+def test_a_provider_error_ends_the_turn_naming_provider_model_and_status(fake, agent_daemon, project: Path) -> None:
+    fake.script("director", MARKERS["director"], [Step(failure=Failure.http(401, message="bad key"))])
+    _, events = run_turn(agent_daemon, project, "Hello?")
+    finished = of_type(events, "turn_finished")[0].data
+    assert finished["stop_reason"] == "llm_error"
+    assert "401" in finished["error"] and "fake" in finished["error"] and "fake-model" in finished["error"]
+    assert of_type(events, "conversation_error")
+    assert len(fake.requests_for("director")) == 1  # an auth error is not retried
+
+
+def test_no_provider_configured_fails_with_setup_advice(make_daemon, project: Path) -> None:
+    daemon = make_daemon("")
+    _, events = run_turn(daemon, project, "Hello?")
+    finished = of_type(events, "turn_finished")[0].data
+    assert finished["status"] == "failed" and "yagent setup" in finished["error"]

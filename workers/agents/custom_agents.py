@@ -1,0 +1,114 @@
+"""Custom agents the Meta agent designed, registered per task in `tasks/{task}.agents.json`.
+
+The registry outlives the run that wrote it: every later Director turn of the task offers each
+design as its own `delegate_<name>` tool, and the `custom:<name>` worker reads its design from here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from yagent.workers.tools import ToolSpec, custom_delegate_spec, palette
+
+__all__ = ["BUILTIN_AGENTS", "CustomAgentRegistry", "Design", "DesignError", "parse_design"]
+
+BUILTIN_AGENTS = frozenset({"director", "coding", "repo", "chat", "devops", "meta", "browser", "custom"})
+_NAME = re.compile(r"^[a-z][a-z0-9_]{1,39}$")
+
+
+class DesignError(ValueError):
+    """The Meta agent's design cannot be used; the message says what to fix."""
+
+
+@dataclass
+class Design:
+    name: str
+    description: str
+    system_prompt: str
+    tools: list[str] = field(default_factory=list)
+    task: str = ""
+    created_at: float = 0.0
+
+
+def _extract_json(text: str) -> dict[str, Any]:
+    start = text.find("{")
+    end = text.rfind("}")
+    if start < 0 or end <= start:
+        raise DesignError("the reply contains no JSON object")
+    try:
+        value = json.loads(text[start:end + 1])
+    except json.JSONDecodeError as exc:
+        raise DesignError(f"the JSON object does not parse: {exc.msg} at character {exc.pos}") from None
+    if not isinstance(value, dict):
+        raise DesignError("the JSON value is not an object")
+    return value
+
+
+def parse_design(text: str, fallback_task: str) -> Design:
+    data = _extract_json(text)
+    raw_name = str(data.get("name", "")).strip().lower()
+    name = re.sub(r"[^a-z0-9]+", "_", raw_name).strip("_")
+    if not _NAME.match(name):
+        raise DesignError(f"name {raw_name!r} must be 2–40 characters of snake_case starting with a letter")
+    if name in BUILTIN_AGENTS:
+        raise DesignError(f"name {name!r} is taken by a built-in agent; choose another")
+    description = str(data.get("description", "")).strip()
+    prompt = str(data.get("system_prompt", "")).strip()
+    if not description or not prompt:
+        raise DesignError("description and system_prompt must both be non-empty")
+    tools = data.get("tools", [])
+    if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+        raise DesignError("tools must be a list of tool names")
+    available = {spec.name for spec in palette("custom")}
+    unknown = sorted(set(tools) - available)
+    if unknown:
+        raise DesignError(f"unknown or unavailable tools {unknown}; choose from {sorted(available)}")
+    task = str(data.get("task", "")).strip() or fallback_task
+    return Design(name=name, description=description, system_prompt=prompt, tools=list(dict.fromkeys(tools)),
+                  task=task, created_at=time.time())
+
+
+class CustomAgentRegistry:
+    def __init__(self, home: Path, task: str) -> None:
+        self.path = home / "tasks" / f"{task}.agents.json"
+        self._designs: dict[str, Design] = {}
+        self.reload()
+
+    def reload(self) -> None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        designs = {}
+        for name, entry in (data.items() if isinstance(data, dict) else []):
+            try:
+                designs[name] = Design(**{k: entry[k] for k in Design.__dataclass_fields__ if k in entry})
+            except (TypeError, KeyError):
+                continue
+        self._designs = designs
+
+    def get(self, name: str) -> Design | None:
+        return self._designs.get(name)
+
+    def designs(self) -> list[Design]:
+        return [self._designs[n] for n in sorted(self._designs)]
+
+    def add(self, design: Design) -> None:
+        self.reload()
+        self._designs[design.name] = design
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps({n: asdict(d) for n, d in self._designs.items()}, ensure_ascii=False, indent=1))
+        os.replace(tmp, self.path)
+
+    def specs(self) -> list[ToolSpec]:
+        return [custom_delegate_spec(d.name, d.description) for d in self.designs()]
+
+    def describe(self) -> str:
+        return "\n".join(f"- delegate_{d.name}: {d.description}" for d in self.designs())

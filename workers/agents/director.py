@@ -1,0 +1,132 @@
+"""The Director: the agent that talks to the user, one worker per user turn.
+
+A turn loads the task's conversation memory, adds the user's message (with the project's context
+files on the task's first turn), runs the planner loop, and writes the memory back — also when the
+turn is cancelled, so nothing already said is lost.
+
+Planner rules on top of the shared loop:
+- forced delegation: a plain-text reply in a run that has not delegated yet earns a reminder (at most
+  three per run; the first worded differently from the next two), sent with the next call only and
+  never stored; once the quota is spent the reply stands and the run ends as `plain_text`;
+- custom agents designed by Meta join the surface as `delegate_<name>` the step after they are made,
+  and stay for the rest of the task;
+- the circuit breaker (`[llm] circuit_breaker_threshold`, 0 = none) wraps every model call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from yagent.ipc.provider_config import ProviderConfigError
+from yagent.ipc.vocabulary import RunStatus, StopReason
+from yagent.workers.kinds import AgentOutcome, RunContext, agent_kind
+from yagent.workers.llm import Message
+from yagent.workers.memory import load_memory, memory_path
+from yagent.workers.tools import ToolCall, ToolResult
+
+from .custom_agents import CustomAgentRegistry
+from .loop import LoopPolicy, LoopState
+from .prompts import render_prompt
+from .runtime import AgentRun, outcome_from_loop
+
+__all__ = ["MAX_NON_DELEGATION_REMINDERS", "DirectorPolicy", "director", "load_project_context"]
+
+MAX_NON_DELEGATION_REMINDERS = 3
+PROJECT_CONTEXT_FILES = ("YAGENT.md", "CLAUDE.md", "AGENTS.md")
+PROJECT_CONTEXT_LIMIT = 16_000
+
+FIRST_REMINDER = (
+    "You replied without delegating. You have not checked anything in this run: questions about the code go "
+    "to delegate_repo, changes to delegate_coding, system questions to delegate_devops, general questions to "
+    "delegate_chat. Delegate now — or, if your reply really needs no facts from the project, send it again as "
+    "your final answer."
+)
+LATER_REMINDER = (
+    "Still no delegation. Do not answer from memory: use a delegate_* tool to get the facts or make the "
+    "change, then report. If no delegation can help, repeat your final answer."
+)
+
+
+class DirectorPolicy(LoopPolicy):
+    def __init__(self, on_tools: object = None) -> None:
+        self._on_tools = on_tools
+
+    def start_of_run(self, state: LoopState) -> None:
+        state.reminders_sent = 0  # the quota is per run: a new turn starts with a fresh one
+
+    def reminder_for_plain_text(self, state: LoopState) -> str | None:
+        if state.delegations > 0 or state.reminders_sent >= MAX_NON_DELEGATION_REMINDERS:
+            return None
+        return FIRST_REMINDER if state.reminders_sent == 0 else LATER_REMINDER
+
+    def after_tools(self, state: LoopState, calls: list[ToolCall], results: list[ToolResult]) -> None:
+        if callable(self._on_tools):
+            self._on_tools(calls, results)
+
+
+def load_project_context(root: Path) -> str:
+    """The project's instruction files, from the root only (subdirectories are not searched)."""
+    parts = []
+    for name in PROJECT_CONTEXT_FILES:
+        path = root / name
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace").strip()
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            continue
+        if len(text) > PROJECT_CONTEXT_LIMIT:
+            text = text[:PROJECT_CONTEXT_LIMIT] + f"\n… [{name} truncated]"
+        if text:
+            parts.append(f"## {name}\n\n{text}")
+    return "\n\n".join(parts)
+
+
+def _system_prompt(run: AgentRun, registry: CustomAgentRegistry) -> str:
+    prompt = render_prompt("director", lang=run.lang)
+    customs = registry.describe()
+    if customs:
+        prompt += "\n\n# Custom agents of this task\n" + customs
+    catalogue = run.surface.deferred_catalogue()
+    if catalogue:
+        prompt += "\n\n" + catalogue
+    return prompt
+
+
+@agent_kind("director")
+async def director(ctx: RunContext) -> AgentOutcome:
+    registry = CustomAgentRegistry(ctx.home, ctx.spec.task)
+    memory = load_memory(memory_path(ctx.home, ctx.spec.task))
+    first_turn = not memory.has_exchange()
+    run_holder: list[AgentRun] = []
+
+    def refresh_customs(calls: list[ToolCall], results: list[ToolResult]) -> None:
+        # A Meta run registered an agent in the task's registry: offer it from the next step on.
+        if any(c.name == "delegate_meta" for c in calls) and run_holder:
+            registry.reload()
+            added = run_holder[0].surface.join(registry.specs())
+            if added:
+                ctx.log.info("custom agents now available: %s", ", ".join(added))
+
+    try:
+        run = AgentRun(ctx, "director", extra_specs=registry.specs())
+    except ProviderConfigError as exc:
+        return AgentOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
+                            error=f"no usable LLM provider: {exc} — run `yagent setup` to configure one")
+    run_holder.append(run)
+    text = ctx.spec.input
+    if first_turn:
+        context = load_project_context(ctx.project_root)
+        if context:
+            text = f"{text}\n\n# Project context (from the project root)\n\n{context}"
+    user = Message.user(text)
+    history = memory.snapshot()
+    messages = [Message.system(_system_prompt(run, registry)), *history, user]
+    start = len(messages)
+    config = run.loop_config(messages, DirectorPolicy(refresh_customs), route_task=ctx.spec.input)
+    try:
+        result = await run.run_loop(config)
+    finally:
+        # Written on every path, cancellation included: the next turn continues this conversation.
+        memory.append(user, *messages[start:])
+        memory.save()
+        await run.close()
+    return outcome_from_loop(result)

@@ -1,0 +1,239 @@
+"""The agent loop every agent runs: pause gate → model call → thought → tools → stop policy.
+
+Per step:
+1. wait at the pause gate (before the step counter moves: a paused step never ran);
+2. call the model (streaming deltas out as events), retrying the step on transient failures; the
+   optional circuit breaker is queried, called through and told the outcome in this same step;
+3. parse the `<thought>` block into a thinklink entry;
+4. run the tool calls through the batch executor (consecutive read-only calls in parallel, the rest
+   serially, exactly one result per call even on cancellation); `agent_exit` ends the run;
+5. a reply without tool calls goes to the policy: nudge (a reminder sent with the next call only,
+   never stored) or finish as `plain_text`.
+
+Director and sub-agents share this loop; what differs is the `LoopPolicy` they pass in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from yagent.ipc import event_data
+from yagent.ipc.vocabulary import EventType, StopReason
+from yagent.workers.context.thought import parse_thought, strip_thought
+from yagent.workers.llm import (
+    CallOptions,
+    LLMError,
+    Message,
+    ReasoningDelta,
+    Response,
+    RoutingEngine,
+    StreamRestart,
+    TextDelta,
+    ToolDefinition,
+)
+from yagent.workers.tools import Surface, ToolBatch, ToolCall, ToolContext, ToolResult
+
+from .circuit_breaker import CircuitBreaker
+
+__all__ = ["LoopConfig", "LoopPolicy", "LoopResult", "LoopState", "call_model_with_retries", "run_agent_loop"]
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+class LoopPolicy:
+    """Agent-specific decisions inside the shared loop. The default finishes on plain text."""
+
+    def reminder_for_plain_text(self, state: LoopState) -> str | None:
+        """A reminder to send with the next call, or None to finish the run as plain_text."""
+        return None
+
+    def after_tools(self, state: LoopState, calls: list[ToolCall], results: list[ToolResult]) -> None:
+        """React to a step's tool results (e.g. refresh the surface after a Meta registration)."""
+
+    def start_of_run(self, state: LoopState) -> None:
+        """Reset per-run state; called once before the first step."""
+
+
+@dataclass
+class LoopConfig:
+    agent: str
+    engine: RoutingEngine
+    surface: Surface
+    tool_ctx: ToolContext
+    messages: list[Message]  # system prompt, history and the new input; the loop appends to it
+    max_steps: int
+    emit: Emit
+    step_boundary: Callable[[], Awaitable[None]]
+    policy: LoopPolicy = field(default_factory=LoopPolicy)
+    stop_on_exit: bool = True
+    step_retries: int = 2
+    retry_delay: Callable[[int], float] = lambda attempt: min(30.0, 1.0 * 2**attempt)
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    max_parallel_readonly: int = 4
+    breaker: CircuitBreaker | None = None
+    route_task: str = ""  # text the router classifies; empty = no classification
+
+
+@dataclass
+class LoopState:
+    step: int = 0
+    plain_text_replies: int = 0
+    reminders_sent: int = 0
+    delegations: int = 0
+    usage: dict[str, int] = field(default_factory=lambda: {"total_input_tokens": 0, "output_tokens": 0,
+                                                          "cached_input_tokens": 0})
+    last_response: Response | None = None
+
+
+@dataclass
+class LoopResult:
+    stop_reason: StopReason
+    deliverable: str  # the run's full answer: the last assistant text, not an exit reason
+    handoff: dict[str, Any] | None = None
+    exit_args: dict[str, Any] | None = None
+    error: str = ""
+    steps: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+def _deliverable(messages: list[Message], exit_args: dict[str, Any] | None) -> str:
+    for message in reversed(messages):
+        if message.role == "assistant":
+            text = strip_thought(message.content)
+            if text:
+                return text
+        if message.role == "user":
+            break
+    if exit_args and isinstance(exit_args.get("summary"), str):
+        return exit_args["summary"]
+    return ""
+
+
+async def _call_model(cfg: LoopConfig, state: LoopState, messages: list[Message]) -> Response:
+    tools = [ToolDefinition(d["name"], d["description"], d["parameters"]) for d in cfg.surface.tool_definitions()]
+    emit = cfg.emit
+    engine = cfg.engine
+    started = time.monotonic()
+    emit(EventType.LLM_CALL_START, event_data.llm_call_start(state.step, engine.provider, engine.model))
+    emit(EventType.AI_STREAM_START, event_data.ai_stream_start(state.step, engine.model))
+    try:
+        async with engine.complete(messages, tools, CallOptions()) as stream:
+            async for delta in stream:
+                if isinstance(delta, TextDelta):
+                    emit(EventType.AI_CHUNK, event_data.ai_chunk(delta.text))
+                elif isinstance(delta, ReasoningDelta):
+                    emit(EventType.THINKING, event_data.thinking(delta.text))
+                elif isinstance(delta, StreamRestart):
+                    emit(EventType.AI_STREAM_END, event_data.ai_stream_end(state.step, restarted=True))
+                    emit(EventType.AI_STREAM_START, event_data.ai_stream_start(state.step, engine.model))
+            response = await stream.final()
+    except LLMError as exc:
+        emit(EventType.AI_STREAM_END, event_data.ai_stream_end(state.step))
+        emit(EventType.LLM_CALL_END, event_data.llm_call_end(state.step, engine.provider, engine.model, None,
+                                                             time.monotonic() - started, error=str(exc)))
+        raise
+    usage = response.usage
+    for key in state.usage:
+        state.usage[key] += int(getattr(usage, key, 0) or 0)
+    emit(EventType.AI_STREAM_END, event_data.ai_stream_end(state.step))
+    emit(EventType.LLM_CALL_END, event_data.llm_call_end(
+        state.step, response.provider, response.model,
+        event_data.usage_data(usage.total_input_tokens, usage.output_tokens, usage.cached_input_tokens,
+                              usage.estimated),
+        time.monotonic() - started, stop_reason=str(response.stop_reason)))
+    emit(EventType.AI_RESPONSE, event_data.ai_response(state.step, response.text, len(response.tool_calls)))
+    return response
+
+
+async def call_model_with_retries(cfg: LoopConfig, state: LoopState, messages: list[Message]) -> Response:
+    attempt = 0
+    while True:
+        try:
+            return await _call_model(cfg, state, messages)
+        except LLMError as exc:
+            if attempt >= cfg.step_retries or not exc.retryable:
+                raise
+            delay = cfg.retry_delay(attempt)
+            attempt += 1
+            log.warning("%s step %d: model call failed (%s); retry %d in %.1fs", cfg.agent, state.step, exc,
+                        attempt, delay)
+            await cfg.sleep(delay)
+
+
+def _thinklink(cfg: LoopConfig, text: str) -> None:
+    plan = parse_thought(text)
+    if plan is not None:
+        cfg.emit(EventType.THINKLINK_ENTRY,
+                 event_data.thinklink_entry(cfg.agent, plan.goal, plan.step, plan.reason, plan.plan))
+
+
+async def run_agent_loop(cfg: LoopConfig) -> LoopResult:
+    state = LoopState()
+    cfg.policy.start_of_run(state)
+    messages = cfg.messages
+    pending_reminder: str | None = None
+    if cfg.route_task:
+        decision = await cfg.engine.route(cfg.route_task)
+        cfg.emit(EventType.MODEL_ROUTED, event_data.model_routed(decision.tier or "", decision.provider,
+                                                                 decision.model, decision.reason))
+
+    def finish(reason: StopReason, error: str = "", exit_args: dict[str, Any] | None = None) -> LoopResult:
+        handoff = exit_args.get("handoff") if exit_args and isinstance(exit_args.get("handoff"), dict) else None
+        return LoopResult(stop_reason=reason, deliverable=_deliverable(messages, exit_args), handoff=handoff,
+                          exit_args=exit_args, error=error, steps=state.step, usage=dict(state.usage))
+
+    while True:
+        await cfg.step_boundary()
+        if state.step >= cfg.max_steps:
+            return finish(StopReason.MAX_STEPS, f"stopped after {cfg.max_steps} steps without finishing")
+        state.step += 1
+        call_messages = messages if pending_reminder is None else [*messages, Message.user(pending_reminder)]
+        pending_reminder = None
+        if cfg.breaker is not None and not cfg.breaker.allow():
+            return finish(StopReason.CIRCUIT_BREAKER_OPEN,
+                          "the model provider failed repeatedly; the circuit breaker is open — try again later")
+        try:
+            response = await call_model_with_retries(cfg, state, call_messages)
+        except LLMError as exc:
+            if cfg.breaker is not None:
+                cfg.breaker.record_failure()
+            cfg.emit(EventType.CONVERSATION_ERROR, event_data.conversation_error(str(exc)))
+            return finish(StopReason.LLM_ERROR, str(exc))
+        if cfg.breaker is not None:
+            cfg.breaker.record_success()
+        state.last_response = response
+        messages.append(response.message())
+        _thinklink(cfg, response.text)
+
+        if response.tool_calls:
+            calls = [ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in response.tool_calls]
+            state.delegations += sum(1 for c in calls if c.name.startswith("delegate_"))
+            batch = ToolBatch(cfg.surface, calls, cfg.tool_ctx, max_parallel=cfg.max_parallel_readonly)
+            try:
+                await batch.run()
+            finally:
+                # Every call gets exactly one result, even when the run is cancelled mid-batch.
+                results = batch.results()
+                for result in results:
+                    messages.append(Message.tool(result.call_id, result.content, name=result.tool))
+            cfg.policy.after_tools(state, calls, results)
+            exits = [r for r in results if r.stop_run]
+            if exits and cfg.stop_on_exit:
+                exit_args = dict(exits[0].data or {})
+                return finish(StopReason.AGENT_EXIT, exit_args=exit_args)
+            continue
+
+        state.plain_text_replies += 1
+        reminder = cfg.policy.reminder_for_plain_text(state)
+        if reminder is None:
+            return finish(StopReason.PLAIN_TEXT)
+        state.reminders_sent += 1
+        pending_reminder = reminder
+

@@ -1,0 +1,102 @@
+"""The tool layer's ports, implemented over the run's daemon channel and LLM engines.
+
+Authorisation prompts and `ask_user_for_help` become `ask_user` requests that wait in the daemon
+until an attached client answers; delegations become `delegate` requests the daemon admits into this
+run's delegation pool; the reasoning tools' plain completions go through the routed engines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from yagent.ipc.messages import RunOutcome
+from yagent.ipc.vocabulary import RunStatus
+from yagent.workers.kinds import RunContext
+from yagent.workers.llm import CallOptions, Engine, Message
+from yagent.workers.tools import (
+    Answer,
+    AskKind,
+    AuthDecision,
+    AuthRequest,
+    DelegationResult,
+    Question,
+)
+
+from .handoff_format import format_for_parent
+
+__all__ = ["ChannelAsker", "ChannelAuthorizer", "ChannelDelegator", "EngineTextLLM"]
+
+# How a client's authorisation answer maps to a decision; anything else is a refusal.
+_DECISIONS = {"once": AuthDecision.ALLOW_ONCE, "session": AuthDecision.ALLOW_SESSION,
+              "project": AuthDecision.ALLOW_PROJECT, "deny": AuthDecision.DENY}
+AUTHORIZE_OPTIONS = ["once", "session", "project", "deny"]
+
+
+class ChannelAuthorizer:
+    def __init__(self, ctx: RunContext) -> None:
+        self._ctx = ctx
+
+    async def authorize(self, request: AuthRequest) -> AuthDecision:
+        prompt = f"{self._ctx.spec.agent} wants to run {request.summary}"
+        if request.reasons:
+            prompt += " — " + "; ".join(request.reasons)
+        answer = await self._ctx.ask_user(
+            "authorize", prompt, options=AUTHORIZE_OPTIONS, default="once",
+            details={"tool": request.tool, "summary": request.summary,
+                     "outside_paths": list(request.outside_paths), "dangerous": request.dangerous_reason,
+                     "project_root": request.project_root})
+        return _DECISIONS.get(str(answer.get("value", "")).strip().lower(), AuthDecision.DENY)
+
+
+class ChannelAsker:
+    def __init__(self, ctx: RunContext) -> None:
+        self._ctx = ctx
+
+    async def ask(self, question: Question) -> Answer:
+        answer = await self._ctx.ask_user(question.kind.value, question.prompt, options=list(question.options),
+                                          default=question.default)
+        if answer.get("cancelled") or "value" not in answer:
+            return Answer(value="", dismissed=True)
+        value = str(answer["value"])
+        if question.kind is AskKind.CONFIRM:
+            value = "yes" if value.strip().lower() in ("y", "yes", "true", "ok", "1") else "no"
+        return Answer(value=value)
+
+
+class ChannelDelegator:
+    """Delegations as daemon requests; `on_result` lets the agent react (e.g. Meta registrations)."""
+
+    def __init__(self, ctx: RunContext, on_result: Callable[[str, RunOutcome], None] | None = None) -> None:
+        self._ctx = ctx
+        self._on_result = on_result
+        self.delegated = 0
+
+    async def delegate(self, agent: str, task: str, call_id: str, *, context: str | None = None) -> DelegationResult:
+        self.delegated += 1
+        payload: dict[str, Any] = {"context": context} if context else {}
+        outcome = await self._ctx.delegate(agent, task, call_id=call_id, context=payload)
+        if self._on_result is not None:
+            self._on_result(agent, outcome)
+        handoff = outcome.data.get("handoff") if isinstance(outcome.data.get("handoff"), dict) else None
+        if outcome.status == RunStatus.DONE:
+            status = str((handoff or {}).get("status") or "ok")
+            status = status if status in ("ok", "partial", "error") else "ok"
+        else:
+            status = "error" if outcome.status == RunStatus.FAILED else "stopped"
+        return DelegationResult(text=format_for_parent(outcome), status=status, handoff=handoff,
+                                stop_reason=outcome.stop_reason, data={"run": outcome.run})
+
+
+class EngineTextLLM:
+    """Plain completions for the reasoning tools, each tool on its own configured engine."""
+
+    def __init__(self, engine_for_tool: Callable[[str], Engine]) -> None:
+        self._engine_for_tool = engine_for_tool
+
+    async def complete_text(self, system: str, prompt: str, *, tool: str) -> str:
+        engine = self._engine_for_tool(tool)
+        async with engine.complete([Message.system(system), Message.user(prompt)], (),
+                                   CallOptions()) as stream:
+            response = await stream.final()
+        return response.text

@@ -1,0 +1,167 @@
+"""What one agent run is assembled from: engines, tool surface, tool context, loop settings.
+
+Everything comes from the run's spec (the configuration table the daemon handed over, the project
+root, the yolo level, per-submit options) and its channel (events, leases, delegations, questions).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from yagent.ipc.config import DEFAULT_PARALLEL_READONLY_TOOLS, clamp_parallel, parse_duration
+from yagent.ipc.messages import RunOutcome
+from yagent.ipc.provider_config import parse_llm_config
+from yagent.ipc.vocabulary import RunStatus, StopReason
+from yagent.workers.kinds import AgentOutcome, RunContext
+from yagent.workers.llm import Engine, EngineFactory, RoutingEngine, build_engine
+from yagent.workers.tools import Surface, ToolContext, ToolSpec, YoloLevel, build_surface
+
+from .circuit_breaker import CircuitBreaker
+from .loop import LoopConfig, LoopPolicy, LoopResult, run_agent_loop
+from .ports import ChannelAsker, ChannelAuthorizer, ChannelDelegator, EngineTextLLM
+
+__all__ = ["DEFAULT_MAX_STEPS", "AgentRun", "outcome_from_loop"]
+
+DEFAULT_MAX_STEPS = {"director": 100, "coding": 150, "repo": 50, "chat": 50, "devops": 50, "custom": 15}
+
+
+def _section(config: dict[str, Any], name: str) -> dict[str, Any]:
+    value = config.get(name, {})
+    return value if isinstance(value, dict) else {}
+
+
+class AgentRun:
+    """One run's assembled parts. `role` picks the profile, prompt and engine configuration."""
+
+    def __init__(self, ctx: RunContext, role: str, *, extra_specs: Iterable[ToolSpec] = (),
+                 pick: Iterable[str] | None = None,
+                 on_delegation: Callable[[str, RunOutcome], None] | None = None) -> None:
+        self.ctx = ctx
+        self.role = role
+        config = ctx.config
+        self.agent_cfg = _section(config, "agent")
+        self.llm_cfg = _section(config, "llm")
+        self.lang = str(self.agent_cfg.get("lang") or "English")
+        self.yolo = YoloLevel(ctx.spec.yolo) if ctx.spec.yolo in {y.value for y in YoloLevel} else YoloLevel.NONE
+        override = ctx.spec.options.get("model_override") or None
+        # One factory per run: the agent's engine and its tools' engines share connections and the lease gate.
+        self._llm_config = parse_llm_config(config, os.environ)
+        self._factory = EngineFactory(self._llm_config, gate=ctx.channel)
+        self.engine: RoutingEngine = build_engine(self._llm_config, agent=role, gate=ctx.channel,
+                                                  override=override, factory=self._factory)
+        self._tool_engines: dict[str, Engine] = {}
+        self.delegator = ChannelDelegator(ctx, on_result=on_delegation)
+        self.surface: Surface = build_surface(role, yolo=self.yolo, extra_specs=extra_specs, pick=pick)
+        self.tool_ctx = ToolContext(
+            project_root=ctx.project_root,
+            run_id=ctx.spec.run,
+            yolo=self.yolo,
+            authorizer=ChannelAuthorizer(ctx),
+            asker=ChannelAsker(ctx),
+            delegator=self.delegator,
+            llm=EngineTextLLM(self._engine_for_tool),
+            emit=lambda type_, data: ctx.emit(type_, dict(data)),
+            heartbeat=ctx.heartbeat,
+            scratch_dir=ctx.home / "scratch" / ctx.spec.run,
+            settings_path=ctx.home / "settings.json",
+            session_grants=frozenset(self._load_session_grants()),
+        )
+
+    # -- configuration ------------------------------------------------------------------------------
+
+    def max_steps(self) -> int:
+        value = self.agent_cfg.get(f"{self.role}_max_steps")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        return DEFAULT_MAX_STEPS.get(self.role, 50)
+
+    def step_retries(self) -> int:
+        value = self.llm_cfg.get("step_retries", 2)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 2
+
+    def max_parallel_readonly(self) -> int:
+        return clamp_parallel(self.agent_cfg.get("max_parallel_readonly_tools"), DEFAULT_PARALLEL_READONLY_TOOLS,
+                              os.environ)
+
+    def breaker(self) -> CircuitBreaker | None:
+        threshold = self.llm_cfg.get("circuit_breaker_threshold", 0)
+        if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold <= 0:
+            return None
+        reset = parse_duration(self.llm_cfg.get("circuit_breaker_reset_timeout", "60s"),
+                               "[llm] circuit_breaker_reset_timeout") or 60.0
+        return CircuitBreaker(threshold, reset)
+
+    def _engine_for_tool(self, tool: str) -> Engine:
+        engine = self._tool_engines.get(tool)
+        if engine is None:
+            engine = build_engine(self._llm_config, agent=self.role, tool=tool, gate=self.ctx.channel,
+                                  factory=self._factory)
+            self._tool_engines[tool] = engine
+        return engine
+
+    # -- session approvals ----------------------------------------------------------------------------
+
+    def _grants_path(self) -> Path:
+        return self.ctx.home / "tasks" / f"{self.ctx.spec.task}.grants.json"
+
+    def _load_session_grants(self) -> list[str]:
+        try:
+            data = json.loads(self._grants_path().read_text())
+        except (OSError, ValueError):
+            return []
+        return [g for g in data if isinstance(g, str)] if isinstance(data, list) else []
+
+    def save_session_grants(self) -> None:
+        """Session approvals last for the task: later runs of it read them back."""
+        grants = sorted(self.tool_ctx.guard.approvals.session_grants())
+        if not grants:
+            return
+        path = self._grants_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(grants))
+        tmp.replace(path)
+
+    # -- running ------------------------------------------------------------------------------------
+
+    def loop_config(self, messages: list[Any], policy: LoopPolicy, *, route_task: str = "") -> LoopConfig:
+        return LoopConfig(
+            agent=self.ctx.spec.agent,
+            engine=self.engine,
+            surface=self.surface,
+            tool_ctx=self.tool_ctx,
+            messages=messages,
+            max_steps=self.max_steps(),
+            emit=self.ctx.emit,
+            step_boundary=self.ctx.step_boundary,
+            policy=policy,
+            step_retries=self.step_retries(),
+            max_parallel_readonly=self.max_parallel_readonly(),
+            breaker=self.breaker() if self.role == "director" else None,
+            route_task=route_task,
+        )
+
+    async def run_loop(self, config: LoopConfig) -> LoopResult:
+        try:
+            return await run_agent_loop(config)
+        finally:
+            self.tool_ctx.processes.kill_all()
+            self.save_session_grants()
+
+    async def close(self) -> None:
+        await self._factory.aclose()
+
+
+def outcome_from_loop(result: LoopResult) -> AgentOutcome:
+    ok = result.stop_reason in (StopReason.AGENT_EXIT, StopReason.PLAIN_TEXT)
+    data: dict[str, Any] = {"steps": result.steps, "usage": result.usage}
+    if result.handoff is not None:
+        data["handoff"] = result.handoff
+    if result.exit_args:
+        data["exit"] = {k: v for k, v in result.exit_args.items() if k != "handoff"}
+    return AgentOutcome(status=RunStatus.DONE if ok else RunStatus.FAILED, stop_reason=result.stop_reason,
+                        output=result.deliverable, error=result.error, data=data)

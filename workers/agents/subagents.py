@@ -1,0 +1,120 @@
+"""The delegated agents: Coding, Repo, Chat, DevOps and Meta-designed custom agents.
+
+Each runs the shared loop once on the task the parent handed over and ends with `agent_exit`
+(every agent is configured to stop on it — `AGENT_SPECS` is pinned by a test). What differs is the
+prompt, the tool profile, and what a reply without tool calls earns: Coding is told to keep working
+(twice at most), Repo and custom agents are told to deliver through `agent_exit` (once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from yagent.ipc.provider_config import ProviderConfigError
+from yagent.ipc.vocabulary import RunStatus, StopReason
+from yagent.workers.kinds import AgentOutcome, RunContext, agent_kind
+from yagent.workers.llm import Message
+
+from .custom_agents import CustomAgentRegistry
+from .loop import LoopPolicy, LoopState
+from .prompts import render_prompt
+from .runtime import AgentRun, outcome_from_loop
+
+__all__ = ["AGENT_SPECS", "AgentSpec", "ReminderPolicy", "run_subagent"]
+
+KEEP_WORKING = (
+    "You replied without calling a tool, and the task is not finished until you call agent_exit. If there is "
+    "more to explore, edit, run or verify, do it now with your tools. If you are done, write your report and "
+    "call agent_exit in the same reply."
+)
+DELIVER_NOW = (
+    "Your answer is written but not delivered: call agent_exit now, in this reply, with your report as the "
+    "reply text and a handoff (conclusion, facts with where, open_questions, status). Do not redo the work."
+)
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    role: str  # tool profile and configuration name
+    prompt: str
+    reminder: str | None
+    reminder_limit: int
+    stop_on_exit: bool = True
+
+
+AGENT_SPECS: dict[str, AgentSpec] = {
+    "coding": AgentSpec("coding", "coding", KEEP_WORKING, 2),
+    "repo": AgentSpec("repo", "repo", DELIVER_NOW, 1),
+    "chat": AgentSpec("chat", "chat", None, 0),
+    "devops": AgentSpec("devops", "devops", None, 0),
+    "custom": AgentSpec("custom", "custom", DELIVER_NOW, 1),
+}
+
+
+class ReminderPolicy(LoopPolicy):
+    def __init__(self, reminder: str | None, limit: int) -> None:
+        self.reminder = reminder
+        self.limit = limit
+
+    def reminder_for_plain_text(self, state: LoopState) -> str | None:
+        if self.reminder is None or state.reminders_sent >= self.limit:
+            return None
+        return self.reminder
+
+
+def task_text(ctx: RunContext) -> str:
+    context: Any = ctx.spec.options.get("context", {})
+    extra = context.get("context") if isinstance(context, dict) else None
+    text = ctx.spec.input
+    if extra:
+        text += f"\n\n# Context from the agent that delegated this task\n\n{extra}"
+    return text
+
+
+async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str | None = None,
+                       pick: list[str] | None = None) -> AgentOutcome:
+    try:
+        run = AgentRun(ctx, spec.role, pick=pick)
+    except ProviderConfigError as exc:
+        return AgentOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
+                            error=f"no usable LLM provider for {ctx.spec.agent}: {exc} — run `yagent setup`")
+    prompt = system_prompt or render_prompt(spec.prompt, lang=run.lang)
+    catalogue = run.surface.deferred_catalogue()
+    if catalogue:
+        prompt += "\n\n" + catalogue
+    messages = [Message.system(prompt), Message.user(task_text(ctx))]
+    config = run.loop_config(messages, ReminderPolicy(spec.reminder, spec.reminder_limit))
+    config.stop_on_exit = spec.stop_on_exit
+    try:
+        result = await run.run_loop(config)
+    finally:
+        await run.close()
+    return outcome_from_loop(result)
+
+
+def _register(name: str) -> None:
+    spec = AGENT_SPECS[name]
+
+    @agent_kind(name)
+    async def kind(ctx: RunContext) -> AgentOutcome:
+        return await run_subagent(ctx, spec)
+
+
+for _name in ("coding", "repo", "chat", "devops"):
+    _register(_name)
+
+
+@agent_kind("custom:")
+async def custom(ctx: RunContext) -> AgentOutcome:
+    """A Meta-designed agent; its kind is `custom:<name>` and its design lives in the task's registry."""
+    name = ctx.spec.agent.split(":", 1)[1]
+    design = CustomAgentRegistry(ctx.home, ctx.spec.task).get(name)
+    if design is None:
+        return AgentOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
+                            error=f"custom agent {name!r} is not registered for this task; delegate_meta designs it")
+    lang = str(ctx.config.get("agent", {}).get("lang") or "English") if isinstance(ctx.config.get("agent"),
+                                                                                     dict) else "English"
+    prompt = render_prompt("custom", name=design.name, description=design.description,
+                           instructions=design.system_prompt, lang=lang)
+    return await run_subagent(ctx, AGENT_SPECS["custom"], system_prompt=prompt, pick=design.tools)

@@ -1,0 +1,106 @@
+"""Conversation memory of a task: the Director's messages across turns, one JSONL file per task.
+
+The message list is private: readers get copies (`snapshot`), writers go through methods. Each
+turn's director worker loads the file, appends, and saves at the end of the turn; saving appends the
+new lines when the history only grew, and rewrites the file atomically when it was replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from yagent.workers.llm import Message
+
+__all__ = ["ConversationMemory", "load_memory", "memory_path"]
+
+
+def memory_path(home: Path, task: str) -> Path:
+    return home / "tasks" / f"{task}.jsonl"
+
+
+class ConversationMemory:
+    def __init__(self, messages: list[Message] | None = None, *, path: Path | None = None) -> None:
+        self._lock = threading.Lock()
+        self._messages: list[Message] = list(messages or [])
+        self._path = path
+        self._persisted = len(self._messages)  # lines already on disk
+        self._rewrite = False
+
+    def snapshot(self) -> list[Message]:
+        with self._lock:
+            return list(self._messages)
+
+    def size(self) -> int:
+        with self._lock:
+            return len(self._messages)
+
+    def last_message(self) -> Message | None:
+        with self._lock:
+            return Message.from_dict(self._messages[-1].to_dict()) if self._messages else None
+
+    def append(self, *messages: Message) -> None:
+        with self._lock:
+            self._messages.extend(messages)
+
+    def replace(self, messages: list[Message]) -> None:
+        """Load a whole history at once (e.g. after compression); the file is rewritten on save."""
+        with self._lock:
+            self._messages = list(messages)
+            self._rewrite = True
+
+    def has_exchange(self) -> bool:
+        """True once the model has answered in this task (an assistant or tool message exists)."""
+        with self._lock:
+            return any(m.role in ("assistant", "tool") for m in self._messages)
+
+    def save(self) -> None:
+        if self._path is None:
+            return
+        with self._lock:
+            messages = list(self._messages)
+            rewrite = self._rewrite or self._persisted > len(messages)
+            start = 0 if rewrite else self._persisted
+            lines = "".join(json.dumps(m.to_dict(), ensure_ascii=False) + "\n" for m in messages[start:])
+            self._rewrite = False
+            self._persisted = len(messages)
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        if rewrite:
+            tmp = self._path.with_suffix(".jsonl.tmp")
+            with tmp.open("w", encoding="utf-8") as fh:
+                fh.write(lines)
+                fh.flush()
+                os.fsync(fh.fileno())
+            tmp.replace(self._path)
+        elif lines:
+            with self._path.open("a", encoding="utf-8") as fh:
+                fh.write(lines)
+                fh.flush()
+                os.fsync(fh.fileno())
+
+
+def load_memory(path: Path) -> ConversationMemory:
+    """Read a task's memory; a torn last line (crash mid-write) is dropped, the rest is kept."""
+    messages: list[Message] = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ConversationMemory(path=path)
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            data: Any = json.loads(line)
+            messages.append(Message.from_dict(data))
+        except (ValueError, KeyError, TypeError):
+            if i == len(lines) - 1:
+                break
+            raise
+    memory = ConversationMemory(messages, path=path)
+    if len(messages) != sum(1 for ln in lines if ln.strip()):
+        memory.replace(messages)  # drop the torn tail from the file on the next save
+    return memory
