@@ -1,6 +1,7 @@
 """`yagent`: the command-line client.
 
-Human-readable output by default, `--json` for scripts. Exit codes are in `exit_codes`.
+With no command it opens the full-screen client on the current project; `-p TEXT` runs one turn
+headless. Human-readable output by default, `--json` for scripts. Exit codes are in `exit_codes`.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import sys
 from pathlib import Path
 
 from yagent.ipc import IpcError
+from yagent.ipc.home import config_path, yagent_home
 
-from . import daemon_control, exit_codes, task_commands
+from . import daemon_control, exit_codes, headless, startup, task_commands
 
 __all__ = ["build_parser", "main"]
 
@@ -25,7 +27,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="yagent", description="yagent — a multi-agent coding assistant served by the yagentd daemon")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("-p", "--print", dest="print_text", nargs="+", metavar="TEXT",
+                        help="run one turn headless and print its events (plain text, or JSON lines with --json)")
+    parser.add_argument("--project", dest="top_project", metavar="DIR",
+                        help="project directory for the client or -p (default: the current directory)")
+    parser.add_argument("--new", action="store_true", help="start a new session instead of the project's latest")
+    parser.add_argument("--agent", dest="top_agent", default="director", metavar="KIND",
+                        help="advanced: the agent kind that serves turns sent from this client (default: director)")
+    top_yolo = parser.add_mutually_exclusive_group()
+    top_yolo.add_argument("--yolo", dest="top_yolo", action="store_true",
+                          help="skip authorisation prompts inside the project")
+    top_yolo.add_argument("--full-yolo", dest="top_full_yolo", action="store_true",
+                          help="skip all authorisation prompts and never ask questions")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    at = sub.add_parser("attach", help="open the full-screen client on a task of any project")
+    at.add_argument("task", help="task id (or a unique prefix; `yagent ps` lists them)")
+
+    sub.add_parser("setup", help="configure LLM providers and preferences (works on a broken config too)")
 
     d = sub.add_parser("daemon", help="start, stop or inspect yagentd")
     dsub = d.add_subparsers(dest="daemon_command", metavar="ACTION", required=True)
@@ -69,14 +88,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _yolo(full: bool, yolo: bool) -> str:
+    return "full" if full else ("yolo" if yolo else "none")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     as_json = args.json
+    cfg = config_path(yagent_home())
     try:
-        if args.command is None:
-            parser.print_help()
-            return exit_codes.OK
+        if args.command is None and args.print_text:
+            project = _project_dir(args.top_project)
+            if not project.is_dir():
+                print(f"yagent: project directory {project} does not exist", file=sys.stderr)
+                return exit_codes.USAGE
+            gate = startup.config_gate(cfg, os.environ)
+            if gate is not None:
+                return gate
+            daemon_control.ensure_daemon()
+            return headless.run_headless(project, " ".join(args.print_text), agent=args.top_agent,
+                                         yolo=_yolo(args.top_full_yolo, args.top_yolo), as_json=as_json)
+        if args.command in (None, "attach"):
+            from .terminal import open_client
+
+            yolo = _yolo(args.top_full_yolo, args.top_yolo) if (args.top_yolo or args.top_full_yolo) else ""
+            return open_client(project=_project_dir(args.top_project),
+                               task=args.task if args.command == "attach" else None,
+                               new=args.new, agent=args.top_agent, yolo=yolo, config=cfg)
+        if args.command == "setup":
+            from .terminal import open_setup
+
+            return open_setup(cfg)
         if args.command == "daemon":
             if args.daemon_command == "start":
                 return daemon_control.daemon_start(as_json)
@@ -90,10 +133,13 @@ def main(argv: list[str] | None = None) -> int:
             if not project.is_dir():
                 print(f"yagent: project directory {project} does not exist", file=sys.stderr)
                 return exit_codes.USAGE
+            gate = startup.config_gate(cfg, os.environ)
+            if gate is not None:
+                return gate
             daemon_control.ensure_daemon()
             yolo = "full" if args.full_yolo else ("yolo" if args.yolo else "none")
-            return task_commands.run(project, " ".join(args.text), task=args.task, agent=args.agent, yolo=yolo,
-                                     detach=args.detach, as_json=as_json, verbose=args.verbose)
+            return headless.run_headless(project, " ".join(args.text), task=args.task, agent=args.agent, yolo=yolo,
+                                         detach=args.detach, as_json=as_json, verbose=args.verbose)
         if args.command == "ps":
             project = str(_project_dir(args.project)) if args.project else None
             return task_commands.ps(project, as_json, args.limit)

@@ -19,7 +19,15 @@ from . import exit_codes
 from .humanize import age
 from .unit_file import UNIT_NAME, render_unit, unit_dir, yagentd_command
 
-__all__ = ["daemon_install_unit", "daemon_start", "daemon_status", "daemon_stop", "ensure_daemon"]
+__all__ = [
+    "daemon_install_unit",
+    "daemon_start",
+    "daemon_status",
+    "daemon_stop",
+    "ensure_daemon",
+    "running_paths",
+    "start_background",
+]
 
 START_TIMEOUT = 20.0
 
@@ -33,7 +41,8 @@ async def _status(timeout: float = 5.0) -> DaemonStatus:
         return await client.request(StatusRequest(id=0), DaemonStatus)
 
 
-def _running_paths() -> RuntimePaths | None:
+def running_paths() -> RuntimePaths | None:
+    """The runtime paths when yagentd accepts connections, else None."""
     root = resolve_runtime_dir()
     if not root.exists():
         return None
@@ -95,14 +104,14 @@ def daemon_start(as_json: bool = False) -> int:
 
 def ensure_daemon() -> None:
     """Start the daemon if it is not running (used by commands that need it)."""
-    if _running_paths() is None:
+    if running_paths() is None:
         ok, message = start_background()
         if not ok:
             raise DaemonNotRunning(message)
 
 
 def daemon_stop(as_json: bool = False, timeout: float = 30.0) -> int:
-    if _running_paths() is None:
+    if running_paths() is None:
         print(json.dumps({"ok": True, "running": False}) if as_json else "yagentd is not running")
         return exit_codes.OK
 

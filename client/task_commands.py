@@ -1,4 +1,4 @@
-"""`yagent run|ps|logs|pause|continue|cancel|answer`: talking to the daemon about tasks."""
+"""`yagent ps|logs|pause|continue|cancel|answer`: talking to the daemon about tasks (`run` is in headless.py)."""
 
 from __future__ import annotations
 
@@ -6,32 +6,25 @@ import asyncio
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from yagent.ipc import DaemonClient, EventStream, IpcError, RemoteError
 from yagent.ipc.messages import (
     Ack,
     Answer,
-    Event,
     ListTasks,
-    Replay,
-    ReplayReply,
-    Submit,
-    Submitted,
     TaskControl,
     TaskDetail,
     TaskInfo,
     TaskList,
     TaskSummary,
 )
-from yagent.ipc.vocabulary import EventType
 
 from . import exit_codes
 from .event_text import JsonLinesPrinter, TextPrinter
 from .humanize import age
 
-__all__ = ["answer", "control", "logs", "ps", "run"]
+__all__ = ["answer", "control", "logs", "ps"]
 
 
 def _err(text: str) -> None:
@@ -49,58 +42,6 @@ def _call(coro: Any) -> int:
         return exit_codes.NOT_RUNNING
     except KeyboardInterrupt:
         return 130
-
-
-# -- run ---------------------------------------------------------------------------------------------
-
-async def _run(project: Path, text: str, *, task: str | None, agent: str, yolo: str, detach: bool,
-               as_json: bool, verbose: bool) -> int:
-    async with DaemonClient() as client:
-        sub = await client.request(Submit(id=0, project=str(project), text=text, task=task, agent=agent, yolo=yolo),
-                                   Submitted)
-        if detach:
-            if as_json:
-                print(json.dumps({"task": sub.task, "turn": sub.turn, "run": sub.run, "project": sub.project}))
-            else:
-                print(f"task {sub.task} (turn {sub.turn}) submitted for {sub.project}")
-                print(f"follow it with `yagent logs -f {sub.task}`, or attach with `yagent attach {sub.task}`")
-            return exit_codes.OK
-        if not as_json:
-            print(f"task {sub.task} · turn {sub.turn}", file=sys.stderr)
-        return await _follow_turn(client, sub.task, sub.turn, as_json=as_json, verbose=verbose)
-
-
-async def _follow_turn(client: DaemonClient, task: str, turn: int, *, as_json: bool, verbose: bool) -> int:
-    printer = JsonLinesPrinter() if as_json else TextPrinter(verbose=verbose)
-    # Start at this turn: whatever the task emitted in earlier turns is history.
-    async with EventStream(client, task, after_seq=await _turn_start_seq(client, task, turn)) as stream:
-        async for ev in stream.events():
-            if ev.type == EventType.TURN_STARTED and ev.data.get("turn") != turn:
-                continue
-            printer.handle(ev)
-            if ev.type == EventType.TURN_FINISHED and ev.data.get("turn") == turn:
-                return exit_codes.for_outcome(str(ev.data.get("status")))
-    return exit_codes.FAILED
-
-
-async def _turn_start_seq(client: DaemonClient, task: str, turn: int) -> int:
-    """The seq just before this turn's `turn_started` event (0 for a task's first turn)."""
-    after = 0
-    while True:
-        page = await client.request(Replay(id=0, task=task, after_seq=after), ReplayReply)
-        for item in page.events:
-            ev = Event.from_published(task, item)
-            if ev.type == EventType.TURN_STARTED and ev.data.get("turn") == turn:
-                return ev.seq - 1
-            after = ev.seq
-        if not page.more or not page.events:
-            return after
-
-
-def run(project: Path, text: str, *, task: str | None = None, agent: str = "director", yolo: str = "none",
-        detach: bool = False, as_json: bool = False, verbose: bool = False) -> int:
-    return _call(_run(project, text, task=task, agent=agent, yolo=yolo, detach=detach, as_json=as_json,
-                      verbose=verbose))
 
 
 # -- ps ----------------------------------------------------------------------------------------------

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import logging
 import logging.handlers
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -82,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         home.mkdir(parents=True, exist_ok=True)
         _setup_logging(home, args.log_level)
+        # `kill -USR1 <pid>` writes every thread's stack to the log: the first question about a stuck daemon.
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
         for warning in parse_llm_config(settings.table, os.environ).warnings:
             logging.getLogger("yagent.config").warning("%s: %s", config_path(home), warning)
         agent_modules = settings.table.get("daemon", {}).get("agent_modules", [])

@@ -40,12 +40,13 @@ class SystemdNotifier:
         if self._addr is None:
             return False
         payload = "\n".join(f"{k.upper()}={v}" for k, v in fields.items()).encode()
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        # Non-blocking: a listener that stops reading must never stall the daemon's event loop.
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK)
         try:
             sock.connect(self._addr)
-            sock.sendall(payload)
+            sock.send(payload)
             return True
-        except OSError:
+        except OSError:  # BlockingIOError included: the notification is dropped, not waited for
             return False
         finally:
             sock.close()

@@ -120,9 +120,9 @@ class Daemon:
         self._control = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.control))
         self._workers = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.workers))
         self._events = bind_publisher(self._ctx, RuntimePaths.endpoint(self.paths.events), self.settings.pub_hwm)
-        # Synchronous shadows for non-blocking sends: no future per frame on the hot path.
-        self._control_tx = zmq.Socket.shadow(self._control.underlying)
-        self._workers_tx = zmq.Socket.shadow(self._workers.underlying)
+        # PUB never receives, so a synchronous shadow is safe for it (no future per frame on the hot path).
+        # ROUTER sockets that also receive must send through the asyncio API: a send on a shadow consumes
+        # the edge-triggered FD wake-up the asyncio reader waits for, and incoming frames then sit unread.
         events_tx = zmq.Socket.shadow(self._events.underlying)
         self.hub = EventHub(events_tx, self.home / "events", self.settings.event_ring)
 
@@ -202,10 +202,9 @@ class Daemon:
             self._send_control(identity, reply)
 
     def _send_control(self, identity: bytes, msg: Message) -> None:
-        try:
-            self._control_tx.send_multipart([identity, encode(msg)], flags=zmq.NOBLOCK)
-        except zmq.ZMQError:
-            pass  # the client left (EHOSTUNREACH) or is not reading (EAGAIN); its request times out
+        sent = self._control.send_multipart([identity, encode(msg)])
+        # A client that left (EHOSTUNREACH) simply misses its reply; its request times out on its side.
+        sent.add_done_callback(_ignore_send_error)
 
     async def _worker_loop(self) -> None:
         while True:
@@ -230,21 +229,19 @@ class Daemon:
             except Exception:
                 log.exception("handling %s from run %s failed", msg.kind, run.id)
 
-    def _send_raw_worker(self, identity: bytes, msg: Message) -> bool:
-        try:
-            self._workers_tx.send_multipart([identity, encode(msg)], flags=zmq.NOBLOCK)
-            return True
-        except zmq.Again:
-            frame = encode(msg)
-            self.scope.spawn("slow-worker-send", self._workers.send_multipart([identity, frame]))
-            return True
-        except zmq.ZMQError:
-            return False
+    def _send_raw_worker(self, identity: bytes, msg: Message) -> None:
+        sent = self._workers.send_multipart([identity, encode(msg)])
 
-    def send_worker(self, run: LiveRun, msg: Message) -> bool:
-        if not run.connected:
-            return False
-        return self._send_raw_worker(run.id.encode(), msg)
+        def check(fut: asyncio.Future[Any]) -> None:
+            if not fut.cancelled() and fut.exception() is not None:
+                log.warning("cannot send %s to worker %s: %s", msg.kind, identity.decode(errors="replace"),
+                            fut.exception())
+
+        sent.add_done_callback(check)
+
+    def send_worker(self, run: LiveRun, msg: Message) -> None:
+        if run.connected:
+            self._send_raw_worker(run.id.encode(), msg)
 
     # ------------------------------------------------------------------------------------------------
     # tasks and runs
@@ -520,6 +517,7 @@ class Daemon:
         self.publish(run.task, EventType.RUN_FINISHED, {
             "status": outcome.status, "stop_reason": outcome.stop_reason, "error": outcome.error,
             "output": outcome.output, "parent": run.parent.id if run.parent else None, "call_id": run.call_id,
+            "cpu_seconds": outcome.data.get("cpu_seconds", 0.0),
         }, run)
         parent = run.parent
         if parent is not None:
@@ -628,9 +626,13 @@ class Daemon:
     async def _tick_loop(self) -> None:
         last_ping = last_wd = last_status = 0.0
         wd_interval = self.notifier.watchdog_interval
+        previous = self.clock()
         while True:
             await asyncio.sleep(TICK)
             now = self.clock()
+            if now - previous > 1.0 + TICK:
+                log.warning("the daemon's event loop was blocked for %.1fs", now - previous - TICK)
+            previous = now
             self._check_timeouts(now)
             if now - last_ping >= self.settings.heartbeat_interval:
                 last_ping = now
@@ -672,6 +674,11 @@ class Daemon:
     def _status_line(self) -> str:
         running = sum(1 for t in self.tasks.values() if t.in_flight)
         return f"{running} tasks running, {len(self.slots.live)} workers, {self.leases.in_use} LLM requests in flight"
+
+
+def _ignore_send_error(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()  # retrieved, so asyncio does not report it as never retrieved
 
 
 def _signal_name(num: int) -> str:

@@ -12,7 +12,7 @@ key names:
     turn_finished     {turn, state, status, stop_reason, output, error, run}
     run_queued        {agent, parent, call_id, run}
     run_started       {agent, parent, call_id, pid, depth, input}
-    run_finished      {status, stop_reason, error, output, parent, call_id}
+    run_finished      {status, stop_reason, error, output, parent, call_id, cpu_seconds}
     task_paused       {turn}
     task_resumed      {turn}
     user_help_needed  a Question: {request_id, kind, prompt, options, default, details, task, run, agent, asked_at}

@@ -5,8 +5,7 @@ heartbeats, in-flight LLM leases, delegate and ask_user requests, the pause gate
 final result, and noticing that the daemon has gone away.
 
 Events are coalesced into frames of up to 32, flushed within a couple of milliseconds: one frame per
-event caps the whole pipeline near ten thousand events a second. Every outbound frame goes through
-one ordered queue, so a frame that had to wait for the socket is never overtaken by a later one.
+event caps the whole pipeline near ten thousand events a second.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import itertools
 import logging
 import os
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -71,9 +69,7 @@ class DaemonChannel:
         self._ctx = context or zmq.asyncio.Context()
         self._owns_ctx = context is None
         self._sock = connect_dealer(self._ctx, endpoint, identity=run_id.encode(), linger_ms=2000)
-        self._sync = zmq.Socket.shadow(self._sock.underlying)  # non-blocking fast path for sends
-        self._outbox: deque[bytes] = deque()
-        self._sender: asyncio.Task[None] | None = None
+        self._sends: set[asyncio.Future[Any]] = set()
         self._batch: list[list[Any]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
         self._ids = itertools.count(1)
@@ -125,10 +121,9 @@ class DaemonChannel:
 
     async def close(self) -> None:
         self.flush()
-        if self._sender is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(self._sender), 2.0)
-        for task in (self._reader, self._watchdog, self._sender):
+        if self._sends and not self.lost:
+            await asyncio.wait(list(self._sends), timeout=2.0)
+        for task in (self._reader, self._watchdog):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -143,23 +138,12 @@ class DaemonChannel:
     # -- outbound -----------------------------------------------------------------------------------
 
     def _send(self, frame: bytes) -> None:
-        if not self._outbox and self._sender is None:
-            try:
-                self._sync.send(frame, flags=zmq.NOBLOCK)
-                return
-            except zmq.Again:
-                pass
-        self._outbox.append(frame)
-        if self._sender is None:
-            self._sender = asyncio.get_running_loop().create_task(self._drain_outbox(), name="channel-sender")
-
-    async def _drain_outbox(self) -> None:
-        try:
-            while self._outbox:
-                await self._sock.send(self._outbox[0])
-                self._outbox.popleft()
-        finally:
-            self._sender = None
+        # The asyncio socket keeps frames in order and sends at once when it can. It must also be the only
+        # way we send: a send through a synchronous shadow would swallow the FD wake-up our reader waits on.
+        sent = self._sock.send(frame)
+        if not sent.done():
+            self._sends.add(sent)
+            sent.add_done_callback(self._sends.discard)
 
     def emit(self, type_: str, data: dict[str, Any]) -> None:
         self._batch.append([type_, time.time(), data])

@@ -14,6 +14,7 @@ import ctypes
 import importlib
 import logging
 import os
+import resource
 import signal
 import sys
 import traceback
@@ -119,5 +120,7 @@ async def _serve(run_id: str, endpoint: str) -> int:
 
 
 def _result(outcome: AgentOutcome) -> RunResult:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    data = {**outcome.data, "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4)}
     return RunResult(status=str(outcome.status), stop_reason=str(outcome.stop_reason), output=outcome.output,
-                     error=outcome.error, data=outcome.data)
+                     error=outcome.error, data=data)

@@ -6,24 +6,24 @@ pass `create_pipe_input()` and `DummyOutput()` (or a sized fake output).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from prompt_toolkit.application import Application
 from prompt_toolkit.buffer import Buffer
-from prompt_toolkit.history import History, InMemoryHistory
+from prompt_toolkit.filters import Condition
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import merge_key_bindings
 from prompt_toolkit.layout import Window
 from prompt_toolkit.output import Output
 
-from ..setup.view import ProbeFn, SetupView
+from ..setup.view import ProbeFn, SetupView, build_setup_bindings
+from ..theme import STYLE
 from .commands import SlashCompleter
 from .controller import ExitInfo, TuiController
 from .keys import build_key_bindings
 from .layout import TuiLayout
-from .theme import STYLE
 
 __all__ = ["TuiApp", "run_tui"]
 
@@ -71,20 +71,20 @@ class TuiApp:
         self.layout.plan_scroll = max(0, self.layout.plan_scroll + delta * 5)
         self.c.changed()
 
-    def _before_render(self, app: Application[Any]) -> None:
-        """Keep focus where the keys go: the dialog while one is open, the setup wizard, else the input."""
+    def _focus(self) -> None:
+        """The wizard has the focus while it is shown, the input otherwise. Dialogs never take it: their
+        keys are application bindings that win over the editor's, so no key is lost between two renders."""
         layout = self.layout.layout
-        if self.c.mode == "setup" and self.setup_view is not None:
-            target = self.setup_view.window
-        elif self.c.dialog is not None and self.c.mode == "main":
-            target = self.layout.dialog_window
-        else:
-            target = self.layout.input_window
+        target = self.setup_view.window if self.c.mode == "setup" and self.setup_view is not None \
+            else self.layout.input_window
         if layout.current_window is not target:
             try:
                 layout.focus(target)
             except ValueError:
-                pass  # not visible yet; the next render focuses it
+                pass  # not in the layout yet; the next render focuses it
+
+    def _before_render(self, app: Application[Any]) -> None:
+        self._focus()
 
     # -- embedded setup wizard ----------------------------------------------------------------------
 
@@ -100,31 +100,26 @@ class TuiApp:
         self.setup_view = SetupView.open(config_path, on_done=self._setup_done, probe=self.probe,
                                          environ=self.c.environ, spawn=self.c.spawn,
                                          invalidate=self.application.invalidate)
+        self._focus()
         self.c.changed()
 
     def _setup_done(self, note: str) -> None:
         self.setup_view = None
         self.c.setup_finished(note)
+        self._focus()
 
 
 class _SetupKeys:
     """Forwards keys to the embedded wizard while it is shown (and only then)."""
 
     def __init__(self, app: TuiApp) -> None:
-        from prompt_toolkit.filters import Condition
-
-        from ..setup.view import build_setup_bindings
-
         self.bindings = build_setup_bindings(lambda: app.setup_view,
                                              Condition(lambda: app.c.mode == "setup" and app.setup_view is not None))
 
 
 async def run_tui(controller: TuiController, *, task: str | None, latest: bool, input: Input | None = None,
-                  output: Output | None = None, history_path: Path | None = None,
-                  on_started: Callable[[TuiApp], None] | None = None) -> ExitInfo:
+                  output: Output | None = None, history_path: Path | None = None) -> ExitInfo:
     """Attach (errors raise before the screen is taken), run until detach, then clean up."""
-    from prompt_toolkit.history import FileHistory
-
     history: History | None = None
     if history_path is not None:
         history_path.parent.mkdir(parents=True, exist_ok=True)
@@ -132,8 +127,6 @@ async def run_tui(controller: TuiController, *, task: str | None, latest: bool, 
     tui = TuiApp(controller, input=input, output=output, history=history)
     try:
         await controller.start(task, latest=latest)
-        if on_started is not None:
-            on_started(tui)
         result = await tui.application.run_async()
     finally:
         await controller.aclose()

@@ -73,7 +73,8 @@ class TuiController:
         self.clock = clock
         self.start_daemon = start_daemon
         self.liveness_interval = liveness_interval
-        self.view = TaskView(project=str(options.project))
+        self.project = str(options.project)  # the attached task's project once attached
+        self.view = TaskView(project=self.project)
         self.renderer = LogRenderer()
         self.dialog: Dialog | None = None
         self._picker_action: Callable[[Any], Coroutine[Any, Any, None]] | None = None
@@ -137,7 +138,7 @@ class TuiController:
         path = self.options.config_path
         if path is None:
             return ConfigFacts()
-        return read_config_facts(path, self.environ, self.options.home or path.parent.parent, self.options.project)
+        return read_config_facts(path, self.environ, self.options.home or path.parent.parent, Path(self.project))
 
     # -- attaching ---------------------------------------------------------------------------------
 
@@ -146,7 +147,7 @@ class TuiController:
         await self.backend.connect()
         self.connection = "ok"
         if task is None and latest:
-            tasks = await self.backend.list_tasks(str(self.options.project), limit=1)
+            tasks = await self.backend.list_tasks(self.project, limit=1)
             task = tasks[0].task if tasks else None
         if task is not None:
             await self.attach(task)
@@ -158,6 +159,7 @@ class TuiController:
     async def attach(self, task: str) -> None:
         detail = await self.backend.task_info(task)
         self._stop_pump()
+        self.project = detail.task.project
         self.view = TaskView(project=detail.task.project)
         self.view.adopt_summary(detail.task)
         self.renderer.reset()
@@ -197,6 +199,9 @@ class TuiController:
         except IpcError as exc:
             if generation == self._generation:
                 self._lost(str(exc))
+        except Exception as exc:  # a stream that broke in any other way must not look alive
+            if generation == self._generation:
+                self._lost(f"the event stream failed: {type(exc).__name__}: {exc}")
 
     def _on_event(self, ev: Event) -> None:
         self.view.apply(ev)
@@ -350,9 +355,8 @@ class TuiController:
         if self.model_override:
             options["model_override"] = self.model_override
         try:
-            sub = await self.backend.submit(str(self.options.project if self.view.task is None else self.view.project),
-                                            text, task=self.view.task, agent=self.options.agent, yolo=self.yolo,
-                                            options=options)
+            sub = await self.backend.submit(self.project, text, task=self.view.task, agent=self.options.agent,
+                                            yolo=self.yolo, options=options)
         except RemoteError as exc:
             self.restore_input(text)
             if exc.code == "busy":
@@ -377,7 +381,7 @@ class TuiController:
             self.spawn("resume", self._resume_picker())
         elif name == "new":
             self._stop_pump()
-            self.view = TaskView(project=str(self.options.project))
+            self.view = TaskView(project=self.project)
             self.renderer.reset()
             self.dialog = None
             self.view.note("new session: your next message starts a new task in this project")
@@ -428,7 +432,7 @@ class TuiController:
 
     async def _resume_picker(self) -> None:
         try:
-            tasks = await self.backend.list_tasks(str(self.options.project), limit=30)
+            tasks = await self.backend.list_tasks(self.project, limit=30)
         except IpcError as exc:
             self.say(f"cannot list tasks: {exc}", error=True)
             return

@@ -36,9 +36,14 @@ def build_key_bindings(c: TuiController, buffer: Buffer, scroll: Callable[[int],
     @kb.add("enter", filter=typing)
     def _send(event: KeyPressEvent) -> None:
         state = buffer.complete_state
-        if state is not None and state.current_completion is not None:
-            buffer.apply_completion(state.current_completion)
-            return
+        if state is not None:
+            chosen = state.current_completion
+            if chosen is None and len(state.completions) == 1 and buffer.text.startswith("/"):
+                chosen = state.completions[0]  # the only command that fits what was typed
+            if chosen is not None and chosen.text != buffer.document.get_word_before_cursor(WORD=True):
+                buffer.apply_completion(chosen)
+                if not chosen.text.startswith("/"):
+                    return  # a completed argument is shown first; a completed command runs at once
         text = buffer.text
         if c.submit_line(text):
             buffer.append_to_history()

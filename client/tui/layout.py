@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from prompt_toolkit.application.current import get_app
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.filters import Condition
-from prompt_toolkit.key_binding import KeyBindingsBase
 from prompt_toolkit.layout import (
     BufferControl,
     ConditionalContainer,
@@ -24,38 +23,18 @@ from prompt_toolkit.layout import (
     VSplit,
     Window,
 )
-from prompt_toolkit.layout.controls import UIContent, UIControl
 from prompt_toolkit.layout.dimension import Dimension
 from prompt_toolkit.layout.menus import CompletionsMenu
 
-from ..cells import Line, fit
+from ..cells import Line, fit, text_width
+from ..lines_control import LinesControl
 from .controller import TuiController
 from .render import message_line, render_plans, render_status, render_title, status_height
 
-__all__ = ["Budget", "LinesControl", "TuiLayout"]
+__all__ = ["Budget", "TuiLayout"]
 
 MIN_LOG_ROWS = 3
 MIN_DIALOG_ROWS = 3
-
-
-class LinesControl(UIControl):
-    """A control that shows what `render(width, height)` returns: lines already exactly `width` wide."""
-
-    def __init__(self, render: Callable[[int, int], list[Line]], *, focusable: bool = False,
-                 key_bindings: KeyBindingsBase | None = None) -> None:
-        self.render = render
-        self._focusable = focusable
-        self._key_bindings = key_bindings
-
-    def create_content(self, width: int, height: int) -> UIContent:
-        lines = self.render(width, height)
-        return UIContent(get_line=lambda i: lines[i], line_count=len(lines), show_cursor=False)
-
-    def is_focusable(self) -> bool:
-        return self._focusable
-
-    def get_key_bindings(self) -> KeyBindingsBase | None:
-        return self._key_bindings
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +82,9 @@ class TuiLayout:
         self.title_window = Window(LinesControl(self._title), height=1)
         self.log_window = Window(LinesControl(self._log))
         self.plans_window = Window(LinesControl(self._plans))
-        self.dialog_control = LinesControl(self._dialog, focusable=True)
+        self.dialog_control = LinesControl(self._dialog)
         self.dialog_window = Window(self.dialog_control, height=self._dialog_height)
-        self.input_window = Window(BufferControl(buffer=buffer), wrap_lines=True,
-                                   height=lambda: Dimension(min=1, max=self._budget().input_max))
+        self.input_window = Window(BufferControl(buffer=buffer), wrap_lines=True, height=self._input_height)
         prompt = Window(LinesControl(lambda w, h: [[("class:prompt", "› "[:w])]]), width=2)
         main = HSplit([
             self.title_window,
@@ -130,6 +108,13 @@ class TuiLayout:
             ConditionalContainer(DynamicContainer(setup_container), filter=in_setup),  # type: ignore[arg-type]
         ])
         self.layout = Layout(self.root, focused_element=self.input_window)
+
+    def _input_height(self) -> Dimension:
+        """As many rows as the message needs (wrapped at the terminal width), up to the budget."""
+        columns, rows = _size()
+        room = max(1, columns - 2)
+        needed = sum(max(1, -(-(text_width(line) + 1) // room)) for line in self.buffer.text.split("\n"))
+        return Dimension.exact(max(1, min(Budget.of(self.c, rows).input_max, needed)))
 
     def _budget(self) -> Budget:
         return Budget.of(self.c, _size()[1])

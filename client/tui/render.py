@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..cells import Line, clean, fit, pad_line, text_width, truncate, wrap, wrap_fragments, wrap_spans
+from ..theme import agent_style
 from .state import Entry, PlanEntry, TaskView
-from .theme import agent_style
 
 __all__ = [
     "LogRenderer",
@@ -75,10 +75,11 @@ def _wrapped(prefix: Line, text: str, width: int, indent: int, style: str) -> li
 class _GrowingBody:
     """Wrapped lines of an append-only text, re-wrapping only from the start of its last line."""
 
-    __slots__ = ("consumed", "indent", "stable", "style", "tail", "tail_start", "width")
+    __slots__ = ("consumed", "indent", "replaced", "stable", "style", "tail", "tail_start", "width")
 
-    def __init__(self, width: int, indent: int, style: str) -> None:
+    def __init__(self, width: int, indent: int, style: str, replaced: int = 0) -> None:
         self.width = width
+        self.replaced = replaced
         self.indent = indent
         self.style = style
         self.stable: list[Line] = []
@@ -130,9 +131,9 @@ class LogRenderer:
         if cached is not None and cached.key == key:
             return cached.lines
         if entry.kind == "text":
-            body = cached.body if cached is not None and cached.body is not None and cached.key[0] == width else None
-            if body is None:
-                body = _GrowingBody(width, INDENT, "class:text")
+            body = cached.body if cached is not None else None
+            if body is None or body.width != width or body.replaced != entry.replaced:
+                body = _GrowingBody(width, INDENT, "class:text", entry.replaced)
             body.update(entry.text)
             header = pad_line([("", " "), (agent_style(entry.agent), f"● {entry.agent or 'agent'}")], width)
             lines = [_blank(width), header, *body.lines()]

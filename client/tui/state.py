@@ -31,7 +31,7 @@ __all__ = [
 class Entry:
     """One item of the conversation log. `version` changes whenever its rendering may change."""
 
-    __slots__ = ("_parts", "_text", "agent", "data", "kind", "run", "version")
+    __slots__ = ("_parts", "_text", "agent", "data", "kind", "replaced", "run", "version")
 
     def __init__(self, kind: str, agent: str = "", run: str = "", text: str = "",
                  data: dict[str, Any] | None = None) -> None:
@@ -42,6 +42,7 @@ class Entry:
         self._text: str | None = None
         self.data = data or {}
         self.version = 0
+        self.replaced = 0  # bumped when the text is replaced rather than appended to
 
     @property
     def text(self) -> str:
@@ -59,6 +60,7 @@ class Entry:
         self._parts = [clean(text)]
         self._text = None
         self.version += 1
+        self.replaced += 1
 
     def touch(self) -> None:
         self.version += 1
@@ -440,6 +442,7 @@ class TaskView:
         if not q.asked_at:
             q.asked_at = ev.ts
         self.questions[q.request_id] = q
+        self._slots.pop(ev.run, None)  # what the run says after the answer is a new paragraph
         if self.state == TaskState.RUNNING.value:
             self.state = TaskState.WAITING.value
         self._add(Entry("question", agent=ev.agent, run=ev.run,

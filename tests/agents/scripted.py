@@ -9,7 +9,8 @@ Its input is a JSON object `{"steps": [...], "output": "..."}`; each step is one
     {"hang": S}                                   block the worker's event loop for S seconds (deaf to cancel)
     {"lease": S}                                  hold one in-flight LLM lease for S seconds
     {"delegate": [{"agent": ..., "task": ...}, ...]}   delegate, all at once; outcomes go into the output
-    {"ask": {"kind": ..., "prompt": ..., "options": [...]}}   ask the user; the answer goes into the output
+    {"ask": {"kind": ..., "prompt": ..., "options": [...], "default": ..., "details": {...}}}
+                                                  ask the user; the answer goes into the output
     {"spawn": "shell command"}                    start a child process in its own session; event "spawned" {pid}
     {"crash": "kill" | "exit" | "raise"}          die without a result
     {"mark": "name"}                              emit event "mark" {"name": ...}
@@ -91,7 +92,8 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
                        "error": o.error} for o in outcomes])
     elif "ask" in step:
         q = step["ask"]
-        answer = await ctx.ask_user(q.get("kind", "input"), q.get("prompt", "?"), options=q.get("options"))
+        answer = await ctx.ask_user(q.get("kind", "input"), q.get("prompt", "?"), options=q.get("options"),
+                                    default=q.get("default"), details=q.get("details"))
         notes.append({"answer": answer})
     elif "spawn" in step:
         child = subprocess.Popen(["/bin/sh", "-c", step["spawn"]], start_new_session=True)

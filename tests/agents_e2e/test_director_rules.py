@@ -160,3 +160,42 @@ def test_no_provider_configured_fails_with_setup_advice(make_daemon, project: Pa
     _, events = run_turn(daemon, project, "Hello?")
     finished = of_type(events, "turn_finished")[0].data
     assert finished["status"] == "failed" and "yagent setup" in finished["error"]
+
+
+def test_an_open_circuit_breaker_fails_the_next_turn_fast(fake, make_agent_daemon, project: Path) -> None:
+    daemon = make_agent_daemon('[llm]\ncircuit_breaker_threshold = 1\ncircuit_breaker_reset_timeout = "10m"\n')
+    fake.script("director", MARKERS["director"], [Step(failure=Failure.http(401, message="bad key"))])
+    task, events = run_turn(daemon, project, "First.")
+    assert of_type(events, "turn_finished")[0].data["stop_reason"] == "llm_error"
+    _, events = run_turn(daemon, project, "Second.", task=task, turn=2)
+    finished = of_type(events, "turn_finished")[-1].data
+    assert finished["stop_reason"] == "circuit_breaker_open"
+    assert len(fake.requests_for("director")) == 1  # the second turn did not call the provider at all
+
+
+def test_cancelling_a_turn_keeps_every_tool_call_paired_in_memory(fake, agent_daemon, project: Path) -> None:
+    from tests.daemon_harness import arun, collect_turn, submit
+    from yagent.ipc.messages import Ack, TaskControl
+
+    fake.script("director", MARKERS["director"], [Step(tool_calls=[
+        ToolCallSpec("list_dir", {"path": "."}, id="d1"),
+        ToolCallSpec("delegate_coding", {"task": "wait"}, id="d2"),
+        ToolCallSpec("list_dir", {"path": "."}, id="d3")])])
+    fake.script("coding", MARKERS["coding"], [Step(tool_calls=[ToolCallSpec("run_bash", {"command": "sleep 60"})])])
+
+    async def go():
+        async with agent_daemon.client() as c:
+            sub = await submit(c, project, "Start and then be cancelled.", agent="director")
+
+            async def cancel_when_running(ev):
+                if ev.type == "tool_call_start" and ev.agent == "coding":
+                    await c.request(TaskControl(id=0, task=sub.task, action="cancel"), Ack)
+
+            return sub.task, await collect_turn(c, sub.task, on_event=cancel_when_running)
+
+    task, events = arun(go(), 60)
+    assert of_type(events, "turn_finished")[0].data["status"] == "cancelled"
+    lines = [json.loads(line) for line in (agent_daemon.home / "tasks" / f"{task}.jsonl").read_text().splitlines()]
+    calls = [c["id"] for m in lines if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    results = [m["tool_call_id"] for m in lines if m["role"] == "tool"]
+    assert calls == ["d1", "d2", "d3"] and results == calls

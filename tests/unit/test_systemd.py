@@ -99,3 +99,15 @@ def test_install_unit_writes_into_the_user_unit_directory(tmp_path: Path) -> Non
     assert refused.returncode == 1 and "--force" in refused.stderr
     forced = subprocess.run([*cmd, "--force"], env=env, capture_output=True, text=True, timeout=60)
     assert forced.returncode == 0 and "Type=notify" in unit.read_text()
+
+
+def test_a_listener_that_stops_reading_never_blocks_the_daemon(tmp_path: Path) -> None:
+    path = str(tmp_path / "notify.sock")
+    sock = _listener(path)  # bound, but never read: its receive queue fills up
+    try:
+        notifier = SystemdNotifier({"NOTIFY_SOCKET": path})
+        results = [notifier.status("x" * 1000) for _ in range(2000)]
+        assert results[0] is True
+        assert results[-1] is False  # dropped once the queue is full, instead of blocking forever
+    finally:
+        sock.close()

@@ -1,4 +1,8 @@
-"""Circuit breaker over the Director's model calls.
+"""Circuit breaker over the Director's model calls, shared by every Director run through a file.
+
+Each user turn is its own worker process, so the breaker's state lives in
+`$YAGENT_HOME/breaker/{provider}.json` (read and written under an exclusive lock): when a provider
+keeps failing, the next turns fail fast instead of hammering it, until `reset_timeout` has passed.
 
 `allow()` is itself the probe: in half-open state it admits exactly one caller, so every query must
 be followed, in the same step, by the call and by `record_success` / `record_failure`. A probe that
@@ -8,50 +12,84 @@ A threshold of 0 means no breaker at all — the Director must not stall on a ne
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 __all__ = ["CircuitBreaker"]
 
 
 class CircuitBreaker:
-    def __init__(self, threshold: int, reset_timeout: float = 60.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, threshold: int, reset_timeout: float = 60.0, *, path: Path | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         if threshold <= 0:
             raise ValueError("a breaker needs a positive threshold; use None for no breaker")
         self.threshold = threshold
         self.reset_timeout = reset_timeout
+        self._path = path
         self._clock = clock
-        self._failures = 0
-        self._opened_at: float | None = None
-        self._probe_at: float | None = None
+        self._state: dict[str, Any] = {"failures": 0, "opened_at": None, "probe_at": None}
 
-    @property
-    def state(self) -> str:
-        if self._opened_at is None:
+    @contextlib.contextmanager
+    def _shared(self) -> Iterator[dict[str, Any]]:
+        """The state, loaded from and saved back to the shared file under its lock (or kept in memory)."""
+        if self._path is None:
+            yield self._state
+            return
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.pread(fd, 4096, 0)
+            try:
+                state = json.loads(raw) if raw else {}
+            except ValueError:
+                state = {}
+            state = {"failures": 0, "opened_at": None, "probe_at": None, **state}
+            yield state
+            data = json.dumps(state).encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+        finally:
+            os.close(fd)
+
+    def _state_name(self, state: dict[str, Any]) -> str:
+        if state["opened_at"] is None:
             return "closed"
-        if self._clock() - self._opened_at < self.reset_timeout:
+        if self._clock() - state["opened_at"] < self.reset_timeout:
             return "open"
         return "half-open"
 
+    @property
+    def state(self) -> str:
+        with self._shared() as state:
+            return self._state_name(state)
+
     def allow(self) -> bool:
-        state = self.state
-        if state == "closed":
+        with self._shared() as state:
+            name = self._state_name(state)
+            if name == "closed":
+                return True
+            if name == "open":
+                return False
+            now = self._clock()
+            if state["probe_at"] is not None and now - state["probe_at"] < self.reset_timeout:
+                return False  # one probe is already out
+            state["probe_at"] = now
             return True
-        if state == "open":
-            return False
-        now = self._clock()
-        if self._probe_at is not None and now - self._probe_at < self.reset_timeout:
-            return False  # one probe is already out
-        self._probe_at = now
-        return True
 
     def record_success(self) -> None:
-        self._failures = 0
-        self._opened_at = None
-        self._probe_at = None
+        with self._shared() as state:
+            state.update(failures=0, opened_at=None, probe_at=None)
 
     def record_failure(self) -> None:
-        self._failures += 1
-        if self._opened_at is not None or self._failures >= self.threshold:
-            self._opened_at = self._clock()
-            self._probe_at = None
+        with self._shared() as state:
+            state["failures"] += 1
+            if state["opened_at"] is not None or state["failures"] >= self.threshold:
+                state["opened_at"] = self._clock()
+                state["probe_at"] = None

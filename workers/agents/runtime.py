@@ -93,7 +93,7 @@ class AgentRun:
             return None
         reset = parse_duration(self.llm_cfg.get("circuit_breaker_reset_timeout", "60s"),
                                "[llm] circuit_breaker_reset_timeout") or 60.0
-        return CircuitBreaker(threshold, reset)
+        return CircuitBreaker(threshold, reset, path=self.ctx.home / "breaker" / f"{self.engine.provider}.json")
 
     def _engine_for_tool(self, tool: str) -> Engine:
         engine = self._tool_engines.get(tool)

@@ -50,7 +50,7 @@ async def _spawn(inv: Invocation, output: Path) -> asyncio.subprocess.Process:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=out,
             stderr=asyncio.subprocess.STDOUT,
-            start_new_session=False,  # own session and process group: one signal reaches every descendant
+            start_new_session=True,  # own session and process group: one signal reaches every descendant
         )
 
 
@@ -75,6 +75,8 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
     except TimeoutError:
         pass
     terminate_group(proc.pid, signal.SIGKILL)  # also takes down children that outlived the leader
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()  # the leader itself, should its group be gone already
     await proc.wait()
 
 

@@ -1,0 +1,363 @@
+"""Reading and editing `config.toml` for the setup wizard without losing a comment.
+
+The wizard never re-encodes the file from data: it loads it with tomlkit, applies a queue of small
+edits (`Op`s) to that document and writes the result atomically. Keys and tables the edits do not
+name keep their text, comments and order. A file that is not valid TOML still opens: the wizard can
+keep it aside and start a fresh one.
+
+Nothing is written until `write()` is called with the whole queue (the wizard's summary screen).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from tomlkit.exceptions import TOMLKitError
+from tomlkit.toml_document import TOMLDocument
+
+from yagent.ipc.config import ConfigError, settings_from_table
+from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config, referenced_providers
+
+__all__ = [
+    "ConfigFile",
+    "DeleteProvider",
+    "DiffLine",
+    "Op",
+    "PutProvider",
+    "SetDefault",
+    "SetValue",
+    "StartFresh",
+    "WriteResult",
+    "provider_references",
+    "write",
+]
+
+HEADER = "# yagent configuration. `yagent setup` edits it in place and keeps your comments.\n"
+# Keys of a provider table the wizard's form manages; any other key in the table is left alone.
+FORM_KEYS = ("api_base_url", "api_key", "api_key_env", "model", "api_format", "context_window", "temperature",
+             "max_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class DiffLine:
+    """One line of the summary: `+` added, `−` removed, `→` new default, `~` changed, `!` warning."""
+
+    symbol: str
+    text: str
+    note: str = ""
+
+
+def _table(node: Any, *path: str) -> Any:
+    for part in path:
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _ensure(container: Any, key: str, *, super_table: bool) -> Any:
+    if key not in container:
+        container.add(key, tomlkit.table(is_super_table=super_table))
+    return container[key]
+
+
+def provider_references(raw: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Every place that names a provider, by provider: what `referenced_providers` counts, with where."""
+    refs: dict[str, list[str]] = {}
+
+    def add(name: Any, where: str) -> None:
+        if isinstance(name, str) and name:
+            refs.setdefault(name, []).append(where)
+
+    add(_table(raw, "global", "llm", "use_provider"), "[global.llm] use_provider")
+    for section, label in (("agents", "agents.llm"), ("tools", "tools.llm")):
+        node = _table(raw, section, "llm")
+        if not isinstance(node, Mapping):
+            continue
+        add(node.get("use_provider"), f"[{label}] use_provider")
+        for name, sub in node.items():
+            if isinstance(sub, Mapping):
+                add(sub.get("use_provider"), f"[{label}.{name}] use_provider")
+    providers = _table(raw, "global", "llm", "providers")
+    if isinstance(providers, Mapping):
+        for owner, table in providers.items():
+            fallbacks = table.get("fallback_providers") if isinstance(table, Mapping) else None
+            for item in fallbacks if isinstance(fallbacks, list) else []:
+                target = item.get("provider") if isinstance(item, Mapping) else item
+                add(target, f"fallback_providers of {owner}")
+    return refs
+
+
+@dataclass
+class ConfigFile:
+    """The file as loaded: its text, and the tomlkit document unless the TOML itself is broken."""
+
+    path: Path
+    text: str = ""
+    exists: bool = False
+    doc: TOMLDocument | None = None
+    broken: str = ""  # why the TOML could not be parsed (then `doc` is None)
+    raw: bytes = b""  # the bytes as loaded, to notice edits made meanwhile
+
+    @classmethod
+    def load(cls, path: Path) -> ConfigFile:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return cls(path, "", False, tomlkit.document())
+        except OSError as exc:
+            return cls(path, "", True, None, f"cannot read it: {exc.strerror}")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return cls(path, "", True, None, "it is not UTF-8 text", raw)
+        try:
+            doc = tomlkit.parse(text)
+            tomllib.loads(text)  # tomlkit is more lenient in places; the daemon reads with tomllib
+        except (TOMLKitError, tomllib.TOMLDecodeError) as exc:
+            return cls(path, text, True, None, f"TOML syntax error: {exc}", raw)
+        return cls(path, text, True, doc, "", raw)
+
+    def project(self, ops: list[Op]) -> TOMLDocument:
+        """A copy of the document with `ops` applied (the original stays untouched)."""
+        doc = tomlkit.document() if self.doc is None else tomlkit.parse(tomlkit.dumps(self.doc))
+        for op in ops:
+            doc = op.apply(doc)
+        return doc
+
+
+def providers_of(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    table = _table(doc, "global", "llm", "providers")
+    if not isinstance(table, Mapping):
+        return {}
+    return {str(k): dict(_plain(v)) for k, v in table.items() if isinstance(v, Mapping)}
+
+
+def default_of(doc: Mapping[str, Any]) -> str:
+    value = _table(doc, "global", "llm", "use_provider")
+    return value if isinstance(value, str) else ""
+
+
+def _plain(value: Any) -> Any:
+    return value.unwrap() if hasattr(value, "unwrap") else value
+
+
+def referenced_names(doc: Mapping[str, Any]) -> list[str]:
+    """Provider names something points at. Uses the shared parser when the file parses, else a raw scan."""
+    raw = _plain(doc)
+    providers = providers_of(doc)
+    env = {t["api_key_env"]: "x" for t in providers.values() if isinstance(t.get("api_key_env"), str)}
+    try:
+        return referenced_providers(parse_llm_config(raw, env))
+    except ProviderConfigError:
+        return list(provider_references(raw))
+
+
+class Op:
+    """One queued edit. `apply` edits a tomlkit document; `describe` is its summary line."""
+
+    def apply(self, doc: TOMLDocument) -> TOMLDocument:
+        raise NotImplementedError
+
+    def describe(self, before: TOMLDocument) -> DiffLine:
+        raise NotImplementedError
+
+
+@dataclass
+class PutProvider(Op):
+    """Add a provider, or edit one in place (`replaces` = its old name; a rename moves the table)."""
+
+    name: str
+    fields: dict[str, Any]
+    replaces: str | None = None
+
+    def apply(self, doc: TOMLDocument) -> TOMLDocument:
+        glob = _ensure(doc, "global", super_table=True)
+        llm = _ensure(glob, "llm", super_table=False)
+        providers = _ensure(llm, "providers", super_table=True)
+        old = self.replaces
+        if old is not None and old == self.name and old in providers:
+            table = providers[old]
+            for key in FORM_KEYS:
+                value = self.fields.get(key)
+                if value in (None, ""):
+                    if key in table:
+                        del table[key]
+                elif key not in table or _plain(table[key]) != value:
+                    table[key] = value
+            return doc
+        if old is not None and old in providers:
+            kept = {k: _plain(v) for k, v in providers[old].items() if k not in FORM_KEYS}
+            del providers[old]
+        else:
+            kept = {}
+        table = tomlkit.table()
+        for key in FORM_KEYS:
+            value = self.fields.get(key)
+            if value not in (None, ""):
+                table[key] = value
+        for key, value in kept.items():
+            table[key] = value
+        table.add(tomlkit.nl())  # keeps a blank line before whatever table follows
+        providers[self.name] = table
+        return doc
+
+    def describe(self, before: TOMLDocument) -> DiffLine:
+        shown = f"{self.fields.get('model', '')} at {self.fields.get('api_base_url', '')}"
+        if self.replaces is None:
+            return DiffLine("+", f"add provider {self.name}: {shown}")
+        old = providers_of(before).get(self.replaces, {})
+        changes = []
+        for key in FORM_KEYS:
+            a, b = old.get(key), self.fields.get(key)
+            if a in (None, "") and b in (None, ""):
+                continue
+            if a != b:
+                if key == "api_key":
+                    changes.append("api_key changed")
+                else:
+                    changes.append(f"{key} {a if a not in (None, '') else '(unset)'} → "
+                                   f"{b if b not in (None, '') else '(unset)'}")
+        rename = f" (renamed from {self.replaces})" if self.replaces != self.name else ""
+        text = f"edit provider {self.name}{rename}: " + ("; ".join(changes) if changes else "no field changed")
+        return DiffLine("~", text)
+
+
+@dataclass
+class DeleteProvider(Op):
+    name: str
+
+    def apply(self, doc: TOMLDocument) -> TOMLDocument:
+        providers = _table(doc, "global", "llm", "providers")
+        if providers is not None and self.name in providers:
+            del providers[self.name]
+        return doc
+
+    def describe(self, before: TOMLDocument) -> DiffLine:
+        return DiffLine("−", f"delete provider {self.name}")
+
+
+@dataclass
+class SetDefault(Op):
+    name: str
+
+    def apply(self, doc: TOMLDocument) -> TOMLDocument:
+        llm = _ensure(_ensure(doc, "global", super_table=True), "llm", super_table=False)
+        llm["use_provider"] = self.name
+        return doc
+
+    def describe(self, before: TOMLDocument) -> DiffLine:
+        old = default_of(before) or "(none)"
+        return DiffLine("→", f"default provider: {old} → {self.name}")
+
+
+@dataclass
+class SetValue(Op):
+    section: tuple[str, ...]
+    key: str
+    value: Any
+
+    def apply(self, doc: TOMLDocument) -> TOMLDocument:
+        node: Any = doc
+        for part in self.section:
+            node = _ensure(node, part, super_table=False)
+        node[self.key] = self.value
+        return doc
+
+    def describe(self, before: TOMLDocument) -> DiffLine:
+        old = _table(before, *self.section, self.key)
+        where = f"[{'.'.join(self.section)}] {self.key}"
+        return DiffLine("~", f"{where}: {_plain(old) if old is not None else '(default)'} → {self.value}")
+
+
+@dataclass
+class StartFresh(Op):
+    """Replace a file that is not valid TOML; the old text is kept next to it."""
+
+    backup: Path
+
+    def apply(self, doc: TOMLDocument) -> TOMLDocument:
+        return doc
+
+    def describe(self, before: TOMLDocument) -> DiffLine:
+        return DiffLine("!", f"the broken file is kept as {self.backup}; a new one is written")
+
+
+@dataclass
+class WriteResult:
+    ok: bool
+    message: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def render(config: ConfigFile, ops: list[Op]) -> str:
+    doc = config.project(ops)
+    text = tomlkit.dumps(doc)
+    if not config.exists or config.doc is None:
+        text = HEADER + ("\n" if text and not text.startswith("\n") else "") + text
+    return text
+
+
+def check(text: str, path: Path, environ: Mapping[str, str]) -> list[str]:
+    """Problems the daemon would report loading `text` (empty: it loads)."""
+    try:
+        settings_from_table(tomllib.loads(text), path, environ)
+    except tomllib.TOMLDecodeError as exc:
+        return [f"the result is not valid TOML ({exc})"]
+    except ConfigError as exc:
+        return [exc.what]
+    return []
+
+
+def write(config: ConfigFile, ops: list[Op], environ: Mapping[str, str] | None = None) -> WriteResult:
+    """Apply the queue to the file as loaded and replace it atomically (mode 0600)."""
+    env = os.environ if environ is None else environ
+    path = config.path
+    try:
+        current = path.read_bytes() if path.exists() else None
+    except OSError as exc:
+        return WriteResult(False, f"cannot re-read {path} before writing: {exc.strerror}; nothing was written")
+    if (current is not None) != config.exists or (current is not None and current != config.raw):
+        return WriteResult(False, f"{path} changed on disk since the wizard opened it; nothing was written — "
+                                  "open the wizard again to start from the new content")
+    text = render(config, ops)
+    warnings = check(text, path, env)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for op in ops:
+            if isinstance(op, StartFresh) and path.exists():
+                os.replace(path, op.backup)
+        _atomic_write(path, text)
+    except OSError as exc:
+        return WriteResult(False, f"writing {path} failed: {exc.strerror or exc}; the file was not changed")
+    return WriteResult(True, f"wrote {len(ops)} change{'s' if len(ops) != 1 else ''} to {path}", warnings)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def backup_path(path: Path, clock: float | None = None) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(clock))
+    return path.with_name(f"{path.name}.broken-{stamp}")

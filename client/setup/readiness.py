@@ -1,0 +1,48 @@
+"""Does this installation need the setup wizard? Judged from the configuration file alone.
+
+There is no "wizard already shown" marker: a second source of truth would drift from the file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config, resolve_provider
+
+__all__ = ["SetupNeed", "needs_setup"]
+
+_PLACEHOLDERS = ("your-key", "your_api_key", "your-api-key", "sk-xxx", "sk-...", "changeme", "<key>")
+
+
+@dataclass(frozen=True, slots=True)
+class SetupNeed:
+    kind: str  # fresh | no_provider | placeholder_key
+    reason: str
+
+
+def needs_setup(path: Path, environ: Mapping[str, str]) -> SetupNeed | None:
+    """Why the wizard should run before the first task, or None. A broken file is not judged here:
+    the caller reports it (three lines, exit 2) because the wizard cannot guess what was meant."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return SetupNeed("fresh", f"there is no configuration file yet ({path})")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    try:
+        config = parse_llm_config(raw, environ)
+    except ProviderConfigError:
+        return None
+    if not config.providers:
+        return SetupNeed("no_provider", f"no LLM provider is configured in {path}")
+    try:
+        provider = resolve_provider(config, agent="director")
+    except ProviderConfigError as exc:
+        return SetupNeed("no_provider", str(exc))
+    if not provider.api_key_env and provider.api_key.strip().lower() in _PLACEHOLDERS:
+        return SetupNeed("placeholder_key", f"provider {provider.name} still has the placeholder key "
+                                            f"{provider.api_key!r}")
+    return None

@@ -1,0 +1,132 @@
+"""The shared agent loop in-process: real engine over HTTP to the fake provider, real tools and files."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agent_harness import MARKERS
+from tests.fake_provider import Failure, FakeProvider, Step, ToolCallSpec
+from yagent.ipc.vocabulary import StopReason
+from yagent.workers.agents.loop import LoopConfig, LoopPolicy, run_agent_loop
+from yagent.workers.agents.subagents import AGENT_SPECS, DELIVER_NOW, KEEP_WORKING, ReminderPolicy
+from yagent.workers.llm import Message, build_engine
+from yagent.workers.tools import ToolContext, build_surface
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    with FakeProvider() as server:
+        yield server
+
+
+def _config(fake: FakeProvider, root: Path, agent: str, policy: LoopPolicy, **over: Any) -> tuple[LoopConfig, list]:
+    events: list[tuple[str, dict]] = []
+    config = {"global": {"llm": {"use_provider": "fake", "providers": {"fake": fake.provider_table()}}},
+              "llm": {"max_retries": 0}}
+    steps_seen: list[int] = []
+
+    async def boundary() -> None:
+        steps_seen.append(1)
+
+    cfg = LoopConfig(
+        agent=agent, engine=build_engine(config, agent=agent), surface=build_surface(agent),
+        tool_ctx=ToolContext(project_root=root, run_id="r-test", emit=lambda t, d: events.append((t, dict(d)))),
+        messages=[Message.system(MARKERS[agent] + " (test)"), Message.user("do the thing")],
+        max_steps=over.pop("max_steps", 10), emit=lambda t, d: events.append((t, d)), step_boundary=boundary,
+        policy=policy, **over)
+    return cfg, events
+
+
+def _user_texts(request) -> list[str]:
+    return [m["content"] for m in request.body["messages"] if m["role"] == "user"]
+
+
+def test_coding_is_reminded_twice_then_finishes_as_plain_text(fake: FakeProvider, tmp_path: Path) -> None:
+    fake.script("coding", MARKERS["coding"], [Step(text=f"reply {i}") for i in range(3)])
+    spec = AGENT_SPECS["coding"]
+    cfg, _ = _config(fake, tmp_path, "coding", ReminderPolicy(spec.reminder, spec.reminder_limit))
+    result = asyncio.run(run_agent_loop(cfg))
+    assert result.stop_reason == StopReason.PLAIN_TEXT and result.deliverable == "reply 2"
+    calls = fake.requests_for("coding")
+    assert [_user_texts(c)[-1] for c in calls] == ["do the thing", KEEP_WORKING, KEEP_WORKING]
+    assert all(m.content != KEEP_WORKING for m in cfg.messages)  # reminders are never stored
+
+
+def test_repo_is_told_to_deliver_once(fake: FakeProvider, tmp_path: Path) -> None:
+    fake.script("repo", MARKERS["repo"], [
+        Step(text="The answer is in a.py."),
+        Step(text="<thought>\ngoal: g\nreason: r\n</thought>", tool_calls=[
+            ToolCallSpec("agent_exit", {"summary": "a.py", "handoff": {"conclusion": "a.py", "status": "ok"},
+                                        "blueprint": [{"claim": "kept"}]})]),
+    ])
+    spec = AGENT_SPECS["repo"]
+    cfg, events = _config(fake, tmp_path, "repo", ReminderPolicy(spec.reminder, spec.reminder_limit))
+    result = asyncio.run(run_agent_loop(cfg))
+    assert result.stop_reason == StopReason.AGENT_EXIT
+    assert _user_texts(fake.requests_for("repo")[1])[-1] == DELIVER_NOW
+    # The deliverable is the last assistant text with words in it (the exit reply only had a thought).
+    assert result.deliverable == "The answer is in a.py."
+    assert result.handoff == {"conclusion": "a.py", "status": "ok"}
+    assert result.exit_args["blueprint"] == [{"claim": "kept"}]  # extra exit arguments survive
+    assert [t for t, _ in events].count("thinklink_entry") == 1
+
+
+def test_a_failed_step_is_retried_then_the_run_stops_with_llm_error(fake: FakeProvider, tmp_path: Path) -> None:
+    fake.script("chat", MARKERS["chat"], [Step(failure=Failure.http(500)), Step(text="recovered"),
+                                          Step(failure=Failure.http(503)), Step(failure=Failure.http(503))])
+    delays: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        delays.append(seconds)
+
+    cfg, _ = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=1, sleep=no_wait)
+    assert asyncio.run(run_agent_loop(cfg)).deliverable == "recovered"
+    cfg2, events = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=1, sleep=no_wait)
+    failed = asyncio.run(run_agent_loop(cfg2))
+    assert failed.stop_reason == StopReason.LLM_ERROR and "503" in failed.error
+    assert delays == [1.0, 1.0]
+    assert any(t == "conversation_error" for t, _ in events)
+
+
+def test_cancellation_mid_batch_leaves_one_result_per_call(fake: FakeProvider, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("a\n")
+    fake.script("coding", MARKERS["coding"], [Step(tool_calls=[
+        ToolCallSpec("read_file", {"path": "a.txt"}, id="c1"),
+        ToolCallSpec("run_bash", {"command": "sleep 30"}, id="c2"),
+        ToolCallSpec("read_file", {"path": "a.txt"}, id="c3")])])
+    cfg, events = _config(fake, tmp_path, "coding", LoopPolicy())
+
+    async def go() -> None:
+        task = asyncio.create_task(run_agent_loop(cfg))
+        while not any(t == "tool_call_start" and (d.get("name") or d.get("tool")) == "run_bash" for t, d in events):
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(asyncio.wait_for(go(), 30))
+    cfg.tool_ctx.processes.kill_all()
+    tool_results = [m for m in cfg.messages if m.role == "tool"]
+    assert [m.tool_call_id for m in tool_results] == ["c1", "c2", "c3"]
+    assert "Cancelled" in tool_results[1].content and "Not run" in tool_results[2].content
+
+
+def test_max_steps_and_the_pause_gate_run_before_each_step(fake: FakeProvider, tmp_path: Path) -> None:
+    fake.script("devops", MARKERS["devops"], [Step(tool_calls=[ToolCallSpec("list_dir", {"path": "."})])] * 3)
+    cfg, _ = _config(fake, tmp_path, "devops", LoopPolicy(), max_steps=3)
+    gates: list[int] = []
+    inner = cfg.step_boundary
+
+    async def counting() -> None:
+        gates.append(len(fake.requests))
+        await inner()
+
+    cfg.step_boundary = counting
+    result = asyncio.run(run_agent_loop(cfg))
+    assert result.stop_reason == StopReason.MAX_STEPS and result.steps == 3
+    assert gates == [0, 1, 2, 3]  # the gate is passed before each step, and once more before stopping

@@ -1,0 +1,79 @@
+"""The connectivity probe makes a real HTTP request (to the fake provider) and reports in plain words."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from tests.daemon_harness import arun
+from tests.fake_provider import Failure, FakeProvider, Step
+from yagent.client.setup.probe import PROBE_SYSTEM_PROMPT, probe_provider
+
+
+@pytest.fixture
+def fake():
+    with FakeProvider() as server:
+        yield server
+
+
+@pytest.mark.parametrize("api_format", ["openai", "anthropic"])
+def test_a_working_endpoint_reports_model_and_latency(fake: FakeProvider, api_format: str) -> None:
+    handle = fake.script("probe", PROBE_SYSTEM_PROMPT, [Step(text="p")])
+    result = arun(probe_provider(fake.provider_table(api_format, model="probe-model")))
+    assert result.ok, result
+    assert result.status == 200 and result.summary.startswith("probe-model answered in ")
+    handle.wait_consumed(1, timeout=5)
+    request = fake.requests[0]
+    if api_format == "anthropic":
+        assert request.path == "/v1/messages"
+        assert request.headers["x-api-key"] == "fake-key" and request.headers["anthropic-version"] == "2023-06-01"
+    else:
+        assert request.path == "/v1/chat/completions"
+        assert request.headers["authorization"] == "Bearer fake-key"
+    assert request.body["max_tokens"] == 1
+    fake.assert_no_problems()
+
+
+def test_an_anthropic_base_ending_in_v1_is_accepted(fake: FakeProvider) -> None:
+    fake.script("probe", PROBE_SYSTEM_PROMPT, [Step(text="p")])
+    table = fake.provider_table("anthropic") | {"api_base_url": fake.anthropic_base_url + "/v1/"}
+    result = arun(probe_provider(table))
+    assert result.ok, result
+    assert fake.requests[0].path == "/v1/messages"
+
+
+def test_a_rejected_key_is_explained(fake: FakeProvider) -> None:
+    fake.script("probe", PROBE_SYSTEM_PROMPT, [Step(failure=Failure.http(401, message="Invalid API key"))])
+    result = arun(probe_provider(fake.provider_table("openai")))
+    assert not result.ok and result.status == 401
+    assert "refused the key" in result.summary and "api_key" in result.summary
+    assert result.detail == "Invalid API key"
+
+
+def test_a_wrong_base_url_is_explained(fake: FakeProvider) -> None:
+    fake.script("probe", PROBE_SYSTEM_PROMPT, [Step(failure=Failure.http(404, message="no route"))])
+    result = arun(probe_provider(fake.provider_table("openai")))
+    assert not result.ok and result.status == 404
+    assert "base URL is probably wrong" in result.summary
+
+
+def test_nobody_listening_is_a_connection_refused() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = arun(probe_provider({"api_base_url": f"http://127.0.0.1:{port}/v1", "api_key": "k", "model": "m"}))
+    assert not result.ok
+    assert result.summary == (f"could not connect to 127.0.0.1:{port}: connection refused — is the server running "
+                              "and the URL right?")
+
+
+def test_an_unset_key_variable_is_reported_before_any_request(fake: FakeProvider) -> None:
+    table = fake.provider_table("openai")
+    del table["api_key"]
+    table["api_key_env"] = "YAGENT_PROBE_TEST_UNSET"
+    result = arun(probe_provider(table, environ={}))
+    assert not result.ok and "YAGENT_PROBE_TEST_UNSET is not set" in result.summary
+    assert fake.requests == []
+    ok = arun(probe_provider(table, environ={"YAGENT_PROBE_TEST_UNSET": "fake-key"}))
+    assert not ok.ok and "HTTP 400" in ok.summary  # reached the server (which has no script for it)

@@ -1,0 +1,141 @@
+"""The task view built from events: slots by run id, labels by agent name, totals, questions."""
+
+from __future__ import annotations
+
+from tests.client.scenes import Feed, rich_view
+from yagent.client.tui.render import LogRenderer, render_status
+from yagent.ipc import event_data
+from yagent.ipc.messages import Question
+
+
+def _texts(view, kind="text"):
+    return [(e.agent, e.text) for e in view.entries if e.kind == kind]
+
+
+def test_parallel_runs_of_one_agent_stream_into_separate_slots_with_plain_labels() -> None:
+    view = rich_view()
+    coding = [(a, t) for a, t in _texts(view) if a == "coding"]
+    assert coding == [("coding", "AAAA0 AAAA1 AAAA2 AAAA3 "), ("coding", "BBBB0 BBBB1 BBBB2 BBBB3 ")]
+    lines = LogRenderer().window(view, 80, 500, False)[0]
+    headers = ["".join(t for _s, t in line).strip() for line in lines if "● coding" in "".join(t for _s, t in line)]
+    assert headers == ["● coding", "● coding"]  # never `coding#c1` or a run id
+
+
+def test_events_without_a_run_coordinate_keep_one_slot_per_agent_name() -> None:
+    f = Feed()
+    f("turn_started", {"turn": 1, "text": "hi", "agent": "director"}, run="")
+    for piece in ("a", "b", "c"):
+        f("ai_chunk", {"text": piece}, run="")
+    assert _texts(f.view) == [("director", "abc")]
+
+
+def test_a_tool_call_or_question_starts_a_new_paragraph_of_the_same_run() -> None:
+    f = Feed()
+    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    f("ai_chunk", {"text": "before"})
+    f("tool_call_start", event_data.tool_call_start("c1", "grep", "{}", "TODO"))
+    f("ai_chunk", {"text": "after tool"})
+    f("user_help_needed", Question(request_id="q", kind="input", prompt="?").to_wire())
+    f("ai_chunk", {"text": "after question"})
+    assert [t for _a, t in _texts(f.view)] == ["before", "after tool", "after question"]
+
+
+def test_complete_response_is_authoritative_and_a_restarted_stream_starts_over() -> None:
+    f = Feed()
+    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    f("ai_stream_start", event_data.ai_stream_start(1, "m"))
+    f("ai_chunk", {"text": "half a repl"})
+    f("ai_stream_end", event_data.ai_stream_end(1, restarted=True))
+    f("ai_chunk", {"text": "the whole reply"})
+    f("ai_response", event_data.ai_response(1, "the whole reply.", 0))
+    assert _texts(f.view) == [("director", "the whole reply.")]
+
+
+def test_turn_end_shows_the_output_when_nothing_streamed_and_clears_questions() -> None:
+    f = Feed()
+    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    f("user_help_needed", Question(request_id="q1", kind="confirm", prompt="ok?").to_wire())
+    assert f.view.display_state == "waiting for you"
+    f("turn_finished", {"turn": 1, "state": "done", "status": "done", "stop_reason": "agent_exit",
+                        "output": "final answer", "error": "", "run": "root"})
+    assert f.view.display_state == "done" and not f.view.questions
+    assert _texts(f.view) == [("director", "final answer")]
+
+
+def test_streamed_output_is_not_repeated_at_turn_end() -> None:
+    f = Feed()
+    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    f("ai_chunk", {"text": "streamed answer"})
+    f("turn_finished", {"turn": 1, "state": "done", "status": "done", "output": "streamed answer"})
+    assert _texts(f.view) == [("director", "streamed answer")]
+
+
+def test_question_is_closed_by_any_response_and_by_its_run_ending() -> None:
+    f = Feed()
+    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    for rid, run in (("a", "r1"), ("b", "r2")):
+        f("user_help_needed", Question(request_id=rid, kind="confirm", prompt=rid, run=run).to_wire(), run=run)
+    assert list(f.view.questions) == ["a", "b"]
+    f("user_help_response", {"request_id": "a", "answer": {"value": "yes"}, "by": "client"})
+    f("run_finished", {"status": "cancelled", "stop_reason": "cancelled", "parent": "root"}, run="r2")
+    assert f.view.questions == {}
+    assert f.view.display_state == "running"
+
+
+def test_replayed_events_are_applied_once() -> None:
+    f = Feed()
+    ev = f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    chunk = f("ai_chunk", {"text": "once"})
+    f.view.apply(chunk)
+    f.view.apply(ev)
+    assert _texts(f.view) == [("director", "once")]
+    assert len([e for e in f.view.entries if e.kind == "user"]) == 1
+
+
+def test_usage_sums_normalised_counts_and_compression_share_is_capped() -> None:
+    f = Feed()
+    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    for _ in range(2):
+        f("llm_call_end", event_data.llm_call_end(1, "p", "m", event_data.usage_data(1_000, 20, 800), 0.1))
+    for original, compressed in ((10_000, 2_000), (10_000, 1_000), (6_000, 1_000)):
+        f("context_compressed", event_data.context_compressed("standard", original, compressed))
+    u, c = f.view.usage, f.view.compression
+    assert (u.input_tokens, u.output_tokens, u.cached_tokens, u.calls) == (2_000, 40, 1_600, 2)
+    assert (c.count, c.saved, c.largest_original, c.percent) == (3, 22_000, 10_000, 100)
+    status = "".join(t for _s, t in render_status(f.view, 160, 24, f.ts)[0])
+    assert "tokens ↑2.0k (cached 1.6k) ↓40" in status
+    assert "⧉ 3 −22.0k (100%)" in status
+
+
+def test_pause_and_continue_show_in_the_state() -> None:
+    f = Feed()
+    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    f("task_paused", {"turn": 1})
+    assert f.view.display_state == "paused"
+    f("task_resumed", {"turn": 1})
+    assert f.view.display_state == "running"
+
+
+def test_runs_tree_nests_delegations_under_their_parent() -> None:
+    view = rich_view()
+    tree = [(depth, r.agent, r.status) for depth, r in view.live_runs()]
+    assert tree == [(0, "director", "running"), (1, "coding", "done"), (1, "coding", "running")]
+
+
+def test_thinklink_plans_keep_the_publishing_agent() -> None:
+    view = rich_view()
+    assert [(p.agent, p.goal, p.plan[0]) for p in view.plans] == [
+        ("director", "翻译 README", ("done", "read")), ("coding", "part 1", ("doing", "write file"))]
+
+
+def test_a_replaced_reply_is_rewrapped_not_appended_to() -> None:
+    f = Feed()
+    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    f("ai_stream_start", event_data.ai_stream_start(1, "m"))
+    f("ai_chunk", {"text": "draft " * 20})  # several lines at width 40
+    renderer = LogRenderer()
+    renderer.window(f.view, 40, 50, False)  # cache the streamed rendering
+    f("ai_response", event_data.ai_response(1, "final " * 30, 0))
+    shown = ["".join(t for _s, t in line).strip() for line in renderer.window(f.view, 40, 50, False)[0]]
+    assert not any("draft" in line for line in shown)
+    assert sum(line.count("final") for line in shown) == 30
