@@ -95,11 +95,22 @@ async def _logs(task: str, follow: bool, as_json: bool, since: int) -> int:
         task_id = detail.task.task
         printer = JsonLinesPrinter() if as_json else TextPrinter(verbose=True)
         async with EventStream(client, task_id, after_seq=since) as stream:
+            reported = 0
+
+            def report_dropped() -> None:
+                nonlocal reported
+                if stream.dropped > reported:
+                    print(f"yagent: {stream.dropped - reported} events of task {task_id} are no longer kept by "
+                          "yagentd and cannot be shown", file=sys.stderr)
+                    reported = stream.dropped
+
             if not follow:
                 for ev in await stream.backlog():
                     printer.handle(ev)
+                report_dropped()
                 return exit_codes.OK
             async for ev in stream.events():
+                report_dropped()
                 printer.handle(ev)
     return exit_codes.OK
 

@@ -87,7 +87,10 @@ def test_director_delegates_in_parallel_then_coding_edits_and_verifies(fake, age
     # Events: thought plans, streamed chunks and tool calls reached the clients.
     assert any(e.agent == "director" and e.data["goal"] == "change the greeting" for e in of_type(events, "thinklink_entry"))
     assert of_type(events, "ai_chunk")
-    tools_seen = {(e.agent, e.data.get("name") or e.data.get("tool")) for e in of_type(events, "tool_call_start")}
+    tools_seen = {(e.agent, e.data["name"]) for e in of_type(events, "tool_call_start")}
+    assert all(e.data["brief"] == "app.py" for e in of_type(events, "tool_call_start") if e.data["name"] == "read_file")
+    results = of_type(events, "tool_call_result")
+    assert all(set(e.data) == {"call_id", "name", "content", "is_error", "duration"} for e in results)
     assert ("coding", "search_replace_in_file") in tools_seen and ("director", "delegate_repo") in tools_seen
     usage = [e.data["usage"] for e in of_type(events, "llm_call_end") if e.agent == "director"]
     assert all(u["total_input_tokens"] > 0 for u in usage)
@@ -111,3 +114,16 @@ def test_a_second_turn_continues_the_conversation(fake, agent_daemon, project: P
     assert contents[-1] == "What did I ask before?"
     assert sum(1 for m in second if m["role"] == "system") == 1  # the system prompt is not stored in memory
     fake.assert_no_problems()
+
+
+def test_yagent_run_prints_the_streamed_answer(fake, agent_daemon, project: Path) -> None:
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("delegate_chat", {"task": "Greet."})]),
+        Step(text="Hello from the Director, streamed in small pieces.", chunk_size=4,
+             tool_calls=[ToolCallSpec("agent_exit", {"summary": "greeted"})]),
+    ])
+    fake.script("chat", MARKERS["chat"], [Step(text="hi", tool_calls=[ToolCallSpec("agent_exit", {"summary": "hi"})])])
+    result = agent_daemon.cli("run", "--project", str(project), "Say hello.")
+    assert result.returncode == 0, result.stderr
+    assert "Hello from the Director, streamed in small pieces." in result.stdout
+    assert "→ chat started" in result.stdout and "← chat done (agent_exit)" in result.stdout

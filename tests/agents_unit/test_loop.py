@@ -103,7 +103,7 @@ def test_cancellation_mid_batch_leaves_one_result_per_call(fake: FakeProvider, t
 
     async def go() -> None:
         task = asyncio.create_task(run_agent_loop(cfg))
-        while not any(t == "tool_call_start" and (d.get("name") or d.get("tool")) == "run_bash" for t, d in events):
+        while not any(t == "tool_call_start" and d.get("name") == "run_bash" for t, d in events):
             await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

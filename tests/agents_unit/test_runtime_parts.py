@@ -156,3 +156,30 @@ def test_meta_designs_are_validated_and_registered(tmp_path: Path) -> None:
             parse_design(json.dumps(data), "t")
     with pytest.raises(DesignError, match="no JSON"):
         parse_design("I cannot", "t")
+
+
+def test_every_agent_run_holds_a_routing_engine(tmp_path: Path) -> None:
+    import contextlib
+
+    from yagent.ipc.messages import RunSpec
+    from yagent.workers.agents.runtime import AgentRun
+    from yagent.workers.kinds import RunContext
+    from yagent.workers.llm import RoutingEngine
+
+    class Channel:
+        @contextlib.asynccontextmanager
+        async def hold(self):
+            yield
+
+    providers = {"a": {"api_base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "gpt-4o"},
+                 "b": {"api_base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "gpt-4o-mini"}}
+    config = {"global": {"llm": {"use_provider": "a", "providers": providers}},
+              "agents": {"llm": {"coding": {"use_provider": "b"}}}}
+    for role in ("director", "coding", "repo", "chat", "devops", "meta"):
+        spec = RunSpec(run="r", task="t", turn=1, project="p", project_root=str(tmp_path), agent=role, input="x",
+                       home=str(tmp_path), config=config, options={"model_override": "b"} if role == "repo" else {})
+        run = AgentRun(RunContext(spec, Channel()), role)
+        assert isinstance(run.engine, RoutingEngine), role
+        assert isinstance(run._engine_for_tool("deepthinking"), RoutingEngine), role
+        expected = "b" if role in ("coding", "repo") else "a"  # configured per agent; repo by runtime override
+        assert run.engine.provider == expected, role

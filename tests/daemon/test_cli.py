@@ -125,3 +125,14 @@ def test_unknown_task_and_no_daemon_errors_are_actionable(daemon, tmp_path: Path
         assert "yagentd is not running" in result.stderr and "yagent daemon start" in result.stderr
     finally:
         other.close()
+
+
+def test_logs_says_when_history_is_gone(make_daemon, project: Path) -> None:
+    daemon = make_daemon("[daemon]\nevent_ring = 100\n")
+    sub = daemon.cli("--json", "run", "--agent", "scripted", script({"emit": 300}), cwd=project)
+    task = json.loads(sub.stdout.splitlines()[-1])["task"]
+    (daemon.home / "events" / f"{task}.log").unlink()  # the history on disk is lost; only the ring is left
+    result = daemon.cli("--json", "logs", task)
+    seqs = [json.loads(line)["seq"] for line in result.stdout.splitlines() if "seq" in json.loads(line)]
+    assert len(seqs) == 100 and seqs == list(range(seqs[0], seqs[0] + 100))
+    assert f"{seqs[0] - 1} events of task {task} are no longer kept" in result.stderr

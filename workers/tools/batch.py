@@ -12,9 +12,14 @@ included, so the agent loop does not emit them itself.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from yagent.ipc import event_data
+from yagent.ipc.vocabulary import EventType
 
 from .context import ToolContext
 from .invoke import ToolCall, invoke_tool, parse_arguments
@@ -25,7 +30,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PARALLEL = 4
 MAX_PARALLEL_CAP = 8
-EVENT_PREVIEW_CHARS = 4_000
 
 
 def normalize_max_parallel(value: int | None) -> int:
@@ -56,6 +60,7 @@ class ToolBatch:
         self.limit = normalize_max_parallel(max_parallel)
         self._results: list[ToolResult | None] = [None] * len(self._calls)
         self._started = [False] * len(self._calls)
+        self._begun = [0.0] * len(self._calls)
 
     async def run(self) -> list[ToolResult]:
         """Execute the batch; on cancellation fills the missing results, then re-raises."""
@@ -110,9 +115,9 @@ class ToolBatch:
         call = self._calls[index]
         self._started[index] = True
         args, _ = parse_arguments(call.arguments)
-        # Events travel over IPC with a frame cap: long argument strings (file contents) are cut.
-        preview = {k: v[:EVENT_PREVIEW_CHARS] if isinstance(v, str) else v for k, v in args.items()}
-        self._emit("tool_call_start", {"call_id": call.id, "tool": call.name, "arguments": preview})
+        raw = call.arguments if isinstance(call.arguments, str) else json.dumps(dict(call.arguments))
+        self._emit(EventType.TOOL_CALL_START, event_data.tool_call_start(call.id, call.name, raw, _brief(args)))
+        self._begun[index] = time.monotonic()
         try:
             result = await invoke_tool(self._surface, call, self._ctx)
         except asyncio.CancelledError:
@@ -149,21 +154,27 @@ class ToolBatch:
         return ToolResult(content=text, is_error=True, data=data).bound(call.id, call.name)
 
     def _emit_result(self, index: int, result: ToolResult) -> None:
-        self._emit(
-            "tool_call_result",
-            {
-                "call_id": result.call_id,
-                "tool": result.tool,
-                "is_error": result.is_error,
-                "content": result.content[:EVENT_PREVIEW_CHARS],
-            },
-        )
+        begun = self._begun[index]
+        duration = time.monotonic() - begun if begun else 0.0
+        self._emit(EventType.TOOL_CALL_RESULT, event_data.tool_call_result(
+            result.call_id, result.tool, result.content, result.is_error, duration))
 
     def _emit(self, event: str, data: Mapping[str, Any]) -> None:
         try:
             self._ctx.emit(event, data)
         except Exception:
             log.exception("event emitter failed for %s", event)  # observability must never fail a tool
+
+
+def _brief(args: Mapping[str, Any]) -> str:
+    """A one-line summary of a call for compact display: its path, command or first short text argument."""
+    for key in ("path", "command", "task", "question", "pattern", "names"):
+        value = args.get(key)
+        if isinstance(value, str) and value:
+            return value.splitlines()[0][:160]
+        if isinstance(value, list) and value:
+            return ", ".join(str(v) for v in value)[:160]
+    return ""
 
 
 async def run_tool_batch(
