@@ -52,7 +52,7 @@ def test_director_delegates_in_parallel_then_coding_edits_and_verifies(fake, age
                 "status": "ok"}})]),
     ])
 
-    task, events = run_turn(agent_daemon, project, "Change the greeting in app.py to a farewell.")
+    _, events = run_turn(agent_daemon, project, "Change the greeting in app.py to a farewell.")
 
     assert (project / "app.py").read_text() == 'print("goodbye")\n'
     finished = of_type(events, "turn_finished")[0].data
@@ -85,7 +85,8 @@ def test_director_delegates_in_parallel_then_coding_edits_and_verifies(fake, age
     assert "goodbye" in tool_messages(coding_calls[2])[0]["content"]
 
     # Events: thought plans, streamed chunks and tool calls reached the clients.
-    assert any(e.agent == "director" and e.data["goal"] == "change the greeting" for e in of_type(events, "thinklink_entry"))
+    plans = of_type(events, "thinklink_entry")
+    assert any(e.agent == "director" and e.data["goal"] == "change the greeting" for e in plans)
     assert of_type(events, "ai_chunk")
     tools_seen = {(e.agent, e.data["name"]) for e in of_type(events, "tool_call_start")}
     assert all(e.data["brief"] == "app.py" for e in of_type(events, "tool_call_start") if e.data["name"] == "read_file")

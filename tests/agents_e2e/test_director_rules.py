@@ -48,7 +48,8 @@ def test_the_reminder_quota_resets_every_run(fake, agent_daemon, project: Path) 
 def test_no_reminder_after_a_delegation(fake, agent_daemon, project: Path) -> None:
     fake.script("director", MARKERS["director"], [
         Step(tool_calls=[ToolCallSpec("delegate_chat", {"task": "hi"})]), Step(text="final")])
-    fake.script("chat", MARKERS["chat"], [Step(text="hello", tool_calls=[ToolCallSpec("agent_exit", {"summary": "x"})])])
+    fake.script("chat", MARKERS["chat"], [
+        Step(text="hello", tool_calls=[ToolCallSpec("agent_exit", {"summary": "x"})])])
     _, events = run_turn(agent_daemon, project, "Say hi via chat.")
     assert len(fake.requests_for("director")) == 2
     assert of_type(events, "turn_finished")[0].data["output"] == "final"
