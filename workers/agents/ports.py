@@ -43,7 +43,7 @@ class ChannelAuthorizer:
             prompt += " — " + "; ".join(request.reasons)
         answer = await self._ctx.ask_user(
             "authorize", prompt, options=AUTHORIZE_OPTIONS, default="once",
-            details={"tool": request.tool, "summary": request.summary,
+            details={"tool": request.tool, "summary": request.summary, "reasons": list(request.reasons),
                      "outside_paths": list(request.outside_paths), "dangerous": request.dangerous_reason,
                      "project_root": request.project_root})
         return _DECISIONS.get(str(answer.get("value", "")).strip().lower(), AuthDecision.DENY)

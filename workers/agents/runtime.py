@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from yagent.ipc.config import DEFAULT_PARALLEL_READONLY_TOOLS, clamp_parallel, parse_duration
+from yagent.ipc.config import parse_duration
 from yagent.ipc.messages import RunOutcome
 from yagent.ipc.provider_config import parse_llm_config
 from yagent.ipc.vocabulary import RunStatus, StopReason
 from yagent.workers.kinds import AgentOutcome, RunContext
 from yagent.workers.llm import Engine, EngineFactory, RoutingEngine, build_engine
-from yagent.workers.tools import Surface, ToolContext, ToolSpec, YoloLevel, build_surface
+from yagent.workers.tools import Surface, ToolContext, ToolSpec, YoloLevel, build_surface, normalize_max_parallel
 
 from .circuit_breaker import CircuitBreaker
 from .loop import LoopConfig, LoopPolicy, LoopResult, run_agent_loop
@@ -84,8 +84,8 @@ class AgentRun:
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 2
 
     def max_parallel_readonly(self) -> int:
-        return clamp_parallel(self.agent_cfg.get("max_parallel_readonly_tools"), DEFAULT_PARALLEL_READONLY_TOOLS,
-                              os.environ)
+        value = self.agent_cfg.get("max_parallel_readonly_tools")
+        return normalize_max_parallel(value if isinstance(value, int) and not isinstance(value, bool) else None)
 
     def breaker(self) -> CircuitBreaker | None:
         threshold = self.llm_cfg.get("circuit_breaker_threshold", 0)

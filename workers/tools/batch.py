@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from yagent.ipc import event_data
+from yagent.ipc.config import DEFAULT_PARALLEL_READONLY_TOOLS, PARALLEL_CLAMP, clamp_parallel
 from yagent.ipc.vocabulary import EventType
 
 from .context import ToolContext
@@ -28,15 +30,16 @@ from .surface import Surface
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_PARALLEL = 4
-MAX_PARALLEL_CAP = 8
+DEFAULT_MAX_PARALLEL = DEFAULT_PARALLEL_READONLY_TOOLS
+MAX_PARALLEL_CAP = PARALLEL_CLAMP
 
 
 def normalize_max_parallel(value: int | None) -> int:
-    """`[agent] max_parallel_readonly_tools`: 1 = strictly serial, <=0 or unset = 4, above 8 = 8."""
-    if value is None or value <= 0:
-        return DEFAULT_MAX_PARALLEL
-    return min(value, MAX_PARALLEL_CAP)
+    """`[agent] max_parallel_readonly_tools`: 1 = strictly serial, <=0 or unset = 4, above 8 = 8.
+
+    The one normaliser of the configuration (`yagent.ipc.config.clamp_parallel`), kill switch included.
+    """
+    return clamp_parallel(value, DEFAULT_MAX_PARALLEL, os.environ)
 
 
 class ToolBatch:
