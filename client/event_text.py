@@ -9,6 +9,8 @@ from typing import Any, TextIO
 from yagent.ipc.messages import Event
 from yagent.ipc.vocabulary import EventType
 
+from .thought_filter import ThoughtFilter
+
 __all__ = ["JsonLinesPrinter", "TextPrinter", "answer_hint"]
 
 
@@ -25,6 +27,7 @@ class TextPrinter:
         self._stream_run: str | None = None  # run whose text is mid-line
         self.streamed_root_text = False
         self.root_run: str | None = None
+        self._filters: dict[str, ThoughtFilter] = {}  # per run: `<thought>` blocks are not printed
 
     def _end_line(self) -> None:
         if self._stream_run is not None:
@@ -35,6 +38,18 @@ class TextPrinter:
         self._end_line()
         self.out.write(text + "\n")
 
+    def _write_reply(self, ev: Event, text: str) -> None:
+        if not text:
+            return
+        if self._stream_run != ev.run:
+            self._end_line()
+            if ev.run != self.root_run:
+                self.out.write(f"[{ev.agent}] ")
+            self._stream_run = ev.run
+        if ev.run == self.root_run:
+            self.streamed_root_text = True
+        self.out.write(text)
+
     def handle(self, ev: Event) -> None:
         d = ev.data
         t = ev.type
@@ -42,18 +57,10 @@ class TextPrinter:
             self.root_run = ev.run
             if self.verbose:
                 self._line(f"▶ turn {d.get('turn')}: {d.get('text', '')}")
+        elif t == EventType.AI_STREAM_END:
+            self._write_reply(ev, self._filters.pop(ev.run, ThoughtFilter()).finish())
         elif t == EventType.AI_CHUNK:
-            text = str(d.get("text", ""))
-            if not text:
-                return
-            if self._stream_run != ev.run:
-                self._end_line()
-                if ev.run != self.root_run:
-                    self.out.write(f"[{ev.agent}] ")
-                self._stream_run = ev.run
-            if ev.run == self.root_run:
-                self.streamed_root_text = True
-            self.out.write(text)
+            self._write_reply(ev, self._filters.setdefault(ev.run, ThoughtFilter()).feed(str(d.get("text", ""))))
         elif t == EventType.RUN_STARTED and d.get("parent"):
             self._line(f"  → {ev.agent} started ({ev.run})")
         elif t == EventType.RUN_FINISHED and d.get("parent"):

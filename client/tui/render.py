@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..cells import Line, clean, fit, pad_line, text_width, truncate, wrap, wrap_fragments, wrap_spans
 from ..theme import agent_style
+from ..thought_filter import visible_reply
 from .state import Entry, PlanEntry, TaskView
 
 __all__ = [
@@ -131,10 +132,14 @@ class LogRenderer:
         if cached is not None and cached.key == key:
             return cached.lines
         if entry.kind == "text":
+            visible = visible_reply(entry.text, final=bool(entry.data.get("final")))
+            if not visible:  # a reply that so far holds only its thought block: the plans view shows it
+                self._cache[entry] = _Cached(key, [])
+                return []
             body = cached.body if cached is not None else None
             if body is None or body.width != width or body.replaced != entry.replaced:
                 body = _GrowingBody(width, INDENT, "class:text", entry.replaced)
-            body.update(entry.text)
+            body.update(visible)
             header = pad_line([("", " "), (agent_style(entry.agent), f"● {entry.agent or 'agent'}")], width)
             lines = [_blank(width), header, *body.lines()]
             self._cache[entry] = _Cached(key, lines, body)

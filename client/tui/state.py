@@ -232,6 +232,11 @@ class TaskView:
         return entry
 
     def _close_streams(self, run: str | None = None) -> None:
+        closed = list(self._slots.values()) if run is None else [e for e in [self._slots.get(run)] if e]
+        for entry in closed:
+            # A finished reply shows a thought block it never closed, rather than hiding the rest of it.
+            entry.data["final"] = True
+            entry.touch()
         if run is None:
             self._slots.clear()
             self._thinking.clear()
