@@ -22,7 +22,9 @@ import zmq
 from yagent.ipc.messages import PublishedEvents
 from yagent.ipc.records import encode
 
-__all__ = ["EventHub", "ReplayPage"]
+__all__ = ["MAX_IDLE_TASKS", "EventHub", "ReplayPage"]
+
+MAX_IDLE_TASKS = 64
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,8 @@ class EventHub:
         self._dir = events_dir
         self._dir.mkdir(parents=True, exist_ok=True)
         self._ring_size = ring_size
-        self._tasks: dict[str, _TaskEvents] = {}
+        self._tasks: dict[str, _TaskEvents] = {}  # insertion order = least recently used first
+        self.max_idle_tasks = MAX_IDLE_TASKS
         self._clock = clock
         self.published = 0
 
@@ -64,10 +67,10 @@ class EventHub:
         return self._dir / f"{task}.log"
 
     def _state(self, task: str) -> _TaskEvents:
-        state = self._tasks.get(task)
+        state = self._tasks.pop(task, None)
         if state is None:
             state = _TaskEvents(self._ring_size, self._last_seq_on_disk(task))
-            self._tasks[task] = state
+        self._tasks[task] = state  # most recently used goes last
         return state
 
     def _last_seq_on_disk(self, task: str) -> int:
@@ -95,11 +98,18 @@ class EventHub:
         return self._state(task).last_seq
 
     def close_task(self, task: str) -> None:
-        """Release the task's log handle (its turn ended); the ring stays for late clients."""
+        """Release the task's log handle (its turn ended); the ring stays for late clients.
+
+        Only the most recently used idle tasks keep their ring in memory: an older one is forgotten, and
+        a client that asks for it later is served from its log on disk.
+        """
         state = self._tasks.get(task)
         if state and state.log is not None:
             state.log.close()
             state.log = None
+        idle = [t for t, s in self._tasks.items() if s.log is None]
+        for old in idle[: max(0, len(idle) - self.max_idle_tasks)]:
+            del self._tasks[old]
 
     def close(self) -> None:
         for task in list(self._tasks):

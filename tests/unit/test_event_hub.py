@@ -118,3 +118,21 @@ def test_a_torn_log_tail_keeps_everything_before_it(tmp_path: Path) -> None:
         sub2.close(0)
         hub2.close()
         ctx2.destroy(0)
+
+
+def test_idle_tasks_beyond_the_cache_are_served_from_disk(tmp_path: Path) -> None:
+    hub, sub, ctx = _hub(tmp_path, ring=10)
+    hub.max_idle_tasks = 2
+    try:
+        for task in ("ta", "tb", "tc"):
+            for i in range(5):
+                hub.publish(task, "r", "a", "x", {"i": i})
+            hub.close_task(task)
+        assert set(hub._tasks) == {"tb", "tc"}  # the least recently used idle task left memory
+        page = hub.replay("ta", 0, 100)
+        assert [e[0] for e in page.events] == [1, 2, 3, 4, 5] and page.dropped == 0
+        assert hub.publish("ta", "r", "a", "x", {}) == 6  # its seq continues from the log
+    finally:
+        sub.close(0)
+        hub.close()
+        ctx.destroy(0)
