@@ -7,6 +7,8 @@ end to end. Baseline, measured in the same run against the same server: the very
 session sent, replayed one after another by a bare httpx loop and answered with the same scripted
 responses (the model plus HTTP, without yagent).
 Overhead = session wall − baseline wall. Target: overhead ≤ 5 % of wall time.
+The daemon first serves one warm-up turn (a direct answer), as a long-lived daemon has: the first worker
+after a daemon start waits for the forkserver to finish preloading. That cold start is printed on its own.
 Also prints CPU seconds of the daemon and of all workers.
 Usage: python bench/delegation_session.py [DELEGATIONS] [MODEL_SECONDS]
 """
@@ -42,9 +44,9 @@ def start_provider(scripts: list[Script], root: Path) -> tuple[subprocess.Popen[
     return proc, line.split("=", 1)[1]
 
 
-def bare_baseline(base_url: str, replay: list[Step]) -> float:
+def bare_baseline(base_url: str, replay: list[Step], skip: int) -> float:
     with httpx.Client() as client:
-        bodies = [r["body"] for r in client.get(f"{base_url}/_fake/requests").json()]
+        bodies = [r["body"] for r in client.get(f"{base_url}/_fake/requests").json()][skip:]
         # The session's scripts are exhausted now; this one answers every replayed body, in order.
         script = Script("bare", "yagent", replay, regex=True)
         client.post(f"{base_url}/_fake/scripts", json=[script.to_dict()]).raise_for_status()
@@ -64,6 +66,7 @@ def main() -> None:
     project = root / "project"
     project.mkdir()
     text = "x" * 100
+    warm_up = Step(text="ready", tool_calls=[ToolCallSpec("agent_exit", {"summary": "ready"})])
     director = [Step(tool_calls=[ToolCallSpec("delegate_chat", {"task": f"question {i}"})], latency=model_time / 4)
                 for i in range(n)]
     director.append(Step(text=text, chunk_size=10, latency=model_time / 12,
@@ -72,13 +75,16 @@ def main() -> None:
                  tool_calls=[ToolCallSpec("agent_exit", {"summary": "answer"})]) for _ in range(n)]
     # The baseline gets the very same responses, in the order the session asked for them.
     bare = [step for pair in zip(director, chat, strict=False) for step in pair] + [director[-1]]
-    provider, base_url = start_provider([Script("director", MARKERS["director"], director),
+    provider, base_url = start_provider([Script("director", MARKERS["director"], [warm_up, *director]),
                                          Script("chat", MARKERS["chat"], chat)], root)
     config = ("[global.llm]\nuse_provider = \"fake\"\n[global.llm.providers.fake]\n"
               f"api_base_url = \"{base_url}/v1\"\napi_key = \"fake-key\"\nmodel = \"fake-model\"\n")
     try:
         daemon = DaemonProcess(root / "d", config).start()
         try:
+            cold_started = time.perf_counter()
+            run_turn(daemon, project, "Are you there?", timeout=120)
+            cold = time.perf_counter() - cold_started
             proc = psutil.Process(daemon.proc.pid)
             cpu0 = sum(proc.cpu_times()[:2])
             started = time.perf_counter()
@@ -87,12 +93,13 @@ def main() -> None:
             daemon_cpu = sum(proc.cpu_times()[:2]) - cpu0
         finally:
             daemon.close()
-        baseline = bare_baseline(base_url, bare)
+        baseline = bare_baseline(base_url, bare, skip=1)
     finally:
         provider.communicate("")
     worker_cpu = sum(e.data.get("cpu_seconds", 0.0) for e in of_type(events, "run_finished"))
     status = of_type(events, "turn_finished")[0].data["status"]
     overhead = wall - baseline
+    print(f"warm-up turn right after the daemon started (forkserver still preloading): {cold:.2f} s")
     print(f"session: {n} delegations, {len(bare)} model requests, status {status}")
     print(f"wall {wall:.2f} s; baseline (same responses, bare httpx loop) {baseline:.2f} s")
     print(f"orchestration overhead {overhead:.2f} s = {overhead / wall:.1%} of wall (target ≤ 5 %); "

@@ -25,9 +25,31 @@ class TextPrinter:
         self.out = out
         self.verbose = verbose
         self._stream_run: str | None = None  # run whose text is mid-line
-        self.streamed_root_text = False
+        self._root_text_final = False  # the root run printed reply text in a stream that completed
         self.root_run: str | None = None
         self._filters: dict[str, ThoughtFilter] = {}  # per run: `<thought>` blocks are not printed
+        self._open_text: set[str] = set()  # runs whose open stream printed text (void if it restarts)
+
+    @property
+    def streamed_root_text(self) -> bool:
+        """Whether the root run's answer was printed as it streamed (then the turn's output is not repeated).
+        Text of a stream that restarted does not count: it was cut off."""
+        return self._root_text_final or (self.root_run is not None and self.root_run in self._open_text)
+
+    def _end_stream(self, ev: Event) -> None:
+        self._write_reply(ev, self._filters.pop(ev.run, ThoughtFilter()).finish())
+        if ev.run in self._open_text:
+            self._open_text.discard(ev.run)
+            if ev.run == self.root_run:
+                self._root_text_final = True
+
+    def _restart_stream(self, ev: Event) -> None:
+        """The model call is retried after partial output: what this attempt printed is void. Printed text
+        cannot be taken back, so it is marked as cut off; text still held back is dropped."""
+        self._filters.pop(ev.run, None)
+        if ev.run in self._open_text:
+            self._open_text.discard(ev.run)
+            self._line(f"  ↻ {ev.agent}: the reply above was cut off; the model call is retried")
 
     def _end_line(self) -> None:
         if self._stream_run is not None:
@@ -46,8 +68,7 @@ class TextPrinter:
             if ev.run != self.root_run:
                 self.out.write(f"[{ev.agent}] ")
             self._stream_run = ev.run
-        if ev.run == self.root_run:
-            self.streamed_root_text = True
+        self._open_text.add(ev.run)
         self.out.write(text)
 
     def handle(self, ev: Event) -> None:
@@ -55,10 +76,15 @@ class TextPrinter:
         t = ev.type
         if t == EventType.TURN_STARTED:
             self.root_run = ev.run
+            self._root_text_final = False  # `yagent logs` prints every turn: each one's answer counts anew
+            self._open_text.clear()
             if self.verbose:
                 self._line(f"▶ turn {d.get('turn')}: {d.get('text', '')}")
         elif t == EventType.AI_STREAM_END:
-            self._write_reply(ev, self._filters.pop(ev.run, ThoughtFilter()).finish())
+            if d.get("restarted"):
+                self._restart_stream(ev)
+            else:
+                self._end_stream(ev)
         elif t == EventType.AI_CHUNK:
             self._write_reply(ev, self._filters.setdefault(ev.run, ThoughtFilter()).feed(str(d.get("text", ""))))
         elif t == EventType.RUN_STARTED and d.get("parent"):

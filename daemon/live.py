@@ -50,6 +50,7 @@ class LiveRun:
     forced_stop: StopReason | None = None
     forced_detail: str = ""
     stopping: bool = False
+    queued_leases: set[int] = field(default_factory=set)  # lease requests still waiting for a slot
     exited: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property

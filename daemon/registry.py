@@ -122,6 +122,33 @@ class RunRow:
     ended_at: float
 
 
+@dataclass(slots=True)
+class InterruptedRun:
+    id: str
+    task_id: str
+    agent: str
+    parent_run: str | None
+    call_id: str
+
+
+@dataclass(slots=True)
+class InterruptedTurn:
+    task_id: str
+    turn: int
+    root_run: str
+
+
+@dataclass(slots=True)
+class Interrupted:
+    """What `mark_interrupted` changed, so followers of those tasks can be told their turn ended."""
+
+    runs: list[InterruptedRun]
+    turns: list[InterruptedTurn]
+
+    def __bool__(self) -> bool:
+        return bool(self.runs or self.turns)
+
+
 class Registry:
     def __init__(self, db_path: Path) -> None:
         db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -258,19 +285,24 @@ class Registry:
 
     # -- recovery -----------------------------------------------------------------------------------
 
-    def mark_interrupted(self) -> list[str]:
-        """Runs, turns and tasks a previous daemon left in flight become interrupted; returns run ids."""
+    def mark_interrupted(self) -> Interrupted:
+        """Runs, turns and tasks a previous daemon left in flight become interrupted; returns what changed."""
         now = time.time()
         marks = ",".join("?" * len(_LIVE_RUN))
-        rows = self._db.execute(f"SELECT id FROM runs WHERE status IN ({marks})", _LIVE_RUN).fetchall()
-        ids = [r["id"] for r in rows]
+        tmarks = ",".join("?" * len(_LIVE_TASK))
+        runs = [InterruptedRun(r["id"], r["task_id"], r["agent"], r["parent_run"], r["call_id"] or "")
+                for r in self._db.execute(
+                    f"SELECT id, task_id, agent, parent_run, call_id FROM runs WHERE status IN ({marks}) "
+                    "ORDER BY created_at", _LIVE_RUN).fetchall()]
+        turns = [InterruptedTurn(r["task_id"], r["idx"], r["root_run"] or "")
+                 for r in self._db.execute(
+                     f"SELECT task_id, idx, root_run FROM turns WHERE state IN ({tmarks})", _LIVE_TASK).fetchall()]
         self._db.execute("BEGIN")
         try:
             self._db.execute(
                 f"UPDATE runs SET status = ?, stop_reason = ?, ended_at = ? WHERE status IN ({marks})",
                 (RunStatus.INTERRUPTED.value, StopReason.INTERRUPTED.value, now, *_LIVE_RUN),
             )
-            tmarks = ",".join("?" * len(_LIVE_TASK))
             self._db.execute(
                 f"UPDATE turns SET state = ?, ended_at = ? WHERE state IN ({tmarks})",
                 (TaskState.INTERRUPTED.value, now, *_LIVE_TASK),
@@ -283,4 +315,4 @@ class Registry:
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
-        return ids
+        return Interrupted(runs, turns)

@@ -54,7 +54,7 @@ from .event_hub import EventHub
 from .launcher import Launcher, kill_run_tree
 from .leases import LeaseManager
 from .live import LiveRun, LiveTask, PendingQuestion
-from .registry import Registry, TaskRow, new_run_id
+from .registry import Interrupted, Registry, TaskRow, new_run_id
 from .run_clock import RunClock
 from .sd_notify import SystemdNotifier
 from .task_scope import TaskScope
@@ -66,6 +66,8 @@ log = logging.getLogger(__name__)
 MAX_DELEGATION_DEPTH = 4
 HELLO_DEADLINE = 30.0
 TICK = 0.1
+# Submit options that hold for the whole turn, so delegations carry them too (a /model choice, say).
+INHERITED_OPTIONS = ("model_override",)
 _FINISHED_STATUSES = {RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED}
 
 
@@ -113,9 +115,6 @@ class Daemon:
     # lifecycle
 
     async def serve(self) -> None:
-        interrupted = self.registry.mark_interrupted()
-        if interrupted:
-            log.info("marked %d runs left by a previous daemon as interrupted", len(interrupted))
         self._ctx = zmq.asyncio.Context()
         self._control = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.control))
         self._workers = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.workers))
@@ -124,7 +123,12 @@ class Daemon:
         # ROUTER sockets that also receive must send through the asyncio API: a send on a shadow consumes
         # the edge-triggered FD wake-up the asyncio reader waits for, and incoming frames then sit unread.
         events_tx = zmq.Socket.shadow(self._events.underlying)
-        self.hub = EventHub(events_tx, self.home / "events", self.settings.event_ring)
+        self.hub = EventHub(events_tx, self.home / "events", self.settings.event_ring, seq_floor=self._task_seq_floor)
+        interrupted = self.registry.mark_interrupted()
+        if interrupted:
+            log.info("marked %d runs and %d turns left by a previous daemon as interrupted",
+                     len(interrupted.runs), len(interrupted.turns))
+            self._report_interrupted(interrupted, "yagentd stopped before this finished (it crashed or was killed)")
 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -170,7 +174,32 @@ class Daemon:
             await asyncio.to_thread(kill_run_tree, run.id, run.pid or None, signal.SIGKILL)
             if not run.finished:
                 self.finalize(run, self._outcome(run, None, exit_note="killed at shutdown"))
-        self.registry.mark_interrupted()
+        leftover = self.registry.mark_interrupted()
+        if leftover:
+            self._report_interrupted(leftover, "yagentd shut down before this finished")
+
+    def _task_seq_floor(self, task_id: str) -> int:
+        row = self.registry.get_task(task_id)
+        return row.last_seq if row else 0
+
+    def _report_interrupted(self, interrupted: Interrupted, why: str) -> None:
+        """Tell followers of runs and turns a previous daemon left in flight that they ended."""
+        assert self.hub is not None
+        touched: set[str] = set()
+        for r in interrupted.runs:
+            touched.add(r.task_id)
+            self.hub.publish(r.task_id, r.id, r.agent, EventType.RUN_FINISHED.value, {
+                "status": RunStatus.INTERRUPTED, "stop_reason": StopReason.INTERRUPTED, "error": why,
+                "output": "", "parent": r.parent_run, "call_id": r.call_id, "cpu_seconds": 0.0})
+        for t in interrupted.turns:
+            touched.add(t.task_id)
+            self.hub.publish(t.task_id, t.root_run, "", EventType.TURN_FINISHED.value, {
+                "turn": t.turn, "state": TaskState.INTERRUPTED, "status": RunStatus.INTERRUPTED,
+                "stop_reason": StopReason.INTERRUPTED, "output": "", "error": why, "run": t.root_run})
+        for task_id in touched:
+            if task_id not in self.tasks:
+                self.registry.set_task_last_seq(task_id, self.hub.last_seq(task_id))
+                self.hub.close_task(task_id)
 
     # ------------------------------------------------------------------------------------------------
     # sockets
@@ -180,29 +209,42 @@ class Daemon:
 
         while True:
             frames = await self._control.recv_multipart()
-            if len(frames) != 2:
-                if frames:
-                    self._send_control(frames[0], ErrorReply(
-                        id=0, code="malformed", message="expected exactly one frame per message"))
-                continue
-            identity, payload = frames
             try:
-                msg = decode(payload)
-            except (MalformedMessage, MessageTooLarge) as exc:
-                self._send_control(identity, ErrorReply(id=0, code="malformed", message=str(exc)))
-                continue
-            try:
-                reply = await dispatch(self, msg)
-            except CommandError as exc:
-                reply = ErrorReply(id=getattr(msg, "id", 0), code=exc.code, message=str(exc))
-            except Exception as exc:
-                log.exception("control request %s failed", msg.kind)
-                reply = ErrorReply(id=getattr(msg, "id", 0), code="internal",
-                                   message=f"yagentd failed to handle {msg.kind}: {exc}; see the daemon log")
-            self._send_control(identity, reply)
+                await self._handle_control(frames, dispatch)
+            except Exception:  # nothing a client sends may stop the control loop
+                log.exception("handling a control frame failed")
+
+    async def _handle_control(self, frames: list[bytes], dispatch: Callable[..., Any]) -> None:
+        if len(frames) != 2:
+            if frames:
+                self._send_control(frames[0], ErrorReply(
+                    id=0, code="malformed", message="expected exactly one frame per message"))
+            return
+        identity, payload = frames
+        try:
+            msg = decode(payload)
+        except (MalformedMessage, MessageTooLarge) as exc:
+            self._send_control(identity, ErrorReply(id=0, code="malformed", message=str(exc)))
+            return
+        try:
+            reply = await dispatch(self, msg)
+        except CommandError as exc:
+            reply = ErrorReply(id=getattr(msg, "id", 0), code=exc.code, message=str(exc))
+        except Exception as exc:
+            log.exception("control request %s failed", msg.kind)
+            reply = ErrorReply(id=getattr(msg, "id", 0), code="internal",
+                               message=f"yagentd failed to handle {msg.kind}: {exc}; see the daemon log")
+        self._send_control(identity, reply)
 
     def _send_control(self, identity: bytes, msg: Message) -> None:
-        sent = self._control.send_multipart([identity, encode(msg)])
+        try:
+            frame = encode(msg)
+        except MessageTooLarge as exc:
+            log.warning("a %s reply is too large to send: %s", msg.kind, exc)
+            frame = encode(ErrorReply(id=getattr(msg, "id", 0), code="too_large",
+                                      message=f"the {msg.kind} reply is too large for one message ({exc}); "
+                                              "ask for less (a smaller range or limit)"))
+        sent = self._control.send_multipart([identity, frame])
         # A client that left (EHOSTUNREACH) simply misses its reply; its request times out on its side.
         sent.add_done_callback(_ignore_send_error)
 
@@ -327,9 +369,9 @@ class Daemon:
             note = f"worker process exited with code {code}" if code is None or code >= 0 else (
                 f"worker process was killed by signal {-code} ({_signal_name(-code)})")
             self.finalize(run, self._outcome(run, None, exit_note=note))
-        if run.result is None or run.forced_stop is not None:
-            # A crash or a forced stop may leave tool processes behind; find them by the run id.
-            self.scope.spawn(f"reap-{run.id}", asyncio.to_thread(kill_run_tree, run.id, None, signal.SIGKILL))
+        # Tool processes that left the worker's group (setsid, a daemonising command) outlive even a clean
+        # exit; they still carry the run id in their environment, so sweep for them after every run.
+        self.scope.spawn(f"reap-{run.id}", asyncio.to_thread(kill_run_tree, run.id, None, signal.SIGKILL))
         self._maybe_forget_task(run.task)
 
     def _maybe_forget_task(self, task: LiveTask) -> None:
@@ -360,6 +402,9 @@ class Daemon:
             self._on_lease_request(run, msg)
         elif isinstance(msg, LeaseRelease):
             self.leases.release(run.id, msg.id)
+            if msg.id in run.queued_leases:  # withdrawn while queued: the run is no longer waiting on it
+                run.queued_leases.discard(msg.id)
+                clock.unfreeze("lease", self.clock())
         elif isinstance(msg, DelegateRequest):
             self._on_delegate(run, msg)
         elif isinstance(msg, AskUser):
@@ -400,10 +445,12 @@ class Daemon:
         run.clock.freeze("lease", now)
 
         def grant() -> None:
+            run.queued_leases.discard(lease_id)
             if run.clock is not None:
                 run.clock.unfreeze("lease", self.clock())
             self.send_worker(run, LeaseGrant(id=lease_id))
 
+        run.queued_leases.add(lease_id)
         self.leases.request(run.task.row.project_id, run.id, lease_id, grant)
 
     def _on_delegate(self, run: LiveRun, msg: DelegateRequest) -> None:
@@ -419,8 +466,9 @@ class Daemon:
         if self.shutting_down or run.stopping:
             self.send_worker(run, ErrorReply(id=msg.id, code="stopping", message="the run is being stopped"))
             return
+        inherited = {k: run.spec.options[k] for k in INHERITED_OPTIONS if k in run.spec.options}
         child = self.create_run(run.task, run.turn, msg.agent, msg.task, parent=run, call_id=msg.call_id,
-                                options={"context": msg.context})
+                                options={**inherited, "context": msg.context})
         child.reply_to = msg.id
         assert run.clock is not None
         run.clock.freeze("delegation", self.clock())
@@ -500,7 +548,10 @@ class Daemon:
             return
         run.finished = True
         run.status = RunStatus(outcome.status)
-        self.registry.finish_run(run.id, outcome.status, outcome.stop_reason, outcome.output, outcome.error)
+        try:
+            self.registry.finish_run(run.id, outcome.status, outcome.stop_reason, outcome.output, outcome.error)
+        except Exception:  # a full disk must not also strand the parent, the slots and the followers
+            log.exception("recording the end of run %s failed", run.id)
         self.leases.drop_run(run.id)
         if run.handle is None:
             self.slots.release(run.id)  # never launched: free its queue place
@@ -509,11 +560,15 @@ class Daemon:
         for child in list(run.children.values()):
             if not child.finished:
                 self.stop_run(child, StopReason.CANCELLED, f"its parent run {run.id} ended")
+        withdrawn = False
         for rid, pending in list(run.task.questions.items()):
             if pending.run is run:
                 del run.task.questions[rid]
+                withdrawn = True
                 self.publish(run.task, EventType.USER_HELP_RESPONSE,
                              {"request_id": rid, "answer": {"cancelled": True}, "by": "daemon"}, run)
+        if withdrawn:
+            self.sync_task_state(run.task)
         self.publish(run.task, EventType.RUN_FINISHED, {
             "status": outcome.status, "stop_reason": outcome.stop_reason, "error": outcome.error,
             "output": outcome.output, "parent": run.parent.id if run.parent else None, "call_id": run.call_id,
@@ -633,18 +688,21 @@ class Daemon:
             if now - previous > 1.0 + TICK:
                 log.warning("the daemon's event loop was blocked for %.1fs", now - previous - TICK)
             previous = now
-            self._check_timeouts(now)
-            if now - last_ping >= self.settings.heartbeat_interval:
-                last_ping = now
-                for run in list(self.runs.values()):
-                    if run.connected and not run.exited.is_set():
-                        self.send_worker(run, Ping())
-            if wd_interval and now - last_wd >= wd_interval:
-                last_wd = now
-                self.notifier.watchdog()
-            if self.notifier.enabled and now - last_status >= 5.0:
-                last_status = now
-                self.notifier.status(self._status_line())
+            try:
+                self._check_timeouts(now)
+                if now - last_ping >= self.settings.heartbeat_interval:
+                    last_ping = now
+                    for run in list(self.runs.values()):
+                        if run.connected and not run.exited.is_set():
+                            self.send_worker(run, Ping())
+                if wd_interval and now - last_wd >= wd_interval:
+                    last_wd = now
+                    self.notifier.watchdog()
+                if self.notifier.enabled and now - last_status >= 5.0:
+                    last_status = now
+                    self.notifier.status(self._status_line())
+            except Exception:  # the watchdog must outlive any one bad tick
+                log.exception("a watchdog tick failed")
 
     def _check_timeouts(self, now: float) -> None:
         s = self.settings

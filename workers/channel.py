@@ -100,8 +100,6 @@ class DaemonChannel:
         except TimeoutError:
             raise DaemonLost(f"no start message from yagentd within {timeout:.0f}s") from None
         self.spec = spec
-        if spec.paused:
-            self._resume.clear()
         self._watchdog = loop.create_task(self._watch_daemon(spec.daemon_loss_timeout),
                                           name=f"channel-watchdog-{self.run_id}")
         return spec
@@ -260,6 +258,9 @@ class DaemonChannel:
             return
         if isinstance(msg, StartRun):
             if self._start is not None and not self._start.done():
+                # Applied here, in arrival order: a CONTINUE read in the same wake-up must win over it.
+                if msg.spec.paused:
+                    self._resume.clear()
                 self._start.set_result(msg.spec)
             return
         if isinstance(msg, RunControl):

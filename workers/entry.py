@@ -102,6 +102,8 @@ async def _serve(run_id: str, endpoint: str) -> int:
     loop = asyncio.get_running_loop()
     agent_task = loop.create_task(kind(RunContext(spec, channel)), name=f"agent-{spec.agent}")
     channel.on_cancel = lambda reason: agent_task.cancel(reason)
+    if channel.cancel_reason is not None:  # the cancel arrived with the start message, before on_cancel
+        agent_task.cancel(channel.cancel_reason)
     loop.add_signal_handler(signal.SIGTERM, lambda: channel.cancel("interrupted"))
     try:
         outcome = await agent_task

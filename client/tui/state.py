@@ -17,6 +17,7 @@ from yagent.ipc.messages import Event, Question, TaskSummary
 from yagent.ipc.vocabulary import EventType, TaskState
 
 from ..cells import clean
+from ..thought_filter import visible_reply
 
 __all__ = [
     "CompressionTotals",
@@ -137,6 +138,8 @@ class TaskView:
         self.turn = 0
         self.root_run = ""
         self.root_agent = ""
+        # Whether the root run showed reply text this turn (text inside `<thought>` blocks does not count):
+        # the turn's output is then on screen already and is not added again at the turn's end.
         self.root_streamed = False
         self.turn_started_at = 0.0
         self.turn_ended_at = 0.0
@@ -331,8 +334,8 @@ class TaskView:
             slot = self._slots[ev.run] = self._add(Entry("text", agent=ev.agent, run=ev.run))
             self._step_entry[(ev.run, self._run_step.get(ev.run, 0))] = slot
         slot.append(text)
-        if ev.run == self.root_run:
-            self.root_streamed = True
+        if ev.run == self.root_run and not self.root_streamed:
+            self.root_streamed = _shows_text(slot.text)
 
     def _on_thinking(self, ev: Event) -> None:
         text = ev.data.get("text")
@@ -352,6 +355,8 @@ class TaskView:
             thinking = self._thinking.get(ev.run)
             if thinking is not None:
                 thinking.replace("")
+            if ev.run == self.root_run:
+                self.root_streamed = self._root_shows_text()  # the void attempt's text no longer counts
             return
         self._close_streams(ev.run)
 
@@ -365,9 +370,19 @@ class TaskView:
                 entry.replace(text)  # the complete reply is authoritative over what was streamed
         elif text:
             self._add(Entry("text", agent=ev.agent, run=ev.run, text=text))
-        if text and ev.run == self.root_run:
-            self.root_streamed = True
+        if ev.run == self.root_run and not self.root_streamed:
+            self.root_streamed = _shows_text(text, final=True)
         self._close_streams(ev.run)
+
+    def _root_shows_text(self) -> bool:
+        """Whether any reply entry of the root run in the current turn shows text outside thought blocks."""
+        for entry in reversed(self.entries):
+            if entry.kind == "user":
+                break  # the start of this turn
+            if entry.kind == "text" and entry.run == self.root_run and _shows_text(
+                    entry.text, final=bool(entry.data.get("final"))):
+                return True
+        return False
 
     def _on_tool_start(self, ev: Event) -> None:
         d = ev.data
@@ -474,6 +489,13 @@ class TaskView:
         if self.state == TaskState.PAUSED.value:
             self.state = TaskState.WAITING.value if self.questions else TaskState.RUNNING.value
         self._add(Entry("notice", text="▶ continued"))
+
+
+def _shows_text(text: str, *, final: bool = False) -> bool:
+    """Whether a reply shows any words once its `<thought>` blocks are hidden."""
+    if "<" not in text:
+        return bool(text.strip())  # nothing to hide: skip the scan (this runs for every streamed chunk)
+    return bool(visible_reply(text, final=final).strip())
 
 
 _HANDLERS = {

@@ -8,12 +8,15 @@ Its input is a JSON object `{"steps": [...], "output": "..."}`; each step is one
     {"busy": S}                                   work for S seconds, heartbeating (progress without events)
     {"hang": S}                                   block the worker's event loop for S seconds (deaf to cancel)
     {"lease": S}                                  hold one in-flight LLM lease for S seconds
+    {"lease_wait": S}                             ask for a lease but give up after S seconds; event "lease_gave_up"
     {"delegate": [{"agent": ..., "task": ...}, ...]}   delegate, all at once; outcomes go into the output
     {"ask": {"kind": ..., "prompt": ..., "options": [...], "default": ..., "details": {...}}}
                                                   ask the user; the answer goes into the output
     {"spawn": "shell command"}                    start a child process in its own session; event "spawned" {pid}
+                                                  (with "keep": true the agent does not kill it when it ends)
     {"crash": "kill" | "exit" | "raise"}          die without a result
     {"mark": "name"}                              emit event "mark" {"name": ...}
+    {"options": true}                             emit event "options" with the run's submit options
     {"event": {"type": T, "data": {...}}}         emit one event of any type with exactly this data
     {"chunks": ["a", "b"], "delay": S}            stream ai_chunk events {"text": ...} S seconds apart
 
@@ -82,6 +85,13 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
         async with ctx.channel.hold():
             ctx.emit("lease_held", {})
             await asyncio.sleep(float(step["lease"]))
+    elif "lease_wait" in step:
+        try:
+            async with asyncio.timeout(float(step["lease_wait"])):
+                async with ctx.channel.hold():
+                    ctx.emit("lease_held", {})
+        except TimeoutError:
+            ctx.emit("lease_gave_up", {})
     elif "delegate" in step:
         outcomes = await asyncio.gather(*(
             ctx.delegate(d["agent"], d["task"] if isinstance(d["task"], str) else json.dumps(d["task"]),
@@ -97,7 +107,8 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
         notes.append({"answer": answer})
     elif "spawn" in step:
         child = subprocess.Popen(["/bin/sh", "-c", step["spawn"]], start_new_session=True)
-        children.append(child)
+        if not step.get("keep"):
+            children.append(child)
         ctx.emit("spawned", {"pid": child.pid})
     elif "crash" in step:
         ctx.channel.flush()
@@ -114,5 +125,7 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
         for text in step["chunks"]:
             ctx.emit("ai_chunk", {"text": text})
             await asyncio.sleep(float(step.get("delay", 0)))
+    elif "options" in step:
+        ctx.emit("options", dict(ctx.spec.options))
     elif "mark" in step:
         ctx.emit("mark", {"name": step["mark"]})

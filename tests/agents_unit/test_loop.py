@@ -130,3 +130,72 @@ def test_max_steps_and_the_pause_gate_run_before_each_step(fake: FakeProvider, t
     result = asyncio.run(run_agent_loop(cfg))
     assert result.stop_reason == StopReason.MAX_STEPS and result.steps == 3
     assert gates == [0, 1, 2, 3]  # the gate is passed before each step, and once more before stopping
+
+
+EXIT_THOUGHT = "<thought>\ngoal: g\nreason: r\n</thought>"
+
+
+def test_the_exit_deliverable_is_never_narration_from_an_earlier_tool_step(fake: FakeProvider, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("def main(): pass\n")
+    fake.script("repo", MARKERS["repo"], [
+        Step(text="Let me read a.py first.", tool_calls=[ToolCallSpec("read_file", {"path": "a.py"})]),
+        Step(text=EXIT_THOUGHT, tool_calls=[ToolCallSpec("agent_exit", {
+            "summary": "a.py defines main.", "handoff": {"conclusion": "main is in a.py", "status": "ok"}})]),
+    ])
+    spec = AGENT_SPECS["repo"]
+    cfg, _ = _config(fake, tmp_path, "repo", ReminderPolicy(spec.reminder, spec.reminder_limit))
+    result = asyncio.run(run_agent_loop(cfg))
+    assert result.stop_reason == StopReason.AGENT_EXIT
+    # The exit reply had no words: the summary stands, not what was said before reading the file.
+    assert result.deliverable == "a.py defines main."
+    fake.assert_no_problems()
+
+
+def test_the_exit_deliverable_falls_back_to_the_handoff_conclusion(fake: FakeProvider, tmp_path: Path) -> None:
+    fake.script("coding", MARKERS["coding"], [
+        Step(text="I will look around.", tool_calls=[ToolCallSpec("list_dir", {"path": "."})]),
+        Step(text="Nothing more to do here.", tool_calls=[ToolCallSpec("list_dir", {"path": "."})]),
+        Step(text=EXIT_THOUGHT, tool_calls=[ToolCallSpec("agent_exit", {
+            "summary": " ", "handoff": {"conclusion": "The directory is empty.", "status": "ok"}})]),
+    ])
+    spec = AGENT_SPECS["coding"]
+    cfg, _ = _config(fake, tmp_path, "coding", ReminderPolicy(spec.reminder, spec.reminder_limit))
+    result = asyncio.run(run_agent_loop(cfg))
+    assert result.stop_reason == StopReason.AGENT_EXIT
+    assert result.deliverable == "The directory is empty."
+
+
+def test_the_exit_deliverable_is_the_final_message_when_it_has_words(fake: FakeProvider, tmp_path: Path) -> None:
+    fake.script("chat", MARKERS["chat"], [
+        Step(text="A first draft."),
+        Step(text=f"{EXIT_THOUGHT}\nThe final answer.", tool_calls=[ToolCallSpec("agent_exit", {"summary": "s"})]),
+    ])
+    cfg, _ = _config(fake, tmp_path, "chat", ReminderPolicy("deliver it", 1))
+    result = asyncio.run(run_agent_loop(cfg))
+    assert (result.stop_reason, result.deliverable) == (StopReason.AGENT_EXIT, "The final answer.")
+
+
+def test_a_retried_step_marks_its_partial_stream_restarted(fake: FakeProvider, tmp_path: Path) -> None:
+    fake.script("chat", MARKERS["chat"], [
+        Step(text="This reply is cut off half way through.", chunk_size=4, failure=Failure.truncate(after_chunks=3)),
+        Step(text="The whole reply."),
+        Step(text="Cut again and never retried.", chunk_size=4, failure=Failure.truncate(after_chunks=3)),
+    ])
+
+    async def no_wait(seconds: float) -> None:
+        pass
+
+    cfg, events = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=1, sleep=no_wait)
+    result = asyncio.run(run_agent_loop(cfg))
+    assert result.deliverable == "The whole reply."
+    stream = [(t, d) for t, d in events if t in ("ai_chunk", "ai_stream_end")]
+    first_end = next(i for i, (t, _) in enumerate(stream) if t == "ai_stream_end")
+    assert "".join(d["text"] for t, d in stream[:first_end])  # the first attempt did stream something
+    assert stream[first_end][1]["restarted"] is True  # ... and that partial output was declared void
+    assert [d["restarted"] for t, d in stream if t == "ai_stream_end"] == [True, False]
+    assert "".join(d["text"] for t, d in stream[first_end + 1:] if t == "ai_chunk") == "The whole reply."
+
+    # A failure that is not retried ends its stream for good: nothing follows that could replace it.
+    cfg2, events2 = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=0, sleep=no_wait)
+    assert asyncio.run(run_agent_loop(cfg2)).stop_reason == StopReason.LLM_ERROR
+    assert [d["restarted"] for t, d in events2 if t == "ai_stream_end"] == [False]

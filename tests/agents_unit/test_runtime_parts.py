@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from pathlib import Path
 
 import pytest
 
-from yagent.ipc.messages import RunOutcome
+from yagent.ipc.messages import RunOutcome, RunSpec
 from yagent.workers.agents import AGENT_SPECS
-from yagent.workers.agents.circuit_breaker import CircuitBreaker
+from yagent.workers.agents.circuit_breaker import CircuitBreaker, ProviderBreakers
 from yagent.workers.agents.custom_agents import CustomAgentRegistry, DesignError, parse_design
 from yagent.workers.agents.handoff_format import format_for_parent
 from yagent.workers.agents.loop import LoopConfig
 from yagent.workers.context.thought import parse_thought, strip_thought
-from yagent.workers.kinds import known_kinds
+from yagent.workers.kinds import RunContext, known_kinds
 from yagent.workers.llm import Message, ToolCall
-from yagent.workers.memory import ConversationMemory, load_memory
+from yagent.workers.memory import ConversationMemory, MemoryFileError, load_memory
 
 
 class Clock:
@@ -111,6 +113,36 @@ def test_memory_appends_then_rewrites_and_survives_a_torn_line(tmp_path: Path) -
     assert [json.loads(line)["content"] for line in path.read_text().splitlines()] == ["compressed"]
 
 
+def test_memory_without_a_final_newline_is_repaired_before_appending(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    memory = ConversationMemory(path=path)
+    memory.append(Message.user("one"), Message.assistant("two"))
+    memory.save()
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))  # a crash between the JSON and its newline
+    loaded = load_memory(path)
+    assert [m.content for m in loaded.snapshot()] == ["one", "two"]
+    loaded.append(Message.user("three"))
+    loaded.save()
+    assert [m.content for m in load_memory(path).snapshot()] == ["one", "two", "three"]
+    assert path.read_text().endswith("}\n")
+
+
+def test_memory_with_a_character_cut_by_a_crash_keeps_the_whole_lines(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(Message.user("héllo").to_dict(), ensure_ascii=False) + "\n", encoding="utf-8")
+    with path.open("ab") as fh:
+        fh.write('{"role": "assistant", "content": "日'.encode()[:-1])  # torn inside a multi-byte character
+    loaded = load_memory(path)
+    assert [m.content for m in loaded.snapshot()] == ["héllo"]
+
+
+def test_a_damaged_line_in_the_middle_names_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"role": "user", "content": "a"}\nnot json\n{"role": "user", "content": "b"}\n')
+    with pytest.raises(MemoryFileError, match=r"t\.jsonl:2: not a conversation message .*move the file aside"):
+        load_memory(path)
+
+
 def test_first_turn_means_no_assistant_or_tool_message_yet(tmp_path: Path) -> None:
     memory = ConversationMemory([Message.user("written before the run started")])
     assert not memory.has_exchange()
@@ -183,3 +215,125 @@ def test_every_agent_run_holds_a_routing_engine(tmp_path: Path) -> None:
         assert isinstance(run._engine_for_tool("deepthinking"), RoutingEngine), role
         expected = "b" if role in ("coding", "repo") else "a"  # configured per agent; repo by runtime override
         assert run.engine.provider == expected, role
+
+
+class _Channel:
+    """The daemon channel as a run sees it: a lease gate that admits at once, events kept in a list."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict]] = []
+
+    @contextlib.asynccontextmanager
+    async def hold(self):
+        yield
+
+    def emit(self, type_: str, data: dict) -> None:
+        self.events.append((type_, data))
+
+    def heartbeat(self) -> None:
+        pass
+
+    async def pause_gate(self) -> None:
+        pass
+
+
+def _run_spec(tmp_path: Path, agent: str, config: dict, *, task: str = "t", run: str = "r",
+              yolo: str = "none") -> RunSpec:
+    return RunSpec(run=run, task=task, turn=1, project="p", project_root=str(tmp_path), agent=agent, input="x",
+                   home=str(tmp_path), config=config, yolo=yolo)
+
+
+def test_the_breaker_is_the_one_of_the_provider_routing_chose(tmp_path: Path) -> None:
+    from tests.agent_harness import MARKERS
+    from tests.fake_provider import FakeProvider, Step
+    from yagent.ipc.vocabulary import StopReason
+    from yagent.workers.agents.loop import LoopPolicy
+    from yagent.workers.agents.runtime import AgentRun
+
+    # The configured provider failed until its breaker opened; the router sends this turn elsewhere.
+    CircuitBreaker(1, 600, path=tmp_path / "breaker" / "mid.json").record_failure()
+    with FakeProvider() as fake:
+        fake.script("router", "You route tasks", [Step(text='{"tier": "high"}')])
+        fake.script("director", MARKERS["director"], [Step(text="answered by the high tier")])
+        config = {"global": {"llm": {"use_provider": "mid", "providers": {
+                      "cheap": fake.provider_table("openai", model="gpt-4o-mini"),
+                      "mid": fake.provider_table("openai", model="deepseek-chat"),
+                      "smart": fake.provider_table("anthropic", model="claude-sonnet-4-5")}}},
+                  "llm": {"max_retries": 0, "circuit_breaker_threshold": 1, "circuit_breaker_reset_timeout": "10m"},
+                  "routing": {"mode": "auto"}}
+        run = AgentRun(RunContext(_run_spec(tmp_path, "director", config), _Channel()), "director")
+        assert run.engine.provider == "mid"  # before routing
+        loop_config = run.loop_config([Message.system(MARKERS["director"]), Message.user("x")], LoopPolicy(),
+                                      route_task="Redesign the scheduler across twelve modules")
+
+        async def go():
+            try:
+                return await run.run_loop(loop_config)
+            finally:
+                await run.close()
+
+        result = asyncio.run(go())
+        fake.assert_no_problems()
+    assert (result.stop_reason, result.deliverable) == (StopReason.PLAIN_TEXT, "answered by the high tier")
+    assert CircuitBreaker(1, 600, path=tmp_path / "breaker" / "mid.json").state == "open"  # untouched
+    assert CircuitBreaker(1, 600, path=tmp_path / "breaker" / "smart.json").state == "closed"  # the one asked
+
+
+def test_per_provider_breakers_keep_their_states_apart(tmp_path: Path) -> None:
+    breakers = ProviderBreakers(1, 60, directory=tmp_path)
+    breakers.for_provider("a").record_failure()
+    assert not breakers.for_provider("a").allow() and breakers.for_provider("b").allow()
+    assert ProviderBreakers(1, 60, directory=tmp_path).for_provider("a").state == "open"  # shared through the file
+    assert breakers.path_for("../x/y") == tmp_path / "_x_y.json"  # a provider name cannot leave the directory
+
+
+def test_a_custom_design_keeps_working_when_full_yolo_removes_a_tool_it_picked(tmp_path: Path) -> None:
+    from tests.agent_harness import MARKERS
+    from tests.fake_provider import FakeProvider, Step, ToolCallSpec
+    from yagent.workers.agents.subagents import custom
+
+    design = parse_design(json.dumps({"name": "asker", "description": "Reads and asks.",
+                                      "system_prompt": "Read files; ask the user when unsure.",
+                                      "tools": ["read_file", "ask_user_for_help"]}), "read things")
+    CustomAgentRegistry(tmp_path, "t").add(design)
+    with FakeProvider() as fake:
+        fake.script("custom", MARKERS["custom"], [Step(text="Done without asking.", tool_calls=[
+            ToolCallSpec("agent_exit", {"summary": "done"})])])
+        config = {"global": {"llm": {"use_provider": "fake", "providers": {"fake": fake.provider_table()}}},
+                  "llm": {"max_retries": 0}}
+        channel = _Channel()
+        ctx = RunContext(_run_spec(tmp_path, "custom:asker", config, yolo="full"), channel)
+        outcome = asyncio.run(custom(ctx))
+        fake.assert_no_problems()
+        request = fake.requests_for("custom")[0]
+    assert (outcome.status, outcome.stop_reason, outcome.output) == ("done", "agent_exit", "Done without asking.")
+    assert {t["function"]["name"] for t in request.body["tools"]} == {"read_file", "agent_exit"}
+    system = request.body["messages"][0]["content"]
+    assert "ask_user_for_help" in system and "Work without" in system  # the agent is told what it lacks
+    warnings = [d["message"] for t, d in channel.events if t == "log" and d.get("level") == "warning"]
+    assert any("ask_user_for_help" in w for w in warnings)  # and so are the people watching
+
+
+def test_session_grants_saved_by_a_child_survive_the_parent_saving_its_own(tmp_path: Path) -> None:
+    from yagent.workers.agents.runtime import AgentRun
+    from yagent.workers.tools import AuthDecision, AuthRequest
+
+    config = {"global": {"llm": {"use_provider": "a", "providers": {
+        "a": {"api_base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "gpt-4o"}}}}}
+
+    def approve(run: AgentRun, path: str) -> None:
+        request = AuthRequest(tool="read_file", summary=f"read {path}", project_root=str(tmp_path),
+                              outside_paths=(path,))
+        run.tool_ctx.guard.approvals.remember(request, AuthDecision.ALLOW_SESSION)
+
+    parent = AgentRun(RunContext(_run_spec(tmp_path, "director", config, run="r1"), _Channel()), "director")
+    child = AgentRun(RunContext(_run_spec(tmp_path, "coding", config, run="r2"), _Channel()), "coding")
+    approve(child, "/srv/child")
+    child.save_session_grants()  # the child finishes first, while its parent still runs
+    approve(parent, "/srv/parent")
+    parent.save_session_grants()
+    saved = json.loads((tmp_path / "tasks" / "t.grants.json").read_text())
+    assert saved == ["outside:/srv/child", "outside:/srv/parent"]
+    later = AgentRun(RunContext(_run_spec(tmp_path, "coding", config, run="r3"), _Channel()), "coding")
+    assert later.tool_ctx.guard.approvals.session_grants() == {"outside:/srv/child", "outside:/srv/parent"}
+    assert not list((tmp_path / "tasks").glob("*.tmp"))  # replaced atomically, no temp file left behind

@@ -139,3 +139,43 @@ def test_a_replaced_reply_is_rewrapped_not_appended_to() -> None:
     shown = ["".join(t for _s, t in line).strip() for line in renderer.window(f.view, 40, 50, False)[0]]
     assert not any("draft" in line for line in shown)
     assert sum(line.count("final") for line in shown) == 30
+
+
+THOUGHT_ONLY = "<thought>\ngoal: answer\nreason: the chat agent knows\n</thought>\n"
+
+
+def test_a_thought_only_stream_does_not_suppress_the_final_answer() -> None:
+    f = Feed()
+    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    f("ai_stream_start", event_data.ai_stream_start(1, "m"))
+    for start in range(0, len(THOUGHT_ONLY), 5):  # streamed in pieces, so partial tags are held back too
+        f("ai_chunk", {"text": THOUGHT_ONLY[start:start + 5]})
+    f("ai_stream_end", event_data.ai_stream_end(1))
+    f("ai_response", event_data.ai_response(1, THOUGHT_ONLY, 1))
+    assert not f.view.root_streamed
+    f("turn_finished", {"turn": 1, "state": "done", "status": "done", "stop_reason": "agent_exit",
+                        "output": "the final answer"})
+    assert _texts(f.view)[-1] == ("director", "the final answer")
+
+
+def test_a_reply_with_words_after_its_thought_still_counts_as_streamed() -> None:
+    f = Feed()
+    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    f("ai_chunk", {"text": THOUGHT_ONLY})
+    assert not f.view.root_streamed
+    f("ai_chunk", {"text": "the final answer"})
+    assert f.view.root_streamed
+    f("turn_finished", {"turn": 1, "state": "done", "status": "done", "output": "the final answer"})
+    assert [t for _a, t in _texts(f.view)] == [THOUGHT_ONLY + "the final answer"]  # shown once
+
+
+def test_text_of_a_restarted_stream_does_not_suppress_the_final_answer() -> None:
+    f = Feed()
+    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    f("ai_stream_start", event_data.ai_stream_start(1, "m"))
+    f("ai_chunk", {"text": "half an ans"})
+    f("ai_stream_end", event_data.ai_stream_end(1, restarted=True))
+    assert not f.view.root_streamed
+    f("turn_finished", {"turn": 1, "state": "failed", "status": "failed", "stop_reason": "llm_error",
+                        "output": "what was said before"})
+    assert _texts(f.view)[-1] == ("director", "what was said before")

@@ -58,6 +58,19 @@ def test_workers_exit_when_the_daemon_is_killed_and_the_restart_marks_runs_inter
     assert {r.run: (r.status, r.stop_reason) for r in task.runs} == {
         run: ("interrupted", "interrupted") for run in pids}
 
+    # A client following the task from the start is told the turn ended, rather than waiting forever.
+    async def follow():
+        async with again.client() as c:
+            return await collect_turn(c, sub.task, turn=1)
+
+    events = arun(follow(), timeout=30)
+    finished = of_type(events, "turn_finished")
+    assert [e.data["state"] for e in finished] == ["interrupted"]
+    assert {e.run: e.data["stop_reason"] for e in of_type(events, "run_finished")} == {
+        run: "interrupted" for run in pids}
+    seqs = [e.seq for e in events]
+    assert seqs == sorted(set(seqs))
+
 
 def test_sigterm_shuts_down_gracefully_and_interrupts_runs(make_daemon, project: Path) -> None:
     daemon = make_daemon("[daemon]\nstop_grace = \"1s\"\n")
@@ -175,3 +188,19 @@ def test_a_slow_subscriber_loses_nothing(make_daemon, project: Path) -> None:
     assert seqs == list(range(1, len(seqs) + 1))
     assert len(of_type(got, "ai_chunk")) == 20000
     assert gap_fills >= 1, "no frame was dropped: the test did not exercise gap filling"
+
+
+def test_detached_tool_processes_die_with_a_run_that_ended_normally(make_daemon, project: Path) -> None:
+    daemon = make_daemon()
+    text = script({"spawn": "sleep 1000", "keep": True}, output="left a process behind")
+
+    async def go():
+        async with daemon.client() as c:
+            sub = await submit(c, project, text)
+            return await collect_turn(c, sub.task)
+
+    events = arun(go())
+    assert of_type(events, "turn_finished")[0].data["status"] == "done"
+    pid = of_type(events, "spawned")[0].data["pid"]
+    _gone, alive = psutil.wait_procs([psutil.Process(pid)], timeout=15)
+    assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []

@@ -142,3 +142,41 @@ def _proc(pid: int) -> psutil.Process | None:
         return psutil.Process(pid)
     except psutil.NoSuchProcess:
         return None
+
+
+def test_a_reply_too_large_for_one_frame_is_an_error_and_the_daemon_keeps_serving(daemon, project: Path) -> None:
+    big = "word " * 600_000  # 3 MB a turn; the echo output doubles it, so two turns pass the 8 MB frame cap
+
+    async def go():
+        async with daemon.client() as c:
+            first = await submit(c, project, big)
+            await collect_turn(c, first.task, turn=1)
+            await submit(c, project, big, task=first.task)
+            await collect_turn(c, first.task, turn=2)
+            with pytest.raises(RemoteError) as err:
+                await c.request(TaskInfo(id=0, task=first.task), TaskDetail, timeout=10)
+            listing = await c.request(ListTasks(id=0), TaskList, timeout=10)
+            return err.value, listing
+
+    err, listing = arun(go())
+    assert err.code == "too_large"
+    assert "task_detail" in str(err) or "too large" in str(err)
+    assert len(listing.tasks) == 1
+
+
+def test_delegations_inherit_the_turns_model_override(daemon, project: Path) -> None:
+    from yagent.ipc.messages import Submit, Submitted
+
+    child = script({"options": True})
+
+    async def go():
+        async with daemon.client() as c:
+            sub = await c.request(Submit(
+                id=0, project=str(project), agent="scripted", options={"model_override": "local"},
+                text=script({"options": True}, {"delegate": [{"agent": "scripted", "task": child}]})), Submitted)
+            return await collect_turn(c, sub.task)
+
+    events = arun(go())
+    seen = [e.data for e in of_type(events, "options")]
+    assert len(seen) == 2
+    assert all(d.get("model_override") == "local" for d in seen), seen

@@ -207,3 +207,52 @@ def test_task_timeout_stops_the_whole_turn(make_daemon, project: Path) -> None:
     finished = of_type(arun(go()), "turn_finished")[0].data
     assert finished["stop_reason"] == "total_timeout"
     assert "task_timeout" in finished["error"]
+
+
+def test_a_lease_request_given_up_while_queued_does_not_freeze_the_idle_clock(make_daemon, project: Path) -> None:
+    daemon = make_daemon("[llm]\nmax_in_flight_requests = 1\n" + FAST)
+    # The child queues behind the other task's lease, gives up (as a capped classify call does), then goes
+    # silent: it is idle from then on, and the watchdog must see it.
+    child = script({"lease_wait": 0.5}, {"sleep": 600})
+
+    async def go():
+        async with daemon.client() as c:
+            holder = await submit(c, project, script({"lease": 600}))
+            async with EventStream(c, holder.task) as stream:
+                async for ev in stream.events():
+                    if ev.type == "lease_held":
+                        break
+            sub = await submit(c, project, script({"delegate": [{"agent": "scripted", "task": child}]}))
+            events = await collect_turn(c, sub.task)
+            await c.request(TaskControl(id=0, task=holder.task, action="cancel"), Ack)
+            return events
+
+    events = arun(go(), timeout=40)
+    assert of_type(events, "lease_gave_up"), [(e.type, e.agent, e.ts) for e in events]
+    outcome = _child_outcome(events)
+    assert outcome["stop_reason"] == "idle_timeout", outcome
+
+
+def test_a_question_withdrawn_by_a_stopped_run_puts_the_task_back_to_running(make_daemon, project: Path) -> None:
+    from yagent.ipc.messages import ListTasks, TaskList
+
+    daemon = make_daemon("[agent]\ndelegate_total_timeout = \"1s\"\n[daemon]\nstop_grace = \"0.5s\"\n")
+    asker = script({"ask": {"kind": "input", "prompt": "which branch?"}})
+
+    async def go():
+        async with daemon.client() as c:
+            sub = await submit(c, project, script({"delegate": [{"agent": "scripted", "task": asker}]},
+                                                  {"mark": "after"}, {"busy": 60}))
+            states = []
+            async with EventStream(c, sub.task) as stream:
+                async for ev in stream.events():
+                    if ev.type in ("user_help_needed", "mark"):
+                        listing = await c.request(ListTasks(id=0), TaskList)
+                        states.append((ev.type, listing.tasks[0].state))
+                    if ev.type == "mark":
+                        break
+            await c.request(TaskControl(id=0, task=sub.task, action="cancel"), Ack)
+            return states
+
+    states = arun(go(), timeout=40)
+    assert states == [("user_help_needed", "waiting"), ("mark", "running")]

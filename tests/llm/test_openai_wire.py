@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+from typing import Any
 
 from tests.fake_provider import FakeProvider, Step, ToolCallSpec, UsageSpec
 from tests.llm.conftest import SYSTEM, make_engine
@@ -196,7 +198,82 @@ def test_fragments_without_index_or_id_still_assemble(fake: FakeProvider) -> Non
             return await engine.complete(HISTORY[:2]).final()
 
     response = asyncio.run(main())
-    assert response.tool_calls == (ToolCall("call_0", "grep", '{"pattern": "x"}'),)
+    (call,) = response.tool_calls
+    assert (call.name, call.arguments) == ("grep", '{"pattern": "x"}')
+    assert GENERATED_ID.fullmatch(call.id), call.id
+
+
+GENERATED_ID = re.compile(r"call_[0-9a-f]{32}")
+
+
+def _tool_turn_without_ids(*paths: str) -> str:
+    """A streamed tool turn from a server that sends no tool-call ids (some vLLM/llama.cpp builds)."""
+    chunks = [_chunk({"tool_calls": [{"index": i, "type": "function",
+                                      "function": {"name": "read_file", "arguments": json.dumps({"path": p})}}]})
+              for i, p in enumerate(paths)]
+    return "".join([*chunks, _chunk({}, "tool_calls"), "data: [DONE]\n\n"])
+
+
+def test_missing_tool_call_ids_are_unique_across_the_steps_of_a_conversation(fake: FakeProvider) -> None:
+    """Positional ids (`call_0` on every step) would make step 2's result pair with step 1's call."""
+    fake.script("coding", "Coding agent", [Step(raw=_tool_turn_without_ids("a.py", "b.py")),
+                                           Step(raw=_tool_turn_without_ids("c.py")),
+                                           Step(text="done")])
+
+    async def main() -> tuple[list[ToolCallDelta], list[Any]]:
+        history = HISTORY[:2]
+        deltas: list[ToolCallDelta] = []
+        responses = []
+        async with make_engine(fake) as engine:
+            for _ in range(3):
+                async with engine.complete(history, [READ_FILE]) as stream:
+                    deltas += [d async for d in stream if isinstance(d, ToolCallDelta)]
+                    response = await stream.final()
+                responses.append(response)
+                history = [*history, response.message(),
+                           *(Message.tool(c.id, f"contents of {c.parsed_arguments()['path']}")
+                             for c in response.tool_calls)]
+        return deltas, responses
+
+    deltas, (first, second, _) = asyncio.run(main())
+    ids = [c.id for c in (*first.tool_calls, *second.tool_calls)]
+    assert len(ids) == 3 and len(set(ids)) == 3, ids
+    assert all(GENERATED_ID.fullmatch(i) for i in ids), ids
+    # The streamed progress names the same id the final response carries.
+    assert [d.id for d in deltas] == ids
+    # The last request pairs each result with its own call.
+    sent = fake.requests[2].body["messages"]
+    calls = {c["id"]: json.loads(c["function"]["arguments"])["path"]
+             for m in sent if m["role"] == "assistant" for c in m.get("tool_calls") or ()}
+    results = {m["tool_call_id"]: m["content"] for m in sent if m["role"] == "tool"}
+    assert results == {cid: f"contents of {path}" for cid, path in calls.items()}
+    assert len(results) == 3
+
+
+def test_missing_tool_call_ids_are_unique_when_not_streaming(fake: FakeProvider) -> None:
+    def body(path: str) -> str:
+        return json.dumps({"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [{
+            "index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None,
+            "tool_calls": [{"type": "function", "function": {"name": "read_file",
+                                                            "arguments": json.dumps({"path": path})}}]}}]})
+
+    fake.script("coding", "Coding agent", [Step(raw=body(p), raw_content_type="application/json")
+                                           for p in ("a.py", "b.py")])
+
+    async def main() -> list[Any]:
+        history = HISTORY[:2]
+        responses = []
+        async with make_engine(fake) as engine:
+            for _ in range(2):
+                response = await engine.complete(history, [READ_FILE], CallOptions(stream=False)).final()
+                responses.append(response)
+                history = [*history, response.message(), Message.tool(response.tool_calls[0].id, "x")]
+        return responses
+
+    first, second = asyncio.run(main())
+    ids = [first.tool_calls[0].id, second.tool_calls[0].id]
+    assert ids[0] != ids[1]
+    assert all(GENERATED_ID.fullmatch(i) for i in ids), ids
 
 
 def test_server_without_usage_chunk_gets_an_estimate_flagged_as_estimated(fake: FakeProvider) -> None:

@@ -167,6 +167,46 @@ def test_single_provider_skips_classification(fake: FakeProvider) -> None:
     assert fake.requests == []
 
 
+def test_single_tier_never_moves_a_role_off_its_configured_provider(fake: FakeProvider) -> None:
+    """The only tiered provider is someone else's: the Director keeps the provider the user gave it."""
+    fake.script("director", "You are the Director", [Step(text="from the local model")])
+    config = {
+        "global": {"llm": {"use_provider": "cheap", "providers": {
+            "cheap": fake.provider_table("openai", model="gpt-4o-mini"),
+            "local": fake.provider_table("openai", model="my-finetune-not-in-the-catalog"),
+        }}},
+        "agents": {"llm": {"director": {"use_provider": "local"}}},
+        "llm": {"max_retries": 0},
+    }
+    engine = build_engine(config, "director", environ={})
+    assert engine.tiers == {"fast": "cheap", "balanced": "cheap", "high": "cheap"}  # precondition
+
+    async def main() -> tuple[Any, Any]:
+        decision = await engine.route("Plan the release")
+        response = await engine.complete([Message.system("You are the Director."), Message.user("go")]).final()
+        await engine.aclose()
+        return decision, response
+
+    decision, response = asyncio.run(main())
+    assert (decision.tier, decision.reason, decision.provider) == (None, "configured", "local")
+    assert "'local'" in decision.detail and "'cheap'" in decision.detail
+    assert engine.tier is None and engine.provider == "local"
+    assert response.provider == "local" and response.text == "from the local model"
+    (call,) = fake.requests  # nothing was classified, and the call went to the configured model
+    assert call.body["model"] == "my-finetune-not-in-the-catalog"
+    fake.assert_no_problems()
+
+    # Control: a role whose configured provider is the tiered one still gets the single tier.
+    coding = build_engine(config, "coding", environ={})
+
+    async def route_coding() -> Any:
+        decision = await coding.route("task")
+        await coding.aclose()
+        return decision
+
+    assert (asyncio.run(route_coding()).reason, coding.provider) == ("single_tier", "cheap")
+
+
 def test_fallback_providers_are_wired_inside_the_router(fake: FakeProvider) -> None:
     config = _config(fake)
     config["global"]["llm"]["providers"]["mid"]["fallback_providers"] = ["cheap", {"provider": "smart", "weight": 2}]

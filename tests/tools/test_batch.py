@@ -218,6 +218,66 @@ def test_tool_failures_become_results_and_the_batch_goes_on(project: Path, tmp_p
     assert not results[2].is_error
 
 
+def test_a_nul_character_in_a_path_is_an_error_result(project: Path, tmp_path: Path) -> None:
+    (project / "a.txt").write_text("a\n")
+    calls = [
+        ToolCall("c0", "read_file", {"path": "a.txt\x00.py"}),
+        ToolCall("c1", "create_file", {"path": "b\x00.txt", "content": "x"}),
+        ToolCall("c2", "run_bash", {"command": "echo hi", "cwd": "\x00"}),
+        ToolCall("c3", "read_file", {"path": "a.txt"}),
+    ]
+    results = asyncio.run(run_tool_batch(build_surface("coding"), calls, make_ctx(project, tmp_path)))
+    assert [r.call_id for r in results] == ["c0", "c1", "c2", "c3"]
+    for result, name in zip(results[:3], ("'path'", "'path'", "'cwd'"), strict=True):
+        assert result.is_error and f"{name} contains a NUL character" in result.content
+    assert not results[3].is_error and sorted(p.name for p in project.iterdir()) == ["a.txt"]
+
+
+def test_a_failing_authorizer_is_an_error_result_and_nothing_runs(project: Path, tmp_path: Path) -> None:
+    class LostDaemon:
+        async def authorize(self, request: Any) -> Any:
+            raise ConnectionError("daemon connection lost")
+
+    ctx = make_ctx(project, tmp_path, authorizer=LostDaemon())
+    calls = [ToolCall("c0", "create_file", {"path": "../escape.txt", "content": "x"}), ToolCall("c1", "list_dir")]
+    results = asyncio.run(run_tool_batch(build_surface("coding"), calls, ctx))
+    assert results[0].is_error
+    assert "asking for it failed (ConnectionError: daemon connection lost)" in results[0].content
+    assert not (project.parent / "escape.txt").exists() and not results[1].is_error
+
+
+def test_an_internal_error_still_gives_every_call_one_result_and_one_event(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from yagent.workers.tools import batch as batch_module
+
+    invoke = batch_module.invoke_tool
+
+    async def broken_invoke(surface: Surface, call: ToolCall, ctx: Any) -> ToolResult:
+        if call.name in ("list_dir", "create_file"):
+            raise KeyError(f"registry lost {call.name}")  # a bug inside invoke_tool, not a tool failure
+        return await invoke(surface, call, ctx)
+
+    monkeypatch.setattr(batch_module, "invoke_tool", broken_invoke)
+    surface = build_surface("coding")
+    events: list[tuple[str, dict[str, Any]]] = []
+    ctx = make_ctx(project, tmp_path, emit=lambda event, data: events.append((event, dict(data))))
+    (project / "a.txt").write_text("a\n")
+    calls = [
+        ToolCall("c0", "read_file", {"path": "a.txt"}),
+        ToolCall("c1", "list_dir", {}),
+        ToolCall("c2", "create_file", {"path": "b.txt", "content": "x"}),
+        ToolCall("c3", "list_dir", {}),
+    ]
+    results = asyncio.run(run_tool_batch(surface, calls, ctx))
+    assert [r.call_id for r in results] == ["c0", "c1", "c2", "c3"]
+    assert not results[0].is_error
+    for result in results[1:]:
+        assert result.is_error and "internal error (KeyError" in result.content
+    finished = [data["call_id"] for event, data in events if event == "tool_call_result"]
+    assert sorted(finished) == ["c0", "c1", "c2", "c3"]
+
+
 @pytest.mark.parametrize(("value", "expected"), [(None, 4), (0, 4), (-3, 4), (1, 1), (4, 4), (8, 8), (9, 8), (100, 8)])
 def test_normalize_max_parallel(value: int | None, expected: int) -> None:
     assert normalize_max_parallel(value) == expected

@@ -166,17 +166,44 @@ def test_bash_naming_an_outside_path_by_yolo_level(
         ("ls src/../README.md", []),
         ("cat <scratch>/run_bash/out.log", []),
         ("echo 'unbalanced", []),
+        ("echo ';' /etc/hosts", ["/etc/hosts"]),
+        ("cd && rm -rf build", ["<home>"]),
+        ("cd; ls", ["<home>"]),
+        ("cd - && make clean", ["/etc"]),
+        ("cd /etc && cat hosts ../root/x", ["/etc", "/root/x"]),
+        ("cd src", []),
+        ("grep -rn 'a/b' .", []),
     ],
 )
 def test_command_tokens_outside_the_workspace(
     project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, flagged: list[str]
 ) -> None:
     monkeypatch.setenv("HOME", "/home/yagent-test-user")  # a home outside /tmp, wherever the suite runs
+    monkeypatch.setenv("OLDPWD", "/etc")
+    monkeypatch.delenv("CDPATH", raising=False)
+    (project / "src").mkdir()
     ctx = make_ctx(project, tmp_path)
     command = command.replace("<scratch>", str(ctx.scratch_dir))
     expected = [f.replace("<home>", os.path.expanduser("~")) for f in flagged]
     found = [str(p) for p in ctx.guard.command_outside_paths(command)]
     assert found == [os.path.realpath(e) for e in expected]
+
+
+def test_relative_words_through_an_inside_symlink_to_outside_are_outside(project: Path, tmp_path: Path) -> None:
+    (project / "conf").symlink_to("/etc")
+    auth = ScriptedAuthorizer(AuthDecision.DENY)
+    ctx = make_ctx(project, tmp_path, authorizer=auth)
+    assert [str(p) for p in ctx.guard.command_outside_paths("cat conf/hostname")] == ["/etc/hostname"]
+    result = call_tool(ctx, "run_bash", {"command": "cat conf/hostname > copy.txt"})
+    assert result.is_error and "denied" in result.content and not (project / "copy.txt").exists()
+    assert auth.requests[0].outside_paths == ("/etc/hostname",)
+
+
+def test_a_program_run_through_an_inside_symlink_is_not_a_path_it_touches(project: Path, tmp_path: Path) -> None:
+    (project / "bin").mkdir()
+    (project / "bin" / "python").symlink_to("/usr/lib/python3-not-there")
+    ctx = make_ctx(project, tmp_path)
+    assert ctx.guard.command_outside_paths("bin/python -c pass") == []
 
 
 def test_no_authorizer_means_refusal_with_next_steps(project: Path, outside: Path, tmp_path: Path) -> None:

@@ -136,3 +136,84 @@ def test_idle_tasks_beyond_the_cache_are_served_from_disk(tmp_path: Path) -> Non
         sub.close(0)
         hub.close()
         ctx.destroy(0)
+
+
+def test_events_appended_after_a_torn_tail_stay_readable(tmp_path: Path) -> None:
+    hub, sub, ctx = _hub(tmp_path, ring=10)
+    for i in range(20):
+        hub.publish("t1", "r1", "a", "x", {"i": i})
+    hub.close()
+    sub.close(0)
+    ctx.destroy(0)
+    with (tmp_path / "events" / "t1.log").open("ab") as fh:
+        fh.write(b"\x82\xa4task\xa2t1\xa6events\x91\x96\x15")  # a frame cut off mid-event
+    (tmp_path / "ev.sock").unlink(missing_ok=True)
+    hub2, sub2, ctx2 = _hub(tmp_path, ring=10)
+    try:
+        for i in range(5):
+            assert hub2.publish("t1", "r1", "a", "x", {"i": 20 + i}) == 21 + i
+        hub2.close_task("t1")
+        hub2.max_idle_tasks = 0
+        hub2.close_task("t1")  # forget the ring: the replay below must come from disk
+        page = hub2.replay("t1", 0, 100)
+        assert [e[0] for e in page.events] == list(range(1, 26))
+        assert page.dropped == 0
+    finally:
+        sub2.close(0)
+        hub2.close()
+        ctx2.destroy(0)
+
+
+def test_seq_never_goes_below_the_registry_floor(tmp_path: Path) -> None:
+    ctx = zmq.Context()
+    pub = ctx.socket(zmq.PUB)
+    pub.bind(f"ipc://{tmp_path}/ev.sock")
+    hub = EventHub(pub, tmp_path / "events", 10, seq_floor=lambda task: 40 if task == "t1" else 0)
+    try:
+        hub.publish("t1", "r1", "a", "x", {})
+        assert hub.publish("t1", "r1", "a", "x", {}) == 42
+        assert hub.publish("t2", "r1", "a", "x", {}) == 1
+    finally:
+        hub.close()
+        ctx.destroy(0)
+
+
+def test_a_batch_over_the_frame_cap_is_split_and_an_oversize_event_is_cut(tmp_path: Path) -> None:
+    from yagent.ipc.records import MAX_FRAME_BYTES
+
+    hub, sub, ctx = _hub(tmp_path, ring=100)
+    try:
+        chunk = "y" * (MAX_FRAME_BYTES // 3)
+        batch = [["tool_call_result", float(i), {"text": chunk}] for i in range(4)]
+        batch.append(["tool_call_result", 9.0, {"text": "z" * (MAX_FRAME_BYTES + 10), "call_id": "c1"}])
+        assert hub.publish_batch("t1", "r1", "a", batch) == 5
+        page = hub.replay("t1", 0, 100, byte_budget=10 * MAX_FRAME_BYTES)
+        assert [e[0] for e in page.events] == [1, 2, 3, 4, 5]
+        last = page.events[-1][5]
+        assert last["call_id"] == "c1" and len(last["text"]) < 10_000 and "frame cap" in last["truncated"]
+        assert all(e[5]["text"] == chunk for e in page.events[:4])
+    finally:
+        sub.close(0)
+        hub.close()
+        ctx.destroy(0)
+
+
+def test_replay_pages_stay_within_the_byte_budget(tmp_path: Path) -> None:
+    hub, sub, ctx = _hub(tmp_path, ring=10)
+    try:
+        for i in range(30):
+            hub.publish("t1", "r1", "a", "x", {"text": "q" * 1000, "i": i})
+        seen: list[int] = []
+        after = 0
+        while True:
+            page = hub.replay("t1", after, 5000, byte_budget=5000)
+            assert 1 <= len(page.events) <= 5
+            seen.extend(e[0] for e in page.events)
+            after = page.events[-1][0]
+            if not page.more:
+                break
+        assert seen == list(range(1, 31))
+    finally:
+        sub.close(0)
+        hub.close()
+        ctx.destroy(0)

@@ -3,6 +3,9 @@
 Each user turn is its own worker process, so the breaker's state lives in
 `$YAGENT_HOME/breaker/{provider}.json` (read and written under an exclusive lock): when a provider
 keeps failing, the next turns fail fast instead of hammering it, until `reset_timeout` has passed.
+There is one breaker per provider (`ProviderBreakers`), picked at each call for the provider the
+agent's engine resolves to at that moment — after routing — so a failing provider never blocks
+another one the router or an override chose.
 
 `allow()` is itself the probe: in half-open state it admits exactly one caller, so every query must
 be followed, in the same step, by the call and by `record_success` / `record_failure`. A probe that
@@ -16,12 +19,13 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CircuitBreaker"]
+__all__ = ["CircuitBreaker", "ProviderBreakers"]
 
 
 class CircuitBreaker:
@@ -93,3 +97,32 @@ class CircuitBreaker:
             if state["opened_at"] is not None or state["failures"] >= self.threshold:
                 state["opened_at"] = self._clock()
                 state["probe_at"] = None
+
+
+class ProviderBreakers:
+    """One breaker per provider, sharing threshold and reset timeout; `directory` None keeps them in memory."""
+
+    def __init__(self, threshold: int, reset_timeout: float = 60.0, *, directory: Path | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        if threshold <= 0:
+            raise ValueError("a breaker needs a positive threshold; use None for no breaker")
+        self.threshold = threshold
+        self.reset_timeout = reset_timeout
+        self.directory = directory
+        self._clock = clock
+        self._breakers: dict[str, CircuitBreaker] = {}
+
+    def path_for(self, provider: str) -> Path | None:
+        if self.directory is None:
+            return None
+        # Provider names are config keys; keep them from escaping the directory.
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", provider).lstrip(".") or "_"
+        return self.directory / f"{safe}.json"
+
+    def for_provider(self, provider: str) -> CircuitBreaker:
+        breaker = self._breakers.get(provider)
+        if breaker is None:
+            breaker = CircuitBreaker(self.threshold, self.reset_timeout, path=self.path_for(provider),
+                                     clock=self._clock)
+            self._breakers[provider] = breaker
+        return breaker

@@ -2,8 +2,10 @@
 
 Per step:
 1. wait at the pause gate (before the step counter moves: a paused step never ran);
-2. call the model (streaming deltas out as events), retrying the step on transient failures; the
-   optional circuit breaker is queried, called through and told the outcome in this same step;
+2. call the model (streaming deltas out as events), retrying the step on transient failures (a retried
+   attempt ends its stream with `restarted=True`: what it streamed is void); the optional circuit
+   breaker — the one of the provider the call resolves to after routing — is queried, called through
+   and told the outcome in this same step;
 3. parse the `<thought>` block into a thinklink entry;
 4. run the tool calls through the batch executor (consecutive read-only calls in parallel, the rest
    serially, exactly one result per call even on cancellation); `agent_exit` ends the run;
@@ -38,7 +40,7 @@ from yagent.workers.llm import (
 )
 from yagent.workers.tools import Surface, ToolBatch, ToolCall, ToolContext, ToolResult
 
-from .circuit_breaker import CircuitBreaker
+from .circuit_breaker import CircuitBreaker, ProviderBreakers
 
 __all__ = ["LoopConfig", "LoopPolicy", "LoopResult", "LoopState", "call_model_with_retries", "run_agent_loop"]
 
@@ -77,7 +79,9 @@ class LoopConfig:
     retry_delay: Callable[[int], float] = lambda attempt: min(30.0, 1.0 * 2**attempt)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     max_parallel_readonly: int = 4
-    breaker: CircuitBreaker | None = None
+    # One fixed breaker, or one per provider picked at each step for the provider the engine resolves to
+    # then (after routing), so a breaker opened for one provider never blocks another.
+    breaker: CircuitBreaker | ProviderBreakers | None = None
     route_task: str = ""  # text the router classifies; empty = no classification
 
 
@@ -103,7 +107,9 @@ class LoopResult:
     usage: dict[str, int] = field(default_factory=dict)
 
 
-def _deliverable(messages: list[Message], exit_args: dict[str, Any] | None) -> str:
+def _deliverable(messages: list[Message], exit_args: dict[str, Any] | None, *, exited: bool = False) -> str:
+    if exited:
+        return _exit_deliverable(messages, exit_args or {})
     for message in reversed(messages):
         if message.role == "assistant":
             text = strip_thought(message.content)
@@ -116,7 +122,41 @@ def _deliverable(messages: list[Message], exit_args: dict[str, Any] | None) -> s
     return ""
 
 
-async def _call_model(cfg: LoopConfig, state: LoopState, messages: list[Message]) -> Response:
+def _exit_deliverable(messages: list[Message], exit_args: dict[str, Any]) -> str:
+    """The answer of a run that ended with `agent_exit`.
+
+    It is the text of the final assistant message (the one carrying the `agent_exit` call). When that
+    message holds no words (only a thought block), the plain-text reply right before it counts: the agent
+    wrote its answer, was told to deliver it, and exited without repeating it. Never an older message —
+    narration that accompanied earlier tool calls is not an answer. Failing both: the exit summary, then
+    the hand-off's conclusion.
+    """
+    index = len(messages) - 1
+    while index >= 0 and messages[index].role == "tool":
+        index -= 1
+    if index >= 0 and messages[index].role == "assistant":
+        text = strip_thought(messages[index].content)
+        if text:
+            return text
+        before = messages[index - 1] if index > 0 else None
+        if before is not None and before.role == "assistant" and not before.tool_calls:
+            text = strip_thought(before.content)
+            if text:
+                return text
+    summary = exit_args.get("summary")
+    if isinstance(summary, str) and summary.strip():
+        return summary.strip()
+    handoff = exit_args.get("handoff")
+    conclusion = handoff.get("conclusion") if isinstance(handoff, dict) else None
+    return conclusion.strip() if isinstance(conclusion, str) else ""
+
+
+def _step_is_retried(exc: LLMError, retries_left: int) -> bool:
+    return retries_left > 0 and exc.retryable
+
+
+async def _call_model(cfg: LoopConfig, state: LoopState, messages: list[Message], *,
+                      retries_left: int = 0) -> Response:
     tools = [ToolDefinition(d["name"], d["description"], d["parameters"]) for d in cfg.surface.tool_definitions()]
     emit = cfg.emit
     engine = cfg.engine
@@ -135,7 +175,9 @@ async def _call_model(cfg: LoopConfig, state: LoopState, messages: list[Message]
                     emit(EventType.AI_STREAM_START, event_data.ai_stream_start(state.step, engine.model))
             response = await stream.final()
     except LLMError as exc:
-        emit(EventType.AI_STREAM_END, event_data.ai_stream_end(state.step))
+        # When the step is retried, whatever this attempt streamed is void: the retry streams the reply anew.
+        restarted = _step_is_retried(exc, retries_left)
+        emit(EventType.AI_STREAM_END, event_data.ai_stream_end(state.step, restarted=restarted))
         emit(EventType.LLM_CALL_END, event_data.llm_call_end(state.step, engine.provider, engine.model, None,
                                                              time.monotonic() - started, error=str(exc)))
         raise
@@ -156,15 +198,22 @@ async def call_model_with_retries(cfg: LoopConfig, state: LoopState, messages: l
     attempt = 0
     while True:
         try:
-            return await _call_model(cfg, state, messages)
+            return await _call_model(cfg, state, messages, retries_left=cfg.step_retries - attempt)
         except LLMError as exc:
-            if attempt >= cfg.step_retries or not exc.retryable:
+            if not _step_is_retried(exc, cfg.step_retries - attempt):
                 raise
             delay = cfg.retry_delay(attempt)
             attempt += 1
             log.warning("%s step %d: model call failed (%s); retry %d in %.1fs", cfg.agent, state.step, exc,
                         attempt, delay)
             await cfg.sleep(delay)
+
+
+def _step_breaker(cfg: LoopConfig) -> CircuitBreaker | None:
+    """The breaker of this step: the one of the provider the engine resolves to now, i.e. after routing."""
+    if isinstance(cfg.breaker, ProviderBreakers):
+        return cfg.breaker.for_provider(cfg.engine.provider)
+    return cfg.breaker
 
 
 def _thinklink(cfg: LoopConfig, text: str) -> None:
@@ -186,7 +235,8 @@ async def run_agent_loop(cfg: LoopConfig) -> LoopResult:
 
     def finish(reason: StopReason, error: str = "", exit_args: dict[str, Any] | None = None) -> LoopResult:
         handoff = exit_args.get("handoff") if exit_args and isinstance(exit_args.get("handoff"), dict) else None
-        return LoopResult(stop_reason=reason, deliverable=_deliverable(messages, exit_args), handoff=handoff,
+        deliverable = _deliverable(messages, exit_args, exited=reason == StopReason.AGENT_EXIT)
+        return LoopResult(stop_reason=reason, deliverable=deliverable, handoff=handoff,
                           exit_args=exit_args, error=error, steps=state.step, usage=dict(state.usage))
 
     while True:
@@ -196,18 +246,20 @@ async def run_agent_loop(cfg: LoopConfig) -> LoopResult:
         state.step += 1
         call_messages = messages if pending_reminder is None else [*messages, Message.user(pending_reminder)]
         pending_reminder = None
-        if cfg.breaker is not None and not cfg.breaker.allow():
+        breaker = _step_breaker(cfg)
+        if breaker is not None and not breaker.allow():
             return finish(StopReason.CIRCUIT_BREAKER_OPEN,
-                          "the model provider failed repeatedly; the circuit breaker is open — try again later")
+                          f"the model provider {cfg.engine.provider!r} failed repeatedly; the circuit breaker is "
+                          "open — try again later")
         try:
             response = await call_model_with_retries(cfg, state, call_messages)
         except LLMError as exc:
-            if cfg.breaker is not None:
-                cfg.breaker.record_failure()
+            if breaker is not None:
+                breaker.record_failure()
             cfg.emit(EventType.CONVERSATION_ERROR, event_data.conversation_error(str(exc)))
             return finish(StopReason.LLM_ERROR, str(exc))
-        if cfg.breaker is not None:
-            cfg.breaker.record_success()
+        if breaker is not None:
+            breaker.record_success()
         state.last_response = response
         messages.append(response.message())
         _thinklink(cfg, response.text)

@@ -6,21 +6,33 @@ root, the yolo level, per-submit options) and its channel (events, leases, deleg
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from yagent.ipc import event_data
 from yagent.ipc.config import parse_duration
 from yagent.ipc.messages import RunOutcome
 from yagent.ipc.provider_config import parse_llm_config
-from yagent.ipc.vocabulary import RunStatus, StopReason
+from yagent.ipc.vocabulary import EventType, RunStatus, StopReason
 from yagent.workers.kinds import AgentOutcome, RunContext
 from yagent.workers.llm import Engine, EngineFactory, RoutingEngine, build_engine
-from yagent.workers.tools import Surface, ToolContext, ToolSpec, YoloLevel, build_surface, normalize_max_parallel
+from yagent.workers.tools import (
+    Surface,
+    SurfaceError,
+    ToolContext,
+    ToolSpec,
+    YoloLevel,
+    build_surface,
+    normalize_max_parallel,
+)
+from yagent.workers.tools.atomic import write_atomic
 
-from .circuit_breaker import CircuitBreaker
+from .circuit_breaker import ProviderBreakers
 from .loop import LoopConfig, LoopPolicy, LoopResult, run_agent_loop
 from .ports import ChannelAsker, ChannelAuthorizer, ChannelDelegator, EngineTextLLM
 
@@ -55,6 +67,16 @@ class AgentRun:
                                                   override=override, factory=self._factory)
         self._tool_engines: dict[str, Engine] = {}
         self.delegator = ChannelDelegator(ctx, on_result=on_delegation)
+        # Tools a design picked that this run may not hold (ask_user_for_help under --full-yolo, a tool
+        # gone from the palette) are left out and reported, rather than failing the run.
+        self.dropped_tools: list[str] = []
+        if pick is not None:
+            pick, self.dropped_tools = _usable_pick(role, pick, self.yolo)
+            if self.dropped_tools:
+                note = (f"{ctx.spec.agent}: left out tools this run cannot offer at yolo level "
+                        f"{self.yolo.value!r}: {', '.join(self.dropped_tools)}")
+                ctx.log.warning("%s", note)
+                ctx.emit(EventType.LOG, event_data.log("warning", note))
         self.surface: Surface = build_surface(role, yolo=self.yolo, extra_specs=extra_specs, pick=pick)
         self.tool_ctx = ToolContext(
             project_root=ctx.project_root,
@@ -87,13 +109,15 @@ class AgentRun:
         value = self.agent_cfg.get("max_parallel_readonly_tools")
         return normalize_max_parallel(value if isinstance(value, int) and not isinstance(value, bool) else None)
 
-    def breaker(self) -> CircuitBreaker | None:
+    def breakers(self) -> ProviderBreakers | None:
+        """The breakers, one per provider: the loop picks the one of the provider each call resolves to,
+        after routing — never the provider the engine pointed at when this run was assembled."""
         threshold = self.llm_cfg.get("circuit_breaker_threshold", 0)
         if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold <= 0:
             return None
         reset = parse_duration(self.llm_cfg.get("circuit_breaker_reset_timeout", "60s"),
                                "[llm] circuit_breaker_reset_timeout") or 60.0
-        return CircuitBreaker(threshold, reset, path=self.ctx.home / "breaker" / f"{self.engine.provider}.json")
+        return ProviderBreakers(threshold, reset, directory=self.ctx.home / "breaker")
 
     def _engine_for_tool(self, tool: str) -> Engine:
         engine = self._tool_engines.get(tool)
@@ -116,15 +140,20 @@ class AgentRun:
         return [g for g in data if isinstance(g, str)] if isinstance(data, list) else []
 
     def save_session_grants(self) -> None:
-        """Session approvals last for the task: later runs of it read them back."""
-        grants = sorted(self.tool_ctx.guard.approvals.session_grants())
+        """Session approvals last for the task: later runs of it read them back.
+
+        Runs of one task save concurrently (a child finishes while its parent still runs, parallel
+        children): the file is read, merged and replaced under an exclusive lock, so no run's grants
+        overwrite those another run saved meanwhile.
+        """
+        grants = self.tool_ctx.guard.approvals.session_grants()
         if not grants:
             return
         path = self._grants_path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(grants))
-        tmp.replace(path)
+        with _locked(path.with_name(path.name + ".lock")):
+            merged = set(self._load_session_grants()) | grants
+            write_atomic(path, json.dumps(sorted(merged)).encode(), mode=0o600)
 
     # -- running ------------------------------------------------------------------------------------
 
@@ -141,7 +170,7 @@ class AgentRun:
             policy=policy,
             step_retries=self.step_retries(),
             max_parallel_readonly=self.max_parallel_readonly(),
-            breaker=self.breaker() if self.role == "director" else None,
+            breaker=self.breakers() if self.role == "director" else None,
             route_task=route_task,
         )
 
@@ -154,6 +183,30 @@ class AgentRun:
 
     async def close(self) -> None:
         await self._factory.aclose()
+
+
+def _usable_pick(role: str, pick: Iterable[str], yolo: YoloLevel) -> tuple[list[str], list[str]]:
+    """Split a pick into the tools `build_surface` accepts for this role and yolo level, and the rest."""
+    usable: list[str] = []
+    dropped: list[str] = []
+    for name in dict.fromkeys(pick):
+        try:
+            build_surface(role, yolo=yolo, pick=[name])
+        except SurfaceError:
+            dropped.append(name)
+        else:
+            usable.append(name)
+    return usable, dropped
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path) -> Iterator[None]:
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def outcome_from_loop(result: LoopResult) -> AgentOutcome:

@@ -80,6 +80,11 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
         return AgentOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
                             error=f"no usable LLM provider for {ctx.spec.agent}: {exc} — run `yagent setup`")
     prompt = system_prompt or render_prompt(spec.prompt, lang=run.lang)
+    if run.dropped_tools:
+        prompt += ("\n\n# Tools you do not have in this run\n"
+                   f"Your design lists {', '.join(run.dropped_tools)}, but this run cannot offer "
+                   f"{'it' if len(run.dropped_tools) == 1 else 'them'} (it runs at yolo level {run.yolo.value!r}; "
+                   "with --full-yolo nobody is there to answer questions). Work without them.")
     catalogue = run.surface.deferred_catalogue()
     if catalogue:
         prompt += "\n\n" + catalogue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -73,13 +74,31 @@ def openai_usage(raw: dict[str, Any]) -> Usage:
                  cached_input_tokens=int(cached))
 
 
+def new_call_id() -> str:
+    """An id for a tool call the server sent without one.
+
+    Unique across the whole conversation: a positional `call_{index}` would repeat on every step
+    (each step's first call would be `call_0`), and results would pair with the wrong call.
+    """
+    return f"call_{uuid.uuid4().hex}"
+
+
 class _CallBuilder:
-    __slots__ = ("arguments", "id", "name")
+    __slots__ = ("_generated", "arguments", "id", "name")
 
     def __init__(self, call_id: str, name: str) -> None:
         self.id = call_id
         self.name = name
         self.arguments: list[str] = []
+        self._generated = ""
+
+    def call_id(self) -> str:
+        """The server's id, else one generated once for this call (so every delta and the final agree)."""
+        if self.id:
+            return self.id
+        if not self._generated:
+            self._generated = new_call_id()
+        return self._generated
 
 
 def _infer_index(calls: dict[int, _CallBuilder], call_id: str) -> int:
@@ -111,7 +130,7 @@ def assemble_fragment(calls: dict[int, _CallBuilder], fragment: dict[str, Any]) 
     piece = function.get("arguments") or ""
     if piece:
         builder.arguments.append(piece)
-    return ToolCallDelta(index, builder.id or f"call_{index}", builder.name, piece)
+    return ToolCallDelta(index, builder.call_id(), builder.name, piece)
 
 
 class OpenAIEngine(HTTPEngine):
@@ -178,9 +197,9 @@ class OpenAIEngine(HTTPEngine):
         choice = (body.get("choices") or [{}])[0]
         message = choice.get("message") or {}
         tool_calls = tuple(
-            ToolCall(c.get("id") or f"call_{i}", (c.get("function") or {}).get("name", ""),
+            ToolCall(c.get("id") or new_call_id(), (c.get("function") or {}).get("name", ""),
                      (c.get("function") or {}).get("arguments") or "{}")
-            for i, c in enumerate(message.get("tool_calls") or ()))
+            for c in message.get("tool_calls") or ())
         text = message.get("content") or ""
         reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
         finish = choice.get("finish_reason") or ""
@@ -248,8 +267,8 @@ class _OpenAIStream(StreamParser):
         if not self.done and not self.finish_reason:
             raise LLMNetworkError("the stream ended before the model finished (no finish_reason, no [DONE])",
                                   provider=engine.provider, model=engine.model, status=200)
-        tool_calls = tuple(ToolCall(b.id or f"call_{i}", b.name, "".join(b.arguments) or "{}")
-                           for i, b in sorted(self.calls.items()))
+        tool_calls = tuple(ToolCall(b.call_id(), b.name, "".join(b.arguments) or "{}")
+                           for _, b in sorted(self.calls.items()))
         text, reasoning = "".join(self.text), "".join(self.reasoning)
         usage = self.usage or self.context.estimate_usage(text, reasoning, tool_calls)
         return Response(text=text, reasoning=reasoning, tool_calls=tool_calls,

@@ -56,8 +56,10 @@ def assign_tiers(providers: Sequence[ProviderConfig], catalog: ModelCatalog | No
 class RouteDecision:
     """What `route()` chose and why; agents report it as a `model_routed` event.
 
-    reason: "override" | "fixed" | "single_tier" | "classified" | "baseline" (classification failed,
-    the role's `[routing.baselines]` tier is used) | "configured" (failed, no baseline).
+    reason: "override" | "fixed" | "single_tier" (one provider has a tier and it is the configured one) |
+    "classified" | "baseline" (classification failed, the role's `[routing.baselines]` tier is used) |
+    "configured" (the configured provider is kept: no model is in the catalog, the only tiered provider
+    is another one, or classification failed without a baseline; `detail` says which).
     """
 
     tier: str | None
@@ -166,7 +168,16 @@ class RoutingEngine(Engine):
         if self.mode != "auto" or not self.tiers:
             return self._decision(None, "fixed" if self.mode != "auto" else "configured",
                                   "" if self.mode != "auto" else "no configured model is in the catalog")
-        if len(set(self.tiers.values())) == 1:
+        tiered = set(self.tiers.values())
+        if len(tiered) == 1:
+            (only,) = tiered
+            if only != self.configured:
+                # The one provider with a tier is not this role's: there is nothing to choose between,
+                # and moving the agent onto an unrelated provider would override the user's choice.
+                self._tier = None
+                return self._decision(None, "configured",
+                                      f"only provider {only!r} has a tier; the configured provider "
+                                      f"{self.configured!r} has none, so it is kept")
             self._tier = "balanced"
             return self._decision("balanced", "single_tier")
         try:

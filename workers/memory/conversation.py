@@ -15,7 +15,7 @@ from typing import Any
 
 from yagent.workers.llm import Message
 
-__all__ = ["ConversationMemory", "load_memory", "memory_path"]
+__all__ = ["ConversationMemory", "MemoryFileError", "load_memory", "memory_path"]
 
 
 def memory_path(home: Path, task: str) -> Path:
@@ -82,11 +82,19 @@ class ConversationMemory:
                 os.fsync(fh.fileno())
 
 
+class MemoryFileError(ValueError):
+    """A line in the middle of a task's memory file is not a message (the file was edited or damaged)."""
+
+
 def load_memory(path: Path) -> ConversationMemory:
-    """Read a task's memory; a torn last line (crash mid-write) is dropped, the rest is kept."""
+    """Read a task's memory; a torn last line (crash mid-write) is dropped, the rest is kept.
+
+    A file that does not end in a newline is rewritten on the next save, so new lines never glue onto it.
+    """
     messages: list[Message] = []
     try:
-        text = path.read_text(encoding="utf-8")
+        # A crash can cut a multi-byte character in two; the damaged last line is then dropped below.
+        text = path.read_bytes().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ConversationMemory(path=path)
     lines = text.splitlines()
@@ -96,11 +104,15 @@ def load_memory(path: Path) -> ConversationMemory:
         try:
             data: Any = json.loads(line)
             messages.append(Message.from_dict(data))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             if i == len(lines) - 1:
                 break
-            raise
+            raise MemoryFileError(
+                f"{path}:{i + 1}: not a conversation message ({type(exc).__name__}: {exc}). Repair that line, "
+                "or move the file aside to continue the task without its earlier conversation."
+            ) from exc
     memory = ConversationMemory(messages, path=path)
-    if len(messages) != sum(1 for ln in lines if ln.strip()):
-        memory.replace(messages)  # drop the torn tail from the file on the next save
+    torn = len(messages) != sum(1 for ln in lines if ln.strip())
+    if torn or (text and not text.endswith("\n")):
+        memory.replace(messages)  # rewrite on the next save: drops a torn tail, ends the file with a newline
     return memory

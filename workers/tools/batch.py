@@ -108,11 +108,11 @@ class ToolBatch:
             await asyncio.wait(tasks)
             raise
         for index, task in zip(indices, tasks, strict=True):
-            if not task.cancelled() and task.exception() is not None and self._results[index] is None:
-                exc = task.exception()
-                self._results[index] = ToolResult.error(f"internal error: {exc!r}").bound(
-                    self._calls[index].id, self._calls[index].name
-                )
+            exc = None if task.cancelled() else task.exception()
+            if exc is not None and self._results[index] is None:
+                result = _internal_error(self._calls[index], exc)
+                self._results[index] = result
+                self._emit_result(index, result)
 
     async def _call(self, index: int) -> None:
         call = self._calls[index]
@@ -129,6 +129,10 @@ class ToolBatch:
                 raise
             # The tool cancelled itself (e.g. its delegation was stopped); the batch goes on.
             result = ToolResult.error(f"{call.name} was cancelled before it finished.").bound(call.id, call.name)
+        except Exception as exc:
+            # invoke_tool turns tool failures into results; this is a bug in it, and still one result per call.
+            log.exception("invoking %s failed", call.name)
+            result = _internal_error(call, exc)
         self._results[index] = result
         self._emit_result(index, result)
 
@@ -167,6 +171,11 @@ class ToolBatch:
             self._ctx.emit(event, data)
         except Exception:
             log.exception("event emitter failed for %s", event)  # observability must never fail a tool
+
+
+def _internal_error(call: ToolCall, exc: BaseException) -> ToolResult:
+    text = f"{call.name} failed with an internal error ({type(exc).__name__}: {exc}). It may not have run."
+    return ToolResult.error(text).bound(call.id, call.name)
 
 
 def _brief(args: Mapping[str, Any]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shlex
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -62,19 +62,77 @@ class WorkspaceGuard:
         return path.relative_to(self.root).as_posix() if self.is_inside(path) else str(path)
 
     def command_outside_paths(self, command: str, cwd: Path | None = None) -> list[Path]:
-        """Paths a shell command names that resolve outside the project root and the safe list."""
+        """Paths a shell command names, or directories it changes to, outside the project root and the safe list.
+
+        Every word is resolved (symlinks followed), so `cat link/passwd` with `link -> /etc` is outside. A
+        bare `cd` (to `$HOME`), `cd -` (to `$OLDPWD`) and a `cd` through `$CDPATH` count as naming the
+        directory they go to, and words are also resolved from each directory the command may `cd` into.
+        Words relative to a directory that is itself outside (an outside `cwd`, which the caller reports,
+        or an outside `cd` target, reported here) are covered by approving that directory, unless they
+        climb out of it with `..`. The command word of a simple command is resolved through its directories
+        but not its last link (`.venv/bin/python -> ~/.pyenv/...` runs a program; it touches nothing).
+        """
         base = cwd or self.root
+        commands = _simple_commands(_tokenize(command))
         found: list[Path] = []
-        for candidate in _path_candidates(command):
-            expanded = os.path.expandvars(os.path.expanduser(candidate))
-            if os.path.normpath(expanded) in SAFE_DEVICE_PATHS:
-                continue
-            resolved = self.resolve(expanded, base)
-            if self.is_inside(resolved) or any(resolved.is_relative_to(t) for t in self._safe_trees):
-                continue
-            if resolved not in found:
-                found.append(resolved)
+        bases = self._command_directories(commands, base, found)
+        for words in commands:
+            for word in words:
+                for part in _word_parts(word.text):
+                    self._check_word(part, bases, found, command_word=word.is_command and part == word.text)
         return found
+
+    def _allowed(self, path: Path) -> bool:
+        return self.is_inside(path) or any(path.is_relative_to(t) for t in self._safe_trees)
+
+    def _check_word(self, text: str, bases: list[Path], found: list[Path], *, command_word: bool) -> None:
+        if not text or "\x00" in text:  # execve cannot carry a NUL: such a command never runs
+            return
+        for base in bases:
+            expanded = _expand(text, base)
+            if not expanded or os.path.normpath(expanded) in SAFE_DEVICE_PATHS:
+                continue
+            path = Path(expanded)
+            if not path.is_absolute():
+                if ".." not in path.parts and not self._allowed(base):
+                    continue  # beneath an outside directory that is reported (and approved) as a whole
+                path = base / path
+            if command_word and path.name not in ("", ".", ".."):
+                resolved = Path(os.path.realpath(path.parent)) / path.name
+            else:
+                resolved = Path(os.path.realpath(path))
+            if not self._allowed(resolved) and resolved not in found:
+                found.append(resolved)
+
+    def _command_directories(self, commands: list[list[_Word]], base: Path, found: list[Path]) -> list[Path]:
+        """`base` plus every directory the command may `cd`/`pushd` into; outside ones are added to `found`."""
+        bases = [base]
+        current = base
+        for words in commands:
+            operand = _cd_operand(words)
+            if operand is None:
+                continue
+            if operand == "-":
+                # bash imports OLDPWD from its environment when it names a directory; an earlier `cd` of the
+                # same command may have changed it, but only to a directory already in `bases`.
+                old = os.environ.get("OLDPWD", "")
+                targets = [Path(os.path.realpath(old))] if old and os.path.isdir(old) else []
+            else:
+                # From where the command is if every `cd` so far worked, and from where it started (a `cd`
+                # in a subshell or after `||` may not have). `cd` alone, or with an operand that expands
+                # to nothing (`cd $UNSET`), goes to $HOME.
+                targets = []
+                for start in dict.fromkeys((current, base)):
+                    expanded = _expand(operand, start) or os.path.expanduser("~")
+                    targets.extend(t for t in _cd_targets(expanded, start) if t not in targets)
+            for target in targets:
+                if not self._allowed(target) and target not in found:
+                    found.append(target)
+                if target not in bases and len(bases) < _MAX_COMMAND_DIRECTORIES:
+                    bases.append(target)
+            if targets:
+                current = targets[0]  # bash's choice from `current`: the first $CDPATH hit, else current/dir
+        return bases
 
     def request_for(
         self, spec: ToolSpec, args: Mapping[str, Any], paths: Mapping[str, Path], cwd: Path | None = None
@@ -144,24 +202,191 @@ def _apply_yolo(request: AuthRequest | None, yolo: YoloLevel) -> AuthRequest | N
     return request if request.dangerous_inside or request.outside_paths else None
 
 
-def _path_candidates(command: str) -> list[str]:
-    try:
-        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        tokens = list(lexer)
-    except ValueError:
-        tokens = command.split()
-    out: list[str] = []
+# Directories a command may be in, at most: each `cd` adds one or two; a long script must not cost more.
+_MAX_COMMAND_DIRECTORIES = 32
+_OPERATOR_CHARS = frozenset(";&|()<>")
+# Words that leave the parser expecting a command word, and commands that run the command word after them.
+_RESERVED_WORDS = frozenset({"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until"})
+_WRAPPERS = frozenset(
+    {"builtin", "command", "env", "exec", "nice", "nohup", "setsid", "stdbuf", "sudo", "time", "xargs"}
+)
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Token:
+    text: str
+    operator: bool = False
+
+
+@dataclasses.dataclass
+class _Word:
+    text: str
+    is_command: bool = False  # the command word of a simple command (or of a wrapper like `sudo`)
+    redirect_target: bool = False  # the operand of `>`, `<`, `2>&` ...
+
+
+def _tokenize(command: str) -> list[_Token]:
+    """bash's words and operators, closely enough for path checks.
+
+    Quotes and backslashes are removed from words and never make operators (`echo ';'`); `#` starts a
+    comment only at the start of a word (`a#b` is one word); a newline separates commands. An unterminated
+    quote runs to the end of the text (bash would refuse the command; nothing is lost by reading on).
+    """
+    tokens: list[_Token] = []
+    word: list[str] = []
+    in_word = False
+    i, n = 0, len(command)
+
+    def flush() -> None:
+        nonlocal in_word
+        if in_word:
+            tokens.append(_Token("".join(word)))
+        word.clear()
+        in_word = False
+
+    while i < n:
+        c = command[i]
+        if c in " \t\r":
+            flush()
+            i += 1
+        elif c == "\n":
+            flush()
+            tokens.append(_Token("\n", operator=True))
+            i += 1
+        elif c == "#" and not in_word:
+            end = command.find("\n", i)
+            i = n if end < 0 else end
+        elif c == "\\":
+            if command.startswith("\n", i + 1):  # line continuation
+                i += 2
+                continue
+            word.append(command[i + 1 : i + 2])
+            in_word = True
+            i += 2
+        elif c == "'" or (c == "$" and command.startswith("'", i + 1)):
+            ansi = c == "$"
+            j = i + (2 if ansi else 1)
+            while j < n and command[j] != "'":
+                if ansi and command[j] == "\\" and j + 1 < n:
+                    j += 1
+                    word.append(command[j])  # $'\'' and $'\\' (other escapes are kept as their letter)
+                else:
+                    word.append(command[j])
+                j += 1
+            in_word = True
+            i = j + 1
+        elif c == '"':
+            j = i + 1
+            while j < n and command[j] != '"':
+                if command[j] == "\\" and j + 1 < n and command[j + 1] in '"\\$`\n':
+                    if command[j + 1] != "\n":
+                        word.append(command[j + 1])
+                    j += 2
+                    continue
+                word.append(command[j])
+                j += 1
+            in_word = True
+            i = j + 1
+        elif c in _OPERATOR_CHARS:
+            flush()
+            j = i
+            while j < n and command[j] in _OPERATOR_CHARS:
+                j += 1
+            tokens.append(_Token(command[i:j], operator=True))
+            i = j
+        else:
+            word.append(c)
+            in_word = True
+            i += 1
+    flush()
+    return tokens
+
+
+def _is_redirection(operator: str) -> bool:
+    # `>`, `>>`, `<`, `2>&`, `&>`, `>|`, `<<<`: the next word is a file (or a here-doc delimiter / string).
+    return operator.rstrip("&|").endswith(("<", ">"))
+
+
+def _simple_commands(tokens: list[_Token]) -> list[list[_Word]]:
+    """The words of each simple command, with command words and redirection targets marked."""
+    commands: list[list[_Word]] = [[]]
+    expect_command = True
+    in_wrapper = False
+    redirect = False
     for token in tokens:
-        parts = [token, *token.split("=")[1:]]  # VAR=/x, --prefix=/x
-        if token.startswith("-") and "/" in token:
-            parts.append(token[token.index("/") :])  # -I/usr/include, -o/etc/x
-        out.extend(p for p in parts if _names_a_path(p))
-    return out
+        if token.operator:
+            if _is_redirection(token.text):
+                redirect = True
+                continue
+            commands.append([])  # ; & && || | |& ( ) newline: a new command starts
+            expect_command, in_wrapper, redirect = True, False, False
+            continue
+        word = _Word(token.text)
+        commands[-1].append(word)
+        if redirect:
+            word.redirect_target = True
+            redirect = False
+        elif expect_command and not (
+            (in_wrapper and token.text.startswith("-"))
+            or _ASSIGNMENT.match(token.text)
+            or token.text in _RESERVED_WORDS
+        ):
+            word.is_command = True
+            expect_command = in_wrapper = token.text in _WRAPPERS
+    return [words for words in commands if words]
 
 
-def _names_a_path(token: str) -> bool:
-    # Absolute, home-relative, or climbing with `..`: the forms that can leave the project.
-    if token.startswith(("/", "~", "$HOME", "${HOME}")):
-        return True
-    return token == ".." or token.startswith("../") or "/../" in token or token.endswith("/..")
+def _cd_operand(words: list[_Word]) -> str | None:
+    """The directory operand of a `cd`/`pushd` command: "" for a bare `cd`, "-" for `cd -`; None otherwise."""
+    commands = [i for i, w in enumerate(words) if w.is_command]
+    if not commands or words[commands[-1]].text not in ("cd", "pushd"):
+        return None
+    name = words[commands[-1]].text
+    args = [w.text for w in words[commands[-1] + 1 :] if not w.redirect_target]
+    while args and args[0].startswith("-") and args[0] != "-":
+        if args.pop(0) == "--":
+            break
+    if name == "pushd":
+        # A bare `pushd` or `pushd +N` only revisits directories already on the stack.
+        return args[0] if args and not args[0].startswith(("+", "-")) else None
+    return args[0] if args else ""
+
+
+def _cd_targets(operand: str, start: Path) -> list[Path]:
+    """Where `cd operand` may land from `start`: the `$CDPATH` entries holding it, then `start` itself."""
+    path = Path(operand)
+    if path.is_absolute():
+        return [Path(os.path.realpath(path))]
+    targets: list[Path] = []
+    cdpath = os.environ.get("CDPATH")
+    if cdpath and not (operand in (".", "..") or operand.startswith(("./", "../"))):
+        for entry in cdpath.split(":"):
+            directory = Path(os.path.expanduser(entry)) if entry else start
+            candidate = directory / path if directory.is_absolute() else start / directory / path
+            if candidate.is_dir():
+                targets.append(Path(os.path.realpath(candidate)))
+    targets.append(Path(os.path.realpath(start / path)))
+    return list(dict.fromkeys(targets))
+
+
+def _expand(text: str, pwd: Path) -> str:
+    """`~` and `$VAR` / `${VAR}` as bash would expand them in a shell started in `pwd` (unset = empty)."""
+    text = os.path.expanduser(text)
+    if "$" not in text:
+        return text
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        return str(pwd) if name == "PWD" else os.environ.get(name, "")
+
+    return _VARIABLE.sub(value, text)
+
+
+def _word_parts(word: str) -> list[str]:
+    """The word and the paths embedded in it: `VAR=/x`, `--prefix=/x`, `-I/usr/include`, `-o/etc/x`."""
+    parts = [word, *word.split("=")[1:]]
+    if word.startswith("-") and "/" in word:
+        parts.append(word[word.index("/") :])
+    return list(dict.fromkeys(parts))

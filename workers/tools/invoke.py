@@ -71,9 +71,27 @@ async def _invoke(surface: Surface, spec: ToolSpec, call: ToolCall, ctx: ToolCon
             f"{spec.name}: invalid arguments: {'; '.join(problems)}. Parameters: {describe_parameters(spec)}."
         )
     guard = ctx.guard
+    unusable = [p for p in spec.path_params if "\x00" in str(args.get(p) or "")]
+    if unusable:
+        # The OS refuses such a path (ValueError from every file call); say so instead of failing the run.
+        return ToolResult.error(
+            f"{spec.name}: {', '.join(map(repr, unusable))} contains a NUL character (\\0), which no file "
+            "path can hold. Send the path without it. Nothing was executed."
+        )
     # An optional path parameter the model left out means the project root (list_dir, run_bash cwd).
     paths: dict[str, Path] = {p: guard.resolve(args.get(p) or ".") for p in spec.path_params}
-    refusal = await ctx.authorize(guard.request_for(spec, args, paths, cwd=paths.get("cwd")))
+    request = guard.request_for(spec, args, paths, cwd=paths.get("cwd"))
+    try:
+        refusal = await ctx.authorize(request)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        # E.g. the daemon went away while the question was open: without an answer nothing may run.
+        log.warning("authorisation for %s failed: %r", spec.name, exc)
+        return ToolResult.error(
+            f"{spec.name} needs the user's authorisation, but asking for it failed ({type(exc).__name__}: {exc}). "
+            "Nothing was executed. Keep the change inside the project root, or try again later."
+        )
     if refusal is not None:
         return ToolResult.error(refusal)
     try:
