@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -199,3 +200,27 @@ def test_a_retried_step_marks_its_partial_stream_restarted(fake: FakeProvider, t
     cfg2, events2 = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=0, sleep=no_wait)
     assert asyncio.run(run_agent_loop(cfg2)).stop_reason == StopReason.LLM_ERROR
     assert [d["restarted"] for t, d in events2 if t == "ai_stream_end"] == [False]
+
+
+def test_a_server_repeating_call_ids_across_steps_keeps_each_result_with_its_call(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    (tmp_path / "b.txt").write_text("beta\n")
+    # Servers that number calls per response send `call_0` on every step.
+    fake.script("repo", MARKERS["repo"], [
+        Step(tool_calls=[ToolCallSpec("read_file", {"path": "a.txt"}, id="call_0")]),
+        Step(tool_calls=[ToolCallSpec("read_file", {"path": "b.txt"}, id="call_0")]),
+        Step(tool_calls=[ToolCallSpec("agent_exit", {"summary": "done"}, id="call_0")]),
+    ])
+    spec = AGENT_SPECS["repo"]
+    cfg, _ = _config(fake, tmp_path, "repo", ReminderPolicy(spec.reminder, spec.reminder_limit))
+    result = asyncio.run(run_agent_loop(cfg))
+    assert result.stop_reason == StopReason.AGENT_EXIT
+    last = fake.requests_for("repo")[-1].body["messages"]
+    calls = {c["id"]: json.loads(c["function"]["arguments"])["path"]
+             for m in last if m["role"] == "assistant" for c in m.get("tool_calls") or ()}
+    results = {m["tool_call_id"]: m["content"] for m in last if m["role"] == "tool"}
+    assert len(calls) == 2 and set(results) == set(calls)
+    for call_id, path in calls.items():
+        assert ("alpha" if path == "a.txt" else "beta") in results[call_id]

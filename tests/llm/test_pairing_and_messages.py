@@ -9,7 +9,17 @@ import pytest
 
 from tests.fake_provider import FakeProvider, Step
 from tests.llm.conftest import SYSTEM, make_engine
-from yagent.workers.llm import MISSING_TOOL_RESULT, Message, ToolCall, ToolDefinition, repair_tool_pairing
+from yagent.workers.llm import (
+    MISSING_TOOL_RESULT,
+    Message,
+    Response,
+    StopReason,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+    repair_tool_pairing,
+    with_unique_call_ids,
+)
 
 CALLS = (ToolCall("c1", "read_file", '{"path": "a"}'), ToolCall("c2", "grep", '{"pattern": "b"}'))
 
@@ -97,3 +107,20 @@ def test_the_conversation_is_snapshotted_when_complete_is_called(fake: FakeProvi
 
     asyncio.run(main())
     assert [m["content"] for m in fake.requests[0].body["messages"]] == [SYSTEM, "first"]
+
+
+def _response(*calls: ToolCall) -> Response:
+    return Response(text="", reasoning="", tool_calls=calls, stop_reason=StopReason.TOOL_USE, usage=Usage(),
+                    provider="p", model="m")
+
+
+def test_call_ids_already_used_in_the_conversation_or_the_response_are_replaced() -> None:
+    history = [Message.user("u"), Message.assistant("", tool_calls=CALLS), Message.tool("c1", "A"),
+               Message.tool("orphan", "O")]
+    fresh = _response(ToolCall("c9", "read_file"))
+    assert with_unique_call_ids(fresh, history) is fresh  # nothing to change: the same object
+    clashing = _response(ToolCall("c1", "read_file"), ToolCall("c9", "grep"), ToolCall("c9", "grep"),
+                         ToolCall("orphan", "grep"), ToolCall("", "grep"))
+    ids = [c.id for c in with_unique_call_ids(clashing, history).tool_calls]
+    assert ids[1] == "c9" and len(set(ids)) == 5
+    assert not {ids[0], ids[2], ids[3], ids[4]} & {"c1", "c2", "c9", "orphan", ""}

@@ -37,6 +37,7 @@ from yagent.workers.llm import (
     StreamRestart,
     TextDelta,
     ToolDefinition,
+    with_unique_call_ids,
 )
 from yagent.workers.tools import Surface, ToolBatch, ToolCall, ToolContext, ToolResult
 
@@ -260,6 +261,7 @@ async def run_agent_loop(cfg: LoopConfig) -> LoopResult:
             return finish(StopReason.LLM_ERROR, str(exc))
         if breaker is not None:
             breaker.record_success()
+        response = with_unique_call_ids(response, messages)  # results pair with calls by id
         state.last_response = response
         messages.append(response.message())
         _thinklink(cfg, response.text)

@@ -29,9 +29,9 @@ from ._errors import (
 )
 from ._fallback import FallbackEngine
 from ._gate import UNLIMITED_GATE, InFlightGate, SemaphoreGate, UnlimitedGate
-from ._messages import Message, Role, ToolCall, ToolDefinition
+from ._messages import Message, Role, ToolCall, ToolDefinition, new_call_id
 from ._openai import OpenAIEngine
-from ._pairing import MISSING_TOOL_RESULT, repair_tool_pairing
+from ._pairing import MISSING_TOOL_RESULT, repair_tool_pairing, with_unique_call_ids
 from ._response import (
     CallOptions,
     Delta,
@@ -94,8 +94,10 @@ __all__ = [
     "default_catalog",
     "engine_for_provider",
     "lookup_model",
+    "new_call_id",
     "normalise_model_name",
     "parse_retry_after",
     "repair_tool_pairing",
     "shared_ssl_context",
+    "with_unique_call_ids",
 ]

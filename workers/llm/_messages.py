@@ -7,6 +7,7 @@ persisted as JSONL by another module and must read back byte-for-byte the same s
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -15,6 +16,15 @@ __all__ = ["Message", "Role", "ToolCall", "ToolDefinition"]
 
 Role = Literal["system", "user", "assistant", "tool"]
 _ROLES = ("system", "user", "assistant", "tool")
+
+
+def new_call_id() -> str:
+    """A fresh tool-call id, for calls the server sent without one or with one already used.
+
+    Unique across the whole conversation: a positional `call_{index}` would repeat on every step
+    (each step's first call would be `call_0`), and results would pair with the wrong call.
+    """
+    return f"call_{uuid.uuid4().hex}"
 
 
 @dataclass(frozen=True, slots=True)

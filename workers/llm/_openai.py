@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +16,7 @@ from ._errors import (
     LLMServerError,
     error_for_status,
 )
-from ._messages import Message, ToolCall, ToolDefinition
+from ._messages import Message, ToolCall, ToolDefinition, new_call_id
 from ._response import (
     CallOptions,
     Delta,
@@ -72,15 +71,6 @@ def openai_usage(raw: dict[str, Any]) -> Usage:
     return Usage(total_input_tokens=int(raw.get("prompt_tokens") or 0),
                  output_tokens=int(raw.get("completion_tokens") or 0),
                  cached_input_tokens=int(cached))
-
-
-def new_call_id() -> str:
-    """An id for a tool call the server sent without one.
-
-    Unique across the whole conversation: a positional `call_{index}` would repeat on every step
-    (each step's first call would be `call_0`), and results would pair with the wrong call.
-    """
-    return f"call_{uuid.uuid4().hex}"
 
 
 class _CallBuilder:
