@@ -4,12 +4,16 @@ Every published frame is `[topic = task id, PublishedEvents]`. PUB drops silentl
 mark, so clients detect gaps by seq and ask for the range (`replay`). The ring answers recent ranges
 from memory; the per-task log file (`$YAGENT_HOME/events/{task}.log`, a stream of the very frames we
 published) answers older ones and survives daemon restarts, so a late client can still replay a task
-from its first event. `dropped` counts requested events that neither could provide.
+from its first event. A log that grows past its cap keeps only its newest half (a long-lived daemon must
+not fill the disk); a sparse in-memory index of frame offsets lets a replay seek instead of reading the
+log from its start. `dropped` counts requested events that neither could provide.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -23,9 +27,12 @@ from yagent.ipc.errors import MessageTooLarge
 from yagent.ipc.messages import PublishedEvents
 from yagent.ipc.records import MAX_FRAME_BYTES, encode
 
-__all__ = ["MAX_IDLE_TASKS", "REPLAY_BYTE_BUDGET", "EventHub", "ReplayPage"]
+__all__ = ["DEFAULT_LOG_MAX_BYTES", "MAX_IDLE_TASKS", "REPLAY_BYTE_BUDGET", "EventHub", "ReplayPage"]
 
 MAX_IDLE_TASKS = 64
+DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024
+# One index entry per this many bytes of log: a replay reads at most this much before its first event.
+_INDEX_STRIDE = 64 * 1024
 # A replay page must fit one control frame with room for its envelope.
 REPLAY_BYTE_BUDGET = MAX_FRAME_BYTES // 2
 # An event whose own frame would pass the cap is published as a stub saying what was cut.
@@ -35,12 +42,50 @@ log = logging.getLogger(__name__)
 
 
 class _TaskEvents:
-    __slots__ = ("last_seq", "log", "ring")
+    __slots__ = ("index", "last_seq", "log", "log_size", "ring")
 
-    def __init__(self, ring_size: int, last_seq: int) -> None:
+    def __init__(self, ring_size: int, last_seq: int, log_size: int, index: list[tuple[int, int]]) -> None:
         self.ring: deque[list[Any]] = deque(maxlen=ring_size)
         self.last_seq = last_seq
         self.log: BinaryIO | None = None
+        self.log_size = log_size
+        self.index = index  # (first seq of a frame, byte offset of that frame), ascending
+
+
+class _LogScan:
+    """What one pass over a log file found: the frame index, the last seq, and where a torn tail starts."""
+
+    __slots__ = ("good_end", "index", "last_seq", "size", "torn")
+
+    def __init__(self) -> None:
+        self.good_end = 0  # where the last complete frame ends
+        self.index: list[tuple[int, int]] = []
+        self.last_seq = 0
+        self.size = 0
+        self.torn = False
+
+
+def _scan_log(path: Path, stride: int) -> _LogScan:
+    scan = _LogScan()
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        return scan
+    with fh:
+        unpacker = msgpack.Unpacker(fh, raw=False)
+        try:
+            for frame in unpacker:
+                start = scan.good_end
+                scan.good_end = unpacker.tell()
+                if isinstance(frame, dict) and isinstance(frame.get("events"), list) and frame["events"]:
+                    seqs = [item[0] for item in frame["events"]]
+                    if not scan.index or start - scan.index[-1][1] >= stride:
+                        scan.index.append((seqs[0], start))
+                    scan.last_seq = max(scan.last_seq, *seqs)
+        except Exception:
+            scan.torn = True
+        scan.size = fh.seek(0, 2)
+    return scan
 
 
 class ReplayPage:
@@ -56,8 +101,12 @@ class ReplayPage:
 
 class EventHub:
     def __init__(self, pub: zmq.Socket, events_dir: Path, ring_size: int,
-                 clock: Callable[[], float] = time.time, seq_floor: Callable[[str], int] | None = None) -> None:
+                 clock: Callable[[], float] = time.time, seq_floor: Callable[[str], int] | None = None,
+                 log_max_bytes: int = DEFAULT_LOG_MAX_BYTES) -> None:
         self._pub = pub
+        self._log_max_bytes = log_max_bytes
+        # Fine enough that compaction can cut close to half the cap at an indexed frame start.
+        self._index_stride = max(1, min(_INDEX_STRIDE, log_max_bytes // 16))
         # The registry's record of a task's last seq: a floor in case the log lost its tail in a crash,
         # so seq never goes backwards for a client that saw the lost events.
         self._seq_floor = seq_floor
@@ -77,50 +126,39 @@ class EventHub:
     def _state(self, task: str) -> _TaskEvents:
         state = self._tasks.pop(task, None)
         if state is None:
-            last = self._recover_log(task)
+            scan = self._recover_log(task)
+            last = scan.last_seq
             if self._seq_floor is not None:
                 last = max(last, self._seq_floor(task))
-            state = _TaskEvents(self._ring_size, last)
+            state = _TaskEvents(self._ring_size, last, scan.good_end, scan.index)
         self._tasks[task] = state  # most recently used goes last
         return state
 
-    def _recover_log(self, task: str) -> int:
-        """Return the last seq on disk; a torn final frame (crash mid-write) is cut off.
+    def _recover_log(self, task: str) -> _LogScan:
+        """Scan the log; a torn final frame (crash mid-write) is cut off.
 
         Without the cut, frames appended after the torn bytes would be unreadable forever.
         """
         path = self._log_path(task)
-        try:
-            fh = path.open("rb")
-        except FileNotFoundError:
-            return 0
-        last = good_end = 0
-        torn = False
-        with fh:
-            unpacker = msgpack.Unpacker(fh, raw=False)
-            try:
-                for frame in unpacker:
-                    good_end = unpacker.tell()
-                    if isinstance(frame, dict) and isinstance(frame.get("events"), list):
-                        for item in frame["events"]:
-                            last = max(last, item[0])
-            except Exception:
-                torn = True
-            size = fh.seek(0, 2)
-        if torn or good_end < size:
+        scan = _scan_log(path, self._index_stride)
+        if scan.torn or scan.good_end < scan.size:
             log.warning("event log %s ends with %d bytes of a partial frame; cutting them off",
-                        path, size - good_end)
+                        path, scan.size - scan.good_end)
             with path.open("r+b") as out:
-                out.truncate(good_end)
-        return last
+                out.truncate(scan.good_end)
+        return scan
 
-    def _read_log(self, task: str) -> Iterator[list[Any]]:
+    def _read_log(self, task: str, state: _TaskEvents, after_seq: int) -> Iterator[list[Any]]:
+        """Events from the log, starting at the indexed frame at or before `after_seq + 1`."""
         path = self._log_path(task)
         try:
             fh = path.open("rb")
         except FileNotFoundError:
             return
+        at = bisect.bisect_right(state.index, (after_seq + 1, float("inf"))) - 1
         with fh:
+            if at > 0:
+                fh.seek(state.index[at][1])
             unpacker = msgpack.Unpacker(fh, raw=False)
             try:
                 for frame in unpacker:
@@ -128,6 +166,32 @@ class EventHub:
                         yield from frame["events"]
             except Exception:  # a torn write still being recovered: everything before it is intact
                 log.warning("event log %s ends with a partial frame; ignoring the tail", path)
+
+    def _compact(self, task: str, state: _TaskEvents) -> None:
+        """Keep the newest frames that fit about half the cap; older events become `dropped` for replays.
+
+        The cut is made at an indexed frame start, so no scan is needed: this runs on the daemon's loop.
+        """
+        keep_from = next((off for _, off in state.index if state.log_size - off <= self._log_max_bytes // 2), None)
+        if keep_from is None:  # the newest indexed frame alone is over half the cap: keep from it
+            keep_from = state.index[-1][1] if state.index else 0
+        if keep_from <= 0:
+            return
+        path = self._log_path(task)
+        if state.log is not None:
+            state.log.close()
+            state.log = None
+        tmp = path.with_suffix(".log.tmp")
+        with path.open("rb") as src, tmp.open("wb") as dst:
+            src.seek(keep_from)
+            while chunk := src.read(1 << 20):
+                dst.write(chunk)
+            kept = dst.tell()
+        os.replace(tmp, path)
+        state.index = [(seq, off - keep_from) for seq, off in state.index if off >= keep_from]
+        state.log_size = kept
+        log.info("event log of task %s passed %d bytes; kept the newest %d bytes (from seq %d)", task,
+                 self._log_max_bytes, kept, state.index[0][0])
 
     def last_seq(self, task: str) -> int:
         return self._state(task).last_seq
@@ -188,8 +252,13 @@ class EventHub:
         state.ring.extend(events)
         if state.log is None:
             state.log = self._log_path(task).open("ab")
+        if not state.index or state.log_size - state.index[-1][1] >= self._index_stride:
+            state.index.append((events[0][0], state.log_size))
         state.log.write(frame)
         state.log.flush()
+        state.log_size += len(frame)
+        if state.log_size > self._log_max_bytes:
+            self._compact(task, state)
         try:
             self._pub.send_multipart([task.encode(), frame], flags=zmq.NOBLOCK)
         except zmq.Again:
@@ -214,9 +283,9 @@ class EventHub:
         ring_start = ring[0][0] if ring else state.last_seq + 1
         page: list[list[Any]] = []
         first = 0
-        for item in self._read_log(task):
-            if not first:
-                first = item[0]
+        for item in self._read_log(task, state, after_seq):
+            if not first:  # the log's first seq (the read may have started past it)
+                first = min(item[0], state.index[0][0]) if state.index else item[0]
             if item[0] >= ring_start or len(page) >= limit:
                 break
             if item[0] > after_seq:

@@ -123,7 +123,8 @@ class Daemon:
         # ROUTER sockets that also receive must send through the asyncio API: a send on a shadow consumes
         # the edge-triggered FD wake-up the asyncio reader waits for, and incoming frames then sit unread.
         events_tx = zmq.Socket.shadow(self._events.underlying)
-        self.hub = EventHub(events_tx, self.home / "events", self.settings.event_ring, seq_floor=self._task_seq_floor)
+        self.hub = EventHub(events_tx, self.home / "events", self.settings.event_ring, seq_floor=self._task_seq_floor,
+                            log_max_bytes=self.settings.event_log_max_bytes)
         interrupted = self.registry.mark_interrupted()
         if interrupted:
             log.info("marked %d runs and %d turns left by a previous daemon as interrupted",

@@ -105,6 +105,7 @@ class Settings:
     max_workers: int = 32
     stop_grace: float = 3.0
     event_ring: int = 20_000
+    event_log_max_bytes: int = 64 * 1024 * 1024  # per task; past it the log keeps its newest half
     pub_hwm: int = 100_000  # frames queued per subscriber before PUB drops (clients refill gaps by replay)
     heartbeat_interval: float = 1.0
     daemon_loss_timeout: float = 10.0
@@ -151,6 +152,8 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         kwargs["max_workers"] = _int(daemon, "max_workers", "[daemon]", 32, minimum=1)
         kwargs["event_ring"] = _int(daemon, "event_ring", "[daemon]", 20_000, minimum=100)
         kwargs["pub_hwm"] = _int(daemon, "pub_hwm", "[daemon]", 100_000, minimum=1)
+        kwargs["event_log_max_bytes"] = _int(daemon, "event_log_max_bytes", "[daemon]", 64 * 1024 * 1024,
+                                             minimum=64 * 1024)
         if "stop_grace" in daemon:
             kwargs["stop_grace"] = parse_duration(daemon["stop_grace"], "[daemon] stop_grace")
         if "heartbeat_interval" in daemon:

@@ -127,6 +127,17 @@ def test_unknown_task_and_no_daemon_errors_are_actionable(daemon, tmp_path: Path
         other.close()
 
 
+def test_a_task_log_past_its_cap_is_trimmed_and_logs_says_what_is_gone(make_daemon, project: Path) -> None:
+    daemon = make_daemon("[daemon]\nevent_ring = 100\nevent_log_max_bytes = 65536\n")
+    sub = daemon.cli("--json", "run", "--agent", "scripted", script({"emit": 600, "size": 500}), cwd=project)
+    task = json.loads(sub.stdout.splitlines()[-1])["task"]
+    assert (daemon.home / "events" / f"{task}.log").stat().st_size <= 65536  # ~300 KB were published
+    result = daemon.cli("--json", "logs", task)
+    seqs = [json.loads(line)["seq"] for line in result.stdout.splitlines() if "seq" in json.loads(line)]
+    assert seqs[0] > 400 and seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    assert f"{seqs[0] - 1} events of task {task} are no longer kept" in result.stderr
+
+
 def test_logs_says_when_history_is_gone(make_daemon, project: Path) -> None:
     daemon = make_daemon("[daemon]\nevent_ring = 100\n")
     sub = daemon.cli("--json", "run", "--agent", "scripted", script({"emit": 300}), cwd=project)

@@ -217,3 +217,59 @@ def test_replay_pages_stay_within_the_byte_budget(tmp_path: Path) -> None:
         sub.close(0)
         hub.close()
         ctx.destroy(0)
+
+
+def _pages(hub: EventHub, task: str, after: int) -> tuple[list[int], int, int]:
+    """Every seq a client gets replaying from `after` page by page, the dropped total and first_available."""
+    seqs: list[int] = []
+    dropped = 0
+    first = 0
+    while True:
+        page = hub.replay(task, after, 50)
+        seqs += [e[0] for e in page.events]
+        dropped += page.dropped
+        first = first or page.first_available
+        if not page.more:
+            return seqs, dropped, first
+        after = page.events[-1][0]
+
+
+def test_a_log_past_its_cap_keeps_its_newest_half_and_replay_reports_the_rest_dropped(tmp_path: Path) -> None:
+    ctx = zmq.Context()
+    pub = ctx.socket(zmq.PUB)
+    pub.bind(f"ipc://{tmp_path}/ev.sock")
+    cap = 64 * 1024
+    hub = EventHub(pub, tmp_path / "events", 10, log_max_bytes=cap)
+    log = tmp_path / "events" / "t1.log"
+    try:
+        for i in range(400):  # about 400 KB of events: the log is compacted several times
+            hub.publish("t1", "r1", "coding", "ai_chunk", {"text": f"{i:04d}" + "x" * 1000})
+            assert log.stat().st_size <= cap
+        seqs, dropped, first = _pages(hub, "t1", 0)
+        assert first > 300 and seqs == list(range(first, 401)) and dropped == first - 1
+        assert log.stat().st_size > cap // 4  # the newest half was kept, not everything thrown away
+        hub.close()
+        hub = EventHub(pub, tmp_path / "events", 10, log_max_bytes=cap)  # a restarted daemon
+        assert hub.publish("t1", "r1", "coding", "mark", {}) == 401
+        seqs, dropped, again = _pages(hub, "t1", 0)
+        assert again == first and seqs == list(range(first, 402)) and dropped == first - 1
+    finally:
+        hub.close()
+        pub.close(0)
+        ctx.destroy(0)
+
+
+def test_replay_from_any_point_of_a_long_log_is_complete(tmp_path: Path) -> None:
+    hub, sub, ctx = _hub(tmp_path, ring=10)
+    try:
+        # ~1.5 MB of log: many index entries, so replays start by seeking into the file.
+        for i in range(1500):
+            hub.publish_batch("t1", "r1", "coding", [["ai_chunk", 1.0, {"text": f"{i}" + "y" * 1000}]])
+        hub.close_task("t1")
+        for after in (0, 1, 63, 64, 65, 700, 1488, 1489, 1499):
+            seqs, dropped, first = _pages(hub, "t1", after)
+            assert seqs == list(range(after + 1, 1501)) and dropped == 0 and first == 1, after
+    finally:
+        sub.close(0)
+        hub.close()
+        ctx.destroy(0)
