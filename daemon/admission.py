@@ -70,6 +70,11 @@ class WorkerSlots:
         (self._delegations if delegation else self._roots).append(_Pending(run, start))
         return self.pump(run)
 
+    def set_limit(self, limit: int) -> None:
+        """A new cap from a reloaded configuration; live workers above a lowered one are left to finish."""
+        self.limit = max(1, limit)
+        self.pump()
+
     def release(self, run: str) -> None:
         if run in self.live:
             self.live.discard(run)

@@ -48,6 +48,11 @@ class LeaseManager:
         self._pump()
         return False
 
+    def set_limit(self, limit: int) -> None:
+        """A new limit from a reloaded configuration; a raised one admits waiters at once."""
+        self.limit = limit
+        self._pump()
+
     def release(self, run: str, lease_id: int) -> bool:
         """Return a held lease, or withdraw a request still waiting (its requester gave up)."""
         held = self._held.get(run)

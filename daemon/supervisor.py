@@ -10,6 +10,7 @@ thread and comes back.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -21,8 +22,9 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from yagent.ipc.config import Settings
+from yagent.ipc.config import Settings, load_settings
 from yagent.ipc.errors import MalformedMessage, MessageTooLarge
+from yagent.ipc.home import config_path
 from yagent.ipc.messages import (
     PROTOCOL_VERSION,
     AskUser,
@@ -94,6 +96,7 @@ class Daemon:
         self.settings = settings
         self.paths = paths
         self.home = home
+        self._config_stamp = _file_stamp(config_path(home))
         self.launcher = launcher
         self.clock = clock
         self.notifier = notifier or SystemdNotifier()
@@ -110,6 +113,26 @@ class Daemon:
         self._stop = asyncio.Event()
         self._ctx: zmq.asyncio.Context | None = None
         self.hub: EventHub | None = None
+
+    def refresh_settings(self) -> None:
+        """Re-read config.toml when it changed since it was last read, so `yagent setup` needs no restart.
+
+        Called when a turn is submitted: the turn's runs get the new provider tables, timeouts and limits.
+        Sockets, ring and log sizes stay as the daemon started with them. A broken file raises
+        `ConfigError` and changes nothing; the next submission tries again.
+        """
+        path = config_path(self.home)
+        stamp = _file_stamp(path)
+        if stamp == self._config_stamp:
+            return
+        fresh = load_settings(path)
+        old = self.settings
+        self.settings = dataclasses.replace(fresh, pub_hwm=old.pub_hwm, event_ring=old.event_ring,
+                                            event_log_max_bytes=old.event_log_max_bytes)
+        self._config_stamp = stamp
+        self.leases.set_limit(self.settings.max_in_flight_requests)
+        self.slots.set_limit(self.settings.max_workers)
+        log.info("configuration reloaded from %s", path)
 
     # ------------------------------------------------------------------------------------------------
     # lifecycle
@@ -745,3 +768,12 @@ def _signal_name(num: int) -> str:
         return signal.Signals(num).name
     except ValueError:
         return f"signal {num}"
+
+
+def _file_stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells a changed file from the one read before (None: no file)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)

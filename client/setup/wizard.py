@@ -546,8 +546,8 @@ class Wizard:
                 return
             extra = f" (still to fix: {'; '.join(result.warnings)})" if result.warnings else ""
             self.done, self.outcome = True, "written"
-            self.note = (f"{result.message}{extra}. Running tasks keep their settings; restart the daemon "
-                         "(`yagent daemon stop && yagent daemon start`) for new ones to use them")
+            self.note = (f"{result.message}{extra}. Work already running keeps its settings; the next "
+                         "message you send uses the new ones")
         elif name in ("text:b", "escape"):
             self.screen = "prefs"
         elif name == "text:q":

@@ -550,6 +550,8 @@ class TuiController:
 
     def setup_finished(self, note: str) -> None:
         self.mode = "main"
+        if not self.options.yolo:  # a yolo level given on the command line outranks the saved preference
+            self.yolo = self.facts().yolo or "none"
         if note:
             self.view.note(note)
         self.changed()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from yagent.ipc.config import ConfigError
 from yagent.ipc.messages import Submit, Submitted
 from yagent.ipc.vocabulary import EventType, TaskState, YoloLevel
 
@@ -21,6 +22,10 @@ async def submit(daemon, msg: Submit) -> Submitted:
         raise CommandError("bad_request", f"unknown yolo level {msg.yolo!r}; use none, yolo or full")
     if not msg.agent.strip():
         raise CommandError("bad_request", "no agent kind given")
+    try:
+        daemon.refresh_settings()
+    except ConfigError as exc:
+        raise CommandError("bad_config", "\n".join(exc.lines())) from None
     if msg.task:
         row = resolve_task(daemon, msg.task)
     else:

@@ -200,6 +200,25 @@ def test_yolo_level_comes_from_the_config_file_unless_given(tmp_path: Path) -> N
     assert arun(go("full")) == "full"
 
 
+def test_a_yolo_level_saved_by_setup_applies_to_the_next_message(tmp_path: Path) -> None:
+    config = tmp_path / "config" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[tui]\nyolo = "none"\n')
+
+    async def go() -> list[str]:
+        b = backend_with_task(state="done")
+        async with running_tui(b, config_path=config) as (tui, pipe):
+            pipe.send_text("first\r")
+            await until(lambda: len(b.submitted) == 1, "the first submit")
+            config.write_text('[tui]\nyolo = "yolo"\n')  # what the wizard writes on its summary screen
+            tui.c.setup_finished("written")
+            pipe.send_text("second\r")
+            await until(lambda: len(b.submitted) == 2, "the second submit")
+        return [s["yolo"] for s in b.submitted]
+
+    assert arun(go()) == ["none", "yolo"]
+
+
 @pytest.mark.parametrize(("kind", "keys", "value"), [
     ("confirm", "n", "no"),
     ("select", "2", "beta"),

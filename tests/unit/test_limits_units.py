@@ -75,6 +75,24 @@ def test_delegation_pool_admits_in_order_up_to_its_limit() -> None:
     assert pool.peak == 2
 
 
+def test_raising_the_limits_on_reload_admits_waiters_at_once() -> None:
+    leases = LeaseManager(1)
+    granted: list[str] = []
+    for run in ("a", "b", "c"):
+        leases.request("P", run, 1, lambda r=run: granted.append(r))
+    assert granted == ["a"]
+    leases.set_limit(2)
+    assert granted == ["a", "b"] and leases.in_use == 2
+    leases.set_limit(1)  # lowering takes nothing back; the next release admits nobody
+    assert leases.release("a", 1) and granted == ["a", "b"]
+    slots = WorkerSlots(1, lambda: False)
+    started: list[str] = []
+    for run in ("r1", "r2"):
+        slots.acquire(run, lambda r=run: started.append(r), delegation=False)
+    slots.set_limit(2)
+    assert started == ["r1", "r2"]
+
+
 def test_worker_cap_serves_delegations_before_new_turns() -> None:
     blocked = {"value": False}
     slots = WorkerSlots(1, lambda: blocked["value"])

@@ -1,0 +1,50 @@
+"""A running daemon picks up config.toml changes (e.g. from `yagent setup`) at the next submitted turn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.agent_harness import MARKERS, llm_config, run_turn
+from tests.daemon_harness import arun, submit
+from tests.fake_provider import Step
+from yagent.ipc.errors import RemoteError
+
+
+def test_a_changed_provider_is_used_from_the_next_turn_without_a_restart(fake, make_daemon, project: Path) -> None:
+    daemon = make_daemon(llm_config(fake))
+    fake.script("director", MARKERS["director"], [Step(text=f"answer {i}") for i in range(8)])
+    task, _ = run_turn(daemon, project, "One.")
+    assert {r.body["model"] for r in fake.requests_for("director")} == {fake.provider_table()["model"]}
+
+    config = daemon.home / "config" / "config.toml"
+    config.write_text(config.read_text().replace(f'"{fake.provider_table()["model"]}"', '"model-after-setup"'))
+    run_turn(daemon, project, "Two.", task=task, turn=2)
+    assert [r.body["model"] for r in fake.requests_for("director")[4:]] == ["model-after-setup"] * 4
+    fake.assert_no_problems()
+
+
+def test_a_config_broken_while_running_refuses_the_turn_and_the_daemon_keeps_serving(
+    fake, make_daemon, project: Path
+) -> None:
+    daemon = make_daemon(llm_config(fake))
+    config = daemon.home / "config" / "config.toml"
+    good = config.read_text()
+    config.write_text(good + "\n[agent\n")
+
+    async def refused() -> RemoteError:
+        async with daemon.client() as c:
+            with pytest.raises(RemoteError) as caught:
+                await submit(c, project, "One.", agent="director")
+            return caught.value
+
+    error = arun(refused(), 30)
+    assert error.code == "bad_config"
+    assert "configuration error: TOML syntax error" in str(error)
+    assert f"file: {config}" in str(error) and "run `yagent setup` to fix it" in str(error)
+
+    config.write_text(good)
+    fake.script("director", MARKERS["director"], [Step(text=f"answer {i}") for i in range(4)])
+    _, events = run_turn(daemon, project, "One.")
+    assert [e for e in events if e.type == "turn_finished"][0].data["output"] == "answer 3"
