@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import zmq
 
@@ -11,19 +14,27 @@ from yagent.ipc.messages import PublishedEvents
 from yagent.ipc.records import decode
 
 
-def _hub(tmp_path: Path, ring: int = 10) -> tuple[EventHub, zmq.Socket, zmq.Context]:
+@contextlib.contextmanager
+def _hub(tmp_path: Path, ring: int = 10, **options: Any) -> Iterator[tuple[EventHub, zmq.Socket]]:
+    """A hub publishing on a real PUB socket, with a subscriber to task t1; all closed on exit."""
     ctx = zmq.Context()
     pub = ctx.socket(zmq.PUB)
     pub.bind(f"ipc://{tmp_path}/ev.sock")
     sub = ctx.socket(zmq.SUB)
     sub.setsockopt(zmq.SUBSCRIBE, b"t1")
     sub.connect(f"ipc://{tmp_path}/ev.sock")
-    return EventHub(pub, tmp_path / "events", ring, clock=lambda: 42.0), sub, ctx
+    hub = EventHub(pub, tmp_path / "events", ring, **{"clock": lambda: 42.0, **options})
+    try:
+        yield hub, sub
+    finally:
+        sub.close(0)
+        hub.close()
+        ctx.destroy(0)
+        (tmp_path / "ev.sock").unlink(missing_ok=True)
 
 
 def test_seq_is_per_task_and_monotonic_and_bad_items_are_skipped(tmp_path: Path) -> None:
-    hub, sub, ctx = _hub(tmp_path)
-    try:
+    with _hub(tmp_path) as (hub, _sub):
         n = hub.publish_batch("t1", "r1", "coding", [["ai_chunk", 1.0, {"text": "a"}], ["bad"], "junk",
                                                       ["ai_chunk", 2.0, {"text": "b"}]])
         assert n == 2
@@ -33,15 +44,10 @@ def test_seq_is_per_task_and_monotonic_and_bad_items_are_skipped(tmp_path: Path)
         assert [e[0] for e in page.events] == [1, 2, 3]
         assert page.events[2][4] == 42.0
         assert page.dropped == 0 and not page.more
-    finally:
-        sub.close(0)
-        hub.close()
-        ctx.destroy(0)
 
 
 def test_published_frames_carry_the_task_topic(tmp_path: Path) -> None:
-    hub, sub, ctx = _hub(tmp_path)
-    try:
+    with _hub(tmp_path) as (hub, sub):
         # Slow-joiner: publish until the subscription is live, then check a frame's content.
         poller = zmq.Poller()
         poller.register(sub, zmq.POLLIN)
@@ -53,15 +59,10 @@ def test_published_frames_carry_the_task_topic(tmp_path: Path) -> None:
         assert topic == b"t1"
         msg = decode(frame)
         assert isinstance(msg, PublishedEvents) and msg.task == "t1"
-    finally:
-        sub.close(0)
-        hub.close()
-        ctx.destroy(0)
 
 
 def test_replay_beyond_the_ring_reads_the_log_and_pages(tmp_path: Path) -> None:
-    hub, sub, ctx = _hub(tmp_path, ring=10)
-    try:
+    with _hub(tmp_path, ring=10) as (hub, _sub):
         for i in range(50):
             hub.publish_batch("t1", "r1", "a", [["x", float(i), {"i": i}]])
         page = hub.replay("t1", 5, 20)
@@ -70,22 +71,13 @@ def test_replay_beyond_the_ring_reads_the_log_and_pages(tmp_path: Path) -> None:
         tail = hub.replay("t1", 45, 20)
         assert [e[0] for e in tail.events] == [46, 47, 48, 49, 50]
         assert not tail.more
-    finally:
-        sub.close(0)
-        hub.close()
-        ctx.destroy(0)
 
 
 def test_seq_continues_across_a_restart_and_lost_events_are_counted(tmp_path: Path) -> None:
-    hub, sub, ctx = _hub(tmp_path, ring=10)
-    for i in range(30):
-        hub.publish("t1", "r1", "a", "x", {"i": i})
-    hub.close()
-    sub.close(0)
-    ctx.destroy(0)
-    (tmp_path / "ev.sock").unlink(missing_ok=True)
-    hub2, sub2, ctx2 = _hub(tmp_path, ring=10)
-    try:
+    with _hub(tmp_path, ring=10) as (hub, _sub):
+        for i in range(30):
+            hub.publish("t1", "r1", "a", "x", {"i": i})
+    with _hub(tmp_path, ring=10) as (hub2, _sub2):
         assert hub2.publish("t1", "r2", "a", "x", {}) == 31
         assert [e[0] for e in hub2.replay("t1", 0, 100).events] == list(range(1, 32))
         log = tmp_path / "events" / "t1.log"
@@ -94,36 +86,22 @@ def test_seq_continues_across_a_restart_and_lost_events_are_counted(tmp_path: Pa
         assert [e[0] for e in page.events] == [31]
         assert page.dropped == 30
         assert page.first_available == 31
-    finally:
-        sub2.close(0)
-        hub2.close()
-        ctx2.destroy(0)
 
 
 def test_a_torn_log_tail_keeps_everything_before_it(tmp_path: Path) -> None:
-    hub, sub, ctx = _hub(tmp_path, ring=10)
-    for i in range(20):
-        hub.publish("t1", "r1", "a", "x", {"i": i})
-    hub.close()
-    sub.close(0)
-    ctx.destroy(0)
+    with _hub(tmp_path, ring=10) as (hub, _sub):
+        for i in range(20):
+            hub.publish("t1", "r1", "a", "x", {"i": i})
     with (tmp_path / "events" / "t1.log").open("ab") as fh:
         fh.write(b"\x92\x01")  # half a frame, as after a crash mid-write
-    (tmp_path / "ev.sock").unlink(missing_ok=True)
-    hub2, sub2, ctx2 = _hub(tmp_path, ring=10)
-    try:
+    with _hub(tmp_path, ring=10) as (hub2, _sub2):
         assert hub2.last_seq("t1") == 20
         assert len(hub2.replay("t1", 0, 100).events) == 20
-    finally:
-        sub2.close(0)
-        hub2.close()
-        ctx2.destroy(0)
 
 
 def test_idle_tasks_beyond_the_cache_are_served_from_disk(tmp_path: Path) -> None:
-    hub, sub, ctx = _hub(tmp_path, ring=10)
-    hub.max_idle_tasks = 2
-    try:
+    with _hub(tmp_path, ring=10) as (hub, _sub):
+        hub.max_idle_tasks = 2
         for task in ("ta", "tb", "tc"):
             for i in range(5):
                 hub.publish(task, "r", "a", "x", {"i": i})
@@ -132,24 +110,15 @@ def test_idle_tasks_beyond_the_cache_are_served_from_disk(tmp_path: Path) -> Non
         page = hub.replay("ta", 0, 100)
         assert [e[0] for e in page.events] == [1, 2, 3, 4, 5] and page.dropped == 0
         assert hub.publish("ta", "r", "a", "x", {}) == 6  # its seq continues from the log
-    finally:
-        sub.close(0)
-        hub.close()
-        ctx.destroy(0)
 
 
 def test_events_appended_after_a_torn_tail_stay_readable(tmp_path: Path) -> None:
-    hub, sub, ctx = _hub(tmp_path, ring=10)
-    for i in range(20):
-        hub.publish("t1", "r1", "a", "x", {"i": i})
-    hub.close()
-    sub.close(0)
-    ctx.destroy(0)
+    with _hub(tmp_path, ring=10) as (hub, _sub):
+        for i in range(20):
+            hub.publish("t1", "r1", "a", "x", {"i": i})
     with (tmp_path / "events" / "t1.log").open("ab") as fh:
         fh.write(b"\x82\xa4task\xa2t1\xa6events\x91\x96\x15")  # a frame cut off mid-event
-    (tmp_path / "ev.sock").unlink(missing_ok=True)
-    hub2, sub2, ctx2 = _hub(tmp_path, ring=10)
-    try:
+    with _hub(tmp_path, ring=10) as (hub2, _sub2):
         for i in range(5):
             assert hub2.publish("t1", "r1", "a", "x", {"i": 20 + i}) == 21 + i
         hub2.close_task("t1")
@@ -158,31 +127,19 @@ def test_events_appended_after_a_torn_tail_stay_readable(tmp_path: Path) -> None
         page = hub2.replay("t1", 0, 100)
         assert [e[0] for e in page.events] == list(range(1, 26))
         assert page.dropped == 0
-    finally:
-        sub2.close(0)
-        hub2.close()
-        ctx2.destroy(0)
 
 
 def test_seq_never_goes_below_the_registry_floor(tmp_path: Path) -> None:
-    ctx = zmq.Context()
-    pub = ctx.socket(zmq.PUB)
-    pub.bind(f"ipc://{tmp_path}/ev.sock")
-    hub = EventHub(pub, tmp_path / "events", 10, seq_floor=lambda task: 40 if task == "t1" else 0)
-    try:
+    with _hub(tmp_path, seq_floor=lambda task: 40 if task == "t1" else 0) as (hub, _sub):
         hub.publish("t1", "r1", "a", "x", {})
         assert hub.publish("t1", "r1", "a", "x", {}) == 42
         assert hub.publish("t2", "r1", "a", "x", {}) == 1
-    finally:
-        hub.close()
-        ctx.destroy(0)
 
 
 def test_a_batch_over_the_frame_cap_is_split_and_an_oversize_event_is_cut(tmp_path: Path) -> None:
     from yagent.ipc.records import MAX_FRAME_BYTES
 
-    hub, sub, ctx = _hub(tmp_path, ring=100)
-    try:
+    with _hub(tmp_path, ring=100) as (hub, _sub):
         chunk = "y" * (MAX_FRAME_BYTES // 3)
         batch = [["tool_call_result", float(i), {"text": chunk}] for i in range(4)]
         batch.append(["tool_call_result", 9.0, {"text": "z" * (MAX_FRAME_BYTES + 10), "call_id": "c1"}])
@@ -192,15 +149,10 @@ def test_a_batch_over_the_frame_cap_is_split_and_an_oversize_event_is_cut(tmp_pa
         last = page.events[-1][5]
         assert last["call_id"] == "c1" and len(last["text"]) < 10_000 and "frame cap" in last["truncated"]
         assert all(e[5]["text"] == chunk for e in page.events[:4])
-    finally:
-        sub.close(0)
-        hub.close()
-        ctx.destroy(0)
 
 
 def test_replay_pages_stay_within_the_byte_budget(tmp_path: Path) -> None:
-    hub, sub, ctx = _hub(tmp_path, ring=10)
-    try:
+    with _hub(tmp_path, ring=10) as (hub, _sub):
         for i in range(30):
             hub.publish("t1", "r1", "a", "x", {"text": "q" * 1000, "i": i})
         seen: list[int] = []
@@ -213,10 +165,6 @@ def test_replay_pages_stay_within_the_byte_budget(tmp_path: Path) -> None:
             if not page.more:
                 break
         assert seen == list(range(1, 31))
-    finally:
-        sub.close(0)
-        hub.close()
-        ctx.destroy(0)
 
 
 def _pages(hub: EventHub, task: str, after: int) -> tuple[list[int], int, int]:
@@ -235,33 +183,23 @@ def _pages(hub: EventHub, task: str, after: int) -> tuple[list[int], int, int]:
 
 
 def test_a_log_past_its_cap_keeps_its_newest_half_and_replay_reports_the_rest_dropped(tmp_path: Path) -> None:
-    ctx = zmq.Context()
-    pub = ctx.socket(zmq.PUB)
-    pub.bind(f"ipc://{tmp_path}/ev.sock")
     cap = 64 * 1024
-    hub = EventHub(pub, tmp_path / "events", 10, log_max_bytes=cap)
     log = tmp_path / "events" / "t1.log"
-    try:
+    with _hub(tmp_path, log_max_bytes=cap) as (hub, _sub):
         for i in range(400):  # about 400 KB of events: the log is compacted several times
             hub.publish("t1", "r1", "coding", "ai_chunk", {"text": f"{i:04d}" + "x" * 1000})
             assert log.stat().st_size <= cap
         seqs, dropped, first = _pages(hub, "t1", 0)
         assert first > 300 and seqs == list(range(first, 401)) and dropped == first - 1
         assert log.stat().st_size > cap // 4  # the newest half was kept, not everything thrown away
-        hub.close()
-        hub = EventHub(pub, tmp_path / "events", 10, log_max_bytes=cap)  # a restarted daemon
+    with _hub(tmp_path, log_max_bytes=cap) as (hub, _sub):  # a restarted daemon
         assert hub.publish("t1", "r1", "coding", "mark", {}) == 401
         seqs, dropped, again = _pages(hub, "t1", 0)
         assert again == first and seqs == list(range(first, 402)) and dropped == first - 1
-    finally:
-        hub.close()
-        pub.close(0)
-        ctx.destroy(0)
 
 
 def test_replay_from_any_point_of_a_long_log_is_complete(tmp_path: Path) -> None:
-    hub, sub, ctx = _hub(tmp_path, ring=10)
-    try:
+    with _hub(tmp_path, ring=10) as (hub, _sub):
         # ~1.5 MB of log: many index entries, so replays start by seeking into the file.
         for i in range(1500):
             hub.publish_batch("t1", "r1", "coding", [["ai_chunk", 1.0, {"text": f"{i}" + "y" * 1000}]])
@@ -269,7 +207,3 @@ def test_replay_from_any_point_of_a_long_log_is_complete(tmp_path: Path) -> None
         for after in (0, 1, 63, 64, 65, 700, 1488, 1489, 1499):
             seqs, dropped, first = _pages(hub, "t1", after)
             assert seqs == list(range(after + 1, 1501)) and dropped == 0 and first == 1, after
-    finally:
-        sub.close(0)
-        hub.close()
-        ctx.destroy(0)
