@@ -170,6 +170,16 @@ def test_custom_palette_never_exceeds_the_director() -> None:
                    for s in offered)
 
 
+def test_the_palette_offered_under_full_yolo_holds_no_interactive_tool() -> None:
+    names = {s.name for s in palette()}
+    assert "ask_user_for_help" in names
+    full = {s.name for s in palette(yolo=YoloLevel.FULL)}
+    assert full == names - {"ask_user_for_help"}
+    assert {s.name for s in palette(yolo=YoloLevel.YOLO)} == names
+    # What the Meta agent is offered can always be built at that level.
+    build_surface("custom", yolo=YoloLevel.FULL, pick=sorted(full))
+
+
 def test_custom_surface_is_the_pick_plus_control_tools() -> None:
     surface = build_surface("custom", pick=["read_file", "search_by_regex"])
     assert surface.names() == ["agent_exit", "read_file", "search_by_regex"]

@@ -12,7 +12,7 @@ from yagent.ipc.provider_config import ProviderConfigError
 from yagent.ipc.vocabulary import RunStatus, StopReason
 from yagent.workers.kinds import AgentOutcome, RunContext, agent_kind
 from yagent.workers.llm import LLMError, Message
-from yagent.workers.tools import palette
+from yagent.workers.tools import YoloLevel, palette
 
 from .custom_agents import CustomAgentRegistry, DesignError, parse_design
 from .handoff_format import format_for_parent
@@ -26,8 +26,9 @@ __all__ = ["DESIGN_ATTEMPTS", "meta"]
 DESIGN_ATTEMPTS = 5
 
 
-def _palette_text() -> str:
-    return "\n".join(f"- {spec.name}: {spec.description.splitlines()[0]}" for spec in palette("custom"))
+def _palette_text(yolo: YoloLevel) -> str:
+    # Only what the custom agent could hold in this task: under --full-yolo nobody answers questions.
+    return "\n".join(f"- {spec.name}: {spec.description.splitlines()[0]}" for spec in palette("custom", yolo=yolo))
 
 
 @agent_kind("meta")
@@ -38,7 +39,7 @@ async def meta(ctx: RunContext) -> AgentOutcome:
         return AgentOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
                             error=f"no usable LLM provider for meta: {exc} — run `yagent setup`")
     request = task_text(ctx)
-    messages = [Message.system(render_prompt("meta", lang=run.lang, palette=_palette_text())),
+    messages = [Message.system(render_prompt("meta", lang=run.lang, palette=_palette_text(run.yolo))),
                 Message.user(request)]
     config = run.loop_config(messages, LoopPolicy())
     state = LoopState()

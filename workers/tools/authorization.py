@@ -21,17 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+# How much the user pre-approved for a run (`--yolo` / `--full-yolo`): the one enum the daemon and clients use.
+from yagent.ipc.vocabulary import YoloLevel as YoloLevel
+
 from .atomic import write_atomic
 
 SETTINGS_KEY = "authorized_projects"
-
-
-class YoloLevel(enum.Enum):
-    """How much the user pre-approved for this run (`yagent run --yolo` / `--full-yolo`)."""
-
-    NONE = "none"  # ask for dangerous in-workspace operations and for anything outside the workspace
-    YOLO = "yolo"  # never ask inside the workspace; still ask outside it
-    FULL = "full"  # never ask; `ask_user_for_help` is also removed from every surface
 
 
 class AuthDecision(enum.Enum):

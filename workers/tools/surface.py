@@ -162,10 +162,12 @@ def build_surface(
     return surface
 
 
-def palette(agent: str = "custom", registry: Registry = REGISTRY) -> list[ToolSpec]:
-    """The tools a palette profile offers the Meta agent, sorted by name."""
+def palette(agent: str = "custom", registry: Registry = REGISTRY, *, yolo: YoloLevel | None = None) -> list[ToolSpec]:
+    """The tools a palette profile offers the Meta agent, sorted by name; with `yolo`, only those a run at
+    that level may hold (no interactive tools under --full-yolo)."""
     profile = PROFILES[agent]
-    return sorted((s for s in registry.specs() if profile.admits(s)), key=lambda s: s.name)
+    return sorted((s for s in registry.specs() if profile.admits(s) and (yolo is None or _allowed_at(s, yolo))),
+                  key=lambda s: s.name)
 
 
 def _narrow(profile: Profile, static: list[ToolSpec], pick: list[str]) -> list[ToolSpec]:
