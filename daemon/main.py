@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         _setup_logging(home, args.log_level)
         # `kill -USR1 <pid>` writes every thread's stack to the log: the first question about a stuck daemon.
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-        for warning in parse_llm_config(settings.table, os.environ).warnings:
+        for warning in [*settings.warnings, *parse_llm_config(settings.table, os.environ).warnings]:
             logging.getLogger("yagent.config").warning("%s: %s", config_path(home), warning)
         agent_modules = settings.table.get("daemon", {}).get("agent_modules", [])
         if not isinstance(agent_modules, list) or not all(isinstance(m, str) for m in agent_modules):

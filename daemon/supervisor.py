@@ -133,6 +133,8 @@ class Daemon:
         self.leases.set_limit(self.settings.max_in_flight_requests)
         self.slots.set_limit(self.settings.max_workers)
         log.info("configuration reloaded from %s", path)
+        for warning in self.settings.warnings:
+            log.warning("%s: %s", path, warning)
 
     # ------------------------------------------------------------------------------------------------
     # lifecycle

@@ -26,6 +26,7 @@ __all__ = [
     "Settings",
     "clamp_parallel",
     "load_settings",
+    "misplaced_keys",
     "parse_duration",
     "settings_from_table",
 ]
@@ -34,6 +35,16 @@ DEFAULT_MAX_IN_FLIGHT = 8
 DEFAULT_PARALLEL_DELEGATIONS = 2
 DEFAULT_PARALLEL_READONLY_TOOLS = 4
 PARALLEL_CLAMP = 8
+
+# Where each key the daemon reads lives ("" = the top level). A key from this list found in another of
+# these sections is reported: TOML accepts it anywhere, and a misplaced limit silently does nothing.
+DAEMON_KEYS: Mapping[str, str] = {
+    "delegate_idle_timeout": "agent", "delegate_total_timeout": "agent", "max_parallel_delegations": "agent",
+    "max_parallel_readonly_tools": "agent", "max_in_flight_requests": "llm", "task_timeout": "",
+    "max_workers": "daemon", "event_ring": "daemon", "pub_hwm": "daemon", "stop_grace": "daemon",
+    "heartbeat_interval": "daemon", "daemon_loss_timeout": "daemon", "event_log_max_bytes": "daemon",
+    "agent_modules": "daemon",
+}
 
 
 class ConfigError(Exception):
@@ -109,6 +120,7 @@ class Settings:
     pub_hwm: int = 100_000  # frames queued per subscriber before PUB drops (clients refill gaps by replay)
     heartbeat_interval: float = 1.0
     daemon_loss_timeout: float = 10.0
+    warnings: tuple[str, ...] = ()  # problems that do not stop the daemon (misplaced keys)
 
 
 def _section(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -165,7 +177,22 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         _validate_providers(table, env)
     except ValueError as exc:
         raise ConfigError(str(exc), path) from None
-    return Settings(table=table, path=path, **kwargs)
+    return Settings(table=table, path=path, warnings=tuple(misplaced_keys(table)), **kwargs)
+
+
+def misplaced_keys(table: Mapping[str, Any]) -> list[str]:
+    """A line for each daemon key found in a section where nothing reads it."""
+    sections = {"": table, **{name: value for name, value in table.items() if isinstance(value, Mapping)}}
+    found: list[str] = []
+    for section, values in sections.items():
+        for key in values:
+            home = DAEMON_KEYS.get(key)
+            if home is None or home == section or (section == "" and isinstance(values[key], Mapping)):
+                continue
+            where = f"[{section}] {key}" if section else f"{key} (at the top level)"
+            belongs = f"in [{home}]" if home else "at the top level, before any [section]"
+            found.append(f"{where} has no effect there: it belongs {belongs}")
+    return found
 
 
 def _validate_providers(table: dict[str, Any], environ: Mapping[str, str]) -> None:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from yagent.ipc import MessageTooLarge, RuntimeDirError
-from yagent.ipc.config import ConfigError, clamp_parallel, load_settings, parse_duration
+from yagent.ipc.config import ConfigError, clamp_parallel, load_settings, misplaced_keys, parse_duration
 from yagent.ipc.errors import MalformedMessage
 from yagent.ipc.messages import Event, RunSpec, StartRun, Submit, TaskList, TaskSummary
 from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode, message_kinds
@@ -170,6 +170,20 @@ def test_in_flight_limit_zero_is_kept_and_missing_is_eight(tmp_path: Path) -> No
     cfg.write_text("[llm]\ntimeout = 30\n")
     assert load_settings(cfg, {}).max_in_flight_requests == 8
     assert load_settings(tmp_path / "missing.toml", {}).max_in_flight_requests == 8
+
+
+def test_daemon_keys_in_the_wrong_section_are_reported_and_take_no_effect(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('max_workers = 3\n[daemon]\nmax_in_flight_requests = 1\nmax_workers = 4\n'
+                    '[agent]\ntask_timeout = "5m"\nmax_steps = 9\n[llm]\nmax_in_flight_requests = 2\n')
+    settings = load_settings(path)
+    assert settings.max_in_flight_requests == 2 and settings.max_workers == 4 and settings.task_timeout == 0
+    assert list(settings.warnings) == [
+        "max_workers (at the top level) has no effect there: it belongs in [daemon]",
+        "[daemon] max_in_flight_requests has no effect there: it belongs in [llm]",
+        "[agent] task_timeout has no effect there: it belongs at the top level, before any [section]",
+    ]
+    assert misplaced_keys({"daemon": {"max_workers": 2}, "llm": {"max_in_flight_requests": 0}}) == []
 
 
 def test_config_errors_say_what_where_and_what_to_do(tmp_path: Path) -> None:
