@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ..cells import Line, clean, fit, pad_line, text_width, truncate, wrap, wrap_fragments, wrap_spans
 from ..theme import agent_style
 from ..thought_filter import visible_reply
+from .markdown import style_markdown_line, wrap_styled
 from .state import Entry, PlanEntry, TaskView
 
 __all__ = [
@@ -74,40 +75,45 @@ def _wrapped(prefix: Line, text: str, width: int, indent: int, style: str) -> li
 
 
 class _GrowingBody:
-    """Wrapped lines of an append-only text, re-wrapping only from the start of its last line."""
+    """Styled, wrapped lines of an append-only Markdown reply, re-rendering only its last source line.
 
-    __slots__ = ("consumed", "indent", "replaced", "stable", "style", "tail", "tail_start", "width")
+    Lines before the last newline never change once rendered; the fence state at the start of the last
+    source line is all that carries over.
+    """
 
-    def __init__(self, width: int, indent: int, style: str, replaced: int = 0) -> None:
+    __slots__ = ("consumed", "fence", "indent", "replaced", "stable", "tail", "tail_start", "width")
+
+    def __init__(self, width: int, indent: int, replaced: int = 0) -> None:
         self.width = width
         self.replaced = replaced
         self.indent = indent
-        self.style = style
         self.stable: list[Line] = []
-        self.tail: Line | None = None
-        self.tail_start = 0
-        self.consumed = 0
+        self.tail: list[Line] = []
+        self.tail_start = 0  # where the last source line starts in the text
+        self.fence = False  # inside a fenced code block at `tail_start`
+        self.consumed = -1
 
     def update(self, text: str) -> None:
         if len(text) < self.consumed:  # replaced, not appended: start over
-            self.stable, self.tail, self.tail_start, self.consumed = [], None, 0, 0
-        if len(text) == self.consumed and self.tail is not None:
+            self.stable, self.tail, self.tail_start, self.fence = [], [], 0, False
+        if len(text) == self.consumed:
             return
         body_w = max(1, self.width - self.indent)
-        pieces: list[tuple[int, str]] = []
-        offset = self.tail_start
-        for para in text[self.tail_start:].split("\n"):
-            pieces.extend((offset + a, para[a:b]) for a, b in wrap_spans(para, body_w))
-            offset += len(para) + 1
-        pad = " " * self.indent
-        for _start, piece in pieces[:-1]:
-            self.stable.append(pad_line([("", pad), (self.style, piece)], self.width))
-        self.tail_start = pieces[-1][0]
-        self.tail = pad_line([("", pad), (self.style, pieces[-1][1])], self.width)
+        sources = text[self.tail_start:].split("\n")
+        for source in sources[:-1]:
+            styled = style_markdown_line(source, self.fence, min(body_w, 40))
+            self.stable.extend(self._pad(wrap_styled(styled, body_w)))
+            self.fence = styled.in_fence
+            self.tail_start += len(source) + 1
+        self.tail = self._pad(wrap_styled(style_markdown_line(sources[-1], self.fence, min(body_w, 40)), body_w))
         self.consumed = len(text)
 
+    def _pad(self, lines: list[Line]) -> list[Line]:
+        pad = ("", " " * self.indent)
+        return [pad_line([pad, *line], self.width) for line in lines]
+
     def lines(self) -> list[Line]:
-        return self.stable if self.tail is None else [*self.stable, self.tail]
+        return [*self.stable, *self.tail]
 
 
 @dataclass(slots=True)
@@ -138,7 +144,7 @@ class LogRenderer:
                 return []
             body = cached.body if cached is not None else None
             if body is None or body.width != width or body.replaced != entry.replaced:
-                body = _GrowingBody(width, INDENT, "class:text", entry.replaced)
+                body = _GrowingBody(width, INDENT, entry.replaced)
             body.update(visible)
             header = pad_line([("", " "), (agent_style(entry.agent), f"● {entry.agent or 'agent'}")], width)
             lines = [_blank(width), header, *body.lines()]
@@ -277,7 +283,7 @@ def render_title(view: TaskView, width: int, hints: Sequence[tuple[str, str]]) -
     while hint_frags and sum(text_width(t) for _s, t in hint_frags) + 1 > width - min(width, 24):
         hint_frags = hint_frags[:-3] if len(hint_frags) > 3 else []
     hint_w = sum(text_width(t) for _s, t in hint_frags) + (1 if hint_frags else 0)
-    left_budget = width - hint_w
+    left_budget = width - hint_w - (2 if hint_frags else 0)  # a truncated title never touches the hints
     left = truncate(left_text + task + title, left_budget)
     name_len = min(len(left), len(left_text))
     frags: Line = [("class:title.name", left[:name_len]), ("class:title", left[name_len:])]
