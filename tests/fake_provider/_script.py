@@ -41,7 +41,7 @@ class UsageSpec:
 class Failure:
     """A failure injected into one step.
 
-    - http: answer with `status` (and `Retry-After: retry_after` when set) and an error body.
+    - http: answer with `status` (and `Retry-After: retry_after` when set, plus `headers`) and an error body.
     - truncate: send `after_chunks` events, then half an event, then drop the connection.
     - stall: send `after_chunks` events, then send nothing until the client disconnects.
     - malformed_event: send `after_chunks` events, then a `data:` line that is not JSON.
@@ -54,11 +54,14 @@ class Failure:
     after_chunks: int = 0
     message: str = "injected failure"
     error_type: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def http(cls, status: int, *, retry_after: float | None = None, message: str = "injected failure",
-             error_type: str = "") -> Failure:
-        return cls("http", status=status, retry_after=retry_after, message=message, error_type=error_type)
+             error_type: str = "", headers: dict[str, str] | None = None) -> Failure:
+        """`headers` go on the response as they are (a `location` for a 3xx, say)."""
+        return cls("http", status=status, retry_after=retry_after, message=message, error_type=error_type,
+                   headers=dict(headers or {}))
 
     @classmethod
     def truncate(cls, after_chunks: int = 2) -> Failure:
@@ -87,7 +90,8 @@ class Step:
     `chunk_size` is how many characters of text, reasoning or tool arguments go into one streamed
     fragment; `latency` is the pause before each event. `send_usage=False` behaves like servers that
     ignore `include_usage` (llama.cpp). `stop_reason` overrides the wire value. `raw` bypasses rendering:
-    the exact response body (a list sends each element as its own HTTP chunk).
+    the exact response body (a list sends each element as its own HTTP chunk); bytes are sent as they
+    are, so invalid UTF-8 can be scripted (in-process only: bytes do not survive `to_dict`).
     """
 
     text: str = ""
@@ -100,7 +104,7 @@ class Step:
     failure: Failure | None = None
     stop_reason: str | None = None
     signature: str = "fake-thinking-signature"
-    raw: str | list[str] | None = None
+    raw: str | bytes | list[str] | list[bytes] | None = None
     raw_content_type: str = "text/event-stream"
 
     def to_dict(self) -> dict[str, Any]:

@@ -33,7 +33,8 @@ __all__ = ["FakeProvider", "RecordedRequest", "ScriptHandle"]
 
 _HEAD_LIMIT = 64 * 1024
 _PREVIEW = 160
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+_REASONS = {200: "OK", 301: "Moved Permanently", 302: "Found", 307: "Temporary Redirect",
+            308: "Permanent Redirect", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
             408: "Request Timeout", 409: "Conflict", 413: "Payload Too Large", 422: "Unprocessable Entity",
             429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
             503: "Service Unavailable", 529: "Overloaded"}
@@ -446,14 +447,20 @@ class FakeProvider:
     async def _respond(self, conn: _Connection, record: RecordedRequest, step: Step) -> bool:
         failure = step.failure
         if failure is not None and failure.kind == "http":
-            headers = {"retry-after": f"{failure.retry_after:g}"} if failure.retry_after is not None else None
+            headers = dict(failure.headers)
+            if failure.retry_after is not None:
+                headers["retry-after"] = f"{failure.retry_after:g}"
             await self._error(conn, record, failure.status, failure.message, headers, failure.error_type)
             return True
         body = record.body
         if step.raw is not None:
-            chunks = [step.raw] if isinstance(step.raw, str) else list(step.raw)
+            chunks = [step.raw] if isinstance(step.raw, str | bytes) else list(step.raw)
             if not body.get("stream"):
-                await self._write_raw_json(conn, "".join(chunks))
+                # A streaming content type makes no sense for a whole body: such steps mean plain JSON.
+                content_type = ("application/json" if step.raw_content_type == "text/event-stream"
+                                else step.raw_content_type)
+                await self._write_raw_body(conn, content_type,
+                                           b"".join(c if isinstance(c, bytes) else c.encode() for c in chunks))
                 self._finish(record, 200)
                 return True
             return await self._stream(conn, record, chunks, step, None)
@@ -465,13 +472,12 @@ class FakeProvider:
             return True
         return await self._stream(conn, record, rendered.events, step, failure)
 
-    async def _write_raw_json(self, conn: _Connection, text: str) -> None:
-        payload = text.encode()
-        conn.writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                          + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+    async def _write_raw_body(self, conn: _Connection, content_type: str, payload: bytes) -> None:
+        conn.writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {len(payload)}"
+                          f"\r\n\r\n".encode() + payload)
         await conn.writer.drain()
 
-    async def _stream(self, conn: _Connection, record: RecordedRequest, events: list[str], step: Step,
+    async def _stream(self, conn: _Connection, record: RecordedRequest, events: list[str] | list[bytes], step: Step,
                       failure: Failure | None) -> bool:
         """Write events as HTTP chunks; False when the connection must not be reused."""
         writer = conn.writer
@@ -488,7 +494,7 @@ class FakeProvider:
                 if conn.closed.is_set():
                     self._finish(record, 200, disconnected=True)
                     return False
-                data = event.encode()
+                data = event if isinstance(event, bytes) else event.encode()
                 writer.write(b"%x\r\n%s\r\n" % (len(data), data))
                 await writer.drain()
             if failure is not None and failure.after_chunks >= len(events):

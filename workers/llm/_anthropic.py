@@ -52,6 +52,12 @@ _ERROR_TYPES: dict[str, type[LLMError]] = {
 }
 
 
+def stop_reason(raw: str, has_calls: bool) -> StopReason:
+    reason = _STOP.get(raw, StopReason.OTHER)
+    # A "tool_use" stop with no tool_use block (compatible servers) ended the turn with nothing to run.
+    return StopReason.END_TURN if reason is StopReason.TOOL_USE and not has_calls else reason
+
+
 def anthropic_usage(raw: dict[str, Any]) -> Usage:
     """`input_tokens` excludes cache reads and writes; the normalised total includes both."""
     cached = int(raw.get("cache_read_input_tokens") or 0)
@@ -167,7 +173,7 @@ class AnthropicEngine(HTTPEngine):
         usage = (anthropic_usage(body["usage"]) if body.get("usage")
                  else context.estimate_usage(full_text, full_reasoning, tool_calls))
         return Response(text=full_text, reasoning=full_reasoning, tool_calls=tool_calls,
-                        stop_reason=_STOP.get(stop, StopReason.OTHER), usage=usage, provider=self.provider,
+                        stop_reason=stop_reason(stop, bool(tool_calls)), usage=usage, provider=self.provider,
                         model=self.model, raw_stop_reason=stop, reasoning_signature=signature)
 
 
@@ -198,7 +204,9 @@ class _AnthropicStream(StreamParser):
                 self.text.append(delta["text"])
                 return TextDelta(delta["text"])
             if delta_type == "input_json_delta":
-                position = self.tool_index[event["index"]]
+                position = self.tool_index.get(event["index"])
+                if position is None:
+                    return None  # input of a server tool (web_search): the API runs it, not us
                 call_id, name, pieces = self.calls[position]
                 piece = delta.get("partial_json", "")
                 pieces.append(piece)
@@ -241,6 +249,6 @@ class _AnthropicStream(StreamParser):
         usage = (anthropic_usage(self.usage) if self.usage
                  else self.context.estimate_usage(text, reasoning, tool_calls))
         return Response(text=text, reasoning=reasoning, tool_calls=tool_calls,
-                        stop_reason=_STOP.get(self.stop, StopReason.OTHER), usage=usage,
+                        stop_reason=stop_reason(self.stop, bool(tool_calls)), usage=usage,
                         provider=engine.provider, model=engine.model, raw_stop_reason=self.stop,
                         reasoning_signature=self.signature)

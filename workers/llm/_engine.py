@@ -24,7 +24,18 @@ from ._errors import (
 from ._gate import UNLIMITED_GATE, InFlightGate
 from ._messages import Message, ToolCall, ToolDefinition
 from ._pairing import repair_tool_pairing
-from ._response import CallOptions, Deliver, Delta, Response, ResponseStream, StreamRestart, Usage
+from ._response import (
+    CallOptions,
+    Deliver,
+    Delta,
+    ReasoningDelta,
+    Response,
+    ResponseStream,
+    StreamRestart,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 from ._retry import RetryPolicy, parse_retry_after
 
 __all__ = ["DEFAULT_OPTIONS", "Engine", "HTTPEngine", "StreamParser"]
@@ -161,36 +172,77 @@ class HTTPEngine(Engine):
                 try:
                     response = await self._send(payload, context)
                     try:
-                        if response.status_code >= 400:
+                        if response.status_code >= 300:
                             raise await self._status_error(response)
-                        if not options.stream:
-                            final = self.parse_body(await self._json_body(response), context)
+                        content_type = response.headers.get("content-type", "")
+                        if not options.stream or ("event-stream" not in content_type
+                                                  and ("json" in content_type or "html" in content_type)):
+                            # Some servers ignore `stream: true`, or put an error body in a 200: one body.
+                            final = await self._whole_body(response, context)
+                            if options.stream:
+                                for delta in deltas_of(final):
+                                    yield delta
                             deliver(replace(final, attempts=attempt))
                             return
                         parser = self.stream_parser(context)
                         feed = parser.feed
-                        async for line in response.aiter_lines():
-                            # Both APIs put each event's JSON on one data line; event names are repeated
-                            # inside the JSON, so everything but data lines can be skipped.
-                            if not line.startswith("data:"):
-                                continue
-                            if clock() > deadline:
-                                raise self.budget_error()
-                            out = feed(line[6:] if line[5:6] == " " else line[5:])
-                            if out is None:
-                                continue
-                            emitted = True
-                            if type(out) is tuple:
-                                for delta in out:
-                                    yield delta
-                            else:
-                                yield out
-                            if parser.done:
-                                break
+                        chunks = response.aiter_bytes()
+                        pending: list[bytes] = []  # the start of a line whose end has not arrived
+                        data = b""
+                        at_end = False
+                        try:
+                            while not at_end:
+                                try:
+                                    chunk = await anext(chunks)
+                                except StopAsyncIteration:
+                                    if not pending:
+                                        break
+                                    lines, pending, at_end = [b"".join(pending)], [], True
+                                else:
+                                    # Checked per chunk, not per data line: keep-alive comments arrive forever.
+                                    if clock() > deadline:
+                                        raise self.budget_error() from None
+                                    # SSE lines end at CR, LF or CRLF only; str.splitlines (httpx's aiter_lines)
+                                    # also splits at U+2028 and U+0085, which JSON strings may hold unescaped.
+                                    if b"\r" in chunk:
+                                        chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+                                    if b"\n" not in chunk:
+                                        pending.append(chunk)
+                                        continue
+                                    lines = chunk.split(b"\n")
+                                    if pending:
+                                        pending.append(lines[0])
+                                        lines[0] = b"".join(pending)
+                                    last = lines.pop()
+                                    pending = [last] if last else []
+                                for line in lines:
+                                    # Both APIs put each event's JSON on one data line and repeat the event
+                                    # name inside it, so everything but data lines can be skipped.
+                                    if not line.startswith(b"data:"):
+                                        continue
+                                    data = line[6:] if line[5:6] == b" " else line[5:]
+                                    if not data:
+                                        continue  # SSE dispatches no event whose data is empty
+                                    out = feed(data.decode("utf-8", "replace"))
+                                    if out is None:
+                                        continue
+                                    emitted = True
+                                    if type(out) is tuple:
+                                        for delta in out:
+                                            yield delta
+                                    else:
+                                        yield out
+                                    if parser.done:
+                                        at_end = True
+                                        break
+                        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+                            raise self.unreadable(data.decode("utf-8", "replace"), exc) from exc
                         final = parser.finish()
                         deliver(replace(final, attempts=attempt))
                         return
                     except httpx.TimeoutException as exc:
+                        if clock() >= deadline:  # the read timeout was cut to what was left of the budget
+                            raise self.budget_error() from exc
                         raise LLMTimeoutError(f"the stream stalled: no data for {self._idle_timeout:g}s "
                                               f"({type(exc).__name__})", provider=self.provider,
                                               model=self.model, status=response.status_code) from exc
@@ -234,21 +286,52 @@ class HTTPEngine(Engine):
         try:
             return await self._client.send(request, stream=True)
         except httpx.TimeoutException as exc:
+            if self.retry.clock() >= context.deadline:  # the timeout was cut to what was left of the budget
+                raise self.budget_error() from exc
             raise LLMTimeoutError(f"no response within the timeout ({type(exc).__name__})",
                                   provider=self.provider, model=self.model) from exc
         except httpx.TransportError as exc:
             raise LLMNetworkError(f"cannot reach {self.url()}: {exc or type(exc).__name__}",
                                   provider=self.provider, model=self.model) from exc
 
-    async def _json_body(self, response: httpx.Response) -> Any:
+    async def _whole_body(self, response: httpx.Response, context: _CallContext) -> Response:
+        """The response of a request answered with one JSON body (asked for, or instead of a stream)."""
         raw = await response.aread()
+        body: Any = None
+        if "html" not in response.headers.get("content-type", ""):
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                pass
+        if not isinstance(body, dict):
+            raise self.not_the_api(response, raw)
         try:
-            return json.loads(raw)
-        except ValueError:
-            raise LLMServerError(f"the response is not JSON: {raw[:200]!r}", provider=self.provider,
-                                 model=self.model, status=response.status_code) from None
+            return self.parse_body(body, context)
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+            raise self.unreadable(raw.decode("utf-8", "replace"), exc) from exc
+
+    def not_the_api(self, response: httpx.Response, raw: bytes) -> LLMNetworkError:
+        """A 200 that no API sends (a proxy's login page, a web UI): another attempt gets the same page."""
+        content_type = response.headers.get("content-type") or "no content type"
+        excerpt = " ".join(raw[:300].decode("utf-8", "replace").split())
+        error = LLMNetworkError(f"the answer is not from the {self.api_format} API ({content_type}): {excerpt!r}; "
+                                f"check that api_base_url {self.config.api_base_url!r} is the API's address "
+                                f"(OpenAI-compatible ones usually end in /v1) and that no proxy answers instead",
+                                provider=self.provider, model=self.model, status=response.status_code)
+        error.retryable = False
+        return error
+
+    def redirected(self, response: httpx.Response) -> LLMNetworkError:
+        location = response.headers.get("location") or "an address it did not name"
+        error = LLMNetworkError(f"the server redirects to {location}; set api_base_url to the final address "
+                                f"(redirects are not followed, so the API key is never sent elsewhere)",
+                                provider=self.provider, model=self.model, status=response.status_code)
+        error.retryable = False
+        return error
 
     async def _status_error(self, response: httpx.Response) -> LLMError:
+        if response.status_code < 400:
+            return self.redirected(response)
         raw = await response.aread()
         try:
             message, _ = self.error_detail(json.loads(raw))
@@ -260,6 +343,21 @@ class HTTPEngine(Engine):
     def malformed(self, data: str) -> LLMServerError:
         return LLMServerError(f"the stream carried data that is not JSON: {data[:200]!r}",
                               provider=self.provider, model=self.model, status=200)
+
+    def unreadable(self, data: str, exc: Exception) -> LLMServerError:
+        return LLMServerError(f"the server sent JSON this engine cannot read ({type(exc).__name__}: {exc}): "
+                              f"{data[:200]!r}", provider=self.provider, model=self.model, status=200)
+
+
+def deltas_of(response: Response) -> tuple[Delta, ...]:
+    """What a stream of `response` would have shown, for servers that sent it whole."""
+    deltas: list[Delta] = []
+    if response.reasoning:
+        deltas.append(ReasoningDelta(response.reasoning))
+    if response.text:
+        deltas.append(TextDelta(response.text))
+    deltas += [ToolCallDelta(i, c.id, c.name, c.arguments) for i, c in enumerate(response.tool_calls)]
+    return tuple(deltas)
 
 
 class StreamParser(ABC):

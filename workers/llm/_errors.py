@@ -5,7 +5,8 @@
     ├── LLMBadRequestError      400/404/413/422 and other 4xx: the request itself is rejected (not retried)
     ├── LLMRateLimitError       429 or a rate-limit event: retried, honouring Retry-After
     ├── LLMServerError          5xx, 409, overload events, malformed stream data: retried
-    ├── LLMNetworkError         connection refused/reset, stream cut short: retried
+    ├── LLMNetworkError         connection refused/reset, stream cut short: retried; a redirect or a
+    │                           200 that is not the API (a proxy's HTML page): not retried
     └── LLMTimeoutError         408, a stalled stream or the request budget (`[llm] timeout`) spent
 
 Each message names the provider, the model and the HTTP status, and says what to do next.

@@ -44,7 +44,17 @@ def stop_reason(raw: str, has_calls: bool) -> StopReason:
     # Some servers (Ollama, older vLLM) finish a tool-calling turn with "stop".
     if has_calls and reason is StopReason.END_TURN:
         return StopReason.TOOL_USE
+    # And some say "tool_calls" when the tool parser found none: the turn ended with nothing to run.
+    if not has_calls and reason is StopReason.TOOL_USE:
+        return StopReason.END_TURN
     return reason
+
+
+def arguments_text(arguments: Any) -> str:
+    """Arguments as JSON text; some servers send an already parsed object instead of a string."""
+    if arguments is None or isinstance(arguments, str):
+        return arguments or ""
+    return json.dumps(arguments, ensure_ascii=False)
 
 
 def openai_message(message: Message) -> dict[str, Any]:
@@ -117,7 +127,7 @@ def assemble_fragment(calls: dict[int, _CallBuilder], fragment: dict[str, Any]) 
             builder.id = call_id
         if name and not builder.name:
             builder.name = name
-    piece = function.get("arguments") or ""
+    piece = arguments_text(function.get("arguments"))
     if piece:
         builder.arguments.append(piece)
     return ToolCallDelta(index, builder.call_id(), builder.name, piece)
@@ -169,6 +179,8 @@ class OpenAIEngine(HTTPEngine):
         message, kind = self.error_detail(chunk)
         error = chunk["error"]
         code = error.get("code") if isinstance(error, dict) else None
+        if isinstance(code, str) and code.isdigit():
+            code = int(code)  # LiteLLM's proxy sends the HTTP status as a string
         if isinstance(code, int) and code >= 400:
             return error_for_status(code, message, provider=self.provider, model=self.model)
         kinds: dict[str, type[LLMError]] = {
@@ -182,13 +194,13 @@ class OpenAIEngine(HTTPEngine):
         return _OpenAIStream(self, context)
 
     def parse_body(self, body: Any, context: _CallContext) -> Response:
-        if "error" in body:
+        if body.get("error"):
             raise self.stream_error(body)
         choice = (body.get("choices") or [{}])[0]
         message = choice.get("message") or {}
         tool_calls = tuple(
             ToolCall(c.get("id") or new_call_id(), (c.get("function") or {}).get("name", ""),
-                     (c.get("function") or {}).get("arguments") or "{}")
+                     arguments_text((c.get("function") or {}).get("arguments")) or "{}")
             for c in message.get("tool_calls") or ())
         text = message.get("content") or ""
         reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
@@ -220,7 +232,7 @@ class _OpenAIStream(StreamParser):
             chunk = json.loads(data)
         except ValueError:
             raise self.engine.malformed(data) from None
-        if "error" in chunk:
+        if chunk.get("error"):  # OpenRouter and LiteLLM report failures inside a 200 stream
             raise self.engine.stream_error(chunk)
         raw_usage = chunk.get("usage")
         if raw_usage:
