@@ -62,6 +62,8 @@ ROUTING_MODES = ("auto", "fixed")
 ANTHROPIC_EFFORTS = ("low", "medium", "high", "max")
 
 DEFAULT_TIMEOUT = 600.0
+# Silence after which a response counts as stalled; a local server reading a long prompt may need more.
+DEFAULT_STALL_TIMEOUT = 120.0
 DEFAULT_MAX_RETRIES = 5
 DEFAULT_FALLBACK_MAX_RETRIES = 2
 
@@ -131,6 +133,7 @@ class LLMSettings:
     """`[llm]`: `timeout` is the budget of one logical request (retries included, lease wait excluded)."""
 
     timeout: float = DEFAULT_TIMEOUT
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT  # no byte from the server for this long: retry
     max_retries: int = DEFAULT_MAX_RETRIES
     enable_fallback: bool = True
     fallback_max_retries: int = DEFAULT_FALLBACK_MAX_RETRIES
@@ -357,12 +360,16 @@ def _settings(raw: Mapping[str, Any], problems: list[str]) -> LLMSettings:
     timeout = DEFAULT_TIMEOUT
     if "timeout" in llm:
         timeout = _duration(llm["timeout"], "[llm] timeout", problems) or DEFAULT_TIMEOUT
+    stall = DEFAULT_STALL_TIMEOUT
+    if "stall_timeout" in llm:
+        stall = _duration(llm["stall_timeout"], "[llm] stall_timeout", problems) or DEFAULT_STALL_TIMEOUT
     enable = llm.get("enable_fallback", True)
     if not isinstance(enable, bool):
         problems.append(f"[llm] enable_fallback must be true or false, found {enable!r}")
         enable = True
     return LLMSettings(
         timeout=timeout,
+        stall_timeout=stall,
         max_retries=_int_key(llm, "max_retries", "[llm]", problems, DEFAULT_MAX_RETRIES),
         enable_fallback=enable,
         fallback_max_retries=_int_key(llm, "fallback_max_retries", "[llm]", problems,

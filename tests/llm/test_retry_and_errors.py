@@ -23,6 +23,7 @@ from yagent.workers.llm import (
     OpenAIEngine,
     RetryPolicy,
     StreamRestart,
+    build_engine,
     parse_retry_after,
 )
 
@@ -163,6 +164,22 @@ def test_stalled_stream_times_out_and_the_server_sees_the_hang_up(fake: FakeProv
     fake.script("coding", "Coding agent", [Step(text="stalls here", failure=Failure.stall(after_chunks=2))])
     with pytest.raises(LLMTimeoutError, match="stalled"):
         _call(fake, idle_timeout=0.2, max_retries=0)
+    assert fake.wait_for_disconnect(timeout=5).step == 0
+
+
+def test_the_stall_timeout_comes_from_the_configuration(fake: FakeProvider) -> None:
+    fake.script("coding", "Coding agent", [Step(text="stalls here", failure=Failure.stall(after_chunks=2))])
+    config = {"global": {"llm": {"use_provider": "fake", "providers": {"fake": fake.provider_table()}}},
+              "llm": {"stall_timeout": "300ms", "max_retries": 0}}
+
+    async def main() -> None:
+        engine = build_engine(config, agent="coding")
+        async with engine.complete([Message.system(SYSTEM), Message.user("hi")]) as stream:
+            async for _ in stream:
+                pass
+
+    with pytest.raises(LLMTimeoutError, match=r"no data for 0\.3s \(raise \[llm\] stall_timeout"):
+        asyncio.run(main())
     assert fake.wait_for_disconnect(timeout=5).step == 0
 
 

@@ -21,7 +21,7 @@ from yagent.ipc.provider_config import (
 
 from ._anthropic import AnthropicEngine
 from ._catalog import ModelCatalog
-from ._engine import DEFAULT_IDLE_TIMEOUT, Engine, HTTPEngine
+from ._engine import Engine, HTTPEngine
 from ._fallback import FallbackEngine
 from ._gate import UNLIMITED_GATE, InFlightGate
 from ._openai import OpenAIEngine
@@ -52,13 +52,13 @@ class EngineFactory:
 
     def __init__(self, config: LLMConfig, *, gate: InFlightGate = UNLIMITED_GATE,
                  client: httpx.AsyncClient | None = None, retry: RetryPolicy | None = None,
-                 idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> None:
+                 idle_timeout: float | None = None) -> None:
         self.config = config
         self._gate = gate
         self._client = client if client is not None else httpx.AsyncClient(verify=shared_ssl_context())
         self._owns_client = client is None
         self._retry = replace(retry or RetryPolicy(), max_retries=config.settings.max_retries)
-        self._idle_timeout = idle_timeout
+        self._idle_timeout = config.settings.stall_timeout if idle_timeout is None else idle_timeout
         self._cache: dict[str, Engine] = {}
 
     def _provider(self, name: str) -> ProviderConfig:

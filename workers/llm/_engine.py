@@ -41,7 +41,6 @@ from ._retry import RetryPolicy, parse_retry_after
 __all__ = ["DEFAULT_OPTIONS", "Engine", "HTTPEngine", "StreamParser"]
 
 DEFAULT_OPTIONS = CallOptions()
-DEFAULT_IDLE_TIMEOUT = 120.0
 DEFAULT_CONNECT_TIMEOUT = 15.0
 _ERROR_BODY_LIMIT = 4000
 
@@ -90,7 +89,7 @@ class HTTPEngine(Engine):
 
     def __init__(self, config: ProviderConfig, *, settings: LLMSettings | None = None,
                  client: httpx.AsyncClient | None = None, gate: InFlightGate = UNLIMITED_GATE,
-                 retry: RetryPolicy | None = None, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+                 retry: RetryPolicy | None = None, idle_timeout: float | None = None,
                  connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
         config.require_key()
         self.config = config
@@ -99,7 +98,7 @@ class HTTPEngine(Engine):
         self._owns_client = client is None
         self._gate = gate
         self.retry = retry or RetryPolicy(max_retries=self.settings.max_retries)
-        self._idle_timeout = idle_timeout
+        self._idle_timeout = self.settings.stall_timeout if idle_timeout is None else idle_timeout
         self._connect_timeout = connect_timeout
 
     @property
@@ -244,6 +243,7 @@ class HTTPEngine(Engine):
                         if clock() >= deadline:  # the read timeout was cut to what was left of the budget
                             raise self.budget_error() from exc
                         raise LLMTimeoutError(f"the stream stalled: no data for {self._idle_timeout:g}s "
+                                              "(raise [llm] stall_timeout for a slow local server) "
                                               f"({type(exc).__name__})", provider=self.provider,
                                               model=self.model, status=response.status_code) from exc
                     except httpx.TransportError as exc:
