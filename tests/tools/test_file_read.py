@@ -61,7 +61,37 @@ def test_read_file_warns_above_2_mb(project: Path, tmp_path: Path) -> None:
 def test_read_file_cuts_very_long_lines(project: Path, tmp_path: Path) -> None:
     (project / "min.js").write_text("a" * 5000 + "\n")
     result = call_tool(make_ctx(project, tmp_path), "read_file", {"path": "min.js"})
-    assert "[line cut: 5000 characters]" in result.content and len(result.content) < 2200
+    assert "[line cut: 5000 characters" in result.content and len(result.content) < 2300
+
+
+def test_read_file_says_how_to_see_the_rest_of_a_cut_line(project: Path, tmp_path: Path) -> None:
+    minified = "".join(chr(ord("a") + i % 26) for i in range(12_000))
+    (project / "app min.js").write_text("header\n" + minified + "\n")
+    ctx = make_ctx(project, tmp_path)
+    result = call_tool(ctx, "read_file", {"path": "app min.js"})
+    hint = result.content.split("see more of it with run_bash: ", 1)[1].removesuffix("]")
+    rest = call_tool(ctx, "run_bash", {"command": hint})
+    assert rest.content.split("\n")[1] == minified[2000:10_000]
+
+
+def test_read_file_numbers_lines_like_search_by_regex(project: Path, tmp_path: Path) -> None:
+    # Form feeds and U+2028 are line breaks to str.splitlines() but not to grep, sed or search_by_regex.
+    (project / "old.c").write_text("a\n\x0c\nint x;\nvar s = 'p\u2028q';\nint target;\r\nend\n")
+    ctx = make_ctx(project, tmp_path)
+    body = call_tool(ctx, "read_file", {"path": "old.c"}).content.split("\n")
+    assert body[0] == "File: old.c  (lines 1-6 of 6)"
+    assert body[5] == "     5\tint target;"
+    hit = call_tool(ctx, "search_by_regex", {"pattern": "target"}).content.split("\n")[0]
+    assert hit == "old.c:5:int target;"
+
+
+def test_read_file_says_when_a_file_is_not_utf8(project: Path, tmp_path: Path) -> None:
+    (project / "latin1.txt").write_bytes("café\n".encode("latin-1"))
+    (project / "utf8.txt").write_text("café\n")
+    ctx = make_ctx(project, tmp_path)
+    latin1 = call_tool(ctx, "read_file", {"path": "latin1.txt"}).content.split("\n")
+    assert latin1[1].startswith("[not valid UTF-8") and latin1[2] == "     1\tcaf\ufffd"
+    assert "UTF-8" not in call_tool(ctx, "read_file", {"path": "utf8.txt"}).content
 
 
 def test_read_file_errors_are_actionable(project: Path, tmp_path: Path) -> None:

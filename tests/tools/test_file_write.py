@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 from yagent.workers.tools import YoloLevel
@@ -99,3 +100,86 @@ def test_rename_file_moves_and_refuses_to_overwrite(project: Path, tmp_path: Pat
     moved = call_tool(ctx, "rename_file", {"source": "a.txt", "destination": "new/dir/a.txt"})
     assert json.loads(moved.content) == {"source": "a.txt", "destination": "new/dir/a.txt"}
     assert (project / "new/dir/a.txt").read_text() == "a" and not (project / "a.txt").exists()
+
+
+def test_search_replace_diff_applies_when_the_file_has_no_final_newline(project: Path, tmp_path: Path) -> None:
+    (project / "a.txt").write_text("one\ntwo")
+    result = call_tool(make_ctx(project, tmp_path), "search_replace_in_file",
+                       {"path": "a.txt", "search": "two", "replace": "three"})
+    assert "-two\n\\ No newline at end of file\n+three\n\\ No newline at end of file\n" in result.data["diff"]
+    # The diff is a real patch: applied to the old text it gives the new one.
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "a.txt").write_text("one\ntwo")
+    (copy / "edit.patch").write_text(result.data["diff"])
+    subprocess.run(["git", "apply", "edit.patch"], cwd=copy, check=True, capture_output=True)
+    assert (copy / "a.txt").read_bytes() == (project / "a.txt").read_bytes() == b"one\nthree"
+
+
+def test_search_replace_keeps_crlf_when_the_replacement_adds_lines(project: Path, tmp_path: Path) -> None:
+    target = project / "win.bat"
+    target.write_bytes(b"@echo off\r\necho a\r\n")
+    result = call_tool(make_ctx(project, tmp_path), "search_replace_in_file",
+                       {"path": "win.bat", "search": "echo a", "replace": "echo a\necho b"})
+    assert not result.is_error
+    assert target.read_bytes() == b"@echo off\r\necho a\r\necho b\r\n"
+
+
+def test_search_replace_points_at_a_whitespace_near_miss(project: Path, tmp_path: Path) -> None:
+    target = project / "m.py"
+    original = "class A:\n    def f(self):\n        return  1\n\n\ndef g():\n\treturn 2\n"
+    target.write_text(original)
+    ctx = make_ctx(project, tmp_path)
+    indented = call_tool(ctx, "search_replace_in_file",
+                         {"path": "m.py", "search": "  def f(self):\n      return 1\n", "replace": "x"})
+    assert indented.is_error and "matches at line(s) 2-3 if whitespace is ignored" in indented.content
+    tabs = call_tool(ctx, "search_replace_in_file", {"path": "m.py", "search": "    return 2", "replace": "x"})
+    assert tabs.is_error and "matches at line(s) 7 if whitespace is ignored" in tabs.content
+    unrelated = call_tool(ctx, "search_replace_in_file", {"path": "m.py", "search": "return 3", "replace": "x"})
+    assert unrelated.is_error and "whitespace is ignored" not in unrelated.content
+    assert target.read_text() == original
+
+
+def test_edits_through_a_symlink_keep_the_link(project: Path, tmp_path: Path) -> None:
+    (project / "real.txt").write_text("old\n")
+    (project / "alias.txt").symlink_to("real.txt")
+    ctx = make_ctx(project, tmp_path)
+    call_tool(ctx, "search_replace_in_file", {"path": "alias.txt", "search": "old", "replace": "new"})
+    call_tool(ctx, "create_file", {"path": "alias.txt", "content": "newer\n", "overwrite": True})
+    assert (project / "alias.txt").is_symlink() and (project / "real.txt").read_text() == "newer\n"
+
+
+def test_delete_file_removes_a_symlink_not_its_target(project: Path, tmp_path: Path) -> None:
+    ctx = make_ctx(project, tmp_path, yolo=YoloLevel.YOLO)
+    (project / "data").mkdir()
+    (project / "data" / "keep.txt").write_text("precious")
+    (project / "link.txt").symlink_to("data/keep.txt")
+    (project / "dirlink").symlink_to("data")
+    (project / "dangling").symlink_to("gone.txt")
+    for name in ("link.txt", "dirlink", "dangling"):
+        assert json.loads(call_tool(ctx, "delete_file", {"path": name}).content) == {
+            "path": name, "deleted": "symlink"}
+        assert not os.path.lexists(project / name)
+    assert (project / "data" / "keep.txt").read_text() == "precious"
+
+
+def test_rename_file_moves_a_symlink_not_its_target(project: Path, tmp_path: Path) -> None:
+    ctx = make_ctx(project, tmp_path, yolo=YoloLevel.YOLO)
+    (project / "target.txt").write_text("t")
+    (project / "old-link").symlink_to("target.txt")
+    (project / "dangling").symlink_to("nowhere.txt")
+    moved = call_tool(ctx, "rename_file", {"source": "old-link", "destination": "new-link"})
+    assert json.loads(moved.content) == {"source": "old-link", "destination": "new-link"}
+    assert (project / "new-link").is_symlink() and not os.path.lexists(project / "old-link")
+    assert (project / "target.txt").read_text() == "t" and (project / "new-link").read_text() == "t"
+    onto_link = call_tool(ctx, "rename_file", {"source": "target.txt", "destination": "dangling"})
+    assert onto_link.is_error and "dangling already exists" in onto_link.content
+    assert not (project / "nowhere.txt").exists() and (project / "target.txt").exists()
+
+
+def test_rename_file_refuses_to_move_a_directory_into_itself(project: Path, tmp_path: Path) -> None:
+    ctx = make_ctx(project, tmp_path, yolo=YoloLevel.YOLO)
+    (project / "pkg").mkdir()
+    result = call_tool(ctx, "rename_file", {"source": "pkg", "destination": "pkg/sub/pkg"})
+    assert result.is_error and "into itself" in result.content and "unexpectedly" not in result.content
+    assert (project / "pkg").is_dir() and not (project / "pkg" / "sub").exists()

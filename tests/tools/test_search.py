@@ -113,3 +113,63 @@ def test_ripgrep_and_fallback_give_the_same_output(
     empty.mkdir(exist_ok=True)
     monkeypatch.setenv("PATH", str(empty))
     assert _search(tree, tmp_path, **query) == with_rg
+
+
+@pytest.fixture
+def edge_tree(project: Path) -> Path:
+    """Files where the two back-ends used to disagree: other ignore files, CRLF anchors, binary and big files."""
+    files: dict[str, bytes] = {
+        ".ignore": b"dotignored.txt\n!sub/kept.txt\n",
+        ".rgignore": b"rgignored.txt\n",
+        "sub/.gitignore": b"kept.txt\ndropped.txt\n",
+        "sub/kept.txt": b"foo kept: .ignore outranks .gitignore\n",
+        "sub/dropped.txt": b"foo dropped\n",
+        "dotignored.txt": b"foo in .ignore\n",
+        "rgignored.txt": b"foo in .rgignore\n",
+        "crlf.txt": b"foo;\r\nbar\r\n",
+        "late-nul.dat": b"foo before\n" + b"y" * 20_000 + b"\0\nfoo after\n",
+        "blob.bin": b"foo\0binary\n",
+        "big.txt": b"foo big\n" + b"x" * (10 * 1024 * 1024),
+        "plain.txt": b"foo plain\n",
+    }
+    for rel, data in files.items():
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_bytes(data)
+    return project
+
+
+EDGE_QUERIES = [
+    {"pattern": "foo"},
+    {"pattern": "foo;$"},
+    {"pattern": "foo", "path": "blob.bin"},
+    {"pattern": "foo", "path": "big.txt"},
+]
+
+
+def test_fallback_on_ignore_files_crlf_binary_and_big_files(edge_tree: Path, tmp_path: Path, no_rg: None) -> None:
+    assert _search(edge_tree, tmp_path, pattern="foo").split("\n") == [
+        "crlf.txt:1:foo;", "plain.txt:1:foo plain", "sub/kept.txt:1:foo kept: .ignore outranks .gitignore",
+        "[3 matches in 3 files]"]
+    assert _search(edge_tree, tmp_path, pattern="foo;$").split("\n")[0] == "crlf.txt:1:foo;"
+    binary = call_tool(make_ctx(edge_tree, tmp_path), "search_by_regex", {"pattern": "foo", "path": "blob.bin"})
+    assert binary.is_error and "binary" in binary.content and "run_bash" in binary.content
+
+
+@pytest.mark.skipif(RG is None, reason="ripgrep (rg) is not on PATH; the Python fallback is tested above")
+def test_ripgrep_and_fallback_agree_on_ignore_files_crlf_binary_and_big_files(
+    edge_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_rg = [_search(edge_tree, tmp_path, **query) for query in EDGE_QUERIES]
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    assert [_search(edge_tree, tmp_path, **query) for query in EDGE_QUERIES] == with_rg
+
+
+@pytest.mark.skipif(RG is None, reason="ripgrep (rg) is not on PATH")
+def test_ripgrep_reports_a_bad_pattern_every_time(tree: Path, tmp_path: Path) -> None:
+    # rg's exit status 2 used to be lost now and then (reaped by Popen.kill, reported as 255): "no matches".
+    ctx = make_ctx(tree, tmp_path)
+    results = [call_tool(ctx, "search_by_regex", {"pattern": "fo(["}) for _ in range(100)]
+    assert [r.content.split(":", 1)[0] for r in results if not r.is_error] == []
+    assert all("invalid regular expression" in r.content for r in results)

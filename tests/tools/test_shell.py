@@ -159,3 +159,22 @@ def test_cancelling_while_the_command_is_awaited_kills_it(project: Path, tmp_pat
         fifo.close()
     assert batch.results()[0].content.startswith("Cancelled:")
     assert wait_terminated(pids) == []
+
+
+def test_output_cap_never_splits_a_multibyte_character(project: Path, tmp_path: Path) -> None:
+    ctx = make_ctx(project, tmp_path)
+    # One ASCII byte before or after 20,000 two-byte characters puts the head cut, then the tail cut, mid-character.
+    for text in ("'x' + 'é' * 20000", "'é' * 20000 + 'x'"):
+        result = call_tool(ctx, "run_bash", {"command": f'python3 -c "import sys; sys.stdout.write({text})"'})
+        assert "bytes omitted" in result.content and result.data["output_bytes"] == 40_001
+        assert "\ufffd" not in result.content
+        omitted = int(result.content.split("[... ", 1)[1].split(" ", 1)[0])
+        shown = result.content.split("\n", 1)[1].rsplit("\n[exit code", 1)[0]
+        head, tail = shown.split("\n[... ", 1)[0], shown.split(" ...]\n", 1)[1]
+        assert len(head.encode()) + omitted + len(tail.encode()) == 40_001
+
+
+def test_a_command_reading_stdin_gets_end_of_file_at_once(project: Path, tmp_path: Path) -> None:
+    command = "cat; read line; echo rc=$?"
+    result = call_tool(make_ctx(project, tmp_path), "run_bash", {"command": command, "timeout": 60})
+    assert not result.data["timed_out"] and "rc=1" in result.content

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import shlex
 from pathlib import Path
 
 from .ignore import IgnoreRules, visible_entries
@@ -53,7 +54,11 @@ def _read_file(inv: Invocation) -> ToolResult:
     data = path.read_bytes()
     if b"\0" in data[:8192]:
         return ToolResult.error(f"{shown} looks binary ({_mb(size)}); read_file only shows text.")
-    lines = data.decode("utf-8", errors="replace").splitlines()
+    try:
+        text, undecodable = data.decode("utf-8"), False
+    except UnicodeDecodeError:
+        text, undecodable = data.decode("utf-8", errors="replace"), True
+    lines = split_lines(text)
     total = len(lines)
     if total == 0:
         return ToolResult.ok(f"File: {shown}  (empty file)", data={"path": shown, "total_lines": 0})
@@ -70,7 +75,12 @@ def _read_file(inv: Invocation) -> ToolResult:
         notes.append(f"[limit capped at {LINES_PER_READ} lines per call]")
     if size > SOFT_WARN_BYTES:
         notes.append(f"[large file ({_mb(size)}): prefer search_by_regex to locate what you need]")
-    body = "\n".join(f"{n:>6}\t{_cut(line)}" for n, line in enumerate(chunk, start=offset))
+    if undecodable:
+        notes.append(
+            "[not valid UTF-8: undecodable bytes are shown as \ufffd; search_replace_in_file cannot edit this "
+            "file, use run_bash (e.g. iconv or sed) instead]"
+        )
+    body = "\n".join(f"{n:>6}\t{_cut(line, n, shown)}" for n, line in enumerate(chunk, start=offset))
     header = f"File: {shown}  (lines {offset}-{last} of {total}{more})"
     return ToolResult.ok(
         "\n".join([header, *notes, body]),
@@ -78,10 +88,23 @@ def _read_file(inv: Invocation) -> ToolResult:
     )
 
 
-def _cut(line: str) -> str:
+def split_lines(text: str) -> list[str]:
+    """Lines as sed, grep and search_by_regex number them: split at `\n` only, a trailing `\r` dropped.
+
+    str.splitlines() also splits at form feeds, U+2028 and other separators, which would shift every
+    later line number away from what search_by_regex and the edit tools report.
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _cut(line: str, number: int, shown: str) -> str:
     if len(line) <= MAX_LINE_CHARS:
         return line
-    return f"{line[:MAX_LINE_CHARS]}…[line cut: {len(line)} characters]"
+    rest = f"sed -n '{number}p' {shlex.quote(shown)} | cut -c {MAX_LINE_CHARS + 1}-{MAX_LINE_CHARS * 5}"
+    return f"{line[:MAX_LINE_CHARS]}…[line cut: {len(line)} characters; see more of it with run_bash: {rest}]"
 
 
 async def read_file(inv: Invocation) -> ToolResult:

@@ -9,10 +9,13 @@ from __future__ import annotations
 import asyncio
 import difflib
 import json
+import os
+import re
 import shutil
+from pathlib import Path
 
 from .atomic import write_atomic
-from .file_read import not_found
+from .file_read import not_found, split_lines
 from .limits import MAX_FILE_BYTES
 from .registry import register
 from .result import ToolResult
@@ -92,11 +95,20 @@ def _search_replace(inv: Invocation) -> ToolResult:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         return ToolResult.error(f"{shown} is not UTF-8 text; search_replace_in_file only edits text files.")
-    if search not in text and "\r\n" in text and "\r\n" not in search:
-        # The model writes `\n`; a CRLF file would otherwise never match.
-        search, replace = search.replace("\n", "\r\n"), replace.replace("\n", "\r\n")
+    crlf_only = "\r\n" in text and text.count("\r\n") == text.count("\n")
+    if crlf_only or (search not in text and "\r\n" in text):
+        # The model writes `\n`: match a CRLF file with CRLF, and write CRLF back so endings stay uniform.
+        search, replace = _to_crlf(search), _to_crlf(replace)
     count = text.count(search)
     if count == 0:
+        near = _whitespace_near_misses(text, search)
+        if near:
+            places = ", ".join(f"{first}-{last}" if last > first else str(first) for first, last in near)
+            return ToolResult.error(
+                f"search text not found in {shown} exactly, but it matches at line(s) {places} if whitespace "
+                "is ignored: indentation, spacing or tabs differ. Read those lines with read_file and copy "
+                "them exactly into search."
+            )
         return ToolResult.error(
             f"search text not found in {shown}. It must match exactly, including indentation and "
             "whitespace; read the file again and copy the lines."
@@ -114,12 +126,59 @@ def _search_replace(inv: Invocation) -> ToolResult:
     if len(encoded) > MAX_FILE_BYTES:
         return ToolResult.error(f"the edited file would be over the {_LIMIT_TEXT} limit; nothing was written.")
     write_atomic(path, encoded)
-    diff = "".join(
-        difflib.unified_diff(
-            text.splitlines(keepends=True), updated.splitlines(keepends=True), f"a/{shown}", f"b/{shown}"
-        )
-    )
+    diff = unified_diff(text, updated, shown)
     return ToolResult.ok(f"File: {shown}  (1 replacement)\n{diff}", data={"path": shown, "diff": diff})
+
+
+def unified_diff(before: str, after: str, shown: str) -> str:
+    """A `git diff`-style patch of one file; a last line without newline gets git's marker, not a glued line."""
+    out = []
+    for line in difflib.unified_diff(_diff_lines(before), _diff_lines(after), f"a/{shown}", f"b/{shown}"):
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def _diff_lines(text: str) -> list[str]:
+    # Split at `\n` only, like git: str.splitlines() would also break at form feeds and U+2028.
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1].removesuffix("\n")  # the text after the last newline has none
+    return lines if lines[-1] else lines[:-1]
+
+
+def _to_crlf(text: str) -> str:
+    return re.sub(r"(?<!\r)\n", "\r\n", text)
+
+
+def _squash(line: str) -> str:
+    return " ".join(line.split())
+
+
+def _whitespace_near_misses(text: str, search: str, limit: int = 5) -> list[tuple[int, int]]:
+    """(first, last) line numbers where `search` would match if runs of whitespace were ignored."""
+    wanted = [_squash(line) for line in search.split("\n")]
+    while wanted and not wanted[0]:
+        wanted.pop(0)
+    while wanted and not wanted[-1]:
+        wanted.pop()
+    if not wanted:
+        return []
+    lines = [_squash(line) for line in split_lines(text)]
+    found: list[tuple[int, int]] = []
+    span = len(wanted)
+    for start in range(len(lines) - span + 1):
+        if span == 1:
+            matched = wanted[0] in lines[start]
+        else:  # the first line may start mid-line and the last end mid-line, as in an exact match
+            matched = (
+                lines[start].endswith(wanted[0])
+                and lines[start + span - 1].startswith(wanted[-1])
+                and lines[start + 1 : start + span - 1] == wanted[1:-1]
+            )
+        if matched:
+            found.append((start + 1, start + span))
+            if len(found) == limit:
+                break
+    return found
 
 
 def _match_lines(text: str, search: str, limit: int = 5) -> str:
@@ -165,7 +224,33 @@ register(
 )
 
 
+def _named_symlink(inv: Invocation, param: str) -> Path | None:
+    """The symbolic link `param` names, itself rather than its target; None when it names no link.
+
+    The guard resolves paths through links (so authorisation sees where data lives), but deleting or
+    moving a link must act on the link, as `rm` and `mv` do, and a dangling link has no target at all.
+    """
+    raw = Path(os.path.expanduser(str(inv.args.get(param) or "")))
+    if raw.name in ("", ".", ".."):
+        return None
+    link = inv.ctx.guard.resolve(raw.parent) / raw.name
+    return link if link.is_symlink() else None
+
+
+def _outside_link_error(inv: Invocation, link: Path) -> ToolResult:
+    return ToolResult.error(
+        f"{inv.display(link)} is a symbolic link in a directory outside the project; this tool only changes "
+        "links inside it. Use run_bash if the user wants it changed."
+    )
+
+
 def _delete_file(inv: Invocation) -> ToolResult:
+    link = _named_symlink(inv, "path")
+    if link is not None:
+        if not inv.ctx.guard.is_inside(link.parent):
+            return _outside_link_error(inv, link)
+        link.unlink()  # the link only: its target stays where it is
+        return _json({"path": inv.display(link), "deleted": "symlink"})
     path = inv.path("path")
     shown = inv.display(path)
     if path == inv.ctx.guard.root:
@@ -214,12 +299,24 @@ register(
 
 def _rename_file(inv: Invocation) -> ToolResult:
     source, destination = inv.path("source"), inv.path("destination")
-    if not source.exists():
+    source_link = _named_symlink(inv, "source")
+    if source_link is not None:
+        if not inv.ctx.guard.is_inside(source_link.parent):
+            return _outside_link_error(inv, source_link)
+        source = source_link  # move the link itself, not the file it points to
+    elif not source.exists():
         return not_found(inv, source)
     if source == inv.ctx.guard.root:
         return ToolResult.error("refusing to move the project root.")
-    if destination.exists():
-        return ToolResult.error(f"{inv.display(destination)} already exists; choose another destination.")
+    destination_link = _named_symlink(inv, "destination")
+    if destination.exists() or destination_link is not None:
+        shown = inv.display(destination_link or destination)
+        return ToolResult.error(f"{shown} already exists; choose another destination.")
+    if source.is_dir() and not source.is_symlink() and destination.is_relative_to(source):
+        return ToolResult.error(
+            f"cannot move the directory {inv.display(source)} into itself ({inv.display(destination)}); "
+            "choose a destination outside it."
+        )
     destination.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(source, destination)
     return _json({"source": inv.display(source), "destination": inv.display(destination)})

@@ -1,8 +1,8 @@
 """Which files a directory walk visits: the ripgrep defaults, reimplemented for the Python fallback.
 
-Hidden entries are skipped, `.gitignore` files are honoured (a practical subset: `!` negation, trailing
-`/`, anchored patterns, `*`, `?`, `**`, character classes), symlinks are not followed, and siblings are
-visited in name order, depth first — the order `rg --sort path` prints.
+Hidden entries are skipped, `.gitignore`, `.ignore` and `.rgignore` files are honoured (a practical subset
+of their syntax: `!` negation, trailing `/`, anchored patterns, `*`, `?`, `**`, character classes), symlinks
+are not followed, and siblings are visited in name order, depth first — the order `rg --sort path` prints.
 """
 
 from __future__ import annotations
@@ -22,21 +22,33 @@ class _Pattern:
     anchored: bool
 
 
+# ripgrep's ignore files, strongest first: a match in `.rgignore` (at any level) decides before `.ignore`,
+# and `.ignore` before `.gitignore`; within one kind the deepest, last matching pattern wins.
+IGNORE_FILES = (".rgignore", ".ignore", ".gitignore")
+
+
 class IgnoreRules:
-    """Evaluates `.gitignore` files from the walk root down; the last matching pattern wins."""
+    """Evaluates `.rgignore`, `.ignore` and `.gitignore` files from the walk root down, as ripgrep does."""
 
     def __init__(self, root: Path):
         self.root = root
-        self._cache: dict[Path, list[_Pattern]] = {}
+        self._cache: dict[tuple[Path, str], list[_Pattern]] = {}
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
-        """True when the `.gitignore` files between the root and `path` exclude it."""
+        """True when the ignore files between the root and `path` exclude it."""
         parts = path.relative_to(self.root).parts
-        verdict = False
+        for kind in IGNORE_FILES:
+            verdict = self._verdict(kind, parts, is_dir)
+            if verdict is not None:
+                return verdict
+        return False
+
+    def _verdict(self, kind: str, parts: tuple[str, ...], is_dir: bool) -> bool | None:
+        verdict = None
         base = self.root
         for depth in range(len(parts)):
             rel = "/".join(parts[depth:])
-            for pat in self._patterns(base):
+            for pat in self._patterns(base, kind):
                 if pat.dir_only and not is_dir:
                     continue
                 subject = rel if pat.anchored else parts[-1]
@@ -45,10 +57,11 @@ class IgnoreRules:
             base = base / parts[depth]
         return verdict
 
-    def _patterns(self, directory: Path) -> list[_Pattern]:
-        if directory not in self._cache:
-            self._cache[directory] = _load(directory / ".gitignore")
-        return self._cache[directory]
+    def _patterns(self, directory: Path, kind: str) -> list[_Pattern]:
+        key = (directory, kind)
+        if key not in self._cache:
+            self._cache[key] = _load(directory / kind)
+        return self._cache[key]
 
 
 def walk_files(start: Path, ignore_root: Path, *, max_file_bytes: int | None = None) -> Iterator[Path]:

@@ -1,6 +1,7 @@
 """search_by_regex: ripgrep when it is on PATH, a Python walk otherwise, with one output shape.
 
-Both back-ends skip hidden and .gitignored files and binary files, visit files in `rg --sort path`
+Both back-ends skip hidden files, files excluded by `.gitignore`, `.ignore` or `.rgignore`, files over
+10 MB and binary files (a NUL byte in the first 64 KiB), visit files in `rg --sort path`
 order, cut long lines the same way and format each hit as `path:line:text`.
 """
 
@@ -10,8 +11,10 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +41,9 @@ class SearchQuery:
     glob: str | None
     ignore_case: bool
     max_results: int
+
+
+RG_FIRST_BUFFER = 64 * 1024  # ripgrep's initial read buffer: a NUL byte in it makes the file binary
 
 
 class SearchError(Exception):
@@ -74,8 +80,7 @@ def python_search(query: SearchQuery) -> tuple[list[Hit], bool]:
             data = path.read_bytes()
         except OSError:
             continue
-        if b"\0" in data[:8192]:
-            continue
+        data = _text_before_binary(data)
         lines = data.decode("utf-8", errors="replace").split("\n")
         if lines and lines[-1] == "":
             lines.pop()
@@ -87,9 +92,34 @@ def python_search(query: SearchQuery) -> tuple[list[Hit], bool]:
     return hits, False
 
 
+def _text_before_binary(data: bytes) -> bytes:
+    """What ripgrep searches of a file it finds while walking: nothing when a NUL byte shows up in its first
+    buffer; with a later NUL, the lines before it (ripgrep stops at its buffer boundary, a few lines sooner)."""
+    nul = data.find(b"\0")
+    if nul < 0:
+        return data
+    if nul < RG_FIRST_BUFFER:
+        return b""
+    return data[: data.rfind(b"\n", 0, nul) + 1]
+
+
+def looks_binary(path: Path) -> bool:
+    """True when a NUL byte sits near the start of the file, the test both back-ends use."""
+    try:
+        with open(path, "rb") as fh:
+            return b"\0" in fh.read(RG_FIRST_BUFFER)
+    except OSError:
+        return False
+
+
 async def ripgrep_search(rg: str, query: SearchQuery) -> tuple[list[Hit], bool]:
     """The ripgrep back-end, reading `rg --json` and stopping once one hit more than needed arrived."""
-    argv = [rg, "--json", "--sort", "path", "--no-require-git", "--no-ignore-global", "--regexp", query.pattern]
+    argv = [
+        rg, "--json", "--sort", "path", "--no-require-git", "--no-ignore-global",
+        "--crlf",  # `$` matches before `\r\n` too, as in the fallback (the model does not see the `\r`)
+        "--max-filesize", str(MAX_FILE_BYTES),  # the fallback's size limit (given files are still searched)
+        "--regexp", query.pattern,
+    ]
     if query.ignore_case:
         argv.append("--ignore-case")
     if query.glob:
@@ -106,6 +136,7 @@ async def ripgrep_search(rg: str, query: SearchQuery) -> tuple[list[Hit], bool]:
     stderr_task = asyncio.create_task(proc.stderr.read())
     hits: list[Hit] = []
     more = False
+    read_to_end = False
     try:
         async for raw in proc.stdout:
             event = json.loads(raw)
@@ -116,10 +147,14 @@ async def ripgrep_search(rg: str, query: SearchQuery) -> tuple[list[Hit], bool]:
                 break
             data = event["data"]
             hits.append(Hit(Path(_text(data["path"])), int(data["line_number"]), _cut(_text(data["lines"]))))
+        else:
+            read_to_end = True
     finally:
-        if proc.returncode is None:
+        if not read_to_end and proc.returncode is None:
+            # os.kill, not proc.kill(): Popen's kill reaps an exited child itself, and asyncio then reports
+            # exit status 255 instead of ripgrep's own (2 for a bad pattern).
             with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+                os.kill(proc.pid, signal.SIGKILL)
         await proc.wait()
         stderr = (await stderr_task).decode("utf-8", errors="replace")
     if proc.returncode == 2 and not hits and not more:
@@ -154,6 +189,12 @@ async def search_by_regex(inv: Invocation) -> ToolResult:
     target = inv.path("path")
     if not target.exists():
         return not_found(inv, target)
+    if target.is_file() and await asyncio.to_thread(looks_binary, target):
+        # ripgrep would search a named binary file raw and print NUL-laden lines; say what to do instead.
+        return ToolResult.error(
+            f"{inv.display(target)} is a binary file; search_by_regex only searches text. Use run_bash "
+            "(e.g. `grep -c -a PATTERN file` or `strings file | grep PATTERN`) to look inside it."
+        )
     requested = int(inv.args.get("max_results", SEARCH_DEFAULT_RESULTS))
     query = SearchQuery(
         pattern=str(inv.args["pattern"]),

@@ -7,6 +7,7 @@ for those and for any command that names a path outside the project (see Workspa
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import re
 import signal
@@ -32,12 +33,20 @@ def read_capped(path: Path, cap: int = BASH_OUTPUT_CAP) -> tuple[str, int]:
         head = fh.read(head_len)
         fh.seek(size - (cap - head_len))
         tail = fh.read()
-    omitted = size - len(head) - len(tail)
+    # Cut on character boundaries: a UTF-8 sequence split by the cap would show up as U+FFFD noise.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    head_text = decoder.decode(head, final=False)
+    head_len = len(head) - len(decoder.getstate()[0])  # the bytes of an incomplete last character are held back
+    skip = 0
+    while skip < min(3, len(tail)) and 0x80 <= tail[skip] <= 0xBF:  # continuation bytes of a cut character
+        skip += 1
+    tail = tail[skip:]
+    omitted = size - head_len - len(tail)
     marker = (
         f"\n[... {omitted} bytes omitted; the full output is in {path}: read it with read_file "
         "offset/limit or search it with search_by_regex ...]\n"
     )
-    return head.decode("utf-8", errors="replace") + marker + tail.decode("utf-8", errors="replace"), size
+    return head_text + marker + tail.decode("utf-8", errors="replace"), size
 
 
 async def _spawn(inv: Invocation, output: Path) -> asyncio.subprocess.Process:
