@@ -206,6 +206,17 @@ def test_a_program_run_through_an_inside_symlink_is_not_a_path_it_touches(projec
     assert ctx.guard.command_outside_paths("bin/python -c pass") == []
 
 
+def test_a_prompt_about_a_link_names_the_link_and_where_it_points(project: Path, tmp_path: Path) -> None:
+    (project / "data").mkdir()
+    (project / "data" / "keep.txt").write_text("keep\n")
+    (project / "alias.txt").symlink_to("data/keep.txt")
+    auth = ScriptedAuthorizer(AuthDecision.DENY)
+    ctx = make_ctx(project, tmp_path, authorizer=auth)
+    assert call_tool(ctx, "delete_file", {"path": "alias.txt"}).is_error
+    assert auth.requests[0].summary == "delete_file alias.txt (a link to data/keep.txt)"
+    assert (project / "alias.txt").is_symlink() and (project / "data" / "keep.txt").exists()
+
+
 def test_no_authorizer_means_refusal_with_next_steps(project: Path, outside: Path, tmp_path: Path) -> None:
     ctx = make_ctx(project, tmp_path)
     result = call_tool(ctx, "create_file", {"path": str(outside / "x.txt"), "content": "x"})

@@ -191,7 +191,22 @@ class WorkspaceGuard:
         commands = [str(args[p]) for p in spec.command_params if isinstance(args.get(p), str)]
         if commands:
             return "; ".join(commands)
-        return " ".join([spec.name, *(self.display(p) for p in paths.values())])
+        return " ".join([spec.name, *(self._describe(args.get(name), path) for name, path in paths.items())])
+
+    def _describe(self, raw: Any, resolved: Path) -> str:
+        """How a path argument reads in a prompt: a link is named as the link, with where it points.
+
+        Tools that delete or move a link act on the link itself; naming only its target would have the
+        user approve something other than what happens.
+        """
+        if isinstance(raw, str) and raw and "\x00" not in raw:
+            path = Path(os.path.expanduser(raw))
+            path = path if path.is_absolute() else self.root / path
+            if path.name not in ("", ".", ".."):
+                link = Path(os.path.realpath(path.parent)) / path.name
+                if link.is_symlink() and link != resolved:
+                    return f"{self.display(link)} (a link to {self.display(resolved)})"
+        return self.display(resolved)
 
 
 def _apply_yolo(request: AuthRequest | None, yolo: YoloLevel) -> AuthRequest | None:
