@@ -178,3 +178,16 @@ def test_a_command_reading_stdin_gets_end_of_file_at_once(project: Path, tmp_pat
     command = "cat; read line; echo rc=$?"
     result = call_tool(make_ctx(project, tmp_path), "run_bash", {"command": command, "timeout": 60})
     assert not result.data["timed_out"] and "rc=1" in result.content
+
+
+def test_the_model_sees_output_as_a_terminal_shows_it_and_the_file_keeps_the_bytes(
+    project: Path, tmp_path: Path
+) -> None:
+    command = r"printf '\033[1;31mred\033[0m\n50%%\r100%%\nA\000B\a\n\033]0;title\a' && echo done"
+    result = call_tool(make_ctx(project, tmp_path), "run_bash", {"command": command})
+    assert not result.is_error
+    shown = result.content.split("\n", 1)[1]  # after the `$ command` line
+    assert shown.startswith("red\n100%\nA\ufffdB\ufffd\ndone\n")
+    assert not any(ch in shown for ch in "\x1b\x00\x07\r")
+    raw = Path(result.data["output_file"]).read_bytes()
+    assert b"\x1b[1;31m" in raw and b"A\x00B" in raw and b"50%\r100%" in raw

@@ -22,6 +22,20 @@ from .spec import AuthPolicy, Effect, Invocation, ResultPaths, ToolSpec, Truncat
 
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when a command times out or is cancelled
 
+# Terminal escape sequences (colours, cursor moves, titles): tokens for the model, noise in its context.
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def for_model(text: str) -> str:
+    """Output as a terminal would leave it: escapes removed, `\r`-redrawn progress lines at their last state,
+    other control bytes (NUL from binary output) shown as U+FFFD. The output file keeps the raw bytes."""
+    text = _ESCAPES.sub("", text).replace("\r\n", "\n")
+    if "\r" in text:
+        text = "\n".join(line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r")
+                         for line in text.split("\n"))
+    return _CONTROLS.sub("\ufffd", text)
+
 
 def read_capped(path: Path, cap: int = BASH_OUTPUT_CAP) -> tuple[str, int]:
     """(text, total bytes) of a command's output: all of it under `cap`, else its head and tail."""
@@ -126,6 +140,7 @@ async def run_bash(inv: Invocation) -> ToolResult:
     if not lingering:
         ctx.processes.discard(proc.pid)
     text, size = read_capped(output)
+    text = for_model(text)
     data = {"exit_code": proc.returncode, "output_file": str(output), "output_bytes": size, "timed_out": timed_out}
     if timed_out:
         return ToolResult.error(
