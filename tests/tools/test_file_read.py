@@ -150,3 +150,13 @@ def test_print_dir_tree_stops_at_its_line_cap(project: Path, tmp_path: Path) -> 
     result = call_tool(make_ctx(project, tmp_path), "print_dir_tree", {})
     lines = result.content.split("\n")
     assert lines[-1].startswith("[stopped at 500 entries") and len(lines) <= 503
+
+
+def test_a_byte_order_mark_is_not_shown_and_an_edit_of_line_one_keeps_it(project: Path, tmp_path: Path) -> None:
+    (project / "bom.py").write_bytes(b"\xef\xbb\xbfimport os\nprint(os.sep)\n")
+    ctx = make_ctx(project, tmp_path)
+    shown = call_tool(ctx, "read_file", {"path": "bom.py"}).content
+    assert "\ufeff" not in shown and "     1\timport os" in shown and "byte-order mark" in shown
+    edit = call_tool(ctx, "search_replace_in_file", {"path": "bom.py", "search": "import os", "replace": "import sys"})
+    assert not edit.is_error
+    assert (project / "bom.py").read_bytes() == b"\xef\xbb\xbfimport sys\nprint(os.sep)\n"

@@ -58,6 +58,9 @@ def _read_file(inv: Invocation) -> ToolResult:
         text, undecodable = data.decode("utf-8"), False
     except UnicodeDecodeError:
         text, undecodable = data.decode("utf-8", errors="replace"), True
+    bom = text.startswith("\ufeff")
+    if bom:  # invisible in an editor; shown, it would be copied into search text that then never matches
+        text = text[1:]
     lines = split_lines(text)
     total = len(lines)
     if total == 0:
@@ -75,6 +78,8 @@ def _read_file(inv: Invocation) -> ToolResult:
         notes.append(f"[limit capped at {LINES_PER_READ} lines per call]")
     if size > SOFT_WARN_BYTES:
         notes.append(f"[large file ({_mb(size)}): prefer search_by_regex to locate what you need]")
+    if bom:
+        notes.append("[the file starts with a UTF-8 byte-order mark; it is not shown, and edits keep it]")
     if undecodable:
         notes.append(
             "[not valid UTF-8: undecodable bytes are shown as \ufffd; search_replace_in_file cannot edit this "
