@@ -199,6 +199,7 @@ class Wizard:
     selected: int = 0
     message: str = ""
     message_error: bool = False
+    _said: int = 0  # messages said so far: a screen change without a new one clears the old one
     form: ProviderForm | None = None
     preset_index: int = 0
     probe_running: bool = False
@@ -255,6 +256,7 @@ class Wizard:
 
     def _say(self, text: str, error: bool = False) -> None:
         self.message, self.message_error = text, error
+        self._said += 1
 
     # -- keys --------------------------------------------------------------------------------------
 
@@ -263,8 +265,11 @@ class Wizard:
             return
         if name == "text" and self.screen != "form":
             name = f"text:{data[:1]}"
+        screen, said = self.screen, self._said
         handler = getattr(self, f"_key_{self.screen}")
         handler(name, data)
+        if self.screen != screen and self._said == said:
+            self.message, self.message_error = "", False  # a message belongs to the screen it was said on
 
     def hints(self) -> list[Hint]:
         return getattr(self, f"_hints_{self.screen}")()

@@ -124,6 +124,17 @@ def _states(tmp_path: Path) -> dict[str, Wizard]:
     return states
 
 
+def test_a_message_stays_on_the_screen_it_was_said_on(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(TWO)
+    w = Wizard(ConfigFile.load(path), {})
+    w.key("text", "a")
+    w.key("escape")  # closes the form, saying so on the providers screen
+    assert w.screen == "providers" and w.message
+    w.key("text", "n")
+    assert w.screen in ("default", "prefs") and w.message == ""
+
+
 def test_every_key_hint_changes_something(tmp_path: Path) -> None:
     states = _states(tmp_path)
     seen_screens = set()
