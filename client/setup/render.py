@@ -160,12 +160,14 @@ def _body_default(w: Wizard, width: int, room: int) -> list[Line]:
     out: list[Line] = [pad_line([("", " which provider do agents use unless told otherwise?")], width)]
     rows: list[Line] = []
     current = w.default_provider()
-    for i, (name, table) in enumerate(w.providers().items()):
+    providers = w.providers()
+    name_w = min(max((text_width(n) for n in providers), default=0), max(8, width // 3))
+    for i, (name, table) in enumerate(providers.items()):
         sel = i == w.selected
         style = "class:dialog.option.selected" if sel else ""
         mark = "  (current)" if name == current else ""
         rows.append([("class:prompt", " ▸ " if sel else "   "),
-                     (style, fit(f"{name}  {table.get('model', '')}{mark}", width - 3))])
+                     (style, fit(f"{fit(name, name_w)}  {table.get('model', '')}{mark}", width - 3))])
     return out + _window(rows, w.selected, room - 1)
 
 

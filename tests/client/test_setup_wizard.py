@@ -16,6 +16,7 @@ from tests.fake_provider import FakeProvider, Step
 from yagent.client.setup.config_file import ConfigFile
 from yagent.client.setup.presets import PRESETS
 from yagent.client.setup.probe import PROBE_SYSTEM_PROMPT, ProbeResult
+from yagent.client.setup.render import render_wizard
 from yagent.client.setup.view import run_setup
 from yagent.client.setup.wizard import REQUIRED_FIELDS, ProviderForm, Wizard
 from yagent.ipc.config import load_settings
@@ -133,6 +134,17 @@ def test_a_message_stays_on_the_screen_it_was_said_on(tmp_path: Path) -> None:
     assert w.screen == "providers" and w.message
     w.key("text", "n")
     assert w.screen in ("default", "prefs") and w.message == ""
+
+
+def test_the_default_picker_lines_up_its_models(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(TWO)
+    w = Wizard(ConfigFile.load(path), {})
+    w.key("text", "n")
+    assert w.screen == "default"
+    shown = ["".join(t for _s, t in line) for line in render_wizard(w, 80, 20)]
+    columns = {line.index(model) for line in shown for model in ("deepseek-chat", "qwen") if model in line}
+    assert len(columns) == 1, shown
 
 
 def test_every_key_hint_changes_something(tmp_path: Path) -> None:
