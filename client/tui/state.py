@@ -141,6 +141,7 @@ class TaskView:
         # Whether the root run showed reply text this turn (text inside `<thought>` blocks does not count):
         # the turn's output is then on screen already and is not added again at the turn's end.
         self.root_streamed = False
+        self._errors_shown: set[str] = set()  # error texts already in the log this turn
         self.turn_started_at = 0.0
         self.turn_ended_at = 0.0
         self.runs: dict[str, RunInfo] = {}
@@ -265,6 +266,7 @@ class TaskView:
         self.root_run = ev.run
         self.root_agent = str(d.get("agent") or ev.agent)
         self.root_streamed = False
+        self._errors_shown = set()
         self.turn_started_at = ev.ts
         self.turn_ended_at = 0.0
         self.state = TaskState.RUNNING.value
@@ -286,7 +288,8 @@ class TaskView:
         self.questions.clear()
         self._add(Entry("turn", agent=ev.agent, run=ev.run, data={
             "turn": d.get("turn", self.turn), "status": status, "stop_reason": d.get("stop_reason", ""),
-            "error": d.get("error", ""), "elapsed": self.elapsed(ev.ts)}))
+            "error": d.get("error", "") if self._first_time(d.get("error", "")) else "",
+            "elapsed": self.elapsed(ev.ts)}))
 
     def _on_run_queued(self, ev: Event) -> None:
         d = ev.data
@@ -410,7 +413,7 @@ class TaskView:
         usage = ev.data.get("usage")
         if isinstance(usage, dict) and usage:
             self.usage.add(usage)
-        if ev.data.get("error"):
+        if ev.data.get("error") and self._first_time(ev.data["error"]):
             self._add(Entry("error", agent=ev.agent, run=ev.run,
                             text=f"{ev.agent}: LLM call failed: {ev.data['error']}"))
 
@@ -440,7 +443,16 @@ class TaskView:
                                     step=str(d.get("step", "")), reason=str(d.get("reason", "")), plan=plan))
 
     def _on_error(self, ev: Event) -> None:
-        self._add(Entry("error", agent=ev.agent, run=ev.run, text=f"{ev.agent}: {ev.data.get('error', '')}"))
+        if self._first_time(ev.data.get("error", "")):
+            self._add(Entry("error", agent=ev.agent, run=ev.run, text=f"{ev.agent}: {ev.data.get('error', '')}"))
+
+    def _first_time(self, error: Any) -> bool:
+        """False for an error text the log already shows this turn: one failure arrives as several events."""
+        text = str(error).strip()
+        if text and text in self._errors_shown:
+            return False
+        self._errors_shown.add(text)
+        return True
 
     def _on_log(self, ev: Event) -> None:
         level = str(ev.data.get("level", "info")).lower()

@@ -179,3 +179,21 @@ def test_text_of_a_restarted_stream_does_not_suppress_the_final_answer() -> None
     f("turn_finished", {"turn": 1, "state": "failed", "status": "failed", "stop_reason": "llm_error",
                         "output": "what was said before"})
     assert _texts(f.view)[-1] == ("director", "what was said before")
+
+
+def test_one_failure_reported_by_several_events_is_shown_once_per_turn() -> None:
+    f = Feed()
+    error = "provider 'x' (model m) failed: HTTP 400: bad request"
+    for turn in (1, 2):
+        f("turn_started", {"turn": turn, "text": "go", "agent": "director"})
+        f("llm_call_end", event_data.llm_call_end(1, "x", "m", None, 0.1, error=error))
+        f("conversation_error", event_data.conversation_error(error))
+        f("turn_finished", {"turn": turn, "status": "failed", "stop_reason": "llm_error", "error": error})
+    errors = [e.text for e in f.view.entries if e.kind == "error"]
+    assert errors == [f"director: LLM call failed: {error}"] * 2  # once in each turn
+    turns = [e.data for e in f.view.entries if e.kind == "turn"]
+    assert [t["error"] for t in turns] == ["", ""] and [t["stop_reason"] for t in turns] == ["llm_error"] * 2
+    other = Feed()
+    other("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    other("turn_finished", {"turn": 1, "status": "failed", "stop_reason": "panic", "error": "worker crashed"})
+    assert [e.data["error"] for e in other.view.entries if e.kind == "turn"] == ["worker crashed"]
