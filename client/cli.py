@@ -23,10 +23,31 @@ def _project_dir(value: str | None) -> Path:
     return Path(value or os.getcwd()).expanduser().resolve()
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} tasks cannot be listed; give 1 or more")
+    return value
+
+
+def _start_daemon_if_needed() -> None:
+    started = daemon_control.ensure_daemon()
+    if started is not None:
+        # stderr: stdout of a headless run is its answer (or JSON lines) and nothing else.
+        print(f"yagent: yagentd was not running; {started}", file=sys.stderr)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="yagent", description="yagent — a multi-agent coding assistant served by the yagentd daemon")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    # `yagent run --json TEXT` works as well as `yagent --json run TEXT`; SUPPRESS keeps the top-level value.
+    json_after_command = argparse.ArgumentParser(add_help=False)
+    json_after_command.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                                    help="machine-readable output")
     parser.add_argument("-p", "--print", dest="print_text", nargs="+", metavar="TEXT",
                         help="run one turn headless and print its events (plain text, or JSON lines with --json)")
     parser.add_argument("--project", dest="top_project", metavar="DIR",
@@ -48,14 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("daemon", help="start, stop or inspect yagentd")
     dsub = d.add_subparsers(dest="daemon_command", metavar="ACTION", required=True)
-    dsub.add_parser("start", help="start yagentd in the background and wait until it is ready")
-    dsub.add_parser("stop", help="stop yagentd (runs are interrupted and can be resumed)")
-    dsub.add_parser("status", help="exit 0 when yagentd is running, 3 when not")
+    dsub.add_parser("start", parents=[json_after_command],
+                    help="start yagentd in the background and wait until it is ready")
+    dsub.add_parser("stop", parents=[json_after_command], help="stop yagentd (runs are interrupted and can be resumed)")
+    dsub.add_parser("status", parents=[json_after_command], help="exit 0 when yagentd is running, 3 when not")
     iu = dsub.add_parser("install-unit", help="write the systemd user unit for yagentd")
     iu.add_argument("--force", action="store_true", help="replace an existing, different unit file")
     iu.add_argument("--print", dest="print_only", action="store_true", help="print the unit instead of writing it")
 
-    r = sub.add_parser("run", help="send a message to a task and stream the answer")
+    r = sub.add_parser("run", parents=[json_after_command], help="send a message to a task and stream the answer")
     r.add_argument("text", nargs="+", help="what you want done")
     r.add_argument("--project", help="project directory (default: the current directory)")
     r.add_argument("--task", help="continue this task instead of starting a new one")
@@ -67,11 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="skip all authorisation prompts, inside and outside the project, and never ask questions")
     r.add_argument("-v", "--verbose", action="store_true", help="show every event")
 
-    p = sub.add_parser("ps", help="list tasks of all projects with their runs")
+    p = sub.add_parser("ps", parents=[json_after_command], help="list tasks of all projects with their runs")
     p.add_argument("--project", help="only this project directory")
-    p.add_argument("-n", "--limit", type=int, default=50)
+    p.add_argument("-n", "--limit", type=_positive_int, default=50, help="list at most this many tasks (default: 50)")
 
-    lg = sub.add_parser("logs", help="print a task's events (replayed from the start)")
+    lg = sub.add_parser("logs", parents=[json_after_command], help="print a task's events (replayed from the start)")
     lg.add_argument("task")
     lg.add_argument("-f", "--follow", action="store_true", help="keep following new events")
     lg.add_argument("--since", type=int, default=0, help="start after this seq")
@@ -79,10 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     for action, text in (("pause", "pause every run of a task at its next step"),
                          ("continue", "continue a paused task"),
                          ("cancel", "cancel a task's current turn")):
-        c = sub.add_parser(action, help=text)
+        c = sub.add_parser(action, parents=[json_after_command], help=text)
         c.add_argument("task")
 
-    a = sub.add_parser("answer", help="answer a question a task is waiting on")
+    a = sub.add_parser("answer", parents=[json_after_command], help="answer a question a task is waiting on")
     a.add_argument("task")
     a.add_argument("args", nargs="+", metavar="[REQUEST_ID] VALUE")
     return parser
@@ -93,6 +115,16 @@ def _yolo(full: bool, yolo: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _dispatch(argv)
+    except BrokenPipeError:
+        # The reader went away (`yagent ps | head`): stop quietly; a later flush must not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return exit_codes.BROKEN_PIPE
+
+
+def _dispatch(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     as_json = args.json
@@ -106,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             gate = startup.config_gate(cfg, os.environ)
             if gate is not None:
                 return gate
-            daemon_control.ensure_daemon()
+            _start_daemon_if_needed()
             return headless.run_headless(project, " ".join(args.print_text), agent=args.top_agent,
                                          yolo=_yolo(args.top_full_yolo, args.top_yolo), as_json=as_json)
         if args.command in (None, "attach"):
@@ -136,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             gate = startup.config_gate(cfg, os.environ)
             if gate is not None:
                 return gate
-            daemon_control.ensure_daemon()
+            _start_daemon_if_needed()
             yolo = "full" if args.full_yolo else ("yolo" if args.yolo else "none")
             return headless.run_headless(project, " ".join(args.text), task=args.task, agent=args.agent, yolo=yolo,
                                          detach=args.detach, as_json=as_json, verbose=args.verbose)
@@ -148,13 +180,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("pause", "continue", "cancel"):
             return task_commands.control(args.task, args.command, as_json)
         if args.command == "answer":
-            request_id = args.args[0] if len(args.args) > 1 else None
-            return task_commands.answer(args.task, request_id, " ".join(args.args[1:] or args.args), as_json)
+            return task_commands.answer(args.task, args.args, as_json)
     except IpcError as exc:
         print(f"yagent: {exc}", file=sys.stderr)
         return exit_codes.NOT_RUNNING
     except KeyboardInterrupt:
-        return 130
+        return exit_codes.SIGINT
     parser.print_help()
     return exit_codes.USAGE
 

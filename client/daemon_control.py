@@ -20,6 +20,7 @@ from .humanize import age
 from .unit_file import UNIT_NAME, render_unit, unit_dir, yagentd_command
 
 __all__ = [
+    "DaemonStartFailed",
     "daemon_install_unit",
     "daemon_start",
     "daemon_status",
@@ -70,7 +71,7 @@ def start_background() -> tuple[bool, str]:
         code = proc.poll()
         if code is not None:
             tail = _tail(out_path)
-            return False, f"yagentd exited with code {code} before becoming ready:\n{tail}"
+            return False, f"yagentd exited with code {code} before becoming ready (log: {out_path}):\n{tail}"
         if daemon_listening(paths):
             try:
                 status = asyncio.run(_status())
@@ -102,12 +103,22 @@ def daemon_start(as_json: bool = False) -> int:
     return exit_codes.OK
 
 
-def ensure_daemon() -> None:
-    """Start the daemon if it is not running (used by commands that need it)."""
-    if running_paths() is None:
-        ok, message = start_background()
-        if not ok:
-            raise DaemonNotRunning(message)
+class DaemonStartFailed(IpcError):
+    """yagentd was not running and starting it failed."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"yagentd is not running and starting it failed: {reason}")
+
+
+def ensure_daemon() -> str | None:
+    """Start the daemon if it is not running (used by commands that need it). Returns what was done
+    (None when it was already running) for the caller to show; raises `DaemonStartFailed`."""
+    if running_paths() is not None:
+        return None
+    ok, message = start_background()
+    if not ok:
+        raise DaemonStartFailed(message)
+    return message
 
 
 def daemon_stop(as_json: bool = False, timeout: float = 30.0) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from yagent.ipc.messages import Event
@@ -14,8 +15,10 @@ from .thought_filter import ThoughtFilter
 __all__ = ["JsonLinesPrinter", "TextPrinter", "answer_hint"]
 
 
-def answer_hint(task: str, request_id: str) -> str:
-    return (f"answer it from any terminal: `yagent attach {task}`, or `yagent answer {task} {request_id} VALUE`")
+def answer_hint(task: str, request_id: str, options: Sequence[str] = ()) -> str:
+    """How to answer a question from any terminal, naming the accepted values when there is a fixed set."""
+    values = f" (VALUE: {', '.join(options)})" if options else ""
+    return f"answer it from any terminal: `yagent attach {task}`, or `yagent answer {task} {request_id} VALUE`{values}"
 
 
 class TextPrinter:
@@ -50,6 +53,11 @@ class TextPrinter:
         if ev.run in self._open_text:
             self._open_text.discard(ev.run)
             self._line(f"  ↻ {ev.agent}: the reply above was cut off; the model call is retried")
+
+    def end_line(self) -> None:
+        """Finish a line left open by streamed text, so that what is printed next starts on its own line."""
+        self._end_line()
+        self.out.flush()
 
     def _end_line(self) -> None:
         if self._stream_run is not None:
@@ -99,7 +107,7 @@ class TextPrinter:
         elif t == EventType.USER_HELP_NEEDED:
             opts = f" [{' / '.join(d.get('options') or [])}]" if d.get("options") else ""
             self._line(f"? {ev.agent} asks: {d.get('prompt', '')}{opts}")
-            self._line(f"  {answer_hint(ev.task, str(d.get('request_id', '')))}")
+            self._line(f"  {answer_hint(ev.task, str(d.get('request_id', '')), d.get('options') or ())}")
         elif t == EventType.USER_HELP_RESPONSE:
             if self.verbose:
                 self._line(f"  answered: {d.get('answer')}")
@@ -125,6 +133,9 @@ class JsonLinesPrinter:
 
     def __init__(self, out: TextIO = sys.stdout) -> None:
         self.out = out
+
+    def end_line(self) -> None:
+        """Nothing to finish: every JSON line is written whole."""
 
     def handle(self, ev: Event) -> None:
         self.out.write(json.dumps(ev.to_json(), ensure_ascii=False) + "\n")

@@ -10,6 +10,11 @@ USAGE = 2  # bad arguments or a broken configuration
 NOT_RUNNING = 3  # yagentd is not running (`yagent daemon status` uses it too)
 CANCELLED = 4
 INTERRUPTED = 5
+SIGINT = 130  # Ctrl+C (128 + SIGINT, what shells expect)
+BROKEN_PIPE = 141  # stdout was closed by the reader (128 + SIGPIPE, as if the signal had killed us)
+
+# Error codes of refused requests that mean the command line (or the configuration) must change.
+_USAGE_REFUSALS = frozenset({"bad_request", "bad_config", "bad_project"})
 
 
 def for_outcome(status: str) -> int:
@@ -20,3 +25,8 @@ def for_outcome(status: str) -> int:
         RunStatus.CANCELLED.value: CANCELLED,
         RunStatus.INTERRUPTED.value: INTERRUPTED,
     }.get(status, FAILED)
+
+
+def for_refusal(code: str) -> int:
+    """Exit code for a request yagentd refused with this error code."""
+    return USAGE if code in _USAGE_REFUSALS else FAILED

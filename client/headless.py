@@ -21,6 +21,7 @@ from yagent.ipc.vocabulary import EventType, YoloLevel
 
 from . import exit_codes
 from .event_text import JsonLinesPrinter, TextPrinter, answer_hint
+from .liveness import DaemonLost, run_while_daemon_lives
 
 __all__ = ["auto_approves", "run_headless"]
 
@@ -50,16 +51,23 @@ async def _turn_start_seq(client: DaemonClient, task: str, turn: int) -> int:
             return after
 
 
-async def _follow_turn(client: DaemonClient, task: str, turn: int, *, as_json: bool, verbose: bool, yolo: str,
-                       out: TextIO, err: TextIO) -> int:
-    printer = JsonLinesPrinter(out) if as_json else TextPrinter(out, verbose=verbose)
+def _same_terminal(out: TextIO, err: TextIO) -> bool:
+    try:
+        return out.isatty() and err.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+async def _follow_turn(client: DaemonClient, task: str, turn: int, *, printer: JsonLinesPrinter | TextPrinter,
+                       as_json: bool, yolo: str, out: TextIO, err: TextIO) -> int:
     # Start at this turn: whatever the task emitted in earlier turns is history.
     async with EventStream(client, task, after_seq=await _turn_start_seq(client, task, turn)) as stream:
         async for ev in stream.events():
             if ev.type == EventType.TURN_STARTED and ev.data.get("turn") != turn:
                 continue
             if ev.type == EventType.USER_HELP_NEEDED and auto_approves(yolo, ev.data):
-                printer.handle(ev)
+                if as_json:
+                    printer.handle(ev)  # the JSON stream stays complete; text would say "answer it" for nothing
                 rid = str(ev.data.get("request_id", ""))
                 try:
                     await client.request(Answer(id=0, task=task, request_id=rid, answer={"value": "once"}), Ack)
@@ -69,20 +77,29 @@ async def _follow_turn(client: DaemonClient, task: str, turn: int, *, as_json: b
                     print(f"yagent: could not approve {rid}: {exc}", file=err)
                 continue
             printer.handle(ev)
-            if ev.type == EventType.USER_HELP_NEEDED and as_json:
-                # stdout stays machine-readable; the person watching learns where to answer.
+            if ev.type == EventType.USER_HELP_NEEDED and (as_json or not _same_terminal(out, err)):
+                # stdout may be a pipe or a file; the person watching learns on stderr where to answer.
                 print(f"yagent: {ev.agent} asks: {ev.data.get('prompt', '')} — "
-                      f"{answer_hint(task, str(ev.data.get('request_id', '')))}", file=err)
+                      f"{answer_hint(task, str(ev.data.get('request_id', '')), ev.data.get('options') or ())}",
+                      file=err, flush=True)
             if ev.type == EventType.TURN_FINISHED and ev.data.get("turn") == turn:
                 return exit_codes.for_outcome(str(ev.data.get("status")))
     return exit_codes.FAILED
 
 
+class _Progress:
+    """What the run knows so far, for the message when it is interrupted."""
+
+    task: str | None = None
+
+
 async def _run(project: Path, text: str, *, task: str | None, agent: str, yolo: str, detach: bool,
-               as_json: bool, verbose: bool, out: TextIO, err: TextIO) -> int:
+               as_json: bool, printer: JsonLinesPrinter | TextPrinter, progress: _Progress,
+               out: TextIO, err: TextIO, liveness_interval: float) -> int:
     async with DaemonClient() as client:
         sub = await client.request(Submit(id=0, project=str(project), text=text, task=task, agent=agent, yolo=yolo),
                                    Submitted)
+        progress.task = sub.task
         if detach:
             if as_json:
                 print(json.dumps({"task": sub.task, "turn": sub.turn, "run": sub.run, "project": sub.project}),
@@ -94,24 +111,41 @@ async def _run(project: Path, text: str, *, task: str | None, agent: str, yolo: 
             return exit_codes.OK
         if not as_json:
             print(f"task {sub.task} · turn {sub.turn} · `yagent attach {sub.task}` watches it too", file=err)
-        return await _follow_turn(client, sub.task, sub.turn, as_json=as_json, verbose=verbose, yolo=yolo,
-                                  out=out, err=err)
+        follow = _follow_turn(client, sub.task, sub.turn, printer=printer, as_json=as_json, yolo=yolo,
+                              out=out, err=err)
+        return await run_while_daemon_lives(client, sub.task, follow, interval=liveness_interval)
 
 
 def run_headless(project: Path, text: str, *, task: str | None = None, agent: str = "director",
                  yolo: str = "none", detach: bool = False, as_json: bool = False, verbose: bool = False,
-                 out: TextIO | None = None, err: TextIO | None = None) -> int:
+                 out: TextIO | None = None, err: TextIO | None = None, liveness_interval: float = 1.0) -> int:
+    """Submit one turn and follow it to its end; the exit code says how it ended (`exit_codes`)."""
     out = out or sys.stdout
     err = err or sys.stderr
+    printer = JsonLinesPrinter(out) if as_json else TextPrinter(out, verbose=verbose)
+    progress = _Progress()
     try:
         return asyncio.run(_run(project, text, task=task, agent=agent, yolo=yolo, detach=detach, as_json=as_json,
-                                verbose=verbose, out=out, err=err))
+                                printer=printer, progress=progress, out=out, err=err,
+                                liveness_interval=liveness_interval))
     except RemoteError as exc:
+        printer.end_line()
         print(f"yagent: {exc}", file=err)
-        return exit_codes.FAILED
+        return exit_codes.for_refusal(exc.code)
+    except DaemonLost as exc:
+        printer.end_line()
+        print(f"yagent: {exc}", file=err)
+        return exit_codes.NOT_RUNNING
     except IpcError as exc:
+        printer.end_line()
         print(f"yagent: lost the connection to yagentd: {exc}", file=err)
         return exit_codes.NOT_RUNNING
     except KeyboardInterrupt:
-        print("yagent: interrupted; the task keeps running in the daemon (`yagent ps`)", file=err)
-        return 130
+        printer.end_line()
+        if progress.task is None:
+            print("yagent: interrupted before yagentd confirmed the task; `yagent ps` shows whether it started",
+                  file=err)
+        else:
+            print(f"yagent: interrupted; task {progress.task} keeps running in yagentd — "
+                  f"`yagent attach {progress.task}` follows it, `yagent cancel {progress.task}` stops it", file=err)
+        return exit_codes.SIGINT

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import time
 from typing import Any
@@ -13,6 +14,7 @@ from yagent.ipc.messages import (
     Ack,
     Answer,
     ListTasks,
+    Question,
     TaskControl,
     TaskDetail,
     TaskInfo,
@@ -23,6 +25,7 @@ from yagent.ipc.messages import (
 from . import exit_codes
 from .event_text import JsonLinesPrinter, TextPrinter
 from .humanize import age
+from .liveness import run_while_daemon_lives
 
 __all__ = ["answer", "control", "logs", "ps"]
 
@@ -36,12 +39,12 @@ def _call(coro: Any) -> int:
         return asyncio.run(coro)
     except RemoteError as exc:
         _err(str(exc))
-        return exit_codes.FAILED
+        return exit_codes.for_refusal(exc.code)
     except IpcError as exc:
         _err(str(exc))
         return exit_codes.NOT_RUNNING
     except KeyboardInterrupt:
-        return 130
+        return exit_codes.SIGINT
 
 
 # -- ps ----------------------------------------------------------------------------------------------
@@ -109,9 +112,13 @@ async def _logs(task: str, follow: bool, as_json: bool, since: int) -> int:
                     printer.handle(ev)
                 report_dropped()
                 return exit_codes.OK
-            async for ev in stream.events():
-                report_dropped()
-                printer.handle(ev)
+
+            async def follow() -> None:
+                async for ev in stream.events():
+                    report_dropped()
+                    printer.handle(ev)
+
+            await run_while_daemon_lives(client, task_id, follow())
     return exit_codes.OK
 
 
@@ -136,20 +143,69 @@ def control(task: str, action: str, as_json: bool = False) -> int:
     return _call(_control(task, action, as_json))
 
 
-async def _answer(task: str, request_id: str | None, value: str, as_json: bool) -> int:
+_REQUEST_ID = re.compile(r"^r[0-9a-f]{6,}\.\d+$")  # a run id, a dot, the question's number in that run
+
+
+def accepted_answers(question: Question) -> list[str] | None:
+    """The values a question takes (None: any text). Anything else would be read as a refusal or a no."""
+    if question.kind == "authorize":
+        return list(question.options) or ["once", "session", "project", "deny"]
+    if question.kind == "confirm":
+        return list(question.options) or ["yes", "no"]
+    if question.kind == "select" and question.options:
+        return list(question.options)
+    return None
+
+
+def _matching_answer(question: Question, value: str) -> str | None:
+    accepted = accepted_answers(question)
+    if accepted is None:
+        return value
+    wanted = value.strip().casefold()
+    for option in accepted:
+        if option.casefold() == wanted or (question.kind == "confirm" and option.casefold() in ("yes", "no")
+                                           and wanted == option.casefold()[0]):
+            return option
+    return None
+
+
+def split_answer_args(args: list[str], pending: list[str]) -> tuple[str | None, str]:
+    """`yagent answer TASK [REQUEST_ID] VALUE…`: the first word is a request id only when it looks like one;
+    otherwise every word is the answer (`yagent answer T use the staging db`)."""
+    if len(args) > 1 and (args[0] in pending or _REQUEST_ID.match(args[0])):
+        return args[0], " ".join(args[1:])
+    return None, " ".join(args)
+
+
+async def _answer(task: str, args: list[str], as_json: bool) -> int:
     async with DaemonClient() as client:
         detail = await client.request(TaskInfo(id=0, task=task), TaskDetail)
-        questions = detail.task.questions
+        questions = {q.request_id: q for q in detail.task.questions}
+        request_id, value = split_answer_args(args, list(questions))
         if request_id is None:
-            if len(questions) != 1:
+            if not questions:
+                _err(f"task {detail.task.task} has no question waiting for an answer (state: {detail.task.state})")
+                return exit_codes.FAILED
+            if len(questions) > 1:
                 _err(f"task {detail.task.task} has {len(questions)} pending questions; name one: "
-                     + ", ".join(q.request_id for q in questions))
+                     f"`yagent answer {detail.task.task} REQUEST_ID VALUE` with one of " + ", ".join(questions))
                 return exit_codes.USAGE
-            request_id = questions[0].request_id
+            request_id = next(iter(questions))
+        question = questions.get(request_id)
+        if question is not None:
+            matched = _matching_answer(question, value)
+            if matched is None:
+                accepted = accepted_answers(question) or []
+                _err(f"{value!r} is not an answer to {question.kind} question {request_id} "
+                     f"({question.prompt!r}); answer one of: {', '.join(accepted)}")
+                return exit_codes.USAGE
+            value = matched
         ack = await client.request(Answer(id=0, task=task, request_id=request_id, answer={"value": value}), Ack)
-    print(json.dumps({"task": ack.task, "answered": request_id}) if as_json else f"answered {request_id}")
+    print(json.dumps({"task": ack.task, "answered": request_id, "value": value}) if as_json
+          else f"answered {request_id}: {value}")
     return exit_codes.OK
 
 
-def answer(task: str, request_id: str | None, value: str, as_json: bool = False) -> int:
-    return _call(_answer(task, request_id, value, as_json))
+def answer(task: str, args: list[str], as_json: bool = False) -> int:
+    """Answer a pending question of `task`; `args` is `[REQUEST_ID] VALUE…` as typed."""
+    return _call(_answer(task, args, as_json))

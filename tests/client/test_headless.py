@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import codecs
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,3 +126,198 @@ def test_a_broken_config_prints_three_lines_and_exits_2(tmp_path: Path, project:
         "run `yagent setup` to fix it",
     ]
     assert result.stdout == ""
+
+
+class PipeReader:
+    """What a child writes to a pipe, read on a thread as it arrives (no need for a newline), so that a
+    test can wait for some text with a deadline."""
+
+    def __init__(self, stream: Any) -> None:
+        self._fd = stream.fileno()
+        self._text = ""
+        self._ended = False
+        self._changed = threading.Condition()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        while chunk := os.read(self._fd, 65536):
+            with self._changed:
+                self._text += decoder.decode(chunk)
+                self._changed.notify_all()
+        with self._changed:
+            self._ended = True
+            self._changed.notify_all()
+
+    def wait_for(self, needle: str, timeout: float = 30.0) -> str:
+        """The line (so far) that holds `needle`, once it has been written."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: needle in self._text or self._ended, timeout):
+                raise AssertionError(f"no {needle!r} within {timeout}s; saw {self._text!r}")
+            if needle not in self._text:
+                raise AssertionError(f"the stream ended without {needle!r}; saw {self._text!r}")
+            at = self._text.index(needle)
+            start = self._text.rfind("\n", 0, at) + 1
+            end = self._text.find("\n", at)
+            return self._text[start:] if end < 0 else self._text[start:end + 1]
+
+    def rest(self, timeout: float = 30.0) -> str:
+        """Everything written, once the writer has closed the pipe."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._ended, timeout):
+                raise AssertionError(f"the stream did not end within {timeout}s; saw {self._text!r}")
+            return self._text
+
+
+def task_of(hint_line: str) -> str:
+    return hint_line.split("yagent attach ")[1].split("`")[0]
+
+
+def test_json_is_accepted_after_the_command_as_the_spec_writes_it(make_daemon, project: Path) -> None:
+    daemon = make_daemon(PROVIDER_CONFIG)
+    result = daemon.cli("run", "--json", "--agent", "scripted", script({"emit": 1}, output="fin"), cwd=project)
+    assert result.returncode == 0, result.stderr
+    final = json.loads(result.stdout.splitlines()[-1])
+    assert final["type"] == "result" and final["output"] == "fin"
+    listing = daemon.cli("ps", "--json")
+    assert listing.returncode == 0, listing.stderr
+    assert [t["task"] for t in json.loads(listing.stdout)] == [final["task"]]
+
+
+def test_a_closed_stdout_ends_the_client_without_a_traceback(make_daemon, project: Path) -> None:
+    daemon = make_daemon(PROVIDER_CONFIG)
+    proc = popen(daemon, "--json", "-p", script({"emit": 20000}), "--agent", "scripted", cwd=project)
+    try:
+        assert proc.stdout is not None
+        first = json.loads(proc.stdout.readline())
+        proc.stdout.close()  # `yagent --json -p … | head -1`
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert first["type"] == "turn_started"
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert proc.returncode == 141
+
+
+def test_a_daemon_killed_mid_run_is_reported_with_what_to_do(make_daemon, project: Path) -> None:
+    daemon = make_daemon(PROVIDER_CONFIG)
+    proc = popen(daemon, "-p", script({"step": 20000}), "--agent", "scripted", cwd=project)
+    try:
+        assert proc.stderr is not None
+        err_lines = PipeReader(proc.stderr)
+        task = task_of(err_lines.wait_for("yagent attach"))
+        assert daemon.proc is not None
+        daemon.proc.kill()
+        err = err_lines.rest(timeout=8)  # the liveness probe notices within a second or two
+        proc.wait(timeout=8)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3
+    assert f"yagentd stopped while following task {task}" in err
+    assert "`yagent daemon start`" in err and f"`yagent attach {task}`" in err
+
+
+def test_logs_follow_reports_a_daemon_that_dies(make_daemon, project: Path) -> None:
+    daemon = make_daemon(PROVIDER_CONFIG)
+    sub = daemon.cli("--json", "run", "--detach", "--agent", "scripted", script({"step": 20000}), cwd=project)
+    task = json.loads(sub.stdout)["task"]
+    proc = popen(daemon, "--json", "logs", "-f", task, cwd=project)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        out_lines = PipeReader(proc.stdout)
+        err_lines = PipeReader(proc.stderr)
+        out_lines.wait_for('"type": "step"')
+        assert daemon.proc is not None
+        daemon.proc.kill()
+        err = err_lines.rest(timeout=8)
+        proc.wait(timeout=8)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3
+    assert f"yagentd stopped while following task {task}" in err
+
+
+def test_ctrl_c_names_the_task_still_running_and_how_to_stop_it(make_daemon, project: Path) -> None:
+    daemon = make_daemon(PROVIDER_CONFIG)
+    proc = popen(daemon, "-p", script({"chunks": ["partial answer", " rest"], "delay": 30}), "--agent", "scripted",
+                 cwd=project)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        err_lines = PipeReader(proc.stderr)
+        task = task_of(err_lines.wait_for("yagent attach"))
+        out_lines = PipeReader(proc.stdout)
+        out_lines.wait_for("partial answer")
+        proc.send_signal(signal.SIGINT)
+        err = err_lines.rest(timeout=10)
+        out = out_lines.rest(timeout=10)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert f"`yagent cancel {task}` stops it" in err
+    assert out == "partial answer\n"  # the cut-off line is ended, so the shell prompt starts on its own line
+    assert json.loads(daemon.cli("--json", "ps").stdout)[0]["state"] == "running"
+
+
+def test_yolo_in_text_mode_does_not_ask_for_an_answer_it_gave_itself(make_daemon, project: Path) -> None:
+    daemon = make_daemon(PROVIDER_CONFIG)
+    steps = script({"ask": {"kind": "authorize", "prompt": "delete build/?", "options": ["once", "deny"],
+                            "details": {"tool": "delete_file"}}}, output="deleted")
+    result = daemon.cli("-p", steps, "--agent", "scripted", "--yolo", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "approved without asking (--yolo): delete build/?" in result.stderr
+    assert "answer it from any terminal" not in result.stdout + result.stderr
+    assert "asks:" not in result.stdout
+
+
+def test_a_question_reaches_the_terminal_when_stdout_is_redirected(make_daemon, project: Path,
+                                                                   tmp_path: Path) -> None:
+    daemon = make_daemon(PROVIDER_CONFIG)
+    answer_file = tmp_path / "answer.txt"
+    with answer_file.open("w") as out:  # `yagent -p … > answer.txt`
+        proc = subprocess.Popen([sys.executable, "-m", "yagent.client.cli", "-p",
+                                 script({"ask": {"kind": "confirm", "prompt": "deploy now?"}}), "--agent", "scripted"],
+                                env=daemon.env, cwd=str(project), stdout=out, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        err_lines = PipeReader(proc.stderr)
+        hint = err_lines.wait_for("deploy now?")
+        assert "yagent answer" in hint and "yagent attach" in hint
+        assert daemon.cli("answer", task_of(hint), "yes").returncode == 0
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+
+
+def test_an_empty_message_is_a_bad_argument(make_daemon, project: Path) -> None:
+    daemon = make_daemon(PROVIDER_CONFIG)
+    result = daemon.cli("-p", "", cwd=project)
+    assert result.returncode == 2
+    assert "the message is empty" in result.stderr
+
+
+def test_a_daemon_that_cannot_start_says_why_not_to_start_it(make_daemon, project: Path) -> None:
+    daemon = make_daemon(PROVIDER_CONFIG, start=False)
+    (daemon.home / "state.db").mkdir()  # yagentd cannot open its registry
+    result = daemon.cli("-p", "hello", "--agent", "scripted", cwd=project)
+    assert result.returncode == 3
+    assert "starting it failed: yagentd exited with code" in result.stderr
+    assert "runtime dir yagentd" not in result.stderr  # the reason is not passed off as a directory
+    assert str(daemon.home / "logs" / "yagentd.out") in result.stderr
+
+
+def test_print_mode_says_when_it_started_the_daemon(make_daemon, project: Path) -> None:
+    daemon = make_daemon(PROVIDER_CONFIG, start=False)
+    try:
+        result = daemon.cli("--json", "-p", "hello", "--agent", "scripted", cwd=project)
+        assert result.returncode == 0, result.stderr
+        assert "yagent: yagentd was not running; yagentd started (pid" in result.stderr
+        assert json.loads(result.stdout.splitlines()[-1])["output"] == "echo: hello"
+    finally:
+        daemon.cli("daemon", "stop")

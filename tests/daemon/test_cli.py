@@ -147,3 +147,32 @@ def test_logs_says_when_history_is_gone(make_daemon, project: Path) -> None:
     seqs = [json.loads(line)["seq"] for line in result.stdout.splitlines() if "seq" in json.loads(line)]
     assert len(seqs) == 100 and seqs == list(range(seqs[0], seqs[0] + 100))
     assert f"{seqs[0] - 1} events of task {task} are no longer kept" in result.stderr
+
+
+def test_answer_refuses_a_value_the_question_cannot_take_and_takes_several_words(daemon, project: Path) -> None:
+    auth = {"ask": {"kind": "authorize", "prompt": "delete build/?", "options": ["once", "session", "project", "deny"],
+                    "details": {"tool": "delete_file"}}}
+    sub = daemon.cli("--json", "run", "--detach", "--agent", "scripted",
+                     script(auth, {"ask": {"kind": "input", "prompt": "which database?"}}), cwd=project)
+    task = json.loads(sub.stdout)["task"]
+
+    def pending() -> list[dict]:
+        return json.loads(daemon.cli("--json", "ps").stdout)[0]["questions"]
+
+    wait_until(pending, 30, "the authorisation prompt")
+    refused = daemon.cli("answer", task, "yes")  # would be read as a refusal by the agent
+    assert refused.returncode == 2
+    assert "answer one of: once, session, project, deny" in refused.stderr
+    assert [q["prompt"] for q in pending()] == ["delete build/?"]  # still waiting
+    assert daemon.cli("answer", task, "Once").returncode == 0
+    wait_until(lambda: [q["prompt"] for q in pending()] == ["which database?"], 30, "the second question")
+    several = daemon.cli("--json", "answer", task, "the", "staging", "one")
+    assert several.returncode == 0, several.stderr
+    assert json.loads(several.stdout)["value"] == "the staging one"
+    wait_until(lambda: json.loads(daemon.cli("--json", "ps").stdout)[0]["state"] == "done", 30, "the turn to end")
+    result = json.loads(daemon.cli("--json", "logs", task).stdout.splitlines()[-1])
+    notes = json.loads(result["output"])["notes"]
+    assert notes == [{"answer": {"value": "once"}}, {"answer": {"value": "the staging one"}}]
+    nothing = daemon.cli("answer", task, "yes")
+    assert nothing.returncode == 1
+    assert f"task {task} has no question waiting for an answer (state: done)" in nothing.stderr
