@@ -58,10 +58,20 @@ class ChannelAsker:
                                           default=question.default)
         if answer.get("cancelled") or "value" not in answer:
             return Answer(value="", dismissed=True)
-        value = str(answer["value"])
-        if question.kind is AskKind.CONFIRM:
-            value = "yes" if value.strip().lower() in ("y", "yes", "true", "ok", "1") else "no"
-        return Answer(value=value)
+        return Answer(value=confirm_value(question, str(answer["value"])))
+
+
+def confirm_value(question: Question, value: str) -> str:
+    """A confirm answer as the model should read it: the option the user picked, else yes or no."""
+    if question.kind is not AskKind.CONFIRM:
+        return value
+    picked = value.strip().lower()
+    for option in question.options:  # custom wording (Deploy / Abort) is answered with the option itself
+        if option.strip().lower() == picked:
+            return option
+    if question.options and picked in ("y", "n"):  # the dialog's y / n keys stand for the two options
+        return question.options[0 if picked == "y" or len(question.options) < 2 else 1]
+    return "yes" if picked in ("y", "yes", "true", "ok", "1") else "no"
 
 
 class ChannelDelegator:
