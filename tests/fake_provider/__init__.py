@@ -1,6 +1,6 @@
 """A scripted LLM provider over real HTTP, for every end-to-end test (see README.md here)."""
 
-from ._script import Failure, Script, Step, ToolCallSpec, UsageSpec
+from ._script import Failure, Script, Step, ThinkingSpec, ToolCallSpec, UsageSpec
 from ._server import FakeProvider, RecordedRequest, ScriptHandle
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "Script",
     "ScriptHandle",
     "Step",
+    "ThinkingSpec",
     "ToolCallSpec",
     "UsageSpec",
 ]

@@ -7,7 +7,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Failure", "Script", "Step", "ToolCallSpec", "UsageSpec"]
+__all__ = ["Failure", "Script", "Step", "ThinkingSpec", "ToolCallSpec", "UsageSpec"]
 
 FailureKind = Literal["http", "truncate", "stall", "malformed_event", "error_event"]
 
@@ -25,6 +25,16 @@ class ToolCallSpec:
         if isinstance(self.arguments, str):
             return self.arguments
         return json.dumps(self.arguments)
+
+
+@dataclass
+class ThinkingSpec:
+    """One Anthropic thinking block: `text` signed with `signature`, or, with `redacted_data`, a
+    `redacted_thinking` block carrying that opaque data (and no text)."""
+
+    text: str = ""
+    signature: str = "fake-thinking-signature"
+    redacted_data: str = ""
 
 
 @dataclass
@@ -92,6 +102,8 @@ class Step:
     ignore `include_usage` (llama.cpp). `stop_reason` overrides the wire value. `raw` bypasses rendering:
     the exact response body (a list sends each element as its own HTTP chunk); bytes are sent as they
     are, so invalid UTF-8 can be scripted (in-process only: bytes do not survive `to_dict`).
+    `thinking` scripts several Anthropic thinking / redacted_thinking blocks in order (it replaces
+    `reasoning` + `signature`, which make one block; OpenAI gets the joined text as reasoning).
     """
 
     text: str = ""
@@ -106,6 +118,16 @@ class Step:
     signature: str = "fake-thinking-signature"
     raw: str | bytes | list[str] | list[bytes] | None = None
     raw_content_type: str = "text/event-stream"
+    thinking: list[ThinkingSpec] = field(default_factory=list)
+
+    def thinking_blocks(self) -> list[ThinkingSpec]:
+        """The thinking blocks to send: `thinking`, else one block of `reasoning` signed with `signature`."""
+        if self.thinking:
+            return list(self.thinking)
+        return [ThinkingSpec(self.reasoning, self.signature)] if self.reasoning else []
+
+    def reasoning_text(self) -> str:
+        return self.reasoning or "".join(t.text for t in self.thinking)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -114,6 +136,7 @@ class Step:
     def from_dict(cls, data: dict[str, Any]) -> Step:
         values = dict(data)
         values["tool_calls"] = [ToolCallSpec(**c) for c in values.get("tool_calls") or ()]
+        values["thinking"] = [ThinkingSpec(**t) for t in values.get("thinking") or ()]
         if values.get("usage"):
             values["usage"] = UsageSpec(**values["usage"])
         if values.get("failure"):

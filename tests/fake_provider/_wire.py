@@ -40,7 +40,7 @@ class Rendered:
 
 
 def default_usage(step: Step, request_bytes: int) -> UsageSpec:
-    produced = len(step.text) + len(step.reasoning) + sum(len(c.arguments_text()) + len(c.name)
+    produced = len(step.text) + len(step.reasoning_text()) + sum(len(c.arguments_text()) + len(c.name)
                                                           for c in step.tool_calls)
     return UsageSpec(input_tokens=max(1, request_bytes // 4), output_tokens=max(1, produced // 4))
 
@@ -70,8 +70,8 @@ def render_openai(step: Step, body: dict[str, Any], serial: int, request_bytes: 
     created = int(time.time())
     if not body.get("stream"):
         message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
-        if step.reasoning:
-            message["reasoning_content"] = step.reasoning
+        if step.reasoning_text():
+            message["reasoning_content"] = step.reasoning_text()
         if calls:
             message["tool_calls"] = [{"id": cid, "type": "function",
                                       "function": {"name": c.name, "arguments": c.arguments_text()}}
@@ -93,7 +93,7 @@ def render_openai(step: Step, body: dict[str, Any], serial: int, request_bytes: 
         return f"data: {_dumps(payload)}\n\n"
 
     events = [chunk({"role": "assistant", "content": ""})]
-    events += [chunk({"reasoning_content": p}) for p in _pieces(step.reasoning, step.chunk_size)]
+    events += [chunk({"reasoning_content": p}) for p in _pieces(step.reasoning_text(), step.chunk_size)]
     events += [chunk({"content": p}) for p in _pieces(step.text, step.chunk_size)]
     for index, (cid, call) in enumerate(calls):
         events.append(chunk({"tool_calls": [{"index": index, "id": cid, "type": "function",
@@ -134,8 +134,9 @@ def render_anthropic(step: Step, body: dict[str, Any], serial: int, request_byte
     message_id = f"msg_fake_{serial}"
     if not body.get("stream"):
         content: list[dict[str, Any]] = []
-        if step.reasoning:
-            content.append({"type": "thinking", "thinking": step.reasoning, "signature": step.signature})
+        content += [{"type": "redacted_thinking", "data": t.redacted_data} if t.redacted_data
+                    else {"type": "thinking", "thinking": t.text, "signature": t.signature}
+                    for t in step.thinking_blocks()]
         if step.text:
             content.append({"type": "text", "text": step.text})
         content += [{"type": "tool_use", "id": cid, "name": c.name, "input": json.loads(c.arguments_text())}
@@ -152,15 +153,21 @@ def render_anthropic(step: Step, body: dict[str, Any], serial: int, request_byte
     events = [_sse("message_start", {"type": "message_start", "message": message}),
               _sse("ping", {"type": "ping"})]
     index = 0
-    if step.reasoning:
-        events.append(_sse("content_block_start", {"type": "content_block_start", "index": index,
-                                                   "content_block": {"type": "thinking", "thinking": ""}}))
-        events += [_sse("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                "delta": {"type": "thinking_delta", "thinking": p}})
-                   for p in _pieces(step.reasoning, step.chunk_size)]
-        events.append(_sse("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                   "delta": {"type": "signature_delta",
-                                                             "signature": step.signature}}))
+    for thinking in step.thinking_blocks():
+        if thinking.redacted_data:  # the whole block arrives in its start event, no deltas
+            events.append(_sse("content_block_start", {
+                "type": "content_block_start", "index": index,
+                "content_block": {"type": "redacted_thinking", "data": thinking.redacted_data}}))
+        else:
+            events.append(_sse("content_block_start", {
+                "type": "content_block_start", "index": index,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""}}))
+            events += [_sse("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                    "delta": {"type": "thinking_delta", "thinking": p}})
+                       for p in _pieces(thinking.text, step.chunk_size)]
+            events.append(_sse("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                       "delta": {"type": "signature_delta",
+                                                                 "signature": thinking.signature}}))
         events.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
         index += 1
     if step.text:

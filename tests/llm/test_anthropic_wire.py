@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.fake_provider import Failure, FakeProvider, Step, ToolCallSpec, UsageSpec
+from tests.fake_provider import Failure, FakeProvider, Step, ThinkingSpec, ToolCallSpec, UsageSpec
 from tests.llm.conftest import SYSTEM, make_engine, provider_config
 from yagent.workers.llm import (
     ANTHROPIC_VERSION,
@@ -19,6 +19,7 @@ from yagent.workers.llm import (
     ReasoningDelta,
     StopReason,
     TextDelta,
+    ThinkingBlock,
     ToolCall,
     ToolCallDelta,
     ToolDefinition,
@@ -216,6 +217,78 @@ def test_reasoning_signature_round_trips(fake: FakeProvider) -> None:
     asyncio.run(main())
     assistant = fake.requests[1].body["messages"][1]
     assert assistant["content"][0] == {"type": "thinking", "thinking": "plan it", "signature": "sig-xyz"}
+
+
+THINKING = [ThinkingSpec("First read a.py.", "sig-A"), ThinkingSpec(redacted_data="EmwKAhgBEgy3va3pzix/LafPsn4a"),
+            ThinkingSpec(" Then b.py.", "sig-B")]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_every_thinking_block_is_replayed_verbatim_in_order(fake: FakeProvider, stream: bool) -> None:
+    # A tool-use turn must send back each thinking block with its own signature and each redacted block
+    # with its data, in the order received: joining them under one signature, or dropping the redacted
+    # one, gets a 400 from the API. The history also goes through the on-disk (JSONL) form in between.
+    fake.script("coding", "Coding agent", [
+        Step(thinking=THINKING, text="Reading.", tool_calls=[ToolCallSpec("read_file", {"path": "a.py"}, "toolu_1")]),
+        Step(text="done"),
+    ])
+
+    async def main() -> object:
+        async with make_engine(fake, "anthropic", reasoning_effort="low") as engine:
+            history = [Message.system(SYSTEM), Message.user("x")]
+            first = await engine.complete(history, [READ_FILE], CallOptions(stream=stream)).final()
+            history += [first.message(), Message.tool("toolu_1", "contents")]
+            saved = [Message.from_dict(json.loads(json.dumps(m.to_dict()))) for m in history]
+            await engine.complete(saved, [READ_FILE], CallOptions(stream=stream)).final()
+            return first
+
+    first = asyncio.run(main())
+    assert json.loads(fake.requests[1].raw)["messages"] == [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "First read a.py.", "signature": "sig-A"},
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
+            {"type": "thinking", "thinking": " Then b.py.", "signature": "sig-B"},
+            {"type": "text", "text": "Reading."},
+            {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.py"}},
+        ]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "contents"}]},
+    ]
+    assert first.reasoning == "First read a.py. Then b.py."  # joined, for display and token estimates
+    assert first.message().thinking_blocks == (ThinkingBlock("First read a.py.", "sig-A"),
+                                               ThinkingBlock(redacted_data="EmwKAhgBEgy3va3pzix/LafPsn4a"),
+                                               ThinkingBlock(" Then b.py.", "sig-B"))
+
+
+def test_a_tool_input_sent_whole_in_content_block_start_is_used(fake: FakeProvider) -> None:
+    # Some Anthropic-compatible servers put the complete input in content_block_start and stream no
+    # input_json_delta at all.
+    raw = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in [
+        {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],
+                                              "usage": {"input_tokens": 5, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {
+            "type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.py", "limit": 10}}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {
+            "type": "tool_use", "id": "toolu_2", "name": "read_file", "input": {}}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta",
+                                                              "partial_json": '{"path": "b.py"}'}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}},
+        {"type": "message_stop"}])
+    fake.script("coding", "Coding agent", [Step(raw=raw)])
+
+    async def main() -> tuple[list[object], object]:
+        async with make_engine(fake, "anthropic", max_retries=0) as engine, \
+                engine.complete([Message.system(SYSTEM), Message.user("x")]) as stream:
+            deltas = [d async for d in stream]
+            return deltas, await stream.final()
+
+    deltas, response = asyncio.run(main())
+    assert response.tool_calls == (ToolCall("toolu_1", "read_file", '{"path": "a.py", "limit": 10}'),
+                                   ToolCall("toolu_2", "read_file", '{"path": "b.py"}'))
+    assert deltas[0] == ToolCallDelta(0, "toolu_1", "read_file", '{"path": "a.py", "limit": 10}')
+    assert response.stop_reason is StopReason.TOOL_USE
 
 
 def test_error_event_mid_stream_is_classified_and_retried(fake: FakeProvider) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 
@@ -14,12 +15,14 @@ from yagent.workers.llm import (
     Message,
     Response,
     StopReason,
+    ThinkingBlock,
     ToolCall,
     ToolDefinition,
     Usage,
     repair_tool_pairing,
     with_unique_call_ids,
 )
+from yagent.workers.memory.conversation import load_memory
 
 CALLS = (ToolCall("c1", "read_file", '{"path": "a"}'), ToolCall("c2", "grep", '{"pattern": "b"}'))
 
@@ -82,6 +85,25 @@ def test_messages_round_trip_through_json() -> None:
     assert json.loads(lines[0]) == {"role": "system", "content": "s"}  # empty fields are not persisted
     tool = ToolDefinition("grep", "search", {"type": "object", "properties": {"p": {"type": "string"}}})
     assert ToolDefinition.from_dict(json.loads(json.dumps(tool.to_dict()))) == tool
+
+
+def test_thinking_blocks_persist_in_order_and_older_memory_files_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "task.jsonl"
+    old_line = {"role": "assistant", "content": "t", "reasoning": "r", "reasoning_signature": "sig",
+                "tool_calls": [CALLS[0].to_dict()]}  # written before thinking_blocks existed
+    path.write_text(json.dumps(old_line) + "\n", encoding="utf-8")
+    memory = load_memory(path)
+    assert memory.snapshot() == [Message.assistant("t", reasoning="r", reasoning_signature="sig",
+                                                   tool_calls=CALLS[:1])]
+    blocks = (ThinkingBlock("a", "sig-a"), ThinkingBlock(redacted_data="opaque"), ThinkingBlock("b", "sig-b"))
+    memory.append(Message.tool("c1", "A"), Message.assistant("x", reasoning="ab", thinking_blocks=blocks))
+    memory.save()
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert lines[0] == old_line and "thinking_blocks" not in lines[1]  # omitted when empty
+    assert lines[2]["thinking_blocks"] == [{"type": "thinking", "thinking": "a", "signature": "sig-a"},
+                                           {"type": "redacted_thinking", "data": "opaque"},
+                                           {"type": "thinking", "thinking": "b", "signature": "sig-b"}]
+    assert load_memory(path).snapshot()[2].thinking_blocks == blocks
 
 
 def test_message_validation() -> None:

@@ -82,6 +82,44 @@ def test_sse_framing_variants_and_chunk_boundaries_anywhere_are_read_alike(fake:
     assert response.stop_reason is StopReason.END_TURN
 
 
+def _multiline(payload: dict[str, Any], newline: str = "\n") -> str:
+    """One event whose JSON spans several data lines (indented), some written `data:` without the space."""
+    lines = json.dumps(payload, indent=1, ensure_ascii=False).split("\n")
+    return "".join(("data:" if i % 2 else "data: ") + line + newline for i, line in enumerate(lines)) + newline
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("api_format", ["openai", "anthropic"])
+def test_an_event_whose_data_spans_several_lines_is_joined(fake: FakeProvider, api_format: str,
+                                                           newline: str) -> None:
+    # SSE: every data line of one event is joined with "\n"; the event ends at the blank line.
+    if api_format == "openai":
+        events = [_multiline(json.loads(_chunk({"role": "assistant", "content": "line one\nl\u2028ine"})[6:]),
+                             newline),
+                  ": a comment between events" + newline,
+                  _chunk({"content": "!"}).replace("\n", newline),
+                  _multiline(json.loads(_chunk({}, "stop")[6:]), newline),
+                  "data: [DONE]"]  # the last event ends with the connection, not with a blank line
+    else:
+        events = [_multiline(e, newline) for e in [
+            {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],
+                                                  "usage": {"input_tokens": 5, "output_tokens": 1}}},
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "text_delta", "text": "line one\nl\u2028ine"}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "!"}},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 9}},
+            {"type": "message_stop"}]]
+    body = "".join(events).encode()
+    # One byte per HTTP chunk, so a CRLF is cut in two between data lines of one event as well.
+    fake.script("coding", "Coding agent", [Step(raw=[body[i:i + 1] for i in range(len(body))])])
+    response, deltas = _call(fake, api_format, max_retries=0)
+    assert response.text == "line one\nl\u2028ine!"
+    assert [d.text for d in deltas if isinstance(d, TextDelta)] == ["line one\nl\u2028ine", "!"]
+    assert response.stop_reason is StopReason.END_TURN
+
+
 def test_invalid_utf8_in_a_stream_is_replaced_not_fatal(fake: FakeProvider) -> None:
     head, tail = _chunk({"content": "before MARK after"}).encode().split(b"MARK")
     raw = [_chunk({"role": "assistant"}).encode(), head + b"\xff\xfe" + tail, _chunk({}, "stop").encode(),
@@ -188,6 +226,25 @@ def test_tool_arguments_sent_as_an_object_are_serialised_when_not_streaming(fake
     response, _ = _call(fake, options=CallOptions(stream=False), max_retries=0)
     (call,) = response.tool_calls
     assert isinstance(call.arguments, str) and call.parsed_arguments() == {"path": "a.py"}
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_content_sent_as_a_list_of_parts_keeps_the_text_parts(fake: FakeProvider, stream: bool) -> None:
+    # Mistral sends `content` as [{"type": "text", "text": ...}, ...], streaming and not.
+    if stream:
+        raw: Any = [_chunk({"role": "assistant", "content": ""}),
+                    _chunk({"content": [{"type": "text", "text": "Hello "}]}),
+                    _chunk({"content": [{"type": "text", "text": "wor"}, {"type": "text", "text": "ld"}]}),
+                    _chunk({}, "stop"), "data: [DONE]\n\n"]
+        fake.script("coding", "Coding agent", [Step(raw=raw)])
+    else:
+        body = _completion_body(content=[{"type": "text", "text": "Hello "}, {"type": "text", "text": "world"}])
+        fake.script("coding", "Coding agent", [Step(raw=body, raw_content_type="application/json")])
+    response, deltas = _call(fake, options=CallOptions(stream=stream), max_retries=0)
+    assert response.text == "Hello world"
+    if stream:
+        assert [d.text for d in deltas if isinstance(d, TextDelta)] == ["Hello ", "world"]
+    assert response.stop_reason is StopReason.END_TURN
 
 
 def test_litellm_error_chunk_with_a_string_code_is_classified_by_that_code(fake: FakeProvider) -> None:

@@ -29,7 +29,7 @@ from ._errors import (
 )
 from ._fallback import FallbackEngine
 from ._gate import UNLIMITED_GATE, InFlightGate, SemaphoreGate, UnlimitedGate
-from ._messages import Message, Role, ToolCall, ToolDefinition, new_call_id
+from ._messages import Message, Role, ThinkingBlock, ToolCall, ToolDefinition, new_call_id
 from ._openai import OpenAIEngine
 from ._pairing import MISSING_TOOL_RESULT, repair_tool_pairing, with_unique_call_ids
 from ._response import (
@@ -84,6 +84,7 @@ __all__ = [
     "StopReason",
     "StreamRestart",
     "TextDelta",
+    "ThinkingBlock",
     "ToolCall",
     "ToolCallDelta",
     "ToolDefinition",

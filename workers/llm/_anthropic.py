@@ -15,7 +15,7 @@ from ._errors import (
     LLMRateLimitError,
     LLMServerError,
 )
-from ._messages import Message, ToolCall, ToolDefinition
+from ._messages import Message, ThinkingBlock, ToolCall, ToolDefinition
 from ._response import (
     CallOptions,
     Delta,
@@ -83,8 +83,13 @@ def anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str,
             system.append(message.content)
         elif message.role == "assistant":
             blocks: list[dict[str, Any]] = []
-            if message.reasoning and message.reasoning_signature:
-                # Thinking can only be replayed with the signature the API issued for it.
+            if message.thinking_blocks:
+                # Verbatim and in order, each with its own signature (or opaque data): the API rejects
+                # a tool-use turn whose thinking differs from what it sent. Unsigned thinking (from a
+                # compatible server) cannot be replayed at all.
+                blocks += [b.to_dict() for b in message.thinking_blocks if b.signature or b.redacted_data]
+            elif message.reasoning and message.reasoning_signature:
+                # Conversations saved before thinking_blocks existed: one block, one signature.
                 blocks.append({"type": "thinking", "thinking": message.reasoning,
                                "signature": message.reasoning_signature})
             if message.content:
@@ -159,6 +164,7 @@ class AnthropicEngine(HTTPEngine):
         if body.get("type") == "error":
             raise self.event_error(body)
         text, reasoning, signature, calls = [], [], "", []
+        thinking: list[ThinkingBlock] = []
         for block in body.get("content") or ():
             kind = block.get("type")
             if kind == "text":
@@ -166,6 +172,9 @@ class AnthropicEngine(HTTPEngine):
             elif kind == "thinking":
                 reasoning.append(block.get("thinking", ""))
                 signature = block.get("signature", "") or signature
+                thinking.append(ThinkingBlock(block.get("thinking", ""), block.get("signature", "")))
+            elif kind == "redacted_thinking":
+                thinking.append(ThinkingBlock(redacted_data=block.get("data") or ""))
             elif kind == "tool_use":
                 calls.append(ToolCall(block["id"], block["name"], json.dumps(block.get("input") or {})))
         stop = body.get("stop_reason") or ""
@@ -174,7 +183,8 @@ class AnthropicEngine(HTTPEngine):
                  else context.estimate_usage(full_text, full_reasoning, tool_calls))
         return Response(text=full_text, reasoning=full_reasoning, tool_calls=tool_calls,
                         stop_reason=stop_reason(stop, bool(tool_calls)), usage=usage, provider=self.provider,
-                        model=self.model, raw_stop_reason=stop, reasoning_signature=signature)
+                        model=self.model, raw_stop_reason=stop, reasoning_signature=signature,
+                        thinking_blocks=tuple(thinking))
 
 
 class _AnthropicStream(StreamParser):
@@ -187,7 +197,11 @@ class _AnthropicStream(StreamParser):
         self.reasoning: list[str] = []
         self.signature = ""
         self.tool_index: dict[int, int] = {}  # content block index -> tool call position
-        self.calls: list[tuple[str, str, list[str]]] = []
+        # (id, name, input_json_delta pieces, the input object content_block_start carried, as JSON text)
+        self.calls: list[tuple[str, str, list[str], str]] = []
+        # Thinking blocks in order, each [thinking pieces, signature, redacted data]; and by block index.
+        self.thinking: list[list[Any]] = []
+        self.thinking_at: dict[Any, list[Any]] = {}
         self.usage: dict[str, Any] = {}
         self.stop = ""
 
@@ -207,25 +221,40 @@ class _AnthropicStream(StreamParser):
                 position = self.tool_index.get(event["index"])
                 if position is None:
                     return None  # input of a server tool (web_search): the API runs it, not us
-                call_id, name, pieces = self.calls[position]
+                call_id, name, pieces, _ = self.calls[position]
                 piece = delta.get("partial_json", "")
                 pieces.append(piece)
                 return ToolCallDelta(position, call_id, name, piece)
             if delta_type == "thinking_delta":
                 self.reasoning.append(delta["thinking"])
+                self.thinking_block(event.get("index"))[0].append(delta["thinking"])
                 return ReasoningDelta(delta["thinking"])
             if delta_type == "signature_delta":
                 self.signature = delta["signature"]
+                self.thinking_block(event.get("index"))[1] = delta["signature"]
             return None
         if kind == "content_block_start":
             block = event["content_block"]
-            if block.get("type") == "tool_use":
+            block_type = block.get("type")
+            if block_type == "tool_use":
+                # Compatible servers may put the whole input here and send no input_json_delta at all.
+                start_input = block.get("input")
+                start_text = json.dumps(start_input, ensure_ascii=False) if start_input else ""
                 self.tool_index[event["index"]] = len(self.calls)
-                self.calls.append((block["id"], block["name"], []))
-                return ToolCallDelta(len(self.calls) - 1, block["id"], block["name"], "")
-            if block.get("type") == "text" and block.get("text"):
+                self.calls.append((block["id"], block["name"], [], start_text))
+                return ToolCallDelta(len(self.calls) - 1, block["id"], block["name"], start_text)
+            if block_type == "text" and block.get("text"):
                 self.text.append(block["text"])
                 return TextDelta(block["text"])
+            if block_type == "thinking":
+                entry = self.thinking_block(event.get("index"), new=True)
+                entry[1] = block.get("signature") or ""
+                if block.get("thinking"):
+                    entry[0].append(block["thinking"])
+                    self.reasoning.append(block["thinking"])
+                    return ReasoningDelta(block["thinking"])
+            elif block_type == "redacted_thinking":
+                self.thinking_block(event.get("index"), new=True)[2] = block.get("data") or ""
             return None
         if kind == "message_start":
             self.usage.update(event["message"].get("usage") or {})
@@ -244,11 +273,21 @@ class _AnthropicStream(StreamParser):
         if not self.done:
             raise LLMNetworkError("the stream ended before message_stop", provider=engine.provider,
                                   model=engine.model, status=200)
-        tool_calls = tuple(ToolCall(call_id, name, "".join(pieces) or "{}") for call_id, name, pieces in self.calls)
+        tool_calls = tuple(ToolCall(call_id, name, "".join(pieces) or start or "{}")
+                           for call_id, name, pieces, start in self.calls)
         text, reasoning = "".join(self.text), "".join(self.reasoning)
+        thinking = tuple(ThinkingBlock("".join(pieces), signature, data) for pieces, signature, data in self.thinking)
         usage = (anthropic_usage(self.usage) if self.usage
                  else self.context.estimate_usage(text, reasoning, tool_calls))
         return Response(text=text, reasoning=reasoning, tool_calls=tool_calls,
                         stop_reason=stop_reason(self.stop, bool(tool_calls)), usage=usage,
                         provider=engine.provider, model=engine.model, raw_stop_reason=self.stop,
-                        reasoning_signature=self.signature)
+                        reasoning_signature=self.signature, thinking_blocks=thinking)
+
+    def thinking_block(self, index: Any, *, new: bool = False) -> list[Any]:
+        """The thinking block at content `index`; a delta for a block never started opens one."""
+        entry = None if new else self.thinking_at.get(index)
+        if entry is None:
+            entry = self.thinking_at[index] = [[], "", ""]
+            self.thinking.append(entry)
+        return entry

@@ -187,23 +187,30 @@ class HTTPEngine(Engine):
                         feed = parser.feed
                         chunks = response.aiter_bytes()
                         pending: list[bytes] = []  # the start of a line whose end has not arrived
+                        parts: list[bytes] = []  # the data lines of an event whose blank line has not arrived
                         data = b""
                         at_end = False
+                        after_cr = False  # the last chunk ended in CR: an LF opening the next one ends no line
                         try:
                             while not at_end:
                                 try:
                                     chunk = await anext(chunks)
                                 except StopAsyncIteration:
-                                    if not pending:
-                                        break
-                                    lines, pending, at_end = [b"".join(pending)], [], True
+                                    # A blank line dispatches an event the connection's end cut short.
+                                    lines = [b"".join(pending), b""] if pending else [b""]
+                                    pending, at_end = [], True
                                 else:
                                     # Checked per chunk, not per data line: keep-alive comments arrive forever.
                                     if clock() > deadline:
                                         raise self.budget_error() from None
                                     # SSE lines end at CR, LF or CRLF only; str.splitlines (httpx's aiter_lines)
                                     # also splits at U+2028 and U+0085, which JSON strings may hold unescaped.
+                                    if after_cr:
+                                        after_cr = False
+                                        if chunk[:1] == b"\n":
+                                            chunk = chunk[1:]
                                     if b"\r" in chunk:
+                                        after_cr = chunk[-1:] == b"\r"
                                         chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
                                     if b"\n" not in chunk:
                                         pending.append(chunk)
@@ -215,13 +222,19 @@ class HTTPEngine(Engine):
                                     last = lines.pop()
                                     pending = [last] if last else []
                                 for line in lines:
-                                    # Both APIs put each event's JSON on one data line and repeat the event
-                                    # name inside it, so everything but data lines can be skipped.
-                                    if not line.startswith(b"data:"):
+                                    # Both APIs repeat the event name inside the JSON, so only data lines
+                                    # matter; an event's data lines are joined with LF, and a blank line
+                                    # ends the event (SSE).
+                                    if line:
+                                        if line.startswith(b"data:"):
+                                            parts.append(line[6:] if line[5:6] == b" " else line[5:])
                                         continue
-                                    data = line[6:] if line[5:6] == b" " else line[5:]
+                                    if not parts:
+                                        continue
+                                    data = parts[0] if len(parts) == 1 else b"\n".join(parts)
+                                    parts = []
                                     if not data:
-                                        continue  # SSE dispatches no event whose data is empty
+                                        continue  # an event with empty data says nothing to either API
                                     out = feed(data.decode("utf-8", "replace"))
                                     if out is None:
                                         continue

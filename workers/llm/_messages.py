@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Message", "Role", "ToolCall", "ToolDefinition"]
+__all__ = ["Message", "Role", "ThinkingBlock", "ToolCall", "ToolDefinition"]
 
 Role = Literal["system", "user", "assistant", "tool"]
 _ROLES = ("system", "user", "assistant", "tool")
@@ -51,12 +51,45 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ThinkingBlock:
+    """One Anthropic thinking block exactly as received, to be sent back verbatim in a tool-use loop.
+
+    Either `text` with the `signature` the API issued for it (`thinking`), or, for a block the API
+    encrypted (`redacted_thinking`), its opaque `redacted_data` and nothing else.
+    """
+
+    text: str = ""
+    signature: str = ""
+    redacted_data: str = ""
+
+    @property
+    def redacted(self) -> bool:
+        return bool(self.redacted_data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The Messages API block itself (the persisted shape and the wire shape are the same)."""
+        if self.redacted_data:
+            return {"type": "redacted_thinking", "data": self.redacted_data}
+        return {"type": "thinking", "thinking": self.text, "signature": self.signature}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ThinkingBlock:
+        if data.get("type") == "redacted_thinking":
+            return cls(redacted_data=str(data.get("data") or ""))
+        return cls(text=str(data.get("thinking") or ""), signature=str(data.get("signature") or ""))
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     """One conversation turn.
 
     - system / user: `content`.
-    - assistant: `content` (may be empty), optional `reasoning` (plus the Anthropic `reasoning_signature`
-      needed to send a thinking block back), `tool_calls`.
+    - assistant: `content` (may be empty), optional `reasoning` (the joined thinking text, for display,
+      token estimates and OpenAI-compatible servers), `thinking_blocks` (Anthropic's thinking and
+      redacted_thinking blocks in their original order, each with its signature or opaque data, which
+      the API requires back unchanged), `tool_calls`. `reasoning_signature` is the older single-block
+      form (one signature for all of `reasoning`), still read from conversations saved before
+      `thinking_blocks` existed.
     - tool: `tool_call_id` and `content` (the tool's result text).
     """
 
@@ -67,6 +100,7 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str = ""
     name: str = ""
+    thinking_blocks: tuple[ThinkingBlock, ...] = ()
 
     def __post_init__(self) -> None:
         if self.role not in _ROLES:
@@ -75,6 +109,8 @@ class Message:
             raise ValueError("a tool message needs the tool_call_id of the call it answers")
         if not isinstance(self.tool_calls, tuple):
             object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        if not isinstance(self.thinking_blocks, tuple):
+            object.__setattr__(self, "thinking_blocks", tuple(self.thinking_blocks))
 
     @classmethod
     def system(cls, content: str) -> Message:
@@ -86,9 +122,9 @@ class Message:
 
     @classmethod
     def assistant(cls, content: str = "", *, reasoning: str = "", tool_calls: tuple[ToolCall, ...] = (),
-                  reasoning_signature: str = "") -> Message:
+                  reasoning_signature: str = "", thinking_blocks: tuple[ThinkingBlock, ...] = ()) -> Message:
         return cls("assistant", content, reasoning=reasoning, tool_calls=tuple(tool_calls),
-                   reasoning_signature=reasoning_signature)
+                   reasoning_signature=reasoning_signature, thinking_blocks=tuple(thinking_blocks))
 
     @classmethod
     def tool(cls, tool_call_id: str, content: str, name: str = "") -> Message:
@@ -107,6 +143,8 @@ class Message:
             out["tool_call_id"] = self.tool_call_id
         if self.name:
             out["name"] = self.name
+        if self.thinking_blocks:
+            out["thinking_blocks"] = [b.to_dict() for b in self.thinking_blocks]
         return out
 
     @classmethod
@@ -119,6 +157,7 @@ class Message:
             tool_calls=tuple(ToolCall.from_dict(c) for c in data.get("tool_calls") or ()),
             tool_call_id=data.get("tool_call_id") or "",
             name=data.get("name") or "",
+            thinking_blocks=tuple(ThinkingBlock.from_dict(b) for b in data.get("thinking_blocks") or ()),
         )
 
 

@@ -57,6 +57,16 @@ def arguments_text(arguments: Any) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
+def content_text(content: Any) -> str:
+    """Message content as text; Mistral sends a list of parts (`[{"type": "text", "text": ...}]`)."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):
+        return "".join(part.get("text") or "" for part in content
+                       if isinstance(part, dict) and part.get("type", "text") == "text")
+    raise TypeError(f"message content is neither text nor a list of parts: {content!r}")
+
+
 def openai_message(message: Message) -> dict[str, Any]:
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
@@ -202,7 +212,7 @@ class OpenAIEngine(HTTPEngine):
             ToolCall(c.get("id") or new_call_id(), (c.get("function") or {}).get("name", ""),
                      arguments_text((c.get("function") or {}).get("arguments")) or "{}")
             for c in message.get("tool_calls") or ())
-        text = message.get("content") or ""
+        text = content_text(message.get("content"))
         reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
         finish = choice.get("finish_reason") or ""
         usage = (openai_usage(body["usage"]) if body.get("usage")
@@ -252,6 +262,8 @@ class _OpenAIStream(StreamParser):
             self.reasoning.append(piece)
             out = ReasoningDelta(piece)
         piece = delta.get("content")
+        if piece and type(piece) is not str:
+            piece = content_text(piece)  # a list of parts (Mistral)
         if piece:
             self.text.append(piece)
             out = TextDelta(piece) if out is None else (out, TextDelta(piece))

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from ._messages import Message, ToolCall
+from ._messages import Message, ThinkingBlock, ToolCall
 
 __all__ = [
     "CallOptions",
@@ -92,7 +92,11 @@ Delta = TextDelta | ReasoningDelta | ToolCallDelta | StreamRestart
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """The complete result of one logical model call."""
+    """The complete result of one logical model call.
+
+    `reasoning` is all thinking text joined; `thinking_blocks` (Anthropic) keeps each block with its
+    signature, or a redacted block's data, in order; `reasoning_signature` is the last signature seen.
+    """
 
     text: str
     reasoning: str
@@ -104,11 +108,16 @@ class Response:
     raw_stop_reason: str = ""
     reasoning_signature: str = ""
     attempts: int = 1
+    thinking_blocks: tuple[ThinkingBlock, ...] = ()
 
     def message(self) -> Message:
-        """The assistant message to append to the conversation."""
+        """The assistant message to append to the conversation.
+
+        With thinking blocks, those are what is replayed; the single signature is kept only without them.
+        """
         return Message.assistant(self.text, reasoning=self.reasoning, tool_calls=self.tool_calls,
-                                 reasoning_signature=self.reasoning_signature)
+                                 thinking_blocks=self.thinking_blocks,
+                                 reasoning_signature="" if self.thinking_blocks else self.reasoning_signature)
 
 
 @dataclass(frozen=True, slots=True)
