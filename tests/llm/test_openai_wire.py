@@ -7,10 +7,13 @@ import json
 import re
 from typing import Any
 
-from tests.fake_provider import FakeProvider, Step, ToolCallSpec, UsageSpec
+import pytest
+
+from tests.fake_provider import Failure, FakeProvider, Step, ToolCallSpec, UsageSpec
 from tests.llm.conftest import SYSTEM, make_engine
 from yagent.workers.llm import (
     CallOptions,
+    LLMBadRequestError,
     Message,
     ReasoningDelta,
     StopReason,
@@ -90,6 +93,35 @@ def test_reasoning_effort_is_passed_through_with_thinking_enabled(fake: FakeProv
     body = fake.requests[0].body
     assert body["reasoning_effort"] == "high"
     assert body["thinking"] == {"type": "enabled"}
+
+
+def test_a_server_refusing_the_thinking_field_by_name_is_asked_again_without_it(fake: FakeProvider) -> None:
+    # OpenAI's and Azure's validators refuse fields they do not know; DeepSeek needs this one.
+    fake.script("coding", "Coding agent", [
+        Step(failure=Failure.http(400, message="Unrecognized request argument supplied: thinking",
+                                  error_type="invalid_request_error")),
+        Step(text="first"), Step(text="second")])
+
+    async def main() -> list[str]:
+        async with make_engine(fake, reasoning_effort="high", max_retries=0) as engine:
+            return [(await engine.complete(HISTORY[:2]).final()).text for _ in range(2)]
+
+    assert asyncio.run(main()) == ["first", "second"]
+    bodies = [r.body for r in fake.requests]
+    assert [("thinking" in b, b["reasoning_effort"]) for b in bodies] == [(True, "high"), (False, "high"),
+                                                                          (False, "high")]
+
+
+def test_other_bad_requests_are_not_sent_again(fake: FakeProvider) -> None:
+    fake.script("coding", "Coding agent", [Step(failure=Failure.http(400, message="context too long"))])
+
+    async def main() -> None:
+        async with make_engine(fake, reasoning_effort="high", max_retries=3) as engine:
+            await engine.complete(HISTORY[:2]).final()
+
+    with pytest.raises(LLMBadRequestError, match="context too long"):
+        asyncio.run(main())
+    assert len(fake.requests) == 1
 
 
 # A stream as OpenAI sends it with include_usage: usage null on every chunk, then a usage-only chunk.

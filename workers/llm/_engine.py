@@ -15,6 +15,7 @@ from yagent.ipc.provider_config import LLMSettings, ProviderConfig
 from yagent.workers.context import count_tokens, estimate_messages_tokens
 
 from ._errors import (
+    LLMBadRequestError,
     LLMError,
     LLMNetworkError,
     LLMServerError,
@@ -128,6 +129,13 @@ class HTTPEngine(Engine):
                       options: CallOptions) -> dict[str, Any]:
         """The JSON body, from an already repaired conversation."""
 
+    def drop_rejected_field(self, body: dict[str, Any], error: LLMBadRequestError) -> bool:
+        """Remove from `body` an optional field the server refused by name (and stop sending it); True if one was.
+
+        A request this answers True for is sent again at once, without counting as a retry.
+        """
+        return False
+
     @abstractmethod
     def stream_parser(self, context: _CallContext) -> StreamParser:
         """A fresh parser for one attempt's event stream."""
@@ -162,7 +170,8 @@ class HTTPEngine(Engine):
             limit = retry.max_retries if max_retries is None else max_retries
             deadline = clock() + self.settings.timeout
             repaired = repair_tool_pairing(messages)
-            payload = json.dumps(self.build_request(repaired, tools, options), ensure_ascii=False).encode()
+            body = self.build_request(repaired, tools, options)
+            payload = json.dumps(body, ensure_ascii=False).encode()
             context = _CallContext(self, repaired, tools, deadline)
             attempt = 0
             while True:
@@ -267,6 +276,10 @@ class HTTPEngine(Engine):
                         await response.aclose()
                 except LLMError as exc:
                     error = exc
+                if not emitted and isinstance(error, LLMBadRequestError) and self.drop_rejected_field(body, error):
+                    payload = json.dumps(body, ensure_ascii=False).encode()
+                    attempt -= 1  # the server told us what to leave out: not a failed attempt
+                    continue
                 remaining = deadline - clock()
                 if not error.retryable or attempt > limit:
                     raise error.with_attempts(attempt)

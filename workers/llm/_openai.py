@@ -147,6 +147,7 @@ class OpenAIEngine(HTTPEngine):
     """`POST {api_base_url}/chat/completions` with a Bearer key; the base usually ends in /v1."""
 
     api_format = "openai"
+    _sends_thinking = True  # until the server refuses the field by name
 
     def url(self) -> str:
         return f"{self.config.api_base_url.rstrip('/')}/chat/completions"
@@ -173,11 +174,20 @@ class OpenAIEngine(HTTPEngine):
             body["temperature"] = temperature
         effort = self.config.reasoning_effort if options.reasoning_effort is None else options.reasoning_effort
         if effort:
-            # DeepSeek's thinking mode needs both fields; other servers ignore the one they do not know.
+            # DeepSeek's thinking mode needs both fields. Most servers ignore the one they do not know; the
+            # strict ones (OpenAI, Azure) refuse it by name, and `drop_rejected_field` stops sending it.
             body["reasoning_effort"] = effort
-            body["thinking"] = {"type": "enabled"}
+            if self._sends_thinking:
+                body["thinking"] = {"type": "enabled"}
         body.update(options.extra_body)
         return body
+
+    def drop_rejected_field(self, body: dict[str, Any], error: LLMBadRequestError) -> bool:
+        if "thinking" in body and "thinking" in error.detail.lower():
+            del body["thinking"]
+            self._sends_thinking = False
+            return True
+        return False
 
     def error_detail(self, body: Any) -> tuple[str, str]:
         error = body["error"]
