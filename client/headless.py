@@ -70,7 +70,8 @@ async def _follow_turn(client: DaemonClient, task: str, turn: int, *, printer: J
                     printer.handle(ev)  # the JSON stream stays complete; text would say "answer it" for nothing
                 rid = str(ev.data.get("request_id", ""))
                 try:
-                    await client.request(Answer(id=0, task=task, request_id=rid, answer={"value": "once"}), Ack)
+                    await client.request(Answer(id=0, task=task, request_id=rid, answer={"value": "once"},
+                                                          by="--yolo, without asking"), Ack)
                     print(f"yagent: approved without asking (--{'full-' if yolo == 'full' else ''}yolo): "
                           f"{ev.data.get('prompt', '')}", file=err)
                 except RemoteError as exc:

@@ -23,6 +23,7 @@ from yagent.ipc.messages import (
 )
 
 from . import exit_codes
+from .answerer import answerer
 from .event_text import JsonLinesPrinter, TextPrinter
 from .humanize import age
 from .liveness import run_while_daemon_lives
@@ -200,7 +201,8 @@ async def _answer(task: str, args: list[str], as_json: bool) -> int:
                      f"({question.prompt!r}); answer one of: {', '.join(accepted)}")
                 return exit_codes.USAGE
             value = matched
-        ack = await client.request(Answer(id=0, task=task, request_id=request_id, answer={"value": value}), Ack)
+        ack = await client.request(Answer(id=0, task=task, request_id=request_id, answer={"value": value},
+                                            by=answerer("yagent answer")), Ack)
     print(json.dumps({"task": ack.task, "answered": request_id, "value": value}) if as_json
           else f"answered {request_id}: {value}")
     return exit_codes.OK

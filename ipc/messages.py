@@ -320,6 +320,7 @@ class Answer(Message):
     task: str
     request_id: str
     answer: dict  # {"value": ..., "scope": ...} or {"cancelled": True}
+    by: str = ""  # who answers, for the other clients: "yagent on pts/3"
 
 
 @message("status")

@@ -26,6 +26,8 @@ from yagent.ipc.messages import (
     TaskSummary,
 )
 
+from ..answerer import answerer
+
 __all__ = ["Backend", "DaemonBackend", "TaskEvents"]
 
 
@@ -114,7 +116,8 @@ class DaemonBackend:
         return await self._c().request(TaskControl(id=0, task=task, action=action), Ack)
 
     async def answer(self, task: str, request_id: str, value: str) -> Ack:
-        return await self._c().request(Answer(id=0, task=task, request_id=request_id, answer={"value": value}), Ack)
+        return await self._c().request(Answer(id=0, task=task, request_id=request_id, answer={"value": value},
+                                              by=answerer("yagent")), Ack)
 
     def stream(self, task: str, after_seq: int) -> TaskEvents:
         return EventStream(self._c(), task, after_seq=after_seq, idle_poll=self.idle_poll)

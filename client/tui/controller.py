@@ -311,6 +311,7 @@ class TuiController:
 
     async def _answer(self, dialog: QuestionDialog, value: str) -> None:
         q = dialog.question
+        self.view.answered_here.add(q.request_id)
         try:
             await self.backend.answer(self.view.task or q.task, q.request_id, value)
         except RemoteError as exc:

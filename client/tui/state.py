@@ -142,6 +142,7 @@ class TaskView:
         # the turn's output is then on screen already and is not added again at the turn's end.
         self.root_streamed = False
         self._errors_shown: set[str] = set()  # error texts already in the log this turn
+        self.answered_here: set[str] = set()  # request ids this client answered: no "by" needed for those
         self.turn_started_at = 0.0
         self.turn_ended_at = 0.0
         self.runs: dict[str, RunInfo] = {}
@@ -488,7 +489,8 @@ class TaskView:
             self.state = TaskState.RUNNING.value
         answer = d.get("answer") if isinstance(d.get("answer"), dict) else {}
         value = "cancelled" if answer.get("cancelled") else answer.get("value", "")
-        self._add(Entry("answer", agent=ev.agent, run=ev.run, data={"value": str(value), "by": d.get("by", "")}))
+        by = "" if rid in self.answered_here else str(d.get("by") or "")
+        self._add(Entry("answer", agent=ev.agent, run=ev.run, data={"value": str(value), "by": by}))
 
     def _on_paused(self, ev: Event) -> None:
         self.paused = True

@@ -14,5 +14,5 @@ async def answer(daemon, msg: Answer) -> Ack:
     if task is None or msg.request_id not in task.questions:
         raise CommandError("no_question", f"question {msg.request_id!r} of task {row.id} is not pending "
                                           "(already answered, or its run ended)")
-    daemon.answer_question(task, msg.request_id, msg.answer, by="client")
+    daemon.answer_question(task, msg.request_id, msg.answer, by=msg.by.strip()[:80] or "another client")
     return Ack(id=msg.id, task=row.id, state=task.row.state, detail="answered")

@@ -10,6 +10,7 @@ import pytest
 from tests.client.conftest import PROVIDER_CONFIG
 from tests.client.tui_harness import until, until_async
 from tests.daemon_harness import arun, script
+from yagent.client.answerer import answerer
 from yagent.client.tui.backend import DaemonBackend
 from yagent.client.tui.controller import TuiController, TuiOptions
 from yagent.client.tui.dialogs import QuestionDialog
@@ -46,8 +47,10 @@ def test_two_clients_share_one_stream_and_one_answer_closes_both_dialogs(make_da
                 await until(lambda c=c: c.view.display_state == "done", "the turn end in both clients", 10)
             assert b.dialog is None and a.dialog is None
             assert texts(a) == texts(b) == ["shared stream", "after"]
-            answers = [e.data for e in b.view.entries if e.kind == "answer"]
-            assert answers == [{"value": "yes", "by": "client"}]
+            # The other client says who answered; the one that answered does not tell itself.
+            assert [e.data for e in b.view.entries if e.kind == "answer"] == [
+                {"value": "yes", "by": answerer("yagent")}]
+            assert [e.data for e in a.view.entries if e.kind == "answer"] == [{"value": "yes", "by": ""}]
         finally:
             await a.aclose()
             await b.aclose()
