@@ -100,6 +100,8 @@ QUERIES = [
     {"pattern": "foo", "max_results": 3},
     {"pattern": "zzz_nothing"},
     {"pattern": "return", "path": "src/main.py"},
+    {"pattern": "foo(?= (bar|again))"},  # look-ahead: not in ripgrep's default engine
+    {"pattern": r"(o)\1"},  # a backreference, likewise
 ]
 
 

@@ -50,6 +50,10 @@ class SearchError(Exception):
     """The search could not run (bad pattern, back-end failure); the message is for the model."""
 
 
+class PatternError(SearchError):
+    """The back-end could not compile the pattern (another regex engine may)."""
+
+
 def _order(hit: Hit) -> tuple[tuple[str, ...], int]:
     return hit.path.parts, hit.line
 
@@ -71,7 +75,7 @@ def python_search(query: SearchQuery) -> tuple[list[Hit], bool]:
     try:
         regex = re.compile(query.pattern, re.IGNORECASE if query.ignore_case else 0)
     except re.error as exc:
-        raise SearchError(f"invalid regular expression {query.pattern!r}: {exc}") from None
+        raise PatternError(f"invalid regular expression {query.pattern!r}: {exc}") from None
     hits: list[Hit] = []
     for path in walk_files(query.target, query.project_root, max_file_bytes=MAX_FILE_BYTES):
         if not _glob_ok(query, path):
@@ -112,7 +116,7 @@ def looks_binary(path: Path) -> bool:
         return False
 
 
-async def ripgrep_search(rg: str, query: SearchQuery) -> tuple[list[Hit], bool]:
+async def ripgrep_search(rg: str, query: SearchQuery, *, pcre2: bool = False) -> tuple[list[Hit], bool]:
     """The ripgrep back-end, reading `rg --json` and stopping once one hit more than needed arrived."""
     argv = [
         rg, "--json", "--sort", "path", "--no-require-git", "--no-ignore-global",
@@ -122,6 +126,8 @@ async def ripgrep_search(rg: str, query: SearchQuery) -> tuple[list[Hit], bool]:
     ]
     if query.ignore_case:
         argv.append("--ignore-case")
+    if pcre2:
+        argv.append("--pcre2")
     if query.glob:
         argv += ["--glob", query.glob]
     argv += ["--", str(query.target)]
@@ -159,10 +165,24 @@ async def ripgrep_search(rg: str, query: SearchQuery) -> tuple[list[Hit], bool]:
         stderr = (await stderr_task).decode("utf-8", errors="replace")
     if proc.returncode == 2 and not hits and not more:
         message = stderr.strip() or "ripgrep failed"
-        if "regex parse error" in message:
-            raise SearchError(f"invalid regular expression {query.pattern!r}: {message}")
+        if "regex parse error" in message or "PCRE2" in message:
+            raise PatternError(f"invalid regular expression {query.pattern!r}: {message}")
         raise SearchError(message)
     return sorted(hits, key=_order), more
+
+
+async def _search(rg: str | None, query: SearchQuery) -> tuple[list[Hit], bool]:
+    if not rg:
+        return await asyncio.to_thread(python_search, query)
+    try:
+        return await ripgrep_search(rg, query)
+    except PatternError as exc:
+        # ripgrep's default engine has no look-around or backreferences; its PCRE2 engine (when built in)
+        # and Python's `re` have both, so the model's pattern is tried there before it is refused.
+        for engine in (lambda: ripgrep_search(rg, query, pcre2=True), lambda: asyncio.to_thread(python_search, query)):
+            with contextlib.suppress(PatternError):
+                return await engine()
+        raise exc from None
 
 
 def _text(field: dict) -> str:
@@ -206,10 +226,7 @@ async def search_by_regex(inv: Invocation) -> ToolResult:
     )
     rg = shutil.which("rg")
     try:
-        if rg:
-            hits, more = await ripgrep_search(rg, query)
-        else:
-            hits, more = await asyncio.to_thread(python_search, query)
+        hits, more = await _search(rg, query)
     except SearchError as exc:
         return ToolResult.error(str(exc))
     return format_hits(inv, query, hits, more)
