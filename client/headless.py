@@ -135,14 +135,17 @@ def run_headless(project: Path, text: str, *, task: str | None = None, agent: st
         return exit_codes.for_refusal(exc.code)
     except DaemonLost as exc:
         printer.end_line()
+        _last_result(printer, progress, "interrupted", str(exc))
         print(f"yagent: {exc}", file=err)
         return exit_codes.NOT_RUNNING
     except IpcError as exc:
         printer.end_line()
+        _last_result(printer, progress, "interrupted", f"lost the connection to yagentd: {exc}")
         print(f"yagent: lost the connection to yagentd: {exc}", file=err)
         return exit_codes.NOT_RUNNING
     except KeyboardInterrupt:
         printer.end_line()
+        _last_result(printer, progress, "detached", "interrupted; the task keeps running in yagentd")
         if progress.task is None:
             print("yagent: interrupted before yagentd confirmed the task; `yagent ps` shows whether it started",
                   file=err)
@@ -150,3 +153,10 @@ def run_headless(project: Path, text: str, *, task: str | None = None, agent: st
             print(f"yagent: interrupted; task {progress.task} keeps running in yagentd — "
                   f"`yagent attach {progress.task}` follows it, `yagent cancel {progress.task}` stops it", file=err)
         return exit_codes.SIGINT
+
+
+def _last_result(printer: JsonLinesPrinter | TextPrinter, progress: _Progress, status: str, error: str) -> None:
+    """A script reading the last JSON line learns how the follow ended, also when no turn end arrived."""
+    if isinstance(printer, JsonLinesPrinter) and progress.task is not None:
+        printer.result(progress.task, {"status": status, "stop_reason": "", "error": error})
+        printer.out.flush()

@@ -263,6 +263,30 @@ def test_ctrl_c_names_the_task_still_running_and_how_to_stop_it(make_daemon, pro
     assert json.loads(daemon.cli("--json", "ps").stdout)[0]["state"] == "running"
 
 
+def test_json_mode_ends_with_a_result_line_also_when_no_turn_end_arrives(make_daemon, project: Path) -> None:
+    daemon = make_daemon(PROVIDER_CONFIG)
+    results = {}
+    for how in ("ctrl-c", "daemon-killed"):
+        proc = popen(daemon, "--json", "-p", script({"step": 20000}), "--agent", "scripted", cwd=project)
+        try:
+            assert proc.stdout is not None
+            out_lines = PipeReader(proc.stdout)
+            out_lines.wait_for('"type": "step"')
+            if how == "ctrl-c":
+                proc.send_signal(signal.SIGINT)
+            else:
+                assert daemon.proc is not None
+                daemon.proc.kill()
+            out = out_lines.rest(timeout=10)
+            proc.wait(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        last = json.loads(out.strip().splitlines()[-1])
+        results[how] = (proc.returncode, last["type"], last["status"], bool(last["task"]))
+    assert results == {"ctrl-c": (130, "result", "detached", True), "daemon-killed": (3, "result", "interrupted", True)}
+
+
 def test_yolo_in_text_mode_does_not_ask_for_an_answer_it_gave_itself(make_daemon, project: Path) -> None:
     daemon = make_daemon(PROVIDER_CONFIG)
     steps = script({"ask": {"kind": "authorize", "prompt": "delete build/?", "options": ["once", "deny"],
