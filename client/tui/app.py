@@ -39,14 +39,18 @@ class TuiApp:
                              completer=SlashCompleter(lambda: controller.facts().providers),
                              complete_while_typing=True, name="input")
         self.layout = TuiLayout(controller, self.buffer, self._setup_container)
-        keys = build_key_bindings(controller, self.buffer, self.layout.scroll, self._plan_scroll)
+        keys = build_key_bindings(controller, self.buffer, self.layout.scroll, self._plan_scroll,
+                                  self.layout.scroll_edge)
         self._setup_keys = _SetupKeys(self)
         self.application: Application[ExitInfo] = Application(
             layout=self.layout.layout,
             key_bindings=merge_key_bindings([keys, self._setup_keys.bindings]),
             style=STYLE,
             full_screen=True,
-            mouse_support=False,
+            # The wheel scrolls the conversation and the plans (without it, terminals that turn the wheel
+            # into arrow keys on the alternate screen walk the input history instead). Selecting text with
+            # the mouse takes shift, as in every full-screen program that reads the mouse.
+            mouse_support=True,
             input=input,
             output=output,
             refresh_interval=1.0,  # the elapsed clock
@@ -68,8 +72,7 @@ class TuiApp:
             self.buffer.cursor_position = len(text)
 
     def _plan_scroll(self, delta: int) -> None:
-        self.layout.plan_scroll = max(0, self.layout.plan_scroll + delta * 5)
-        self.c.changed()
+        self.layout.scroll_plans(delta * 5)
 
     def _focus(self) -> None:
         """The wizard has the focus while it is shown, the input otherwise. Dialogs never take it: their

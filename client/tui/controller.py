@@ -31,13 +31,18 @@ __all__ = ["ExitInfo", "TuiController", "TuiOptions"]
 
 _DIALOG_EVENTS = {EventType.USER_HELP_NEEDED.value, EventType.USER_HELP_RESPONSE.value,
                   EventType.RUN_FINISHED.value, EventType.TURN_FINISHED.value}
+# A control's acknowledgement ("pausing at the next step…") says what is about to happen; once the task's
+# state moves on it is stale, so these events take it off the screen (errors stay until the next action).
+_STATE_EVENTS = {EventType.TASK_PAUSED.value, EventType.TASK_RESUMED.value, EventType.TURN_STARTED.value,
+                 EventType.TURN_FINISHED.value}
 
 KEY_HELP = (
     ("enter", "send the message"),
     ("alt+enter / esc enter", "new line in the message"),
     ("↑ / ↓", "message history (at the first / last line)"),
     ("tab", "complete a /command"),
-    ("pgup / pgdn", "scroll the conversation; end follows it again"),
+    ("pgup / pgdn", "scroll the conversation; pgdn at the bottom follows it again"),
+    ("ctrl+home / ctrl+end", "first line of the conversation / follow its tail (end too, at the end of the text)"),
     ("ctrl+o", "expand or collapse tool results and thinking"),
     ("ctrl+t", "thinklink plans of each agent"),
     ("f2", "reopen a question you put off"),
@@ -207,6 +212,8 @@ class TuiController:
         self.view.apply(ev)
         if ev.type in _DIALOG_EVENTS:
             self._sync_dialog()
+        if ev.type in _STATE_EVENTS and self.message is not None and not self.message[1]:
+            self.message = None
         self.changed()
 
     def _history_fallback(self, backlog: list[Event], detail: TaskDetail) -> None:
@@ -338,8 +345,9 @@ class TuiController:
             return False
         if parsed.kind == "unknown":
             known = " ".join(f"/{c.name}" for c in COMMANDS)
-            self.say(f"unknown command /{parsed.name} — known: {known}; start with // to send text beginning "
-                     "with /", error=True)
+            # The way out first: one row cuts the list of commands short on a narrow terminal (/help has it all).
+            self.say(f"unknown command /{parsed.name} — // sends text that starts with / — known: {known}",
+                     error=True)
             return False
         if parsed.kind == "command":
             self.run_command(parsed.name, parsed.argument)
@@ -417,6 +425,7 @@ class TuiController:
             then(self.view.task)
 
     async def _control(self, task: str, action: str) -> None:
+        before = self._control_done(action)
         try:
             await self.backend.control(task, action)
         except RemoteError as exc:
@@ -428,8 +437,13 @@ class TuiController:
         except IpcError as exc:
             self._lost(str(exc))
             return
-        self.say({"pause": "pausing at the next step…", "continue": "continuing",
-                  "cancel": "cancelling the turn…"}[action])
+        if before or not self._control_done(action):  # else its event landed first: the log says it already
+            self.say({"pause": "pausing at the next step…", "continue": "continuing",
+                      "cancel": "cancelling the turn…"}[action])
+
+    def _control_done(self, action: str) -> bool:
+        return {"pause": self.view.paused, "continue": not self.view.paused,
+                "cancel": not self.view.turn_running}[action]
 
     async def _resume_picker(self) -> None:
         try:

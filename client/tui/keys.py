@@ -24,7 +24,7 @@ DIALOG_KEYS = ("up", "down", "left", "right", "tab", "s-tab", "enter", "escape",
 
 
 def build_key_bindings(c: TuiController, buffer: Buffer, scroll: Callable[[int], None],
-                       plan_scroll: Callable[[int], None]) -> KeyBindings:
+                       plan_scroll: Callable[[int], None], scroll_edge: Callable[[bool], None]) -> KeyBindings:
     kb = KeyBindings()
     main = Condition(lambda: c.mode == "main")
     dialog = Condition(lambda: c.dialog is not None and c.mode == "main")
@@ -87,6 +87,23 @@ def build_key_bindings(c: TuiController, buffer: Buffer, scroll: Callable[[int],
     @kb.add("pagedown", filter=main)
     def _page_down(event: KeyPressEvent) -> None:
         scroll(1)
+
+    @kb.add("c-home", filter=main)
+    def _log_top(event: KeyPressEvent) -> None:
+        scroll_edge(False)
+
+    @kb.add("c-end", filter=main)
+    def _log_bottom(event: KeyPressEvent) -> None:
+        scroll_edge(True)
+
+    # `end` keeps its editor meaning while there is text after the cursor; at the end of the text (or on an
+    # empty line) it takes a scrolled-back conversation back to following the stream.
+    at_text_end = Condition(lambda: buffer.cursor_position >= len(buffer.text))
+    scrolled = Condition(lambda: c.scroll_top is not None)
+
+    @kb.add("end", filter=typing & scrolled & at_text_end)
+    def _follow(event: KeyPressEvent) -> None:
+        scroll_edge(True)
 
     # -- dialogs -----------------------------------------------------------------------------------
 

@@ -25,16 +25,35 @@ from prompt_toolkit.layout import (
 )
 from prompt_toolkit.layout.dimension import Dimension
 from prompt_toolkit.layout.menus import CompletionsMenu
+from prompt_toolkit.mouse_events import MouseEvent, MouseEventType
 
 from ..cells import Line, fit, text_width
 from ..lines_control import LinesControl
 from .controller import TuiController
-from .render import message_line, render_plans, render_status, render_title, status_height
+from .render import message_line, plans_window, render_status, render_title, status_height
 
 __all__ = ["Budget", "TuiLayout"]
 
 MIN_LOG_ROWS = 3
 MIN_DIALOG_ROWS = 3
+WHEEL_LINES = 3  # lines one notch of the mouse wheel scrolls
+
+
+class _WheelLines(LinesControl):
+    """Pre-rendered lines that scroll with the mouse wheel (the renderer, not the Window, knows the offset)."""
+
+    def __init__(self, render: Callable[[int, int], list[Line]], on_wheel: Callable[[int], None]) -> None:
+        super().__init__(render)
+        self.on_wheel = on_wheel
+
+    def mouse_handler(self, mouse_event: MouseEvent) -> object:
+        if mouse_event.event_type == MouseEventType.SCROLL_UP:
+            self.on_wheel(-WHEEL_LINES)
+            return None
+        if mouse_event.event_type == MouseEventType.SCROLL_DOWN:
+            self.on_wheel(WHEEL_LINES)
+            return None
+        return NotImplemented
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +92,7 @@ class TuiLayout:
         self.last_log_height = 10
         self.last_log_width = 80
         self.plan_scroll = 0
+        self.lines_below = 0  # of the conversation, when it is scrolled back (the log renders before the status)
         c = controller
 
         dialog_open = Condition(lambda: c.dialog is not None and c.mode == "main")
@@ -80,8 +100,8 @@ class TuiLayout:
         in_plans = Condition(lambda: c.mode == "plans")
 
         self.title_window = Window(LinesControl(self._title), height=1)
-        self.log_window = Window(LinesControl(self._log))
-        self.plans_window = Window(LinesControl(self._plans))
+        self.log_window = Window(_WheelLines(self._log, self.scroll_lines))
+        self.plans_window = Window(_WheelLines(self._plans, lambda n: self.scroll_plans(-n)))
         self.dialog_control = LinesControl(self._dialog)
         self.dialog_window = Window(self.dialog_control, height=self._dialog_height)
         self.input_window = Window(BufferControl(buffer=buffer), wrap_lines=True, height=self._input_height)
@@ -132,14 +152,19 @@ class TuiLayout:
 
     def _log(self, width: int, height: int) -> list[Line]:
         self.last_log_height, self.last_log_width = height, width
-        lines, _total, top = self.c.renderer.window(self.c.view, width, height, self.c.tools_expanded,
-                                                    self.c.scroll_top)
+        lines, total, top = self.c.renderer.window(self.c.view, width, height, self.c.tools_expanded,
+                                                   self.c.scroll_top)
         if self.c.scroll_top is not None:
             self.c.scroll_top = top
+            self.lines_below = max(0, total - top - height)
+        else:
+            self.lines_below = 0
         return lines
 
     def _plans(self, width: int, height: int) -> list[Line]:
-        return render_plans(self.c.view.plans, width, height, self.c.plan_filter, self.plan_scroll)
+        lines, self.plan_scroll = plans_window(self.c.view.plans, width, height, self.c.plan_filter,
+                                               self.plan_scroll)
+        return lines
 
     def _message(self, width: int, height: int) -> list[Line]:
         text, error = self.c.message or ("", False)
@@ -153,8 +178,9 @@ class TuiLayout:
         return [[("class:banner", fit(text, width))]]
 
     def _status(self, width: int, height: int) -> list[Line]:
-        return render_status(self.c.view, width, _size()[1], self.c.clock(), model_override=self.c.model_override)[
-            :max(1, height)]
+        below = self.lines_below if self.c.scroll_top is not None and self.c.mode == "main" else 0
+        return render_status(self.c.view, width, _size()[1], self.c.clock(), model_override=self.c.model_override,
+                             lines_below=below)[:max(1, height)]
 
     def _dialog(self, width: int, height: int) -> list[Line]:
         if self.c.dialog is None:
@@ -170,11 +196,25 @@ class TuiLayout:
     # -- scrolling ---------------------------------------------------------------------------------
 
     def scroll(self, pages: int) -> None:
+        self.scroll_lines(pages * max(1, self.last_log_height - 2))
+
+    def scroll_lines(self, delta: int) -> None:
+        """Move the conversation by `delta` lines; reaching the bottom follows the stream again."""
         c = self.c
         height = max(1, self.last_log_height)
         _lines, total, _top = c.renderer.window(c.view, self.last_log_width, height, c.tools_expanded, 0)
         bottom_top = max(0, total - height)
         current = bottom_top if c.scroll_top is None else c.scroll_top
-        target = current + pages * max(1, height - 2)
+        target = current + delta
         c.scroll_top = None if target >= bottom_top else max(0, target)
         c.changed()
+
+    def scroll_plans(self, lines: int) -> None:
+        """`lines` > 0 goes back to older plans (the view is anchored at the newest)."""
+        self.plan_scroll = max(0, self.plan_scroll + lines)
+        self.c.changed()
+
+    def scroll_edge(self, bottom: bool) -> None:
+        """To the first line of the conversation, or back to following its tail."""
+        self.c.scroll_top = None if bottom else 0
+        self.c.changed()

@@ -20,6 +20,7 @@ __all__ = [
     "LogRenderer",
     "format_duration",
     "format_tokens",
+    "plans_window",
     "render_plans",
     "render_status",
     "render_title",
@@ -312,12 +313,18 @@ def status_height(view: TaskView, rows: int) -> int:
     return 1 + min(4, len(tree))
 
 
-def render_status(view: TaskView, width: int, rows: int, now: float, *, model_override: str = "") -> list[Line]:
-    """Task state, elapsed, runs, tokens, compression, model — no key caps (those live in the title row)."""
+def render_status(view: TaskView, width: int, rows: int, now: float, *, model_override: str = "",
+                  lines_below: int = 0) -> list[Line]:
+    """Task state, elapsed, runs, tokens, compression, model — no key caps (those live in the title row).
+
+    `lines_below` > 0: the conversation is scrolled back and does not follow the stream; said second, so it
+    is the last thing a narrow terminal drops."""
     state = view.display_state
     badge = f" {state} "
     segments: list[str] = []  # in priority order; dropped from the end when narrow
     segments.append(format_duration(view.elapsed(now)))
+    if lines_below > 0:
+        segments.append(f"↓ {lines_below} lines below")
     runs = view.live_runs()
     live = [r for _d, r in runs if r.status in ("running", "queued", "starting")]
     if runs:
@@ -380,6 +387,12 @@ def plan_agents(plans: Sequence[PlanEntry]) -> list[str]:
 def render_plans(plans: Sequence[PlanEntry], width: int, height: int, agent_filter: str | None,
                  scroll: int = 0) -> list[Line]:
     """The thinklink view: every `<thought>` plan (all agents, or one), newest last, `height` lines."""
+    return plans_window(plans, width, height, agent_filter, scroll)[0]
+
+
+def plans_window(plans: Sequence[PlanEntry], width: int, height: int, agent_filter: str | None,
+                 scroll: int = 0) -> tuple[list[Line], int]:
+    """`render_plans` and the scroll it used: `scroll` lines back from the newest, at most up to the oldest."""
     agents = plan_agents(plans)
     label = agent_filter or "all agents"
     header = pad_line([("class:title.name", " thinklink plans"), ("class:title", f" · {label} · "),
@@ -402,12 +415,13 @@ def render_plans(plans: Sequence[PlanEntry], width: int, height: int, agent_filt
             mark, style = _PLAN_MARK.get(status, ("·", "class:dim"))
             body.extend(wrap_lines_styled([("", "   "), (style, f"{mark} {text}")], width))
     room = max(0, height - 1)
-    end = max(0, len(body) - scroll)
+    scroll = max(0, min(scroll, len(body) - room))
+    end = len(body) - scroll
     start = max(0, end - room)
     out = [header, *body[start:end]]
     while len(out) < height:
         out.append(_blank(width))
-    return out[:height]
+    return out[:height], scroll
 
 
 def wrap_lines_styled(line: Line, width: int) -> list[Line]:

@@ -23,9 +23,16 @@ class SizedOutput(DummyOutput):
 
     def __init__(self, columns: int = 80, rows: int = 24) -> None:
         self.size = Size(rows=rows, columns=columns)
+        self.mouse_reported = False  # whether the terminal was asked to report the mouse (the wheel)
 
     def get_size(self) -> Size:
         return self.size
+
+    def enable_mouse_support(self) -> None:
+        self.mouse_reported = True
+
+    def disable_mouse_support(self) -> None:
+        self.mouse_reported = False
 
 
 class FakeStream:

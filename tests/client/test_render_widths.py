@@ -47,15 +47,16 @@ def test_log_title_and_status_are_exactly_as_wide_as_the_terminal(width: int) ->
     assert_exact([render_title(view, width, [("ctrl+q", "detach"), ("ctrl+o", "tools"), ("/help", "help")])],
                  width, "title")
     for rows in HEIGHTS:
-        status = render_status(view, width, rows, T0 + 500, model_override="本地模型")
-        assert len(status) == status_height(view, rows)
-        assert_exact(status, width, f"status rows={rows}")
+        for below in (0, 12345):
+            status = render_status(view, width, rows, T0 + 500, model_override="本地模型", lines_below=below)
+            assert len(status) == status_height(view, rows)
+            assert_exact(status, width, f"status rows={rows} lines_below={below}")
 
 
 def test_status_line_carries_no_key_caps() -> None:
     view = rich_view()
     for width in WIDTHS:
-        text = "".join(t for line in render_status(view, width, 40, T0) for _s, t in line).lower()
+        text = "".join(t for line in render_status(view, width, 40, T0, lines_below=7) for _s, t in line).lower()
         assert "ctrl" not in text and "esc" not in text and "f2" not in text
 
 

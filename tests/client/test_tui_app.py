@@ -70,6 +70,9 @@ def test_an_unknown_command_is_never_sent_as_text() -> None:
             pipe.send_text("/pauze\r")
             await until(lambda: tui.c.message and "unknown command /pauze" in tui.c.message[0], "the error")
             assert tui.c.message[1] is True
+            # The way out (`//`) is on the screen even at 60 columns, where the list of commands is cut short.
+            message_row = next(row for row in screen_rows(tui, 60, 24) if "unknown command" in row)
+            assert "// sends" in message_row
             assert b.submitted == [] and b.controls == []
             assert tui.buffer.text == "/pauze"  # kept, so it can be corrected
             tui.buffer.reset()
@@ -105,6 +108,29 @@ def test_pause_continue_cancel_reach_the_daemon() -> None:
                 pipe.send_text(f"/{name}\r")
                 await until(lambda name=name: ("t1", name) in b.controls, f"/{name}")
             assert [a for _t, a in b.controls] == ["pause", "continue", "cancel"]
+
+    arun(go())
+
+
+def test_a_control_acknowledgement_leaves_once_the_task_state_moves_on() -> None:
+    async def go() -> None:
+        b = backend_with_task()
+        async with running_tui(b) as (tui, pipe):
+            pipe.send_text("/pause\r")
+            await until(lambda: tui.c.message and "pausing" in tui.c.message[0], "the acknowledgement")
+            b.emit("t1", "task_paused", {})
+            await until(lambda: tui.c.message is None, "the stale 'pausing' line gone once paused")
+            pipe.send_text("/cancel\r")
+            await until(lambda: tui.c.message and "cancelling" in tui.c.message[0], "the acknowledgement")
+            b.emit("t1", "turn_finished", {"turn": 1, "status": "cancelled", "state": "cancelled"})
+            await until(lambda: tui.c.message is None, "the stale 'cancelling' line gone once cancelled")
+            assert not any("cancelling" in row for row in screen_rows(tui, 80, 24))
+            b.busy = True  # an error stays: it is about something the user must still do
+            pipe.send_text("more\r")
+            await until(lambda: tui.c.message and tui.c.message[1], "the busy error")
+            b.emit("t1", "turn_started", {"turn": 2, "text": "elsewhere", "agent": "director"}, run="r2")
+            await until(lambda: tui.c.view.turn == 2, "the next turn")
+            assert tui.c.message and "not sent" in tui.c.message[0]
 
     arun(go())
 
@@ -465,11 +491,87 @@ def test_page_up_scrolls_back_and_page_down_follows_the_stream_again() -> None:
             await until(lambda: tui.c.scroll_top is not None, "the scroll")
             rows = screen_rows(tui, 80, 24)
             assert not any("line-59" in row for row in rows) and any("line-4" in row for row in rows)
+            status = next(row for row in screen_rows(tui, 80, 24) if row.startswith(" running "))
+            assert "↓ 19 lines below" in status  # the status line says the view is not following
             b.emit("t1", "ai_chunk", {"text": "line-60\n"})  # new output does not yank the view down
             await until(lambda: tui.c.view.last_seq == 62, "the new chunk")
-            assert not any("line-60" in row for row in screen_rows(tui, 80, 24))
+            rows = screen_rows(tui, 80, 24)
+            assert not any("line-60" in row for row in rows)
+            assert any("↓ 20 lines below" in row for row in rows)
             pipe.send_text("\x1b[6~\x1b[6~\x1b[6~")  # page down past the end: follow again
             await until(lambda: tui.c.scroll_top is None, "following again")
-            assert any("line-60" in row for row in screen_rows(tui, 80, 24))
+            rows = screen_rows(tui, 80, 24)
+            assert any("line-60" in row for row in rows) and not any("lines below" in row for row in rows)
+
+    arun(go())
+
+
+def test_ctrl_home_jumps_to_the_start_and_end_follows_the_stream_again() -> None:
+    async def go() -> None:
+        b = backend_with_task()
+        for i in range(60):
+            b.emit("t1", "ai_chunk", {"text": f"line-{i:02d}\n"})
+        async with running_tui(b) as (tui, pipe):
+            await until(lambda: tui.c.view.last_seq == 61, "the backlog")
+            pipe.send_text("\x1b[1;5H")  # ctrl+home
+            await until(lambda: tui.c.scroll_top == 0, "the first line")
+            rows = screen_rows(tui, 80, 24)
+            assert any("line-00" in row for row in rows) and not any("line-59" in row for row in rows)
+            pipe.send_text("draft\x1b[D")  # some text, the cursor one to the left of its end
+            await until(lambda: tui.buffer.cursor_position == 4, "the cursor inside the draft")
+            pipe.send_text("\x1b[F")  # end: first the editor's meaning
+            await until(lambda: tui.buffer.cursor_position == 5, "the cursor at the end of the draft")
+            assert tui.c.scroll_top == 0
+            pipe.send_text("\x1b[F")  # end again, at the end of the text: follow the stream
+            await until(lambda: tui.c.scroll_top is None, "following again")
+            assert any("line-59" in row for row in screen_rows(tui, 80, 24))
+            pipe.send_text("\x1b[5~")
+            await until(lambda: tui.c.scroll_top is not None, "scrolled back")
+            pipe.send_text("\x1b[1;5F")  # ctrl+end follows whatever the editor holds
+            await until(lambda: tui.c.scroll_top is None, "following after ctrl+end")
+            assert tui.buffer.text == "draft"
+
+    arun(go())
+
+
+def test_the_mouse_wheel_scrolls_the_conversation_not_the_input_history() -> None:
+    wheel_up, wheel_down = "\x1b[<64;10;5M", "\x1b[<65;10;5M"  # SGR mouse reports over the log
+    async def go() -> None:
+        b = backend_with_task(state="done")
+        for i in range(60):
+            b.emit("t1", "ai_chunk", {"text": f"line-{i:02d}\n"})
+        async with running_tui(b) as (tui, pipe):
+            await until(lambda: tui.c.view.last_seq == 61, "the backlog")
+            await until(lambda: tui.application.output.mouse_reported, "the terminal reporting the mouse")
+            pipe.send_text("earlier message\r")
+            await until(lambda: b.submitted, "the submit")
+            pipe.send_text("draft")
+            await until(lambda: tui.buffer.text == "draft", "the draft")
+            pipe.send_text(wheel_up * 2)
+            await until(lambda: tui.c.scroll_top is not None, "the conversation scrolled back")
+            bottom = len([line for e in tui.c.view.entries for line in tui.c.renderer.entry_lines(e, 80, False)])
+            assert tui.c.scroll_top < bottom - 10
+            assert tui.buffer.text == "draft"  # the wheel is not an arrow key
+            pipe.send_text(wheel_down * 40)
+            await until(lambda: tui.c.scroll_top is None, "following again at the bottom")
+
+    arun(go())
+
+
+def test_scrolling_the_plans_stops_at_the_oldest_and_comes_back_at_once() -> None:
+    async def go() -> None:
+        b = backend_with_task()
+        for i in range(30):
+            b.emit("t1", "thinklink_entry", {"agent": "director", "goal": f"G-{i:02d}", "step": "", "reason": "",
+                                             "plan": [{"status": "todo", "text": f"task of plan {i}"}]})
+        async with running_tui(b) as (tui, pipe):
+            await until(lambda: len(tui.c.view.plans) == 30, "the plans")
+            pipe.send_text(CTRL_T)
+            await until(lambda: tui.c.mode == "plans", "the plans view")
+            assert any("G-29" in row for row in screen_rows(tui, 80, 24))
+            pipe.send_text("\x1b[5~" * 40)  # far more pages up than there are
+            await until(lambda: any("G-00" in row for row in screen_rows(tui, 80, 24)), "the oldest plan")
+            pipe.send_text("\x1b[6~")  # one page down leaves the oldest at once
+            await until(lambda: not any("G-00" in row for row in screen_rows(tui, 80, 24)), "one page newer")
 
     arun(go())
