@@ -12,6 +12,7 @@ log from its start. `dropped` counts requested events that neither could provide
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import os
 import time
@@ -42,13 +43,15 @@ log = logging.getLogger(__name__)
 
 
 class _TaskEvents:
-    __slots__ = ("index", "last_seq", "log", "log_size", "ring")
+    __slots__ = ("idle", "index", "last_seq", "log", "log_failing", "log_size", "ring")
 
     def __init__(self, ring_size: int, last_seq: int, log_size: int, index: list[tuple[int, int]]) -> None:
         self.ring: deque[list[Any]] = deque(maxlen=ring_size)
         self.last_seq = last_seq
         self.log: BinaryIO | None = None
         self.log_size = log_size
+        self.log_failing = False  # the last append failed (disk full?); logged once until one succeeds
+        self.idle = True  # no turn publishing: may be forgotten (its seq is in the log and the registry)
         self.index = index  # (first seq of a frame, byte offset of that frame), ascending
 
 
@@ -70,6 +73,9 @@ def _scan_log(path: Path, stride: int) -> _LogScan:
     try:
         fh = path.open("rb")
     except FileNotFoundError:
+        return scan
+    except OSError as exc:  # unreadable (permissions, EIO): replays report its events as dropped
+        log.error("cannot read event log %s: %s", path, exc)
         return scan
     with fh:
         unpacker = msgpack.Unpacker(fh, raw=False)
@@ -131,8 +137,16 @@ class EventHub:
             if self._seq_floor is not None:
                 last = max(last, self._seq_floor(task))
             state = _TaskEvents(self._ring_size, last, scan.good_end, scan.index)
-        self._tasks[task] = state  # most recently used goes last
+            self._tasks[task] = state  # most recently used goes last
+            self._forget_idle()  # replays and lookups of many old tasks must not pile up in memory
+        else:
+            self._tasks[task] = state
         return state
+
+    def _forget_idle(self) -> None:
+        idle = [t for t, s in self._tasks.items() if s.idle]
+        for old in idle[: max(0, len(idle) - self.max_idle_tasks)]:
+            del self._tasks[old]
 
     def _recover_log(self, task: str) -> _LogScan:
         """Scan the log; a torn final frame (crash mid-write) is cut off.
@@ -144,8 +158,11 @@ class EventHub:
         if scan.torn or scan.good_end < scan.size:
             log.warning("event log %s ends with %d bytes of a partial frame; cutting them off",
                         path, scan.size - scan.good_end)
-            with path.open("r+b") as out:
-                out.truncate(scan.good_end)
+            try:
+                with path.open("r+b") as out:
+                    out.truncate(scan.good_end)
+            except OSError as exc:  # the next append fails and says so; reading must go on
+                log.error("cannot cut the partial frame off event log %s: %s", path, exc)
         return scan
 
     def _read_log(self, task: str, state: _TaskEvents, after_seq: int) -> Iterator[list[Any]]:
@@ -154,6 +171,9 @@ class EventHub:
         try:
             fh = path.open("rb")
         except FileNotFoundError:
+            return
+        except OSError as exc:
+            log.error("cannot read event log %s: %s", path, exc)
             return
         at = bisect.bisect_right(state.index, (after_seq + 1, float("inf"))) - 1
         with fh:
@@ -196,6 +216,11 @@ class EventHub:
     def last_seq(self, task: str) -> int:
         return self._state(task).last_seq
 
+    def cached_last_seq(self, task: str) -> int | None:
+        """The task's last seq if the hub holds it in memory; None rather than reading its log."""
+        state = self._tasks.get(task)
+        return state.last_seq if state is not None else None
+
     def close_task(self, task: str) -> None:
         """Release the task's log handle (its turn ended); the ring stays for late clients.
 
@@ -203,12 +228,13 @@ class EventHub:
         a client that asks for it later is served from its log on disk.
         """
         state = self._tasks.get(task)
-        if state and state.log is not None:
-            state.log.close()
-            state.log = None
-        idle = [t for t, s in self._tasks.items() if s.log is None]
-        for old in idle[: max(0, len(idle) - self.max_idle_tasks)]:
-            del self._tasks[old]
+        if state is not None:
+            state.idle = True
+            if state.log is not None:
+                with contextlib.suppress(OSError):
+                    state.log.close()
+                state.log = None
+        self._forget_idle()
 
     def close(self) -> None:
         for task in list(self._tasks):
@@ -249,21 +275,56 @@ class EventHub:
                 return
             events = [_oversize_stub(events[0])]
             frame = encode(PublishedEvents(task=task, events=events))
+        state.idle = False
         state.ring.extend(events)
-        if state.log is None:
-            state.log = self._log_path(task).open("ab")
-        if not state.index or state.log_size - state.index[-1][1] >= self._index_stride:
-            state.index.append((events[0][0], state.log_size))
-        state.log.write(frame)
-        state.log.flush()
-        state.log_size += len(frame)
-        if state.log_size > self._log_max_bytes:
-            self._compact(task, state)
+        self._append_log(task, state, events[0][0], frame)
         try:
             self._pub.send_multipart([task.encode(), frame], flags=zmq.NOBLOCK)
         except zmq.Again:
             pass  # PUB at its high-water mark; subscribers fill the gap by replay
         self.published += len(events)
+
+    def _append_log(self, task: str, state: _TaskEvents, first_seq: int, frame: bytes) -> None:
+        """Append the frame to the task's log. A failed write (disk full, EIO) costs the log these events,
+        never the live stream: the ring and the PUB socket still get them, and the next frame tries again."""
+        try:
+            if state.log is None:
+                state.log = self._log_path(task).open("ab")
+            state.log.write(frame)
+            state.log.flush()
+        except OSError as exc:
+            self._log_write_failed(task, state, exc)
+            return
+        if not state.index or state.log_size - state.index[-1][1] >= self._index_stride:
+            state.index.append((first_seq, state.log_size))
+        state.log_size += len(frame)
+        if state.log_failing:
+            state.log_failing = False
+            log.warning("event log %s is writable again; the events published while it was not are missing "
+                        "from it (replays report them as dropped once they leave the memory ring)",
+                        self._log_path(task))
+        if state.log_size > self._log_max_bytes:
+            try:
+                self._compact(task, state)
+            except OSError as exc:
+                self._log_write_failed(task, state, exc)
+
+    def _log_write_failed(self, task: str, state: _TaskEvents, exc: OSError) -> None:
+        path = self._log_path(task)
+        if not state.log_failing:  # once per failing streak: a full disk must not also flood the daemon log
+            state.log_failing = True
+            log.error("cannot write event log %s: %s; events of task %s still reach attached clients, but late "
+                      "replays will miss them — free disk space under %s", path, exc, task, self._dir)
+        if state.log is not None:
+            with contextlib.suppress(OSError):
+                state.log.close()  # closes the file even when its final flush fails again
+            state.log = None
+        # Cut whatever part of the frame got out, so frames appended later stay readable.
+        with contextlib.suppress(OSError):
+            if path.is_file() and path.stat().st_size > state.log_size:
+                os.truncate(path, state.log_size)
+        with contextlib.suppress(OSError):
+            path.with_suffix(".log.tmp").unlink(missing_ok=True)
 
     # -- replay -------------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
 
 from .instance_lock import AlreadyRunning, InstanceLock
 from .launcher import MultiprocessingLauncher
+from .registry import RegistryUnreadable
 from .sd_notify import SystemdNotifier
 from .supervisor import Daemon
 
@@ -81,8 +82,17 @@ def main(argv: list[str] | None = None) -> int:
         lock.acquire()
     except AlreadyRunning as exc:
         return _fail([f"yagentd: {exc}"])
+    home_lock = InstanceLock(home / "yagentd.lock", note=str(paths.root))
     try:
         home.mkdir(parents=True, exist_ok=True)
+        try:
+            home_lock.acquire()
+        except AlreadyRunning as exc:
+            where = f"YAGENT_RUNTIME_DIR={exc.note} " if exc.note else ""
+            return _fail([f"yagentd: another yagentd ({f'pid {exc.pid}' if exc.pid else 'unknown pid'}"
+                          f"{f', runtime dir {exc.note}' if exc.note else ''}) already uses the state home {home}; "
+                          "two daemons must not share one state.db",
+                          f"stop it with `{where}yagent daemon stop`, or give this daemon its own YAGENT_HOME"])
         _setup_logging(home, args.log_level)
         # `kill -USR1 <pid>` writes every thread's stack to the log: the first question about a stuck daemon.
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
@@ -95,10 +105,15 @@ def main(argv: list[str] | None = None) -> int:
         launcher = MultiprocessingLauncher("forkserver", preload=(*PRELOAD, *agent_modules))
         # Before any ZeroMQ context exists: libzmq's threads must not be inherited by a fork.
         launcher.start()
-        daemon = Daemon(settings, paths, home, launcher, notifier=SystemdNotifier(), version=_version())
+        try:
+            daemon = Daemon(settings, paths, home, launcher, notifier=SystemdNotifier(), version=_version())
+        except RegistryUnreadable as exc:
+            launcher.stop()
+            return _fail([f"yagentd: {line}" for line in exc.lines()])
         asyncio.run(daemon.serve())
-        return 0
+        return daemon.exit_code
     finally:
+        home_lock.release()
         lock.release()
 
 

@@ -7,7 +7,9 @@ marked interrupted (`mark_interrupted`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import re
 import sqlite3
 import time
@@ -19,7 +21,8 @@ from typing import Any
 from yagent.ipc.messages import RunSummary, TaskSummary, TurnSummary
 from yagent.ipc.vocabulary import RunStatus, StopReason, TaskState
 
-__all__ = ["ProjectRow", "Registry", "RunRow", "TaskRow", "new_run_id", "new_task_id", "project_id_for"]
+__all__ = ["MAX_LIST_LIMIT", "ProjectRow", "Registry", "RegistryUnreadable", "RunRow", "TaskRow", "new_run_id",
+           "new_task_id", "project_id_for"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS projects (
@@ -69,6 +72,7 @@ CREATE INDEX IF NOT EXISTS runs_by_task ON runs(task_id, created_at);
 """
 
 _SCHEMA_VERSION = 1
+MAX_LIST_LIMIT = 1000  # tasks one `list_tasks` returns at most
 _LIVE_RUN = (RunStatus.QUEUED.value, RunStatus.STARTING.value, RunStatus.RUNNING.value)
 _LIVE_TASK = (TaskState.RUNNING.value, TaskState.PAUSED.value, TaskState.WAITING.value)
 
@@ -149,20 +153,121 @@ class Interrupted:
         return bool(self.runs or self.turns)
 
 
+class RegistryUnreadable(Exception):
+    """state.db cannot be opened as yagent's registry (corrupt, not SQLite, from a newer yagent, unwritable)."""
+
+    def __init__(self, path: Path, problem: str, advice: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+        self.advice = advice
+
+    def lines(self) -> list[str]:
+        return [f"cannot open the task registry {self.path}: {self.problem}", self.advice]
+
+
+# How long a write waits for a lock held by another process (a backup, an `sqlite3` shell) before it
+# fails. Every registry call runs on the event loop, so this is also how long the daemon can stall.
+BUSY_TIMEOUT = 1.0
+# How often deferred progress writes are tried again while the registry cannot be written.
+RETRY_INTERVAL = 2.0
+
+log = logging.getLogger(__name__)
+
+
 class Registry:
     def __init__(self, db_path: Path) -> None:
         db_path.parent.mkdir(parents=True, exist_ok=True)
         self.path = db_path
-        self._db = sqlite3.connect(str(db_path), isolation_level=None, check_same_thread=False)
+        try:
+            self._db = sqlite3.connect(str(db_path), isolation_level=None, check_same_thread=False,
+                                       timeout=BUSY_TIMEOUT)
+        except sqlite3.Error as exc:
+            raise RegistryUnreadable(db_path, str(exc), "check the file's permissions and the disk") from None
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(_SCHEMA)
-        self._db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+        self._pending: list[tuple[str, tuple[Any, ...]]] = []
+        self._retry_at = 0.0
+        self._failing = False
+        try:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > _SCHEMA_VERSION:
+                self._db.close()
+                raise RegistryUnreadable(
+                    db_path, f"it was written by a newer yagent (schema {version}, this one reads {_SCHEMA_VERSION})",
+                    "upgrade yagent, or set YAGENT_HOME to another directory")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+            self._db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+        except sqlite3.OperationalError as exc:  # locked, unwritable, disk full: the file itself may be fine
+            self._db.close()
+            raise RegistryUnreadable(
+                db_path, str(exc), "close any program holding it open (an `sqlite3` shell, a backup), check the "
+                "disk's free space and the file's permissions, then start yagentd again") from None
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            broken = db_path.with_name(db_path.name + ".broken")
+            raise RegistryUnreadable(
+                db_path, f"{exc} (the file is damaged or is not an SQLite database)",
+                f"move it aside with `mv {db_path} {broken}` and start yagentd again: it creates a fresh registry "
+                f"(the task list starts empty; conversations under {db_path.parent / 'tasks'} are kept)") from None
 
     def close(self) -> None:
+        if self._pending:
+            self.flush_pending(force=True)
+        if self._pending:
+            log.error("%d registry updates could not be written to %s before exit; the next start marks the "
+                      "runs they concern as interrupted", len(self._pending), self.path)
         self._db.close()
+
+    # -- progress writes ----------------------------------------------------------------------------
+
+    def _record(self, sql: str, args: tuple[Any, ...]) -> None:
+        """Write one progress update (a status, a stop reason); never raises.
+
+        A write that fails — `database is locked` while another program holds state.db, `database or disk
+        is full` — is kept and retried, in order, with the next update or from the daemon's tick
+        (`flush_pending`): a run or turn must end in memory, for its parent and its followers, even when
+        its row cannot be written yet.
+        """
+        self._pending.append((sql, args))
+        self.flush_pending()
+
+    def flush_pending(self, *, force: bool = False) -> bool:
+        """Write the deferred updates; True when none is left."""
+        if not self._pending:
+            return True
+        if not force and time.monotonic() < self._retry_at:
+            return False  # back off: each attempt can block the event loop for BUSY_TIMEOUT
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, args in self._pending:
+                    self._db.execute(sql, args)
+                self._db.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:  # locked, full, I/O: worth another try
+            self._retry_at = time.monotonic() + RETRY_INTERVAL
+            if not self._failing:
+                self._failing = True
+                log.error("cannot write the task registry %s: %s; keeping the update in memory and retrying "
+                          "every %.0fs — close any program holding the file open (an `sqlite3` shell, a backup) "
+                          "or free disk space", self.path, exc, RETRY_INTERVAL)
+            return False
+        except sqlite3.Error:  # a statement that can never succeed must not hold back the rest forever
+            log.exception("dropping %d registry updates that %s refuses", len(self._pending), self.path)
+            self._pending.clear()
+            return True
+        if self._failing:
+            self._failing = False
+            log.warning("the task registry %s is writable again; wrote %d deferred updates", self.path,
+                        len(self._pending))
+        self._pending.clear()
+        return True
 
     # -- projects -----------------------------------------------------------------------------------
 
@@ -209,14 +314,14 @@ class Registry:
             sql += " WHERE p.path = ?"
             args.append(project_path)
         sql += " ORDER BY t.updated_at DESC LIMIT ?"
-        args.append(max(1, min(limit, 1000)))
+        args.append(max(1, min(limit, MAX_LIST_LIMIT)))
         return [self._task_from(r) for r in self._db.execute(sql, args).fetchall()]
 
     def set_task_state(self, task_id: str, state: str) -> None:
-        self._db.execute("UPDATE tasks SET state = ?, updated_at = ? WHERE id = ?", (state, time.time(), task_id))
+        self._record("UPDATE tasks SET state = ?, updated_at = ? WHERE id = ?", (state, time.time(), task_id))
 
     def set_task_last_seq(self, task_id: str, seq: int) -> None:
-        self._db.execute("UPDATE tasks SET last_seq = ? WHERE id = ? AND last_seq < ?", (seq, task_id, seq))
+        self._record("UPDATE tasks SET last_seq = ? WHERE id = ? AND last_seq < ?", (seq, task_id, seq))
 
     # -- turns --------------------------------------------------------------------------------------
 
@@ -230,13 +335,17 @@ class Registry:
         return idx
 
     def set_turn_root(self, task_id: str, idx: int, run_id: str) -> None:
-        self._db.execute("UPDATE turns SET root_run = ? WHERE task_id = ? AND idx = ?", (run_id, task_id, idx))
+        self._record("UPDATE turns SET root_run = ? WHERE task_id = ? AND idx = ?", (run_id, task_id, idx))
 
     def finish_turn(self, task_id: str, idx: int, state: str, output: str) -> None:
-        self._db.execute(
+        self._record(
             "UPDATE turns SET state = ?, output = ?, ended_at = ? WHERE task_id = ? AND idx = ?",
             (state, output, time.time(), task_id, idx),
         )
+
+    def last_turn(self, task_id: str) -> int | None:
+        row = self._db.execute("SELECT MAX(idx) AS n FROM turns WHERE task_id = ?", (task_id,)).fetchone()
+        return row["n"]
 
     def turns(self, task_id: str) -> list[TurnSummary]:
         rows = self._db.execute("SELECT * FROM turns WHERE task_id = ? ORDER BY idx", (task_id,)).fetchall()
@@ -254,20 +363,24 @@ class Registry:
         )
 
     def run_started(self, run_id: str, pid: int) -> None:
-        self._db.execute("UPDATE runs SET status = ?, pid = ?, started_at = ? WHERE id = ?",
+        self._record("UPDATE runs SET status = ?, pid = ?, started_at = ? WHERE id = ?",
                          (RunStatus.STARTING.value, pid, time.time(), run_id))
 
     def run_running(self, run_id: str) -> None:
-        self._db.execute("UPDATE runs SET status = ? WHERE id = ?", (RunStatus.RUNNING.value, run_id))
+        self._record("UPDATE runs SET status = ? WHERE id = ?", (RunStatus.RUNNING.value, run_id))
 
     def finish_run(self, run_id: str, status: str, stop_reason: str, output: str, error: str) -> None:
-        self._db.execute(
+        self._record(
             "UPDATE runs SET status = ?, stop_reason = ?, output = ?, error = ?, ended_at = ? WHERE id = ?",
             (status, stop_reason, output, error, time.time(), run_id),
         )
 
-    def runs_of(self, task_id: str) -> list[RunRow]:
-        rows = self._db.execute("SELECT * FROM runs WHERE task_id = ? ORDER BY created_at", (task_id,)).fetchall()
+    def runs_of(self, task_id: str, turn: int | None = None) -> list[RunRow]:
+        sql, args = "SELECT * FROM runs WHERE task_id = ?", [task_id]
+        if turn is not None:
+            sql += " AND turn = ?"
+            args.append(turn)
+        rows = self._db.execute(sql + " ORDER BY created_at", args).fetchall()
         return [RunRow(r["id"], r["task_id"], r["turn"], r["parent_run"], r["agent"], r["status"], r["stop_reason"],
                        r["pid"], r["created_at"], r["started_at"], r["ended_at"]) for r in rows]
 
@@ -275,7 +388,7 @@ class Registry:
         return [
             RunSummary(run=r.id, agent=r.agent, status=r.status, parent=r.parent_run, stop_reason=r.stop_reason,
                        pid=r.pid, created_at=r.created_at, started_at=r.started_at, ended_at=r.ended_at)
-            for r in self.runs_of(task_id) if turn is None or r.turn == turn
+            for r in self.runs_of(task_id, turn)
         ]
 
     def task_summary(self, task: TaskRow, runs: list[RunSummary], questions: list[Any]) -> TaskSummary:

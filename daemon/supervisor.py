@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import os
 import signal
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from yagent.ipc.config import Settings, load_settings
+from yagent.ipc.config import ConfigError, Settings, load_settings
 from yagent.ipc.errors import MalformedMessage, MessageTooLarge
 from yagent.ipc.home import config_path
 from yagent.ipc.messages import (
@@ -68,6 +69,7 @@ log = logging.getLogger(__name__)
 MAX_DELEGATION_DEPTH = 4
 HELLO_DEADLINE = 30.0
 TICK = 0.1
+RUNTIME_DIR_CHECK = 1.0  # seconds between checks that control.sock is still ours
 # Submit options that hold for the whole turn, so delegations carry them too (a /model choice, say).
 INHERITED_OPTIONS = ("model_override",)
 _FINISHED_STATUSES = {RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED}
@@ -109,7 +111,9 @@ class Daemon:
         self.runs: dict[str, LiveRun] = {}
         self.scope = TaskScope("daemon")
         self.shutting_down = False
+        self.exit_code = 0  # what `yagentd` exits with after `serve` returns
         self.runs_started = 0
+        self._control_stamp: tuple[int, int] | None = None
         self._stop = asyncio.Event()
         self._ctx: zmq.asyncio.Context | None = None
         self.hub: EventHub | None = None
@@ -147,6 +151,7 @@ class Daemon:
         # PUB never receives, so a synchronous shadow is safe for it (no future per frame on the hot path).
         # ROUTER sockets that also receive must send through the asyncio API: a send on a shadow consumes
         # the edge-triggered FD wake-up the asyncio reader waits for, and incoming frames then sit unread.
+        self._control_stamp = _path_stamp(self.paths.control)
         events_tx = zmq.Socket.shadow(self._events.underlying)
         self.hub = EventHub(events_tx, self.home / "events", self.settings.event_ring, seq_floor=self._task_seq_floor,
                             log_max_bytes=self.settings.event_log_max_bytes)
@@ -159,6 +164,7 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_shutdown)
+        loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
         loops = TaskScope("loops")
         loops.spawn("control", self._control_loop())
         loops.spawn("workers", self._worker_loop())
@@ -172,7 +178,7 @@ class Daemon:
             leftover = await loops.drain(2.0) + await self.scope.drain(2.0)
             if leftover:
                 log.warning("background tasks still running at exit: %s", ", ".join(leftover))
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
             self.hub.close()
             for sock in (self._control, self._workers, self._events):
@@ -180,6 +186,44 @@ class Daemon:
             self._ctx.term()
             self.registry.close()
             log.info("yagentd stopped")
+
+    def _on_sighup(self) -> None:
+        """SIGHUP (a closed terminal, `systemctl reload`, logrotate) re-reads config.toml and reopens log files.
+
+        Its default action would kill the daemon without the orderly shutdown its runs are owed.
+        """
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.FileHandler):
+                with handler.lock:  # type: ignore[union-attr]
+                    if handler.stream is not None:
+                        handler.stream.close()
+                        handler.stream = None  # type: ignore[assignment]  # reopened by the next record
+        try:
+            self.refresh_settings()
+        except ConfigError as exc:
+            log.error("SIGHUP: %s; keeping the configuration in use", " / ".join(exc.lines()))
+            return
+        log.info("SIGHUP: log files reopened, configuration checked (%s)", config_path(self.home))
+
+    def _check_runtime_dir(self) -> None:
+        """Shut down when control.sock is gone or is no longer ours: no client can reach this daemon any more.
+
+        systemd-logind removes /run/user/UID when the user's last session ends; `rm -rf` does the same.
+        Without this the daemon would keep running unreachable, and a second one could start beside it on
+        the same state home. Exiting non-zero lets `Restart=on-failure` bring up a reachable one.
+        """
+        if self.shutting_down or self._control_stamp is None:
+            return
+        stamp = _path_stamp(self.paths.control)
+        if stamp == self._control_stamp:
+            return
+        what = "was removed" if stamp is None else "was replaced by another process"
+        log.error("the control socket %s %s while yagentd was running (systemd-logind removes /run/user/UID when "
+                  "the user's last session ends); clients can no longer reach this daemon, so it is shutting down. "
+                  "Start it again with `yagent daemon start`; `loginctl enable-linger` keeps the runtime "
+                  "directory across logouts", self.paths.control, what)
+        self.exit_code = 1
+        self.request_shutdown()
 
     def request_shutdown(self) -> None:
         if not self.shutting_down:
@@ -200,9 +244,13 @@ class Daemon:
             await asyncio.to_thread(kill_run_tree, run.id, run.pid or None, signal.SIGKILL)
             if not run.finished:
                 self.finalize(run, self._outcome(run, None, exit_note="killed at shutdown"))
-        leftover = self.registry.mark_interrupted()
-        if leftover:
-            self._report_interrupted(leftover, "yagentd shut down before this finished")
+        try:
+            leftover = self.registry.mark_interrupted()
+        except sqlite3.Error as exc:  # the next start marks them instead
+            log.error("cannot mark unfinished runs as interrupted in %s: %s", self.registry.path, exc)
+        else:
+            if leftover:
+                self._report_interrupted(leftover, "yagentd shut down before this finished")
 
     def _task_seq_floor(self, task_id: str) -> int:
         row = self.registry.get_task(task_id)
@@ -256,6 +304,12 @@ class Daemon:
             reply = await dispatch(self, msg)
         except CommandError as exc:
             reply = ErrorReply(id=getattr(msg, "id", 0), code=exc.code, message=str(exc))
+        except sqlite3.OperationalError as exc:
+            log.error("control request %s failed: the task registry %s: %s", msg.kind, self.registry.path, exc)
+            reply = ErrorReply(id=getattr(msg, "id", 0), code="registry_unavailable",
+                               message=f"yagentd cannot write its task registry {self.registry.path} ({exc}); "
+                                       "close any program holding it open (an `sqlite3` shell, a backup) or free "
+                                       "disk space, then try again")
         except Exception as exc:
             log.exception("control request %s failed", msg.kind)
             reply = ErrorReply(id=getattr(msg, "id", 0), code="internal",
@@ -493,8 +547,15 @@ class Daemon:
             self.send_worker(run, ErrorReply(id=msg.id, code="stopping", message="the run is being stopped"))
             return
         inherited = {k: run.spec.options[k] for k in INHERITED_OPTIONS if k in run.spec.options}
-        child = self.create_run(run.task, run.turn, msg.agent, msg.task, parent=run, call_id=msg.call_id,
-                                options={**inherited, "context": msg.context})
+        try:
+            child = self.create_run(run.task, run.turn, msg.agent, msg.task, parent=run, call_id=msg.call_id,
+                                    options={**inherited, "context": msg.context})
+        except sqlite3.OperationalError as exc:  # the parent must hear back, or it waits forever
+            log.error("cannot record a delegation of run %s in %s: %s", run.id, self.registry.path, exc)
+            self.send_worker(run, ErrorReply(
+                id=msg.id, code="registry_unavailable",
+                message=f"yagentd cannot write its task registry ({exc}); try the delegation again later"))
+            return
         child.reply_to = msg.id
         assert run.clock is not None
         run.clock.freeze("delegation", self.clock())
@@ -705,7 +766,7 @@ class Daemon:
     # periodic work
 
     async def _tick_loop(self) -> None:
-        last_ping = last_wd = last_status = 0.0
+        last_ping = last_wd = last_status = last_dir_check = 0.0
         wd_interval = self.notifier.watchdog_interval
         previous = self.clock()
         while True:
@@ -716,6 +777,10 @@ class Daemon:
             previous = now
             try:
                 self._check_timeouts(now)
+                self.registry.flush_pending()  # updates a locked or full state.db refused, retried with backoff
+                if now - last_dir_check >= RUNTIME_DIR_CHECK:
+                    last_dir_check = now
+                    self._check_runtime_dir()
                 if now - last_ping >= self.settings.heartbeat_interval:
                     last_ping = now
                     for run in list(self.runs.values()):
@@ -770,6 +835,15 @@ def _signal_name(num: int) -> str:
         return signal.Signals(num).name
     except ValueError:
         return f"signal {num}"
+
+
+def _path_stamp(path: Path) -> tuple[int, int] | None:
+    """Which file a path names (device, inode); None when nothing is there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def _file_stamp(path: Path) -> tuple[int, int, int] | None:

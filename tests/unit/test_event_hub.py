@@ -207,3 +207,43 @@ def test_replay_from_any_point_of_a_long_log_is_complete(tmp_path: Path) -> None
         for after in (0, 1, 63, 64, 65, 700, 1488, 1489, 1499):
             seqs, dropped, first = _pages(hub, "t1", after)
             assert seqs == list(range(after + 1, 1501)) and dropped == 0 and first == 1, after
+
+
+def test_a_full_disk_costs_the_log_its_events_but_never_the_live_stream(tmp_path: Path, caplog) -> None:
+    with _hub(tmp_path, ring=4) as (hub, sub):
+        poller = zmq.Poller()
+        poller.register(sub, zmq.POLLIN)
+        for _ in range(200):  # slow joiner: wait until the subscription is live, then drain the probes
+            hub._pub.send_multipart([b"t1", b"probe"])
+            if poller.poll(20):
+                break
+        while poller.poll(50):
+            sub.recv_multipart()
+        for i in range(3):
+            hub.publish("t1", "r1", "a", "mark", {"i": i})
+        hub.close_task("t1")  # the turn ended; the next event reopens the log
+        log_path = tmp_path / "events" / "t1.log"
+        saved = log_path.rename(tmp_path / "saved.log")
+        log_path.symlink_to("/dev/full")  # every write fails with ENOSPC, as on a full disk
+        for i in range(3, 6):
+            assert hub.publish("t1", "r1", "a", "mark", {"i": i}) == i + 1  # no exception reaches the caller
+        assert [e[0] for e in hub.replay("t1", 3, 100).events] == [4, 5, 6]  # the ring still has them
+        assert sum("cannot write event log" in r.getMessage() for r in caplog.records) == 1  # said once
+        assert "free disk space" in caplog.text
+
+        log_path.unlink()
+        saved.rename(log_path)  # space is back
+        for i in range(6, 10):
+            hub.publish("t1", "r1", "a", "mark", {"i": i})
+        assert "writable again" in caplog.text
+        page = hub.replay("t1", 0, 100)
+        # 4..6 never reached the log and have left the 4-event ring: reported as dropped, the rest readable.
+        assert [e[0] for e in page.events] == [1, 2, 3, 7, 8, 9, 10]
+        assert page.dropped == 3
+
+        received: set[int] = set()
+        while poller.poll(2000):
+            received.update(e[0] for e in decode(sub.recv_multipart()[1]).events)
+            if {4, 5, 6} <= received:
+                break
+        assert {4, 5, 6} <= received  # subscribers got the events the log could not keep
