@@ -240,6 +240,34 @@ class EventHub:
         for task in list(self._tasks):
             self.close_task(task)
 
+    def prune(self, older_than: float, busy: Callable[[str], bool], now: float | None = None) -> list[str]:
+        """Delete the logs of tasks not written for `older_than` seconds and not `busy`; their tasks.
+
+        The registry keeps the tasks and their conversations; a replay of a pruned task counts its
+        events as dropped. Seq continues from the registry's record if the task is used again.
+        """
+        cutoff = (time.time() if now is None else now) - older_than  # file times are wall-clock times
+        pruned: list[str] = []
+        try:
+            paths = list(self._dir.glob("*.log"))
+        except OSError as exc:
+            log.warning("cannot list event logs in %s: %s", self._dir, exc)
+            return pruned
+        for path in paths:
+            task = path.stem
+            state = self._tasks.get(task)
+            if busy(task) or (state is not None and not state.idle):
+                continue
+            try:
+                if path.stat().st_mtime >= cutoff:
+                    continue
+                path.unlink()
+            except OSError:
+                continue  # gone already, or not ours to delete: the next pass looks again
+            self._tasks.pop(task, None)
+            pruned.append(task)
+        return pruned
+
     # -- publishing ---------------------------------------------------------------------------------
 
     def publish_batch(self, task: str, run: str, agent: str, raw: list[Any]) -> int:

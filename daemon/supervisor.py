@@ -70,6 +70,7 @@ MAX_DELEGATION_DEPTH = 4
 HELLO_DEADLINE = 30.0
 TICK = 0.1
 RUNTIME_DIR_CHECK = 1.0  # seconds between checks that control.sock is still ours
+EVENT_LOG_PRUNE_INTERVAL = 3600.0  # seconds between passes deleting event logs past their retention
 # Submit options that hold for the whole turn, so delegations carry them too (a /model choice, say).
 INHERITED_OPTIONS = ("model_override",)
 _FINISHED_STATUSES = {RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED}
@@ -160,6 +161,7 @@ class Daemon:
             log.info("marked %d runs and %d turns left by a previous daemon as interrupted",
                      len(interrupted.runs), len(interrupted.turns))
             self._report_interrupted(interrupted, "yagentd stopped before this finished (it crashed or was killed)")
+        self._prune_event_logs()
 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -767,6 +769,7 @@ class Daemon:
 
     async def _tick_loop(self) -> None:
         last_ping = last_wd = last_status = last_dir_check = 0.0
+        last_prune = self.clock()
         wd_interval = self.notifier.watchdog_interval
         previous = self.clock()
         while True:
@@ -778,6 +781,9 @@ class Daemon:
             try:
                 self._check_timeouts(now)
                 self.registry.flush_pending()  # updates a locked or full state.db refused, retried with backoff
+                if now - last_prune >= EVENT_LOG_PRUNE_INTERVAL:
+                    last_prune = now
+                    self._prune_event_logs()
                 if now - last_dir_check >= RUNTIME_DIR_CHECK:
                     last_dir_check = now
                     self._check_runtime_dir()
@@ -794,6 +800,15 @@ class Daemon:
                     self.notifier.status(self._status_line())
             except Exception:  # the watchdog must outlive any one bad tick
                 log.exception("a watchdog tick failed")
+
+    def _prune_event_logs(self) -> None:
+        retention = self.settings.event_log_retention
+        if retention <= 0 or self.hub is None:
+            return
+        pruned = self.hub.prune(retention, busy=lambda task: task in self.tasks)
+        if pruned:
+            log.info("deleted the event logs of %d tasks idle for over %gs ([daemon] event_log_retention)",
+                     len(pruned), retention)
 
     def _check_timeouts(self, now: float) -> None:
         s = self.settings

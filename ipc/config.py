@@ -43,6 +43,7 @@ DAEMON_KEYS: Mapping[str, str] = {
     "max_parallel_readonly_tools": "agent", "max_in_flight_requests": "llm", "task_timeout": "",
     "max_workers": "daemon", "event_ring": "daemon", "pub_hwm": "daemon", "stop_grace": "daemon",
     "heartbeat_interval": "daemon", "daemon_loss_timeout": "daemon", "event_log_max_bytes": "daemon",
+    "event_log_retention": "daemon",
     "agent_modules": "daemon",
 }
 
@@ -60,11 +61,11 @@ class ConfigError(Exception):
         return [f"configuration error: {self.what}", f"file: {where}", "run `yagent setup` to fix it"]
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 
 def parse_duration(value: Any, key: str) -> float:
-    """Seconds from a number or a Go-style duration string ("90s", "20m", "1h30m", "500ms")."""
+    """Seconds from a number or a Go-style duration string ("90s", "20m", "1h30m", "500ms", "30d")."""
     if isinstance(value, bool):
         raise ValueError(f"{key} must be a duration like \"60s\" or a number of seconds, not a boolean")
     if isinstance(value, int | float):
@@ -81,7 +82,7 @@ def parse_duration(value: Any, key: str) -> float:
         if m.start() != pos:
             break
         number, unit = float(m.group(1)), m.group(2)
-        total += number * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
+        total += number * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
         pos = m.end()
     if pos != len(text) or pos == 0:
         raise ValueError(f"{key} = {value!r} is not a duration; write e.g. \"60s\", \"20m\" or \"1h30m\"")
@@ -117,6 +118,7 @@ class Settings:
     stop_grace: float = 3.0
     event_ring: int = 20_000
     event_log_max_bytes: int = 64 * 1024 * 1024  # per task; past it the log keeps its newest half
+    event_log_retention: float = 30 * 86400.0  # a task's log unwritten this long is deleted; 0 = kept forever
     pub_hwm: int = 100_000  # frames queued per subscriber before PUB drops (clients refill gaps by replay)
     heartbeat_interval: float = 1.0
     daemon_loss_timeout: float = 10.0
@@ -166,6 +168,9 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         kwargs["pub_hwm"] = _int(daemon, "pub_hwm", "[daemon]", 100_000, minimum=1)
         kwargs["event_log_max_bytes"] = _int(daemon, "event_log_max_bytes", "[daemon]", 64 * 1024 * 1024,
                                              minimum=64 * 1024)
+        if "event_log_retention" in daemon:
+            kwargs["event_log_retention"] = parse_duration(daemon["event_log_retention"],
+                                                           "[daemon] event_log_retention")
         if "stop_grace" in daemon:
             kwargs["stop_grace"] = parse_duration(daemon["stop_grace"], "[daemon] stop_grace")
         if "heartbeat_interval" in daemon:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -136,6 +138,27 @@ def test_a_task_log_past_its_cap_is_trimmed_and_logs_says_what_is_gone(make_daem
     seqs = [json.loads(line)["seq"] for line in result.stdout.splitlines() if "seq" in json.loads(line)]
     assert seqs[0] > 400 and seqs == list(range(seqs[0], seqs[0] + len(seqs)))
     assert f"{seqs[0] - 1} events of task {task} are no longer kept" in result.stderr
+
+
+def test_event_logs_past_their_retention_are_deleted_and_the_task_stays_listed(make_daemon, project: Path) -> None:
+    config = '[daemon]\nevent_log_retention = "1d"\n'
+    daemon = make_daemon(config)
+    sub = daemon.cli("--json", "run", "--agent", "scripted", script({"emit": 5}), cwd=project)
+    task = json.loads(sub.stdout.splitlines()[-1])["task"]
+    log = daemon.home / "events" / f"{task}.log"
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(log, (two_days_ago, two_days_ago))
+    assert daemon.terminate() == 0
+    again = DaemonProcess(daemon.root, config)
+    again.home, again.runtime = daemon.home, daemon.runtime
+    try:
+        again.start()  # a pass runs at start, then hourly
+        assert not log.exists()
+        assert [t["task"] for t in json.loads(again.cli("--json", "ps").stdout)] == [task]
+        result = again.cli("--json", "logs", task)
+        assert "are no longer kept" in result.stderr
+    finally:
+        again.close()
 
 
 def test_logs_says_when_history_is_gone(make_daemon, project: Path) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -247,3 +249,19 @@ def test_a_full_disk_costs_the_log_its_events_but_never_the_live_stream(tmp_path
             if {4, 5, 6} <= received:
                 break
         assert {4, 5, 6} <= received  # subscribers got the events the log could not keep
+
+
+def test_prune_deletes_only_the_logs_of_idle_tasks_past_their_retention(tmp_path: Path) -> None:
+    with _hub(tmp_path, ring=10) as (hub, _sub):
+        for task in ("old", "recent", "old_busy", "old_open"):
+            hub.publish(task, "r", "a", "x", {})
+            if task != "old_open":
+                hub.close_task(task)  # "old_open" is still publishing: its turn has not ended
+        week_ago = time.time() - 7 * 86400
+        for task in ("old", "old_busy", "old_open"):
+            os.utime(tmp_path / "events" / f"{task}.log", (week_ago, week_ago))
+        assert hub.prune(86400, busy=lambda task: task == "old_busy") == ["old"]
+        assert sorted(p.stem for p in (tmp_path / "events").glob("*.log")) == ["old_busy", "old_open", "recent"]
+        page = hub.replay("old", 0, 100)
+        assert page.events == [] and page.last_seq == 0
+        assert hub.prune(86400, busy=lambda task: False) == ["old_busy"]  # no longer busy
