@@ -128,3 +128,24 @@ def test_yagent_run_prints_the_streamed_answer(fake, agent_daemon, project: Path
     assert result.returncode == 0, result.stderr
     assert "Hello from the Director, streamed in small pieces." in result.stdout
     assert "→ chat started" in result.stdout and "← chat done (agent_exit)" in result.stdout
+
+
+def test_a_huge_child_report_reaches_the_director_bounded_with_its_handoff(fake, agent_daemon, project: Path) -> None:
+    report = "".join(f"Finding {i}: the module at src/m{i}.py looks fine.\n" for i in range(4000))  # ~190 kB
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("delegate_chat", {"task": "Review everything."}, id="c1")]),
+        Step(text="Reviewed.", tool_calls=[ToolCallSpec("agent_exit", {"summary": "reviewed"})]),
+    ])
+    fake.script("chat", MARKERS["chat"], [Step(text=report, chunk_size=8192, tool_calls=[ToolCallSpec("agent_exit", {
+        "summary": "all fine", "handoff": {"conclusion": "Every module is fine.", "status": "partial",
+                                           "facts": [{"claim": "m0 is fine", "where": "src/m0.py:1"}],
+                                           "open_questions": ["Were the tests run?"]}})])])
+    run_turn(agent_daemon, project, "Review the code.")
+    result = tool_messages(fake.requests_for("director")[1])[0]["content"]
+    assert len(result) < 64_000  # within the delegation result's cap, so nothing is cut blindly
+    assert result.startswith("[chat finished (agent_exit), status partial]")
+    # The report is shortened in the middle, and says so; the hand-off after it survives whole.
+    assert "Finding 0:" in result and "Finding 3999:" in result and "characters of the report left out" in result
+    assert "Conclusion: Every module is fine." in result and "- m0 is fine (src/m0.py:1)" in result
+    assert "- Were the tests run?" in result
+    fake.assert_no_problems()

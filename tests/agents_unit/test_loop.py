@@ -224,3 +224,62 @@ def test_a_server_repeating_call_ids_across_steps_keeps_each_result_with_its_cal
     assert len(calls) == 2 and set(results) == set(calls)
     for call_id, path in calls.items():
         assert ("alpha" if path == "a.txt" else "beta") in results[call_id]
+
+
+def test_an_exit_with_a_malformed_handoff_is_refused_once_with_what_to_fix(fake: FakeProvider, tmp_path: Path) -> None:
+    bad = {"summary": "a.py", "handoff": {"conclusion": "main is in a.py", "status": "done",
+                                          "facts": ["a.py defines main", {"claim": "no tests"}]}}
+    good = {"summary": "a.py", "handoff": {"conclusion": "main is in a.py", "status": "ok",
+                                           "facts": [{"claim": "a.py defines main", "where": "a.py:1"}]}}
+    fake.script("repo", MARKERS["repo"], [
+        Step(text="main is in a.py.", tool_calls=[ToolCallSpec("agent_exit", bad, id="x1")]),
+        Step(text="main is in a.py.", tool_calls=[ToolCallSpec("agent_exit", good, id="x2")]),
+    ])
+    spec = AGENT_SPECS["repo"]
+    cfg, _ = _config(fake, tmp_path, "repo", ReminderPolicy(spec.reminder, spec.reminder_limit))
+    result = asyncio.run(run_agent_loop(cfg))
+    assert result.stop_reason == StopReason.AGENT_EXIT and result.handoff == good["handoff"]
+    refusal = {m["tool_call_id"]: m["content"] for m in fake.requests_for("repo")[1].body["messages"]
+               if m["role"] == "tool"}["x1"]
+    assert "not accepted" in refusal and "'done'" in refusal
+    assert "facts[0]" in refusal and "facts[1]" in refusal and "where" in refusal
+    fake.assert_no_problems()
+
+
+def test_a_second_malformed_handoff_ends_the_run_and_the_parent_still_sees_every_fact(
+        fake: FakeProvider, tmp_path: Path) -> None:
+    from yagent.ipc.messages import RunOutcome
+    from yagent.workers.agents.handoff_format import format_for_parent
+    from yagent.workers.agents.runtime import outcome_from_loop
+
+    bad = {"summary": "s", "handoff": {"conclusion": "c", "status": "finished", "facts": ["plain fact"]}}
+    fake.script("chat", MARKERS["chat"], [
+        Step(text="Answer.", tool_calls=[ToolCallSpec("agent_exit", bad)]) for _ in range(2)])
+    cfg, _ = _config(fake, tmp_path, "chat", LoopPolicy())
+    result = asyncio.run(run_agent_loop(cfg))
+    assert result.stop_reason == StopReason.AGENT_EXIT and len(fake.requests_for("chat")) == 2
+    outcome = outcome_from_loop(result)
+    text = format_for_parent(RunOutcome(run="r", agent="chat", status=outcome.status,
+                                        stop_reason=outcome.stop_reason, output=outcome.output, data=outcome.data))
+    assert "- plain fact (no location given)" in text
+    assert "status unclear ('finished')" in text
+
+
+def test_a_reply_with_no_words_and_no_tool_call_is_nudged_once_and_never_answered_with_old_narration(
+        fake: FakeProvider, tmp_path: Path) -> None:
+    from yagent.workers.agents.loop import EMPTY_REPLY_REMINDER
+
+    (tmp_path / "a.txt").write_text("a\n")
+    fake.script("chat", MARKERS["chat"], [
+        Step(text="Let me look at a.txt first.", tool_calls=[ToolCallSpec("read_file", {"path": "a.txt"})]),
+        Step(text=EXIT_THOUGHT),  # a thought block and nothing else
+        Step(text=EXIT_THOUGHT),
+    ])
+    cfg, _ = _config(fake, tmp_path, "chat", LoopPolicy())
+    result = asyncio.run(run_agent_loop(cfg))
+    calls = fake.requests_for("chat")
+    assert len(calls) == 3 and _user_texts(calls[2])[-1] == EMPTY_REPLY_REMINDER
+    assert all(m.content != EMPTY_REPLY_REMINDER for m in cfg.messages)  # sent with that call only
+    # The run ends as plain text without words: the narration of the tool step is not passed off as the answer.
+    assert result.stop_reason == StopReason.PLAIN_TEXT and result.deliverable == ""
+    fake.assert_no_problems()

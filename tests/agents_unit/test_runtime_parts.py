@@ -171,6 +171,19 @@ def test_parent_sees_deliverable_handoff_and_stop_reasons() -> None:
     assert "did not finish: idle_timeout" in text and "no progress for 60s" in text and "Partial output:\nhalf" in text
 
 
+def test_a_huge_partial_output_is_shortened_and_the_reason_it_stopped_stays_in_front() -> None:
+    from yagent.workers.agents.handoff_format import PARENT_RESULT_BUDGET
+
+    output = "".join(f"step {i} narration\n" for i in range(20_000))
+    stuck = RunOutcome(run="r3", agent="coding", status="failed", stop_reason="max_steps", output=output,
+                       error="stopped after 150 steps without finishing" + " (detail)" * 2_000)
+    text = format_for_parent(stuck)
+    assert len(text) <= PARENT_RESULT_BUDGET
+    assert text.startswith("[coding did not finish: max_steps — it used all its steps before finishing]")
+    assert "step 0 narration" in text and "step 19999 narration" in text
+    assert "characters of the output left out" in text and "characters of the error detail left out" in text
+
+
 def test_meta_designs_are_validated_and_registered(tmp_path: Path) -> None:
     good = json.dumps({"name": "Doc Writer", "description": "Writes docs.", "system_prompt": "Write docs.",
                        "tools": ["read_file", "list_dir"]})

@@ -6,8 +6,18 @@ from typing import Any
 
 from yagent.ipc.messages import RunOutcome
 from yagent.ipc.vocabulary import RunStatus, StopReason
+from yagent.workers.tools import Truncation
+from yagent.workers.tools.result import TRUNCATION_CAPS
 
-__all__ = ["format_for_parent"]
+__all__ = ["HANDOFF_STATUSES", "PARENT_RESULT_BUDGET", "format_for_parent", "handoff_problems", "handoff_status"]
+
+HANDOFF_STATUSES = ("ok", "partial", "error")
+
+# What one child's result may take of the parent's context: under the delegation tool's cap, with room
+# for the truncation marker, so the cap never has to cut it.
+PARENT_RESULT_BUDGET = (TRUNCATION_CAPS[Truncation.LATE] or 64_000) - 1_000
+_HANDOFF_BUDGET = 12_000  # the hand-off's own share; a hand-off is short, a longer one is cut too
+_MIN_REPORT = 2_000
 
 _STOP_ADVICE = {
     StopReason.IDLE_TIMEOUT: "it made no progress for too long and was stopped",
@@ -21,40 +31,102 @@ _STOP_ADVICE = {
 }
 
 
+def _filled(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def handoff_problems(handoff: Any) -> list[str]:
+    """What keeps a hand-off from the shape the parent relies on; empty when it is fine.
+
+    The shape: `conclusion` (text), `status` (ok, partial or error), `facts` (each an object with a
+    `claim` and the `where` it can be checked), `open_questions` (texts). The tool layer checks only
+    that `handoff` is an object; this is the agent layer's reading of its inside.
+    """
+    if not isinstance(handoff, dict):
+        return ["handoff must be an object"]
+    problems = []
+    if not _filled(handoff.get("conclusion")):
+        problems.append("handoff.conclusion must be a non-empty text")
+    status = handoff.get("status")
+    if status not in HANDOFF_STATUSES:
+        problems.append(f"handoff.status must be one of {', '.join(HANDOFF_STATUSES)} (got {status!r})")
+    facts = handoff.get("facts", [])
+    if not isinstance(facts, list):
+        problems.append("handoff.facts must be a list of {claim, where} objects")
+    else:
+        for i, fact in enumerate(facts):
+            if not isinstance(fact, dict) or not _filled(fact.get("claim")) or not _filled(fact.get("where")):
+                problems.append(f"handoff.facts[{i}] must be an object with a non-empty claim and where "
+                                "(file:line, command or URL)")
+    questions = handoff.get("open_questions", [])
+    if not isinstance(questions, list) or not all(isinstance(q, str) for q in questions):
+        problems.append("handoff.open_questions must be a list of texts")
+    return problems
+
+
+def handoff_status(handoff: dict[str, Any] | None) -> str:
+    """The hand-off's status for the parent; a missing hand-off is ok, an unreadable status is partial."""
+    if not handoff or "status" not in handoff:
+        return "ok"
+    status = handoff.get("status")
+    return status if status in HANDOFF_STATUSES else "partial"
+
+
 def _handoff_lines(handoff: dict[str, Any]) -> list[str]:
+    # Lenient on purpose: a hand-off that slipped through malformed still shows every fact it holds.
     lines = []
     if handoff.get("conclusion"):
         lines.append(f"Conclusion: {handoff['conclusion']}")
     facts = handoff.get("facts") or []
-    if isinstance(facts, list) and facts:
+    facts = facts if isinstance(facts, list) else [facts]
+    if facts:
         lines.append("Facts:")
         for fact in facts:
-            if isinstance(fact, dict):
-                where = f" ({fact.get('where')})" if fact.get("where") else ""
-                lines.append(f"- {fact.get('claim', '')}{where}")
+            claim, where = (fact.get("claim", ""), fact.get("where")) if isinstance(fact, dict) else (fact, None)
+            lines.append(f"- {claim} ({where})" if _filled(where) else f"- {claim} (no location given)")
     questions = handoff.get("open_questions") or []
-    if isinstance(questions, list) and questions:
+    questions = questions if isinstance(questions, list) else [questions]
+    if questions:
         lines.append("Open questions:")
         lines.extend(f"- {q}" for q in questions)
     return lines
 
 
+def _shorten(text: str, budget: int, what: str) -> str:
+    """`text` within `budget` characters: head and tail kept (on line boundaries), the middle left out."""
+    if len(text) <= budget:
+        return text
+    keep = max(budget - 200, 0)
+    head, tail = text[: keep * 2 // 3], text[len(text) - keep // 3:]
+    head = head[: head.rfind("\n") + 1] or head
+    tail = tail[tail.find("\n") + 1:] if "\n" in tail else tail
+    left_out = len(text) - len(head) - len(tail)
+    return f"{head}\n[… {left_out} characters of the {what} left out here …]\n\n{tail}"
+
+
 def format_for_parent(outcome: RunOutcome) -> str:
     handoff = outcome.data.get("handoff") if isinstance(outcome.data.get("handoff"), dict) else {}
     if outcome.status == RunStatus.DONE:
-        status = (handoff or {}).get("status", "ok")
-        head = f"[{outcome.agent} finished ({outcome.stop_reason}), status {status}]"
+        status = handoff_status(handoff)
+        raw = (handoff or {}).get("status", status)
+        shown = status if raw == status else f"{status} — status unclear ({raw!r})"
+        head = f"[{outcome.agent} finished ({outcome.stop_reason}), status {shown}]"
     else:
         why = _STOP_ADVICE.get(outcome.stop_reason, outcome.stop_reason)
         head = f"[{outcome.agent} did not finish: {outcome.stop_reason} — {why}]"
         if outcome.error:
             head += f"\nDetail: {outcome.error}"
+    head = _shorten(head, _MIN_REPORT, "error detail")
+    extra = _shorten("\n".join(_handoff_lines(handoff or {})), _HANDOFF_BUDGET, "hand-off")
+    room = max(PARENT_RESULT_BUDGET - len(head) - len(extra) - 20, _MIN_REPORT)
     parts = [head]
     if outcome.output:
-        parts.append(outcome.output if outcome.status == RunStatus.DONE else f"Partial output:\n{outcome.output}")
+        if outcome.status == RunStatus.DONE:
+            parts.append(_shorten(outcome.output, room, "report"))
+        else:
+            parts.append("Partial output:\n" + _shorten(outcome.output, room - 16, "output"))
     elif outcome.status == RunStatus.DONE:
         parts.append("(the agent returned no text)")
-    extra = _handoff_lines(handoff or {})
     if extra:
-        parts.append("\n".join(extra))
+        parts.append(extra)
     return "\n\n".join(parts)

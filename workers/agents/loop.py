@@ -8,9 +8,13 @@ Per step:
    and told the outcome in this same step;
 3. parse the `<thought>` block into a thinklink entry;
 4. run the tool calls through the batch executor (consecutive read-only calls in parallel, the rest
-   serially, exactly one result per call even on cancellation); `agent_exit` ends the run;
+   serially, exactly one result per call even on cancellation); `agent_exit` ends the run — unless its
+   hand-off is malformed: the first such exit is refused (its result says what to fix) and the run goes
+   on, a second one is accepted as it is;
 5. a reply without tool calls goes to the policy: nudge (a reminder sent with the next call only,
-   never stored) or finish as `plain_text`.
+   never stored) or finish as `plain_text`. A reply with neither words nor tool calls (a bare thought
+   block, an empty completion) is first asked once for its answer; the run's answer is never text
+   from an earlier step.
 
 Director and sub-agents share this loop; what differs is the `LoopPolicy` they pass in.
 """
@@ -42,12 +46,33 @@ from yagent.workers.llm import (
 from yagent.workers.tools import Surface, ToolBatch, ToolCall, ToolContext, ToolResult
 
 from .circuit_breaker import CircuitBreaker, ProviderBreakers
+from .handoff_format import handoff_problems
 
-__all__ = ["LoopConfig", "LoopPolicy", "LoopResult", "LoopState", "call_model_with_retries", "run_agent_loop"]
+__all__ = [
+    "EMPTY_REPLY_REMINDER",
+    "MAX_EMPTY_REPLY_NUDGES",
+    "MAX_EXIT_REFUSALS",
+    "LoopConfig",
+    "LoopPolicy",
+    "LoopResult",
+    "LoopState",
+    "call_model_with_retries",
+    "run_agent_loop",
+]
 
 log = logging.getLogger(__name__)
 
 Emit = Callable[[str, dict[str, Any]], None]
+
+# Exits refused per run for a malformed hand-off; after that the exit stands, so a model that cannot get
+# the shape right still finishes (the parent reads whatever the hand-off holds).
+MAX_EXIT_REFUSALS = 1
+# Replies with no words and no tool call that are answered with a request for the answer, per run.
+MAX_EMPTY_REPLY_NUDGES = 1
+EMPTY_REPLY_REMINDER = (
+    "Your last reply had no answer text and no tool call. Write your answer now as the reply text, or call "
+    "the tool you meant to call."
+)
 
 
 class LoopPolicy:
@@ -92,6 +117,8 @@ class LoopState:
     plain_text_replies: int = 0
     reminders_sent: int = 0
     delegations: int = 0
+    exit_refusals: int = 0
+    empty_reply_nudges: int = 0
     usage: dict[str, int] = field(default_factory=lambda: {"total_input_tokens": 0, "output_tokens": 0,
                                                           "cached_input_tokens": 0})
     last_response: Response | None = None
@@ -108,9 +135,13 @@ class LoopResult:
     usage: dict[str, int] = field(default_factory=dict)
 
 
-def _deliverable(messages: list[Message], exit_args: dict[str, Any] | None, *, exited: bool = False) -> str:
+def _deliverable(messages: list[Message], exit_args: dict[str, Any] | None, *, exited: bool = False,
+                 plain_text: bool = False) -> str:
     if exited:
         return _exit_deliverable(messages, exit_args or {})
+    if plain_text:  # the reply that ended the run is the answer, words or not
+        last = messages[-1] if messages else None
+        return strip_thought(last.content) if last is not None and last.role == "assistant" else ""
     for message in reversed(messages):
         if message.role == "assistant":
             text = strip_thought(message.content)
@@ -224,6 +255,17 @@ def _thinklink(cfg: LoopConfig, text: str) -> None:
                  event_data.thinklink_entry(cfg.agent, plan.goal, plan.step, plan.reason, plan.plan))
 
 
+def _refuse_exit(cfg: LoopConfig, messages: list[Message], exit_result: ToolResult, problems: list[str]) -> None:
+    """Turn the exit's result into a refusal that says what to fix; the run continues."""
+    text = ("agent_exit not accepted: the hand-off is malformed — " + "; ".join(problems) + ". Call agent_exit "
+            "again with the hand-off corrected (your reply text can stay as it is); nothing else needs redoing.")
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "tool" and messages[index].tool_call_id == exit_result.call_id:
+            messages[index] = Message.tool(exit_result.call_id, text, name=exit_result.tool)
+            break
+    cfg.emit(EventType.LOG, event_data.log("warning", f"{cfg.agent}: {text}"))
+
+
 async def run_agent_loop(cfg: LoopConfig) -> LoopResult:
     state = LoopState()
     cfg.policy.start_of_run(state)
@@ -236,7 +278,10 @@ async def run_agent_loop(cfg: LoopConfig) -> LoopResult:
 
     def finish(reason: StopReason, error: str = "", exit_args: dict[str, Any] | None = None) -> LoopResult:
         handoff = exit_args.get("handoff") if exit_args and isinstance(exit_args.get("handoff"), dict) else None
-        deliverable = _deliverable(messages, exit_args, exited=reason == StopReason.AGENT_EXIT)
+        deliverable = _deliverable(messages, exit_args, exited=reason == StopReason.AGENT_EXIT,
+                                   plain_text=reason == StopReason.PLAIN_TEXT)
+        if reason == StopReason.PLAIN_TEXT and not deliverable and not error:
+            error = "the model's final reply had no text"
         return LoopResult(stop_reason=reason, deliverable=deliverable, handoff=handoff,
                           exit_args=exit_args, error=error, steps=state.step, usage=dict(state.usage))
 
@@ -281,9 +326,18 @@ async def run_agent_loop(cfg: LoopConfig) -> LoopResult:
             exits = [r for r in results if r.stop_run]
             if exits and cfg.stop_on_exit:
                 exit_args = dict(exits[0].data or {})
+                problems = handoff_problems(exit_args["handoff"]) if "handoff" in exit_args else []
+                if problems and state.exit_refusals < MAX_EXIT_REFUSALS:
+                    state.exit_refusals += 1
+                    _refuse_exit(cfg, messages, exits[0], problems)
+                    continue
                 return finish(StopReason.AGENT_EXIT, exit_args=exit_args)
             continue
 
+        if not strip_thought(response.text) and state.empty_reply_nudges < MAX_EMPTY_REPLY_NUDGES:
+            state.empty_reply_nudges += 1
+            pending_reminder = EMPTY_REPLY_REMINDER
+            continue
         state.plain_text_replies += 1
         reminder = cfg.policy.reminder_for_plain_text(state)
         if reminder is None:

@@ -23,7 +23,7 @@ from yagent.workers.tools import (
     Question,
 )
 
-from .handoff_format import format_for_parent
+from .handoff_format import format_for_parent, handoff_status
 
 __all__ = ["ChannelAsker", "ChannelAuthorizer", "ChannelDelegator", "EngineTextLLM"]
 
@@ -90,8 +90,7 @@ class ChannelDelegator:
             self._on_result(agent, outcome)
         handoff = outcome.data.get("handoff") if isinstance(outcome.data.get("handoff"), dict) else None
         if outcome.status == RunStatus.DONE:
-            status = str((handoff or {}).get("status") or "ok")
-            status = status if status in ("ok", "partial", "error") else "ok"
+            status = handoff_status(handoff)
         else:
             status = "error" if outcome.status == RunStatus.FAILED else "stopped"
         return DelegationResult(text=format_for_parent(outcome), status=status, handoff=handoff,
