@@ -200,3 +200,19 @@ def test_cancelling_a_turn_keeps_every_tool_call_paired_in_memory(fake, agent_da
     calls = [c["id"] for m in lines if m["role"] == "assistant" for c in m.get("tool_calls", [])]
     results = [m["tool_call_id"] for m in lines if m["role"] == "tool"]
     assert calls == ["d1", "d2", "d3"] and results == calls
+
+
+def test_a_custom_agent_whose_first_run_fails_is_reported_as_an_error(fake, agent_daemon, project: Path) -> None:
+    design = {"name": "fragile", "description": "Fails.", "system_prompt": "Do the thing.", "tools": ["read_file"],
+              "task": "Do the thing."}
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("load_tool", {"names": ["delegate_meta"]})]),
+        Step(tool_calls=[ToolCallSpec("delegate_meta", {"task": "Make an agent that does the thing."})]),
+        Step(text="It failed.", tool_calls=[ToolCallSpec("agent_exit", {"summary": "failed"})]),
+    ])
+    fake.script("meta", MARKERS["meta"], [Step(text=json.dumps(design))])
+    fake.script("custom", MARKERS["custom"], [Step(failure=Failure.http(400, message="model not found"))])
+    run_turn(agent_daemon, project, "Do the thing with a new agent.")
+    meta_result = tool_messages(fake.requests_for("director")[2])[-1]["content"]
+    assert meta_result.splitlines()[0].startswith("[meta finished (agent_exit), status error]"), meta_result
+    assert "its first run did not finish" in meta_result and "model not found" in meta_result

@@ -190,7 +190,8 @@ def test_meta_designs_are_validated_and_registered(tmp_path: Path) -> None:
     design = parse_design(f"sure: {good}", "fallback task")
     assert design.name == "doc_writer" and design.task == "fallback task"
     registry = CustomAgentRegistry(tmp_path, "t1")
-    registry.add(design)
+    assert registry.add(design) is None
+    assert registry.add(design) == design  # a second design of that name replaces the first, and says so
     again = CustomAgentRegistry(tmp_path, "t1")
     assert [s.name for s in again.specs()] == ["delegate_doc_writer"]
     assert again.get("doc_writer").tools == ["read_file", "list_dir"]

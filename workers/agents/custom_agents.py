@@ -99,13 +99,16 @@ class CustomAgentRegistry:
     def designs(self) -> list[Design]:
         return [self._designs[n] for n in sorted(self._designs)]
 
-    def add(self, design: Design) -> None:
+    def add(self, design: Design) -> Design | None:
+        """Register `design` for the rest of the task; returns the earlier design of that name it replaces."""
         self.reload()
+        earlier = self._designs.get(design.name)
         self._designs[design.name] = design
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps({n: asdict(d) for n, d in self._designs.items()}, ensure_ascii=False, indent=1))
         os.replace(tmp, self.path)
+        return earlier
 
     def specs(self) -> list[ToolSpec]:
         return [custom_delegate_spec(d.name, d.description) for d in self.designs()]

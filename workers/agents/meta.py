@@ -8,6 +8,9 @@ default) on the task the design restates, as a child of this run.
 
 from __future__ import annotations
 
+from typing import Any
+
+from yagent.ipc.messages import RunOutcome
 from yagent.ipc.provider_config import ProviderConfigError
 from yagent.ipc.vocabulary import RunStatus, StopReason
 from yagent.workers.kinds import AgentOutcome, RunContext, agent_kind
@@ -66,12 +69,23 @@ async def meta(ctx: RunContext) -> AgentOutcome:
     finally:
         await run.close()
 
-    CustomAgentRegistry(ctx.home, ctx.spec.task).add(design)
+    earlier = CustomAgentRegistry(ctx.home, ctx.spec.task).add(design)
     tools = ", ".join(design.tools) or "none besides agent_exit"
-    header = (f"Registered custom agent `delegate_{design.name}` for the rest of this task: {design.description}\n"
+    verb = "Replaced the earlier design of" if earlier is not None else "Registered"
+    header = (f"{verb} custom agent `delegate_{design.name}` for the rest of this task: {design.description}\n"
               f"Tools: {tools}.")
     outcome = await ctx.delegate(f"custom:{design.name}", design.task, call_id=ctx.spec.call_id or "")
     return AgentOutcome(
         status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT,
         output=f"{header}\n\nFirst run on: {design.task}\n\n{format_for_parent(outcome)}",
-        data={"custom_agent": design.name, "first_run": outcome.to_wire()})
+        data={"custom_agent": design.name, "first_run": outcome.to_wire(), **_first_run_handoff(outcome)})
+
+
+def _first_run_handoff(outcome: RunOutcome) -> dict[str, Any]:
+    """The parent judges Meta by the work done: the first run's hand-off, or one saying it did not finish."""
+    handoff = outcome.data.get("handoff")
+    if outcome.status == RunStatus.DONE:
+        return {"handoff": handoff} if isinstance(handoff, dict) else {}
+    reason = outcome.error or outcome.stop_reason or outcome.status
+    return {"handoff": {"conclusion": f"the agent was registered, but its first run did not finish: {reason}",
+                        "status": "error"}}
