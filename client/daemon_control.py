@@ -17,7 +17,7 @@ from yagent.ipc.runtime_dir import RuntimePaths, ensure_runtime_dir, resolve_run
 
 from . import exit_codes
 from .humanize import age
-from .unit_file import UNIT_NAME, render_unit, unit_dir, yagentd_command
+from .unit_file import CARRIED_VARIABLES, UNIT_NAME, render_unit, unit_dir, yagentd_command
 
 __all__ = [
     "DaemonStartFailed",
@@ -195,7 +195,7 @@ def daemon_status(as_json: bool = False) -> int:
 
 
 def daemon_install_unit(force: bool = False, print_only: bool = False) -> int:
-    text = render_unit(yagentd_command())
+    text = render_unit(yagentd_command(), os.environ)
     if print_only:
         print(text, end="")
         return exit_codes.OK
@@ -209,5 +209,11 @@ def daemon_install_unit(force: bool = False, print_only: bool = False) -> int:
     tmp.write_text(text)
     tmp.replace(target)
     print(f"wrote {target}")
+    carried = [name for name in CARRIED_VARIABLES if os.environ.get(name)]
+    if carried:
+        print(f"the service gets this shell's {' and '.join(carried)}; rerun install-unit if you change them")
+    if running_paths() is not None:
+        print("yagentd is running now: if you started it yourself rather than through systemd, stop it first "
+              "with `yagent daemon stop`, or the service cannot start")
     print("enable it with: systemctl --user daemon-reload && systemctl --user enable --now yagentd")
     return exit_codes.OK

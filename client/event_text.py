@@ -32,6 +32,7 @@ class TextPrinter:
         self.root_run: str | None = None
         self._filters: dict[str, ThoughtFilter] = {}  # per run: `<thought>` blocks are not printed
         self._open_text: set[str] = set()  # runs whose open stream printed text (void if it restarts)
+        self._retried: set[str] = set()  # runs whose failed model call is about to be retried
 
     @property
     def streamed_root_text(self) -> bool:
@@ -40,16 +41,20 @@ class TextPrinter:
         return self._root_text_final or (self.root_run is not None and self.root_run in self._open_text)
 
     def _end_stream(self, ev: Event) -> None:
+        self._retried.discard(ev.run)  # a restart inside the engine was followed by a stream that ended
         self._write_reply(ev, self._filters.pop(ev.run, ThoughtFilter()).finish())
         if ev.run in self._open_text:
             self._open_text.discard(ev.run)
             if ev.run == self.root_run:
                 self._root_text_final = True
+        if self._stream_run == ev.run:
+            self._end_line()  # the run's next reply (a reminder's answer, say) starts on a line of its own
 
     def _restart_stream(self, ev: Event) -> None:
         """The model call is retried after partial output: what this attempt printed is void. Printed text
         cannot be taken back, so it is marked as cut off; text still held back is dropped."""
         self._filters.pop(ev.run, None)
+        self._retried.add(ev.run)
         if ev.run in self._open_text:
             self._open_text.discard(ev.run)
             self._line(f"  ↻ {ev.agent}: the reply above was cut off; the model call is retried")
@@ -93,6 +98,9 @@ class TextPrinter:
                 self._restart_stream(ev)
             else:
                 self._end_stream(ev)
+        elif t == EventType.LLM_CALL_END and d.get("error") and ev.run in self._retried:
+            # Retries of an unreachable provider can take minutes: say why nothing is printed meanwhile.
+            self._line(f"  ↻ {ev.agent}: the model call failed, retrying: {d.get('error')}")
         elif t == EventType.AI_CHUNK:
             self._write_reply(ev, self._filters.setdefault(ev.run, ThoughtFilter()).feed(str(d.get("text", ""))))
         elif t == EventType.RUN_STARTED and d.get("parent"):
@@ -125,6 +133,8 @@ class TextPrinter:
                 self._line(f"✗ turn ended: {d.get('status')} ({d.get('stop_reason')}) {d.get('error', '')}".rstrip())
         elif self.verbose:
             self._line(f"  · {ev.agent} {t} {json.dumps(d)[:160]}")
+        if t == EventType.LLM_CALL_END:
+            self._retried.discard(ev.run)
         self.out.flush()
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from yagent.ipc import DaemonNotRunning, IpcError, RemoteError
 from yagent.ipc.home import yagent_home
+from yagent.ipc.vocabulary import TaskState
 
 from . import daemon_control, exit_codes, startup
 from .setup.readiness import needs_setup
@@ -23,6 +24,9 @@ from .tui.backend import DaemonBackend
 from .tui.controller import TuiController, TuiOptions
 
 __all__ = ["open_client", "open_setup"]
+
+# A task in these states goes on without a client; one in any other state waits for the next message.
+_STILL_WORKING = {TaskState.RUNNING, TaskState.PAUSED, TaskState.WAITING}
 
 
 def _err(text: str) -> None:
@@ -83,9 +87,11 @@ def open_client(*, project: Path, task: str | None, new: bool, agent: str, yolo:
         _err(f"cannot reach yagentd: {exc}")
         return exit_codes.NOT_RUNNING
     if info.task:
-        if info.reason == "detached":
+        if info.reason == "detached" and info.state in _STILL_WORKING:
             print(f"detached from task {info.task} ({info.state}); it keeps running in the daemon — "
                   f"`yagent attach {info.task}` comes back")
+        elif info.reason == "detached":
+            print(f"detached from task {info.task} ({info.state}) — `yagent attach {info.task}` comes back")
         else:
             print(f"left task {info.task} ({info.state}) — `yagent attach {info.task}` comes back")
     else:

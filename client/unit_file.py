@@ -6,10 +6,11 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["render_unit", "unit_dir", "yagentd_command"]
+__all__ = ["CARRIED_VARIABLES", "render_unit", "unit_dir", "yagentd_command"]
 
 UNIT_NAME = "yagentd.service"
 
@@ -30,8 +31,19 @@ def _template() -> str:
     return resources.files("yagent.systemd").joinpath(UNIT_NAME).read_text()
 
 
-def render_unit(command: str | None = None) -> str:
-    return _template().replace("@YAGENTD@", command or yagentd_command())
+# Variables that decide which daemon a client talks to: the service must see the same values as the shell
+# that installs it, or `yagent` would look for a daemon in one place while systemd runs it in another.
+CARRIED_VARIABLES = ("YAGENT_HOME", "YAGENT_RUNTIME_DIR")
+
+
+def render_unit(command: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    text = _template().replace("@YAGENTD@", command or yagentd_command())
+    carried = [f'Environment="{name}={os.path.abspath(os.path.expanduser(environ[name]))}"'
+               for name in CARRIED_VARIABLES if environ and environ.get(name)]
+    if carried:
+        text = text.replace("Environment=PYTHONUNBUFFERED=1\n",
+                            "Environment=PYTHONUNBUFFERED=1\n" + "".join(line + "\n" for line in carried))
+    return text
 
 
 def unit_dir() -> Path:

@@ -168,8 +168,10 @@ class LLMConfig:
 
 def _missing_env_problem(provider: str, variable: str) -> str:
     return (f"[global.llm.providers.{provider}] api_key_env = \"{variable}\" but the environment variable "
-            f"{variable} is not set: export it where yagentd runs (e.g. `systemctl --user set-environment "
-            f"{variable}=...`) or write api_key instead")
+            f"{variable} is not set where yagentd runs: yagentd reads its environment when it starts, so export "
+            f"it and restart yagentd (`yagent daemon stop`, then `yagent daemon start` from that shell; as a "
+            f"systemd service: `systemctl --user set-environment {variable}=...` then `systemctl --user restart "
+            f"yagentd`), or write api_key instead")
 
 
 def _table(raw: Mapping[str, Any], path: tuple[str, ...], problems: list[str]) -> Mapping[str, Any]:

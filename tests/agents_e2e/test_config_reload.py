@@ -48,3 +48,17 @@ def test_a_config_broken_while_running_refuses_the_turn_and_the_daemon_keeps_ser
     fake.script("director", MARKERS["director"], [Step(text=f"answer {i}") for i in range(4)])
     _, events = run_turn(daemon, project, "One.")
     assert [e for e in events if e.type == "turn_finished"][0].data["output"] == "answer 3"
+
+
+def test_a_key_variable_missing_in_the_daemon_says_to_restart_it(fake, make_daemon, project: Path) -> None:
+    # The typical slip: the config now names a key variable, exported in the shell after yagentd started.
+    daemon = make_daemon(llm_config(fake))
+    config = daemon.home / "config" / "config.toml"
+    config.write_text(config.read_text().replace('api_key = "fake-key"',
+                                                 'api_key_env = "YAGENT_TEST_KEY_SET_TOO_LATE"'))
+    result = daemon.cli("-p", "Hello.", cwd=project)
+    assert result.returncode == 2, result.stderr
+    assert "YAGENT_TEST_KEY_SET_TOO_LATE is not set where yagentd runs" in result.stderr, result.stderr
+    assert "restart yagentd (`yagent daemon stop`, then `yagent daemon start`" in result.stderr
+    assert "systemctl --user restart yagentd" in result.stderr
+    assert fake.requests == []

@@ -8,7 +8,8 @@ import pytest
 
 from tests.agent_harness import MARKERS, run_turn, tool_messages
 from tests.daemon_harness import of_type
-from tests.fake_provider import Step, ToolCallSpec
+from tests.fake_provider import Failure, Step, ToolCallSpec
+from yagent.workers.agents.director import MAX_NON_DELEGATION_REMINDERS
 
 pytestmark = pytest.mark.e2e
 
@@ -149,3 +150,27 @@ def test_a_huge_child_report_reaches_the_director_bounded_with_its_handoff(fake,
     assert "Conclusion: Every module is fine." in result and "- m0 is fine (src/m0.py:1)" in result
     assert "- Were the tests run?" in result
     fake.assert_no_problems()
+
+
+def test_yagent_run_prints_two_replies_of_one_run_on_separate_lines(fake, agent_daemon, project: Path) -> None:
+    # The Director answers without delegating and is reminded to delegate: several replies of one run.
+    replies = [f"Reply {i}." for i in range(1 + MAX_NON_DELEGATION_REMINDERS)]
+    fake.script("director", MARKERS["director"], [Step(text=r) for r in replies])
+    result = agent_daemon.cli("run", "--project", str(project), "Say something.")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == replies, result.stdout
+    fake.assert_no_problems()
+
+
+def test_yagent_run_says_when_a_failed_model_call_is_retried(fake, agent_daemon, project: Path) -> None:
+    # The engine gives up after its own attempts; the agent loop then retries the step, after a pause that
+    # can add up to minutes: the plain output says why nothing arrives meanwhile.
+    failures = [Step(failure=Failure.http(503, retry_after=0, message="overloaded"))] * 6
+    fake.script("director", MARKERS["director"], [*failures, Step(text="Recovered.", tool_calls=[
+        ToolCallSpec("agent_exit", {"summary": "recovered"})])])
+    result = agent_daemon.cli("run", "--project", str(project), "Say something.")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("  ↻ director: the model call failed, retrying: ") and "503" in lines[0], lines
+    assert lines[1] == "Recovered."
+    assert sum("retrying" in line for line in lines) == 1

@@ -37,7 +37,7 @@ def test_the_plain_printer_streams_the_reply_without_its_thought() -> None:
     for i, start in enumerate(range(0, len(REPLY), 5)):
         printer.handle(ev(2 + i, "ai_chunk", {"text": REPLY[start:start + 5]}))
     printer.handle(ev(99, "ai_stream_end", {"step": 1}))
-    assert out.getvalue() == "The answer is 42 <b>exactly</b>."
+    assert out.getvalue() == "The answer is 42 <b>exactly</b>.\n"  # the finished reply ends its line
 
 
 def test_the_conversation_log_hides_thought_blocks_and_thought_only_replies() -> None:

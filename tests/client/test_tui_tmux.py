@@ -105,6 +105,7 @@ def test_attach_stream_answer_detach_reattach_and_resize(make_daemon, project: P
     screen = tmux.wait("ui", "detached from task", history=True)
     task = screen.split("detached from task ")[1].split()[0]
     assert f"`yagent attach {task}` comes back" in screen
+    assert "keeps running" not in screen  # the turn is done: nothing runs on after the client leaves
 
     # While nobody is attached, another terminal sends the next turn; it streams and then asks.
     missed = [f"m{i:02d}" for i in range(20)] + ["MISSED-END"]

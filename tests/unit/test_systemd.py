@@ -68,7 +68,8 @@ def test_daemon_pings_the_systemd_watchdog(make_daemon) -> None:
 def test_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     exe = Path(sys.executable).parent / "yagentd"
     unit = tmp_path / "yagentd.service"
-    unit.write_text(render_unit(str(exe if exe.exists() else "/bin/true")))
+    unit.write_text(render_unit(str(exe if exe.exists() else "/bin/true"), {"YAGENT_HOME": str(tmp_path / "a b")}))
+    assert "YAGENT_HOME" in unit.read_text()  # a carried variable, with a space, parses too
     result = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "yagentd.service" not in result.stderr, result.stderr  # parse warnings exit 0 but name the file
@@ -111,3 +112,19 @@ def test_a_listener_that_stops_reading_never_blocks_the_daemon(tmp_path: Path) -
         assert results[-1] is False  # dropped once the queue is full, instead of blocking forever
     finally:
         sock.close()
+
+
+def test_install_unit_gives_the_service_the_home_and_runtime_dir_of_this_shell(tmp_path: Path) -> None:
+    # Otherwise systemd runs a daemon on ~/.yagent while `yagent` in this shell looks for one on $YAGENT_HOME.
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "cfg"), YAGENT_HOME=str(tmp_path / "my home"),
+               YAGENT_RUNTIME_DIR=str(tmp_path / "rt"))
+    cmd = [sys.executable, "-m", "yagent.client.cli", "daemon", "install-unit"]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "YAGENT_HOME and YAGENT_RUNTIME_DIR" in result.stdout
+    text = (tmp_path / "cfg" / "systemd" / "user" / "yagentd.service").read_text()
+    assert f'\nEnvironment="YAGENT_HOME={tmp_path / "my home"}"\n' in text
+    assert f'\nEnvironment="YAGENT_RUNTIME_DIR={tmp_path / "rt"}"\n' in text
+    plain = {k: v for k, v in env.items() if k not in ("YAGENT_HOME", "YAGENT_RUNTIME_DIR")}
+    printed = subprocess.run([*cmd, "--print"], env=plain, capture_output=True, text=True, timeout=60)
+    assert "Environment=\"YAGENT" not in printed.stdout
