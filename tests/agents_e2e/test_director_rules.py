@@ -36,6 +36,18 @@ def test_forced_delegation_reminders_then_the_reply_stands(fake, agent_daemon, p
     fake.assert_no_problems()
 
 
+def test_repeating_the_answer_after_a_reminder_makes_it_final(fake, agent_daemon, project: Path) -> None:
+    # The first reminder offers this way out; without it a greeting would cost four model calls.
+    again = "<thought>\ngoal: greet\n</thought>\nHello!  How can I help?"  # same words, other spacing
+    fake.script("director", MARKERS["director"], [Step(text="Hello! How can I help?"), Step(text=again)])
+    _, events = run_turn(agent_daemon, project, "hi")
+    calls = fake.requests_for("director")
+    assert len(calls) == 2 and _last_user(calls[1]) == FIRST_REMINDER
+    finished = of_type(events, "turn_finished")[0].data
+    assert finished["stop_reason"] == "plain_text" and "Hello!  How can I help?" in finished["output"]
+    fake.assert_no_problems()
+
+
 def test_the_reminder_quota_resets_every_run(fake, agent_daemon, project: Path) -> None:
     fake.script("director", MARKERS["director"], [Step(text=f"first {i}") for i in range(4)]
                 + [Step(text=f"second {i}") for i in range(4)])

@@ -57,6 +57,8 @@ class DirectorPolicy(LoopPolicy):
     def reminder_for_plain_text(self, state: LoopState) -> str | None:
         if state.delegations > 0 or state.reminders_sent >= MAX_NON_DELEGATION_REMINDERS:
             return None
+        if state.plain_reply_repeated:  # the reminders offer this: the same answer again is the final one
+            return None
         return FIRST_REMINDER if state.reminders_sent == 0 else LATER_REMINDER
 
     def after_tools(self, state: LoopState, calls: list[ToolCall], results: list[ToolResult]) -> None:

@@ -119,6 +119,8 @@ class LoopState:
     delegations: int = 0
     exit_refusals: int = 0
     empty_reply_nudges: int = 0
+    last_plain_reply: str = ""  # the previous reply without tool calls, thought and spacing removed
+    plain_reply_repeated: bool = False  # this reply says exactly what the previous one said
     usage: dict[str, int] = field(default_factory=lambda: {"total_input_tokens": 0, "output_tokens": 0,
                                                           "cached_input_tokens": 0})
     last_response: Response | None = None
@@ -339,6 +341,9 @@ async def run_agent_loop(cfg: LoopConfig) -> LoopResult:
             pending_reminder = EMPTY_REPLY_REMINDER
             continue
         state.plain_text_replies += 1
+        reply = " ".join(strip_thought(response.text).split())
+        state.plain_reply_repeated = state.plain_text_replies > 1 and reply == state.last_plain_reply
+        state.last_plain_reply = reply
         reminder = cfg.policy.reminder_for_plain_text(state)
         if reminder is None:
             return finish(StopReason.PLAIN_TEXT)
