@@ -162,13 +162,14 @@ def test_yagent_run_prints_two_replies_of_one_run_on_separate_lines(fake, agent_
     fake.assert_no_problems()
 
 
-def test_yagent_run_says_when_a_failed_model_call_is_retried(fake, agent_daemon, project: Path) -> None:
-    # The engine gives up after its own attempts; the agent loop then retries the step, after a pause that
-    # can add up to minutes: the plain output says why nothing arrives meanwhile.
-    failures = [Step(failure=Failure.http(503, retry_after=0, message="overloaded"))] * 6
-    fake.script("director", MARKERS["director"], [*failures, Step(text="Recovered.", tool_calls=[
-        ToolCallSpec("agent_exit", {"summary": "recovered"})])])
-    result = agent_daemon.cli("run", "--project", str(project), "Say something.")
+def test_yagent_run_says_when_a_failed_model_call_is_retried(fake, make_agent_daemon, project: Path) -> None:
+    # With the engine's own retries off, the agent loop retries the failed step after a pause that can add
+    # up to minutes: the plain output says why nothing arrives meanwhile.
+    daemon = make_agent_daemon("[llm]\nmax_retries = 0\n")
+    fake.script("director", MARKERS["director"], [Step(failure=Failure.http(503, message="overloaded")),
+                                                  Step(text="Recovered.", tool_calls=[
+                                                      ToolCallSpec("agent_exit", {"summary": "recovered"})])])
+    result = daemon.cli("run", "--project", str(project), "Say something.")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("  ↻ director: the model call failed, retrying: ") and "503" in lines[0], lines

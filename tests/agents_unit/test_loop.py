@@ -94,6 +94,25 @@ def test_a_failed_step_is_retried_then_the_run_stops_with_llm_error(fake: FakePr
     assert any(t == "conversation_error" for t, _ in events)
 
 
+def test_a_step_the_engine_already_retried_to_its_limit_is_not_retried_again(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    failure = Step(failure=Failure.http(503, retry_after=0))  # Retry-After 0: the engine retries at once
+    fake.script("chat", MARKERS["chat"], [failure, failure, failure, Step(text="too late")])
+    delays: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        delays.append(seconds)
+
+    cfg, _ = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=2, sleep=no_wait)
+    config = {"global": {"llm": {"use_provider": "fake", "providers": {"fake": fake.provider_table()}}},
+              "llm": {"max_retries": 2}}
+    cfg.engine = build_engine(config, agent="chat")
+    result = asyncio.run(run_agent_loop(cfg))
+    assert result.stop_reason == StopReason.LLM_ERROR and "after 3 attempts" in result.error
+    assert len(fake.requests_for("chat")) == 3 and delays == []
+
+
 def test_cancellation_mid_batch_leaves_one_result_per_call(fake: FakeProvider, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("a\n")
     fake.script("coding", MARKERS["coding"], [Step(tool_calls=[

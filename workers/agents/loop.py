@@ -186,7 +186,9 @@ def _exit_deliverable(messages: list[Message], exit_args: dict[str, Any]) -> str
 
 
 def _step_is_retried(exc: LLMError, retries_left: int) -> bool:
-    return retries_left > 0 and exc.retryable
+    # An error the engine already retried to its limit (a server that is down) would only be retried
+    # `[llm] max_retries` times more per step retry: minutes of waiting for the same answer.
+    return retries_left > 0 and exc.retryable and exc.attempts <= 1
 
 
 async def _call_model(cfg: LoopConfig, state: LoopState, messages: list[Message], *,
