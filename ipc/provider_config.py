@@ -451,7 +451,9 @@ def parse_llm_config(raw: Mapping[str, Any], environ: Mapping[str, str]) -> LLMC
             problems.append(f"provider {name!r} is used but not defined: add [global.llm.providers.{name}] "
                             f"or point use_provider/fallback_providers at one of: {known}")
         elif name in providers and providers[name].missing_key_env:
-            problems.append(_missing_env_problem(name, providers[name].missing_key_env))
+            # Only the process that calls the provider needs the key: a client started from another shell
+            # must still attach, and a daemon must still start (each request then says what is missing).
+            warnings.append(_missing_env_problem(name, providers[name].missing_key_env))
     if providers and not config.use_provider and len(providers) > 1:
         problems.append(f"[global.llm] use_provider is missing and {len(providers)} providers are defined: "
                         f"set use_provider to one of {', '.join(sorted(providers))}")

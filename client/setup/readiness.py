@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config, resolve_provider
+from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config, resolve_provider_name
 
 __all__ = ["SetupNeed", "needs_setup"]
 
@@ -39,9 +39,15 @@ def needs_setup(path: Path, environ: Mapping[str, str]) -> SetupNeed | None:
     if not config.providers:
         return SetupNeed("no_provider", f"no LLM provider is configured in {path}")
     try:
-        provider = resolve_provider(config, agent="director")
+        name = resolve_provider_name(config, agent="director")
     except ProviderConfigError as exc:
         return SetupNeed("no_provider", str(exc))
+    provider = config.providers.get(name)
+    if provider is None:
+        return SetupNeed("no_provider", f"provider {name!r} is used but not defined in {path}")
+    if provider.missing_key_env:
+        # Judged where the key is used: the daemon may well have it even though this shell does not.
+        return None
     if not provider.api_key_env and provider.api_key.strip().lower() in _PLACEHOLDERS:
         return SetupNeed("placeholder_key", f"provider {provider.name} still has the placeholder key "
                                             f"{provider.api_key!r}")

@@ -199,3 +199,13 @@ def test_config_errors_say_what_where_and_what_to_do(tmp_path: Path) -> None:
     cfg.write_text("[daemon]\nmax_workers = 'many'\n")
     with pytest.raises(ConfigError, match="max_workers must be an integer"):
         load_settings(cfg, {})
+
+
+def test_a_key_variable_missing_here_does_not_stop_the_file_from_loading(tmp_path: Path) -> None:
+    # A client in a shell without the variable must still attach, and yagentd must still start under a
+    # service manager that lacks it (a refusal there is a restart loop); the request that needs it fails.
+    path = tmp_path / "config.toml"
+    path.write_text('[global.llm]\nuse_provider = "p"\n[global.llm.providers.p]\n'
+                    'api_base_url = "http://127.0.0.1:9/v1"\nmodel = "m"\napi_key_env = "YAGENT_UNSET_KEY"\n')
+    settings = load_settings(path, {})
+    assert settings.table["global"]["llm"]["use_provider"] == "p"
