@@ -32,13 +32,21 @@ from yagent.workers.llm import Message, ModelCatalog, ToolCall, default_catalog,
     ("deepseek-chat", "deepseek-chat"),
     ("deepseek-v3.1", "deepseek-chat"),                             # alias
     ("kimi-k2-0905-preview", "kimi-k2-0905"),
+    ("deepseek/deepseek-chat", "deepseek-chat"),
+    ("openai/gpt-4o-2024-08-06", "gpt-4o"),
+    ("claude-3-5-sonnet-latest", "claude-3-5-sonnet"),
+    # Bedrock model ids (behind an OpenAI-compatible gateway): dotted vendor and region prefixes.
+    ("anthropic.claude-3-5-sonnet-20241022-v2:0", "claude-3-5-sonnet"),
+    ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", "claude-sonnet-4-5"),
+    ("bedrock/us.anthropic.claude-opus-4-1-20250805-v1:0", "claude-opus-4-1"),
+    ("qwen.qwen3-coder-480b-a35b-v1:0", "qwen3-coder"),
 ])
 def test_lookup_normalises_names(name: str, expected: str) -> None:
     info = lookup_model(name)
     assert info is not None and normalise_model_name(info.name) == expected
 
 
-@pytest.mark.parametrize("name", ["", "my-local-finetune", "gpt", "claude", "llama-2-7b"])
+@pytest.mark.parametrize("name", ["", "my-local-finetune", "gpt", "claude", "llama-2-7b", "anthropic.", "us.mimo"])
 def test_unknown_models_fall_back_cleanly(name: str) -> None:
     assert lookup_model(name) is None
 
@@ -96,3 +104,36 @@ def test_message_estimates_include_reasoning_and_tool_calls() -> None:
     assert estimate_messages_tokens([plain, thinking]) == estimate_message_tokens(plain) + estimate_message_tokens(
         thinking)
     assert estimate_message_tokens(thinking.to_dict()) == estimate_message_tokens(thinking)  # persisted dicts too
+
+
+def _mixed_documents() -> dict[str, str]:
+    """English with one dense section (CJK prose, a base64 blob) at several offsets, plus uniform texts.
+
+    A dense section is what a tool result holding a translated README or an embedded image looks like;
+    a few large sample windows either land in it or miss it, which is where a sampled count goes wrong.
+    """
+    import base64
+    import random
+
+    rnd = random.Random(7)
+    words = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "while", "engineers", "write",
+             "careful", "documentation", "about", "tokenizers", "and", "budgets"]
+    prose = " ".join(rnd.choice(words) for _ in range(170_000))[:600_000]
+    cjk = "".join(chr(rnd.randint(0x4E00, 0x9FFF)) for _ in range(60_000))
+    blob = base64.b64encode(rnd.randbytes(45_000)).decode()
+    docs = {f"{kind}@{offset}": prose[:offset] + dense + prose[offset:]
+            for kind, dense in (("cjk", cjk), ("base64", blob))
+            for offset in range(0, 600_000, 75_000)}
+    docs["code"] = _source_text(600_000)
+    docs["no spaces"] = base64.b64encode(rnd.randbytes(300_000)).decode()
+    docs["cjk only"] = cjk * 4
+    return docs
+
+
+def test_sampled_counts_stay_within_three_percent_on_mixed_documents() -> None:
+    errors = {}
+    for name, text in _mixed_documents().items():
+        assert len(text) > EXACT_LIMIT  # precondition: the fast path runs
+        exact = count_tokens_exact(text)
+        errors[name] = round(100 * (count_tokens(text) - exact) / exact, 2)
+    assert all(abs(e) < 3 for e in errors.values()), errors

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -139,6 +141,59 @@ def test_failed_classification_falls_back_to_the_role_baseline(fake: FakeProvide
     decision = asyncio.run(main())
     assert (decision.tier, decision.reason, decision.provider) == ("fast", "baseline", "cheap")
     assert "classification failed" in decision.detail
+
+
+def test_waiting_for_an_in_flight_slot_does_not_count_against_the_classification_cap(fake: FakeProvider) -> None:
+    """Pitfall 37 for Classify: a queue in front of the provider is not a slow classifier.
+
+    The gate stands for a daemon whose in-flight slots are all taken: acquiring a slot moves the event
+    loop's clock (what a wall-clock cap reads) a minute forward. The 30 s cap must start once the slot
+    is held, like `[llm] timeout`, so the classification still answers.
+    """
+    fake.script("router", ROUTER_MARKER, [Step(text='{"tier": "high"}')])
+
+    async def main() -> Any:
+        loop = asyncio.get_running_loop()
+        offset = 0.0
+        real_time = loop.time
+        loop.time = lambda: real_time() + offset  # type: ignore[method-assign]
+
+        class QueuedGate:
+            @contextlib.asynccontextmanager
+            async def hold(self) -> AsyncIterator[None]:
+                nonlocal offset
+                offset += 60.0  # a minute spent queued for a slot
+                yield
+
+        clock = FakeClock()
+        retry = RetryPolicy(jitter=0.0, sleep=RecordingSleep(clock), clock=clock)
+        engine = build_engine(_config(fake), "coding", environ={}, retry=retry, gate=QueuedGate())
+        try:
+            return await engine.route("Redesign the scheduler across twelve modules")
+        finally:
+            await engine.aclose()
+            loop.time = real_time  # type: ignore[method-assign]
+
+    decision = asyncio.run(main())
+    assert (decision.tier, decision.reason, decision.detail) == ("high", "classified", "")
+    assert len(fake.requests_for("router")) == 1
+
+
+def test_the_classification_cap_bounds_the_call_once_it_holds_a_slot(fake: FakeProvider) -> None:
+    """Control arm: the cap still applies to the call itself (here a stalled stream)."""
+    fake.script("router", ROUTER_MARKER, [Step(text="this stalls", failure=Failure.stall(after_chunks=1))])
+    engine = _build(fake, baselines={"coding": "fast"})
+    engine.classify_timeout = 0.2
+
+    async def main() -> Any:
+        try:
+            return await engine.route("task")
+        finally:
+            await engine.aclose()
+
+    decision = asyncio.run(main())
+    assert (decision.tier, decision.reason) == ("fast", "baseline")
+    assert "TimeoutError" in decision.detail
 
 
 def test_failed_classification_without_baseline_uses_the_configured_provider(fake: FakeProvider) -> None:

@@ -56,12 +56,17 @@ class ScriptedDelegator:
 
 @dataclass
 class ScriptedLLM:
-    replies: list[str]
+    """Replies in order; a reply that is an exception is raised instead (a provider error)."""
+
+    replies: list[str | Exception]
     prompts: list[dict[str, str]] = field(default_factory=list)
 
     async def complete_text(self, system: str, prompt: str, *, tool: str) -> str:
         self.prompts.append({"system": system, "prompt": prompt, "tool": tool})
-        return self.replies.pop(0)
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
 
 def make_ctx(root: Path, tmp: Path, **kwargs: Any) -> ToolContext:

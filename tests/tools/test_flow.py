@@ -117,6 +117,42 @@ def test_side_model_tools_without_a_model(project: Path, tmp_path: Path, tool: s
     assert result.is_error and "no side model" in result.content
 
 
+class LLMRateLimitError(Exception):
+    """Stands in for the engine's error class (the tool layer must not import the LLM package)."""
+
+
+_SIDE_ARGS = {"deepthinking": {"question": "q"}, "design": {"goal": "g"}, "micro_agent": {"task": "t"}}
+
+
+@pytest.mark.parametrize("tool", ["deepthinking", "design", "micro_agent"])
+def test_a_failing_side_model_is_an_error_result_the_model_can_act_on(
+    project: Path, tmp_path: Path, tool: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    error = LLMRateLimitError("provider 'cheap' (gpt-4o-mini): HTTP 429 rate limited")
+    result = call_tool(make_ctx(project, tmp_path, llm=ScriptedLLM(replies=[error])), tool, _SIDE_ARGS[tool])
+    assert result.is_error
+    assert "HTTP 429" in result.content and "LLMRateLimitError" in result.content
+    assert "unexpectedly" not in result.content  # a provider failure is an expected outcome, not a tool bug
+    assert "your own" in result.content  # and the model is told what to do instead
+    assert not [r for r in caplog.records if r.exc_info]  # no traceback logged as if the tool were broken
+
+
+@pytest.mark.parametrize("tool", ["deepthinking", "design", "micro_agent"])
+def test_an_empty_side_model_reply_is_an_error_not_an_empty_result(project: Path, tmp_path: Path, tool: str) -> None:
+    """A reasoning model that spends its whole output budget thinking answers with no text at all."""
+    replies: list[str | Exception] = ["  \n", "  \n"]
+    result = call_tool(make_ctx(project, tmp_path, llm=ScriptedLLM(replies=replies)), tool, _SIDE_ARGS[tool])
+    assert result.is_error and "no text" in result.content
+
+
+def test_deepthinking_keeps_the_draft_when_the_critique_fails(project: Path, tmp_path: Path) -> None:
+    llm = ScriptedLLM(replies=["draft: use a lock", LLMRateLimitError("HTTP 429")])
+    result = call_tool(make_ctx(project, tmp_path, llm=llm), "deepthinking", {"question": "How to avoid the race?"})
+    assert not result.is_error
+    assert "draft: use a lock" in result.content and "not reviewed" in result.content and "HTTP 429" in result.content
+    assert result.data == {"draft": "draft: use a lock", "reviewed": False}
+
+
 def test_delegation_goes_through_the_delegator(project: Path, tmp_path: Path) -> None:
     delegator = ScriptedDelegator(DelegationResult(text="repo report", status="ok", handoff=HANDOFF))
     ctx = make_ctx(project, tmp_path, delegator=delegator)

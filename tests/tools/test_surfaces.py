@@ -125,6 +125,24 @@ def test_load_tool_reports_unknown_names(project: Path, tmp_path: Path) -> None:
     assert result.is_error and "nope" in result.content and "design" in result.content
 
 
+def test_load_tool_with_no_names_says_what_can_be_loaded(project: Path, tmp_path: Path) -> None:
+    """An empty list used to come back as an empty, successful result: nothing for the model to act on."""
+    surface = build_surface("coding")
+    result = asyncio.run(invoke_tool(surface, ToolCall("c1", "load_tool", {"names": []}),
+                                     make_ctx(project, tmp_path)))
+    assert result.is_error and "design" in result.content and "micro_agent" in result.content
+    assert surface.materialized() == frozenset()
+
+
+def test_load_tool_reports_hot_and_already_loaded_names_as_available(project: Path, tmp_path: Path) -> None:
+    surface = build_surface("coding")
+    ctx = make_ctx(project, tmp_path)
+    asyncio.run(invoke_tool(surface, ToolCall("c1", "load_tool", {"names": ["design"]}), ctx))
+    again = asyncio.run(invoke_tool(surface, ToolCall("c2", "load_tool", {"names": ["design", "read_file"]}), ctx))
+    assert not again.is_error and again.data == {"loaded": [], "already": ["design", "read_file"], "unknown": []}
+    assert "Already available: design, read_file" in again.content
+
+
 def test_load_tool_only_appears_when_something_is_deferred() -> None:
     repo = build_surface("repo")
     assert "load_tool" not in repo.names() and repo.deferred_catalogue() == ""

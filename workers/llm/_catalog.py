@@ -17,12 +17,17 @@ from typing import Any
 
 __all__ = ["ModelCatalog", "ModelInfo", "default_catalog", "lookup_model", "normalise_model_name"]
 
-_DATE_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
+_DATE_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})(-v\d+)?$")
+# Bedrock ids carry the vendor (and a region) as dotted words: "us.anthropic.claude-sonnet-4-5-…-v1:0".
+# Only all-letter words followed by a letter count, so versions such as "gpt-4.1" are left alone.
+_DOTTED_VENDOR = re.compile(r"^(?:[a-z]+\.)+(?=[a-z])")
 
 
 def normalise_model_name(name: str) -> str:
-    """"anthropic/claude-sonnet-4.5:beta" → "claude-sonnet-4-5"; "gpt-4o-2024-08-06" → "gpt-4o"."""
+    """"anthropic/claude-sonnet-4.5:beta" → "claude-sonnet-4-5"; "gpt-4o-2024-08-06" → "gpt-4o";
+    "us.anthropic.claude-sonnet-4-5-20250929-v1:0" → "claude-sonnet-4-5"."""
     text = name.strip().lower().rsplit("/", 1)[-1]
+    text = _DOTTED_VENDOR.sub("", text)
     text = text.split("@", 1)[0].split(":", 1)[0]
     text = text.replace(".", "-").replace("_", "-")
     text = _DATE_SUFFIX.sub("", text)

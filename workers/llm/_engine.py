@@ -168,11 +168,14 @@ class HTTPEngine(Engine):
             retry = self.retry
             clock = retry.clock
             limit = retry.max_retries if max_retries is None else max_retries
-            deadline = clock() + self.settings.timeout
+            budget = self.settings.timeout
+            if options.timeout and options.timeout > 0:
+                budget = min(budget, options.timeout)
+            deadline = clock() + budget
             repaired = repair_tool_pairing(messages)
             body = self.build_request(repaired, tools, options)
             payload = json.dumps(body, ensure_ascii=False).encode()
-            context = _CallContext(self, repaired, tools, deadline)
+            context = _CallContext(self, repaired, tools, deadline, budget)
             attempt = 0
             while True:
                 attempt += 1
@@ -211,7 +214,7 @@ class HTTPEngine(Engine):
                                 else:
                                     # Checked per chunk, not per data line: keep-alive comments arrive forever.
                                     if clock() > deadline:
-                                        raise self.budget_error() from None
+                                        raise self.budget_error(budget) from None
                                     # SSE lines end at CR, LF or CRLF only; str.splitlines (httpx's aiter_lines)
                                     # also splits at U+2028 and U+0085, which JSON strings may hold unescaped.
                                     if after_cr:
@@ -263,7 +266,7 @@ class HTTPEngine(Engine):
                         return
                     except httpx.TimeoutException as exc:
                         if clock() >= deadline:  # the read timeout was cut to what was left of the budget
-                            raise self.budget_error() from exc
+                            raise self.budget_error(budget) from exc
                         raise LLMTimeoutError(f"the stream stalled: no data for {self._idle_timeout:g}s "
                                               "(raise [llm] stall_timeout for a slow local server) "
                                               f"({type(exc).__name__})", provider=self.provider,
@@ -297,8 +300,12 @@ class HTTPEngine(Engine):
                              write=min(self._connect_timeout, remaining),
                              pool=min(self._connect_timeout, remaining))
 
-    def budget_error(self) -> LLMTimeoutError:
-        error = LLMTimeoutError(f"the request budget of {self.settings.timeout:g}s ([llm] timeout) is spent",
+    def budget_error(self, budget: float | None = None) -> LLMTimeoutError:
+        if budget is None or budget >= self.settings.timeout:
+            what = f"the request budget of {self.settings.timeout:g}s ([llm] timeout) is spent"
+        else:
+            what = f"this call's budget of {budget:g}s is spent"
+        error = LLMTimeoutError(what,
                                 provider=self.provider, model=self.model)
         error.retryable = False  # another attempt cannot fit in a spent budget
         return error
@@ -306,14 +313,14 @@ class HTTPEngine(Engine):
     async def _send(self, payload: bytes, context: _CallContext) -> httpx.Response:
         remaining = context.deadline - self.retry.clock()
         if remaining <= 0:
-            raise self.budget_error()
+            raise self.budget_error(context.budget)
         request = self._client.build_request("POST", self.url(), content=payload, headers=self.headers(),
                                              timeout=self._timeout(remaining))
         try:
             return await self._client.send(request, stream=True)
         except httpx.TimeoutException as exc:
             if self.retry.clock() >= context.deadline:  # the timeout was cut to what was left of the budget
-                raise self.budget_error() from exc
+                raise self.budget_error(context.budget) from exc
             raise LLMTimeoutError(f"no response within the timeout ({type(exc).__name__})",
                                   provider=self.provider, model=self.model) from exc
         except httpx.TransportError as exc:
@@ -405,14 +412,15 @@ class StreamParser(ABC):
 class _CallContext:
     """What a parser needs besides the events: the deadline and the inputs of a usage estimate."""
 
-    __slots__ = ("deadline", "engine", "messages", "tools")
+    __slots__ = ("budget", "deadline", "engine", "messages", "tools")
 
     def __init__(self, engine: HTTPEngine, messages: Sequence[Message], tools: Sequence[ToolDefinition],
-                 deadline: float) -> None:
+                 deadline: float, budget: float | None = None) -> None:
         self.engine = engine
         self.messages = messages
         self.tools = tools
         self.deadline = deadline
+        self.budget = budget
 
     def estimate_usage(self, text: str, reasoning: str, calls: Sequence[ToolCall]) -> Usage:
         """A local estimate for servers that never report usage (llama.cpp ignores include_usage)."""

@@ -129,6 +129,9 @@ class CallOptions:
     reasoning_effort: str | None = None
     stream: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
+    # A budget for this call tighter than `[llm] timeout` (seconds). Like that one, its clock starts once
+    # the in-flight lease is held: time queued for a slot is not the provider being slow.
+    timeout: float | None = None
 
 
 Deliver = Callable[[Response], None]

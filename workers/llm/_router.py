@@ -153,12 +153,18 @@ class RoutingEngine(Engine):
         return self.resolve().complete(messages, tools, options)
 
     async def classify(self, task: str) -> str:
-        """Ask the fast tier's model for a tier; raises on any failure (including the time cap)."""
+        """Ask the fast tier's model for a tier; raises on any failure (including the time cap).
+
+        The cap is the call's own budget, so it starts once the in-flight lease is held (pitfall 37): a
+        wall-clock timeout around the call would count time queued for a slot and fall back to the
+        baseline whenever the daemon is busy.
+        """
         engine = self._engines(self.tiers["fast"])
         messages = [Message.system(CLASSIFIER_PROMPT),
                     Message.user(f"Agent: {self.role}\nTask:\n{task[:_TASK_CHARS]}")]
-        async with asyncio.timeout(self.classify_timeout):
-            response = await engine.complete(messages, (), CallOptions(max_tokens=256)).final()
+        options = CallOptions(max_tokens=256, timeout=self.classify_timeout)
+        async with engine.complete(messages, (), options) as stream:
+            response = await stream.final()
         return parse_tier(response.text)
 
     async def route(self, task: str) -> RouteDecision:

@@ -5,14 +5,38 @@ self-contained sub-task in a fresh context).
 
 from __future__ import annotations
 
+import logging
+
+from .context import TextLLM
 from .registry import register
 from .result import ToolResult
 from .spec import AuthPolicy, Effect, Frequency, Invocation, ToolSpec, Truncation
+
+log = logging.getLogger(__name__)
 
 _NO_LLM = (
     "{tool} is unavailable: this run has no side model for tools. Reason it through in your own reply "
     "instead."
 )
+_NO_ANSWER = "{tool} got no answer: {why}. Nothing was produced; reason it through in your own reply instead."
+
+
+class _NoAnswer(Exception):
+    """The side model failed or answered with no text; the message says which, for the calling model."""
+
+
+async def _ask(llm: TextLLM, tool: str, system: str, prompt: str) -> str:
+    """One side-model completion. A provider failure is an expected outcome (rate limits, outages), so it
+    becomes `_NoAnswer` rather than a traceback; cancellation propagates."""
+    try:
+        text = await llm.complete_text(system, prompt, tool=tool)
+    except Exception as exc:
+        log.warning("%s: side model call failed: %s: %s", tool, type(exc).__name__, exc)
+        raise _NoAnswer(f"the side model call failed ({type(exc).__name__}: {exc})") from exc
+    if not str(text or "").strip():
+        # Typically a reasoning model that spent its whole output budget thinking.
+        raise _NoAnswer("the side model answered with no text")
+    return str(text)
 
 ANALYST_SYSTEM = (
     "You are a careful analyst helping another agent. Work through the question step by step: restate what "
@@ -71,12 +95,17 @@ async def deepthinking(inv: Invocation) -> ToolResult:
     if llm is None:
         return ToolResult.error(_NO_LLM.format(tool="deepthinking"))
     question = str(inv.args["question"])
-    draft = await llm.complete_text(ANALYST_SYSTEM, f"Question:\n{question}{_context_block(inv)}", tool="deepthinking")
-    final = await llm.complete_text(
-        CRITIC_SYSTEM,
-        f"Question:\n{question}{_context_block(inv)}\n\nDraft analysis:\n{draft}",
-        tool="deepthinking",
-    )
+    try:
+        draft = await _ask(llm, "deepthinking", ANALYST_SYSTEM, f"Question:\n{question}{_context_block(inv)}")
+    except _NoAnswer as exc:
+        return ToolResult.error(_NO_ANSWER.format(tool="deepthinking", why=exc))
+    try:
+        final = await _ask(llm, "deepthinking", CRITIC_SYSTEM,
+                           f"Question:\n{question}{_context_block(inv)}\n\nDraft analysis:\n{draft}")
+    except _NoAnswer as exc:
+        # The draft is already paid for and usually sound: hand it over, saying it was not reviewed.
+        return ToolResult.ok(f"[draft analysis, not reviewed: {exc}]\n{draft}",
+                             data={"draft": draft, "reviewed": False})
     return ToolResult.ok(final, data={"draft": draft})
 
 
@@ -112,7 +141,10 @@ async def design(inv: Invocation) -> ToolResult:
     parts = [f"Goal:\n{inv.args['goal']}"]
     if inv.args.get("constraints"):
         parts.append(f"Constraints:\n{inv.args['constraints']}")
-    text = await llm.complete_text(DESIGN_SYSTEM, "\n\n".join(parts) + _context_block(inv), tool="design")
+    try:
+        text = await _ask(llm, "design", DESIGN_SYSTEM, "\n\n".join(parts) + _context_block(inv))
+    except _NoAnswer as exc:
+        return ToolResult.error(_NO_ANSWER.format(tool="design", why=exc))
     return ToolResult.ok(text)
 
 
@@ -149,7 +181,10 @@ async def micro_agent(inv: Invocation) -> ToolResult:
     prompt = f"Task:\n{inv.args['task']}"
     if inv.args.get("input"):
         prompt += f"\n\nInput:\n{inv.args['input']}"
-    return ToolResult.ok(await llm.complete_text(MICRO_SYSTEM, prompt, tool="micro_agent"))
+    try:
+        return ToolResult.ok(await _ask(llm, "micro_agent", MICRO_SYSTEM, prompt))
+    except _NoAnswer as exc:
+        return ToolResult.error(_NO_ANSWER.format(tool="micro_agent", why=exc))
 
 
 register(

@@ -140,7 +140,11 @@ async def load_tool(inv: Invocation) -> ToolResult:
     surface = inv.surface
     if surface is None:
         return ToolResult.error("load_tool needs the run's tool surface, and none was given.")
-    outcome = surface.materialize(str(n) for n in inv.args["names"])
+    names = [str(n) for n in inv.args["names"]]
+    if not names:
+        deferred = ", ".join(s.name for s in surface.deferred()) or "none"
+        return ToolResult.error(f"No tool names given; nothing was loaded. Deferred tools you can load: {deferred}.")
+    outcome = surface.materialize(names)
     parts = []
     if outcome.loaded:
         parts.append(f"Loaded {', '.join(outcome.loaded)}: call them from your next step.")
