@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 import time
 import tomllib
@@ -22,6 +23,7 @@ from typing import Any
 
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
+from tomlkit.items import InlineTable
 from tomlkit.toml_document import TOMLDocument
 
 from yagent.ipc.config import ConfigError, settings_from_table
@@ -31,6 +33,7 @@ __all__ = [
     "ConfigFile",
     "DeleteProvider",
     "DiffLine",
+    "DropBom",
     "Op",
     "PutProvider",
     "SetDefault",
@@ -41,6 +44,7 @@ __all__ = [
     "write",
 ]
 
+BOM = b"\xef\xbb\xbf"
 HEADER = "# yagent configuration. `yagent setup` edits it in place and keeps your comments.\n"
 # Keys of a provider table the wizard's form manages; any other key in the table is left alone.
 FORM_KEYS = ("api_base_url", "api_key", "api_key_env", "model", "api_format", "context_window", "temperature",
@@ -66,8 +70,50 @@ def _table(node: Any, *path: str) -> Any:
 
 def _ensure(container: Any, key: str, *, super_table: bool) -> Any:
     if key not in container:
-        container.add(key, tomlkit.table(is_super_table=super_table))
+        # Inside `x = { ... }` only another inline table may go.
+        inline = isinstance(container, InlineTable)
+        container.add(key, tomlkit.inline_table() if inline else tomlkit.table(is_super_table=super_table))
     return container[key]
+
+
+def _round_trips(doc: TOMLDocument) -> bool:
+    """Does the text tomlkit would write mean what the document holds? Not always: a table header
+    inserted among dotted keys (`global.llm.providers.a.model = ...`) captures the keys after it."""
+    try:
+        return tomllib.loads(tomlkit.dumps(doc)) == doc.unwrap()
+    except (tomllib.TOMLDecodeError, TOMLKitError, ValueError):
+        return False
+
+
+def _inline(table: Mapping[str, Any]) -> Any:
+    inline = tomlkit.inline_table()
+    inline.update({k: _plain(v) for k, v in table.items()})  # plain values: a comment would end the line
+    return inline
+
+
+def _add_provider_table(doc: TOMLDocument, providers: Any, name: str, table: Any) -> TOMLDocument:
+    """Put a new provider table into `providers`, in a shape that layout can hold.
+
+    A `[global.llm.providers.NAME]` header where the providers are dotted keys would capture the dotted
+    keys after it (tomlkit puts it among them); there `providers.NAME = { ... }` keeps the meaning.
+    """
+    if isinstance(providers, InlineTable):
+        providers[name] = _inline(table)
+        return doc
+    before = tomlkit.dumps(doc)
+    attempts = []
+    for shape in (table, _inline(table)):
+        candidate = doc if not attempts else tomlkit.parse(before)
+        try:
+            _table(candidate, "global", "llm", "providers")[name] = shape
+        except (TOMLKitError, ValueError):
+            continue
+        if _round_trips(candidate):
+            return candidate
+        attempts.append(candidate)
+    if not attempts:
+        raise ValueError("a provider table cannot be added to this file's [global.llm.providers]")
+    return attempts[0]  # holds the edit but does not write back as it reads: `write` refuses it
 
 
 def provider_references(raw: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -107,6 +153,7 @@ class ConfigFile:
     doc: TOMLDocument | None = None
     broken: str = ""  # why the TOML could not be parsed (then `doc` is None)
     raw: bytes = b""  # the bytes as loaded, to notice edits made meanwhile
+    bom: bool = False  # it starts with a UTF-8 byte-order mark, which the daemon's TOML reader rejects
 
     @classmethod
     def load(cls, path: Path) -> ConfigFile:
@@ -116,16 +163,23 @@ class ConfigFile:
             return cls(path, "", False, tomlkit.document())
         except OSError as exc:
             return cls(path, "", True, None, f"cannot read it: {exc.strerror}")
+        bom = raw.startswith(BOM)
         try:
-            text = raw.decode("utf-8")
+            text = raw[len(BOM) if bom else 0:].decode("utf-8")
         except UnicodeDecodeError:
             return cls(path, "", True, None, "it is not UTF-8 text", raw)
         try:
             doc = tomlkit.parse(text)
             tomllib.loads(text)  # tomlkit is more lenient in places; the daemon reads with tomllib
         except (TOMLKitError, tomllib.TOMLDecodeError) as exc:
-            return cls(path, text, True, None, f"TOML syntax error: {exc}", raw)
-        return cls(path, text, True, doc, "", raw)
+            return cls(path, text, True, None, f"TOML syntax error: {exc}", raw, bom)
+        return cls(path, text, True, doc, "", raw, bom)
+
+    @property
+    def newline(self) -> str:
+        """The file's line ending: a file written on Windows keeps CRLF on the lines the wizard adds."""
+        crlf = self.text.count("\r\n")
+        return "\r\n" if crlf and crlf >= self.text.count("\n") - crlf else "\n"
 
     def project(self, ops: list[Op]) -> TOMLDocument:
         """A copy of the document with `ops` applied (the original stays untouched)."""
@@ -196,7 +250,8 @@ class PutProvider(Op):
                     table[key] = value
             return doc
         if old is not None and old in providers:
-            kept = {k: _plain(v) for k, v in providers[old].items() if k not in FORM_KEYS}
+            # The items themselves, not their values: a kept key keeps its comment and its layout.
+            kept = {k: v for k, v in providers[old].items() if k not in FORM_KEYS}
             del providers[old]
         else:
             kept = {}
@@ -208,8 +263,7 @@ class PutProvider(Op):
         for key, value in kept.items():
             table[key] = value
         table.add(tomlkit.nl())  # keeps a blank line before whatever table follows
-        providers[self.name] = table
-        return doc
+        return _add_provider_table(doc, providers, self.name, table)
 
     def describe(self, before: TOMLDocument) -> DiffLine:
         shown = f"{self.fields.get('model', '')} at {self.fields.get('api_base_url', '')}"
@@ -293,18 +347,35 @@ class StartFresh(Op):
 
 
 @dataclass
+class DropBom(Op):
+    """Remove the byte-order mark a Windows editor put at the start (the daemon cannot read past it)."""
+
+    def apply(self, doc: TOMLDocument) -> TOMLDocument:
+        return doc
+
+    def describe(self, before: TOMLDocument) -> DiffLine:
+        return DiffLine("!", "the byte-order mark at the start of the file is removed: yagent reads the file "
+                             "as plain UTF-8 and cannot load it otherwise")
+
+
+@dataclass
 class WriteResult:
     ok: bool
     message: str
     warnings: list[str] = field(default_factory=list)
 
 
-def render(config: ConfigFile, ops: list[Op]) -> str:
-    doc = config.project(ops)
+def _dump(config: ConfigFile, doc: TOMLDocument) -> str:
     text = tomlkit.dumps(doc)
     if not config.exists or config.doc is None:
         text = HEADER + ("\n" if text and not text.startswith("\n") else "") + text
+    if config.doc is not None and config.newline == "\r\n":
+        text = re.sub(r"(?<!\r)\n", "\r\n", text)
     return text
+
+
+def render(config: ConfigFile, ops: list[Op]) -> str:
+    return _dump(config, config.project(ops))
 
 
 def check(text: str, path: Path, environ: Mapping[str, str]) -> list[str]:
@@ -319,34 +390,48 @@ def check(text: str, path: Path, environ: Mapping[str, str]) -> list[str]:
 
 
 def write(config: ConfigFile, ops: list[Op], environ: Mapping[str, str] | None = None) -> WriteResult:
-    """Apply the queue to the file as loaded and replace it atomically (mode 0600)."""
+    """Apply the queue to the file as loaded and replace it atomically (a new file gets mode 0600, an
+    existing one keeps its mode; a symlinked file stays a symlink and the file it points at is replaced)."""
     env = os.environ if environ is None else environ
     path = config.path
+    target = Path(os.path.realpath(path))
     try:
-        current = path.read_bytes() if path.exists() else None
+        current = target.read_bytes() if target.exists() else None
     except OSError as exc:
         return WriteResult(False, f"cannot re-read {path} before writing: {exc.strerror}; nothing was written")
     if (current is not None) != config.exists or (current is not None and current != config.raw):
         return WriteResult(False, f"{path} changed on disk since the wizard opened it; nothing was written — "
                                   "open the wizard again to start from the new content")
-    text = render(config, ops)
+    doc = config.project(ops)
+    text = _dump(config, doc)
+    if not _round_trips(doc):
+        return WriteResult(False, f"the edits cannot be written into {path} without changing what its other "
+                                  "lines mean (its layout is unusual for tomlkit); nothing was written — make "
+                                  "the change by hand")
     warnings = check(text, path, env)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
         for op in ops:
-            if isinstance(op, StartFresh) and path.exists():
-                os.replace(path, op.backup)
-        _atomic_write(path, text)
+            if isinstance(op, StartFresh) and current is not None:
+                _write_new(op.backup, current)
+        _atomic_write(target, text)
     except OSError as exc:
         return WriteResult(False, f"writing {path} failed: {exc.strerror or exc}; the file was not changed")
     return WriteResult(True, f"wrote {len(ops)} change{'s' if len(ops) != 1 else ''} to {path}", warnings)
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """A copy of the old file that may hold keys: readable by its owner only, never over another file."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
 
 
 def _atomic_write(path: Path, text: str) -> None:
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())

@@ -68,9 +68,16 @@ def _provider_words(response: httpx.Response) -> str:
     return str(body)[:300]
 
 
-def _explain(status: int, url: str, words: str) -> str:
+def _explain(status: int, url: str, words: str, model: str, location: str) -> str:
     if status in (401, 403):
         return f"the endpoint refused the key (HTTP {status}): check api_key / api_key_env"
+    if status == 404 and ((model and model in words) or "model" in words.lower()):
+        # OpenAI answers an unknown model with 404 model_not_found, Anthropic with not_found_error "model: X".
+        return f"the endpoint does not know the model {model!r} (HTTP 404): check the model name"
+    if status in (301, 302, 303, 307, 308):
+        where = f" to {location}" if location else ""
+        return (f"{url} redirects{where} (HTTP {status}); requests are not followed, so put the address the "
+                "API really answers at in the base URL")
     if status == 404:
         return (f"nothing answers at {url} (HTTP 404): the base URL is probably wrong — OpenAI-compatible "
                 "servers usually end in /v1")
@@ -119,9 +126,25 @@ async def probe_provider(table: Mapping[str, Any], *, environ: Mapping[str, str]
         return ProbeResult(False, f"the request to {host} failed: {exc}")
     latency = int((time.monotonic() - started) * 1000)
     if response.status_code == 200:
+        if not _is_reply(fmt, response):
+            return ProbeResult(False, f"{host} answered HTTP 200, but not with an {fmt} chat reply: the base URL "
+                                      "probably points at a web page or another service, not the model API",
+                               200, latency, response.text.strip()[:300])
         return ProbeResult(True, f"{model} answered in {latency} ms (HTTP 200 from {host})", 200, latency)
     words = _provider_words(response)
-    return ProbeResult(False, _explain(response.status_code, url, words), response.status_code, latency, words)
+    summary = _explain(response.status_code, url, words, model, response.headers.get("location", ""))
+    return ProbeResult(False, summary, response.status_code, latency, words)
+
+
+def _is_reply(fmt: str, response: httpx.Response) -> bool:
+    """A 200 is only an answer if it is the API's JSON (a catch-all web server answers 200 to anything)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    if not isinstance(body, dict):
+        return False
+    return "content" in body if fmt == "anthropic" else "choices" in body
 
 
 def _reason(exc: Exception) -> str:

@@ -28,6 +28,7 @@ from .config_file import (
     ConfigFile,
     DeleteProvider,
     DiffLine,
+    DropBom,
     Op,
     PutProvider,
     SetDefault,
@@ -218,7 +219,10 @@ class Wizard:
     def __post_init__(self) -> None:
         if self.config.broken:
             self.screen = "broken"
-        elif not providers_of(self.projected()):
+            return
+        if self.config.bom:
+            self.ops.append(DropBom())
+        if not providers_of(self.projected()):
             self.open_form(None)
 
     # -- the ledger --------------------------------------------------------------------------------

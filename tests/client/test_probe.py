@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import http.server
 import socket
+import threading
 
 import pytest
 
@@ -77,3 +79,51 @@ def test_an_unset_key_variable_is_reported_before_any_request(fake: FakeProvider
     assert fake.requests == []
     ok = arun(probe_provider(table, environ={"YAGENT_PROBE_TEST_UNSET": "fake-key"}))
     assert not ok.ok and "HTTP 400" in ok.summary  # reached the server (which has no script for it)
+
+
+@pytest.mark.parametrize("api_format, message", [
+    ("openai", "The model `no-such-model` does not exist or you do not have access to it."),
+    ("anthropic", "model: no-such-model"),
+])
+def test_an_unknown_model_is_not_blamed_on_the_base_url(fake: FakeProvider, api_format: str, message: str) -> None:
+    fake.script("probe", PROBE_SYSTEM_PROMPT, [Step(failure=Failure.http(404, message=message))])
+    result = arun(probe_provider(fake.provider_table(api_format, model="no-such-model")))
+    assert not result.ok and result.status == 404
+    assert result.summary == "the endpoint does not know the model 'no-such-model' (HTTP 404): check the model name"
+    assert result.detail == message
+
+
+def test_a_redirect_names_where_it_goes(fake: FakeProvider) -> None:
+    target = "https://api.example.com/v1/chat/completions"
+    fake.script("probe", PROBE_SYSTEM_PROMPT, [Step(failure=Failure.http(301, headers={"location": target}))])
+    result = arun(probe_provider(fake.provider_table("openai")))
+    assert not result.ok and result.status == 301
+    assert f"redirects to {target} (HTTP 301)" in result.summary and "base URL" in result.summary
+
+
+def test_a_web_page_answering_200_is_not_a_working_endpoint() -> None:
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            page = b"<!doctype html><html><body>Dashboard</body></html>"
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        result = arun(probe_provider({"api_base_url": f"http://127.0.0.1:{port}", "api_key": "k", "model": "m"}))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert not result.ok and result.status == 200
+    assert "not with an openai chat reply" in result.summary and "Dashboard" in result.detail

@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import tomlkit
 
 from yagent.client.setup.config_file import (
     ConfigFile,
@@ -239,3 +240,170 @@ def test_a_broken_file_opens_and_can_be_replaced_keeping_the_old_one(tmp_path: P
     assert w.done and w.outcome == "written", w.message
     assert backup.read_bytes() == broken.encode("latin-1")
     assert load_settings(path, {}).table["global"]["llm"]["providers"]["p"]["model"] == "m"
+
+
+NEW = {"api_base_url": "http://n/v1", "api_key": "k", "model": "m2"}
+
+DOTTED_TOP = """\
+# everything as dotted keys, no table headers for the providers
+global.llm.use_provider = "a"
+global.llm.providers.a.api_base_url = "http://a/v1"  # endpoint
+global.llm.providers.a.api_key = "k"
+global.llm.providers.a.model = "m"
+
+[agent]
+lang = "English"
+"""
+
+DOTTED_IN_TABLE = """\
+[global.llm]
+use_provider = "a"
+providers.a.api_base_url = "http://a/v1"  # endpoint
+providers.a.api_key = "k"
+providers.a.model = "m"
+
+[agent]
+lang = "English"
+"""
+
+INLINE = """\
+[global.llm]
+use_provider = "a"
+providers = { a = { api_base_url = "http://a/v1", api_key = "k", model = "m" } }  # one line
+
+[agent]
+lang = "English"
+"""
+
+INLINE_PROVIDER = """\
+[global.llm]
+use_provider = "a"
+
+[global.llm.providers]
+a = { api_base_url = "http://a/v1", api_key = "k", model = "m" }  # one line
+
+[agent]
+lang = "English"
+"""
+
+
+@pytest.mark.parametrize("text", [DOTTED_TOP, DOTTED_IN_TABLE, INLINE, INLINE_PROVIDER],
+                         ids=["dotted-top", "dotted-in-table", "inline", "inline-provider"])
+def test_adding_and_renaming_providers_in_dotted_and_inline_layouts_means_what_it_says(
+        tmp_path: Path, text: str) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    config = ConfigFile.load(path)
+    assert not config.broken
+    result = write(config, [PutProvider("b", NEW), SetDefault("b"), PutProvider("c", NEW, replaces="b"),
+                            SetDefault("c"), PutProvider("d", NEW), SetValue(("agent",), "lang", "Chinese")], {})
+    assert result.ok and result.warnings == [], result
+    written = path.read_text()
+    table = load_settings(path, {}).table
+    providers = table["global"]["llm"]["providers"]
+    assert providers == {"a": {"api_base_url": "http://a/v1", "api_key": "k", "model": "m"}, "c": NEW, "d": NEW}
+    assert table["global"]["llm"]["use_provider"] == "c" and table["agent"] == {"lang": "Chinese"}
+    assert set(table) == {"global", "agent"}
+    for line in text.splitlines():
+        if "#" in line:
+            assert line[line.index("#"):] in written
+    if "providers.a." in text:
+        assert all(line in written for line in text.splitlines() if "providers.a." in line)
+
+
+def test_the_wizard_adds_a_provider_to_an_inline_providers_table(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(INLINE)
+    w = Wizard(ConfigFile.load(path), {})
+    w.key("text", "a")
+    for value in ("b", "http://n/v1", "k", "m2"):
+        w.key("text", value)
+        w.key("tab")
+    w.key("c-s")
+    w.probe_finished(ProbeResult(True, "ok"))
+    w.key("enter")
+    assert w.screen == "providers" and list(w.providers()) == ["a", "b"]
+    w.key("text", "n")
+    w.key("enter")  # keep a as the default
+    w.key("enter")  # preferences unchanged
+    w.key("text", "w")
+    assert w.done and w.outcome == "written", w.message
+    assert load_settings(path, {}).table["global"]["llm"]["providers"]["b"] == NEW
+
+
+def test_a_write_that_would_change_the_meaning_of_other_lines_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(DOTTED_TOP)
+
+    config = ConfigFile.load(path)
+    ops = [SetValue(("agent",), "lang", "Chinese")]
+    assert write(config, ops, {}).ok
+    text = path.read_text()
+    broken = ConfigFile.load(path)
+    bad = PutProvider("b", NEW)
+    original = bad.apply
+
+    def naive(doc):  # a header among the dotted keys captures the keys after it
+        glob = doc["global"]["llm"]["providers"]
+        glob["b"] = tomlkit.table()
+        glob["b"]["model"] = "m2"
+        return doc
+
+    bad.apply = naive  # type: ignore[method-assign]
+    result = write(broken, [bad], {})
+    assert not result.ok and "nothing was written" in result.message
+    assert path.read_text() == text
+    bad.apply = original  # type: ignore[method-assign]
+    assert write(broken, [bad], {}).ok
+
+
+def test_crlf_files_stay_crlf(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_bytes(COMMENTED.replace("\n", "\r\n").encode())
+    result = write(ConfigFile.load(path), [PutProvider("local", NEW), SetValue(("routing",), "mode", "fixed")], ENV)
+    assert result.ok, result
+    data = path.read_bytes()
+    assert data.count(b"\n") == data.count(b"\r\n") > COMMENTED.count("\n")
+    assert load_settings(path, ENV).table["routing"]["mode"] == "fixed"
+
+
+def test_a_byte_order_mark_is_no_reason_to_start_over_and_is_removed_on_write(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + COMMENTED.encode())
+    w = Wizard(ConfigFile.load(path), ENV)
+    assert w.screen == "providers" and list(w.providers()) == ["deep", "spare"]
+    assert [d.symbol for d in w.diff()] == ["!"] and "byte-order mark" in w.diff()[0].text
+    w.key("text", "n")
+    w.key("enter")
+    w.key("enter")
+    w.key("text", "w")
+    assert w.done and w.outcome == "written", w.message
+    assert path.read_bytes() == COMMENTED.encode()
+    assert load_settings(path, ENV).table["llm"]["timeout"] == "600s"
+
+
+def test_a_symlinked_config_stays_a_symlink_and_keeps_its_mode(tmp_path: Path) -> None:
+    real = tmp_path / "dotfiles" / "config.toml"
+    real.parent.mkdir()
+    real.write_text(COMMENTED)
+    real.chmod(0o640)
+    link = tmp_path / "config.toml"
+    link.symlink_to(real)
+    result = write(ConfigFile.load(link), [SetValue(("llm",), "timeout", "60s")], ENV)
+    assert result.ok, result
+    assert link.is_symlink() and link.resolve() == real
+    assert 'timeout = "60s"' in real.read_text()
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert [p.name for p in tmp_path.iterdir() if p.name != "dotfiles"] == ["config.toml"]  # no stray temp file
+
+
+
+def test_a_renamed_provider_keeps_the_comments_of_the_keys_the_wizard_does_not_manage(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(COMMENTED.replace('use_provider = "deep"', 'use_provider = "spare"'))
+    fields = {"api_base_url": "https://api.deepseek.com/v1", "api_key_env": "DEEP_KEY", "model": "deepseek-chat"}
+    result = write(ConfigFile.load(path), [PutProvider("deepseek", fields, replaces="deep")], ENV)
+    assert result.ok and result.warnings == [], result
+    text = path.read_text()
+    assert "[global.llm.providers.deepseek]" in text and "[global.llm.providers.deep]\n" not in text
+    assert 'reasoning_effort = "high"   # not managed by the wizard' in text
