@@ -19,7 +19,7 @@ from typing import TypeVar
 import zmq
 import zmq.asyncio
 
-from .errors import DaemonNotRunning, MalformedMessage, ProtocolMismatch, RemoteError, RequestTimeout
+from .errors import DaemonNotRunning, MalformedMessage, ProtocolError, ProtocolMismatch, RemoteError, RequestTimeout
 from .messages import PROTOCOL_VERSION, ErrorReply, Hello, HelloReply
 from .records import Message, decode, encode
 from .runtime_dir import RuntimePaths, ensure_runtime_dir, resolve_runtime_dir
@@ -143,7 +143,7 @@ class DaemonClient:
             frame = await self._sock.recv()
             try:
                 reply = decode(frame)
-            except MalformedMessage:
+            except ProtocolError:  # malformed or over the cap
                 continue  # a daemon bug must not kill the client; the request will time out
             fut = self._pending.get(getattr(reply, "id", -1))
             if fut is not None and not fut.done():

@@ -214,7 +214,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror}", path) from None
     try:
-        table = tomllib.loads(raw.decode("utf-8"))
+        table = tomllib.loads(raw.decode("utf-8-sig"))  # an editor may have put a byte-order mark first
     except UnicodeDecodeError:
         raise ConfigError("the file is not UTF-8 text", path) from None
     except tomllib.TOMLDecodeError as exc:

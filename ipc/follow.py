@@ -15,7 +15,7 @@ import zmq
 import zmq.asyncio
 
 from .client import DaemonClient
-from .errors import MalformedMessage
+from .errors import MalformedMessage, ProtocolError
 from .messages import Event, PublishedEvents, Replay, ReplayReply
 from .records import decode
 from .runtime_dir import RuntimePaths
@@ -100,7 +100,7 @@ class EventStream:
                 continue
             try:
                 msg = decode(payload)
-            except MalformedMessage:
+            except ProtocolError:  # malformed or over the cap
                 continue
             if not isinstance(msg, PublishedEvents) or msg.task != self.task:
                 continue

@@ -19,10 +19,11 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import msgpack
 import zmq
 import zmq.asyncio
 
-from yagent.ipc.errors import MalformedMessage, RemoteError
+from yagent.ipc.errors import MalformedMessage, MessageTooLarge, ProtocolError, RemoteError
 from yagent.ipc.messages import (
     PROTOCOL_VERSION,
     AskUser,
@@ -45,7 +46,7 @@ from yagent.ipc.messages import (
     UserAnswer,
     WorkerHello,
 )
-from yagent.ipc.records import Message, decode, encode
+from yagent.ipc.records import MAX_FRAME_BYTES, Message, decode, encode
 from yagent.ipc.sockets import connect_dealer
 from yagent.ipc.vocabulary import ControlAction
 
@@ -57,6 +58,11 @@ BATCH_MAX = 32
 BATCH_DELAY = 0.002
 # Progress heartbeats are rate-limited: the watchdog's resolution is far coarser than this.
 HEARTBEAT_MIN_INTERVAL = 0.25
+# What an event or result too large for one frame keeps of each text field.
+OVERSIZE_KEEP_CHARS = 64 * 1024
+# What msgpack (or the daemon's decoder, which takes only str/bytes map keys) refuses to carry.
+_UNENCODABLE = (TypeError, ValueError, OverflowError)
+_MAX_DEPTH = 64
 
 
 class DaemonLost(Exception):
@@ -108,7 +114,7 @@ class DaemonChannel:
         """Send the final result and wait for the daemon's acknowledgement."""
         self.flush()
         self._ack = asyncio.get_running_loop().create_future()
-        self._send(encode(result))
+        self._send(self._result_frame(result))
         if self.lost:
             return False
         try:
@@ -156,7 +162,62 @@ class DaemonChannel:
             self._flush_handle = None
         if self._batch:
             batch, self._batch = self._batch, []
-            self._send(encode(EventBatch(events=batch)))
+            for frame in self._event_frames(batch):
+                self._send(frame)
+
+    def _event_frames(self, events: list[list[Any]], *, converted: bool = False) -> list[bytes]:
+        """Frames for `events`; data the daemon could not read is converted, data too big for a frame cut.
+
+        An agent bug (a set or a Path in event data, a file name with undecodable bytes, one huge event) must
+        cost at most that event's fidelity, never the batch it travels with, the run's result, or the worker.
+        """
+        try:
+            return [_checked_frame(EventBatch(events=events))]
+        except MessageTooLarge:
+            if len(events) > 1:
+                half = len(events) // 2
+                return (self._event_frames(events[:half], converted=converted)
+                        + self._event_frames(events[half:], converted=converted))
+            type_, ts, data = events[0]
+            log.warning("run %s: a %s event is over the %d-byte frame cap; sending it cut", self.run_id, type_,
+                        MAX_FRAME_BYTES)
+            return [_checked_frame(EventBatch(events=[[type_, ts, _oversize_stub(data)]]))]
+        except _UNENCODABLE as exc:
+            if converted:  # cannot happen: converted data holds only wire types
+                log.error("run %s: dropping %d events yagentd could not read: %s", self.run_id, len(events), exc)
+                return []
+            fixed = []
+            for type_, ts, data in events:
+                try:
+                    _check_wire(data)
+                except _UNENCODABLE as why:
+                    log.warning("run %s: a %s event carries data yagentd cannot read (%s); sending a converted "
+                                "copy — emit maps with str keys of str, numbers, bools, lists and maps",
+                                self.run_id, type_, why)
+                    data = _wire_safe(data)
+                fixed.append([_wire_safe(type_) if not isinstance(type_, str) else type_, ts, data])
+            return self._event_frames(fixed, converted=True)
+
+    def _result_frame(self, result: RunResult) -> bytes:
+        """The result always reaches the daemon: unreadable data is converted, an oversized result cut."""
+        try:
+            return _checked_frame(result)
+        except _UNENCODABLE as exc:
+            log.warning("run %s: the result carries data yagentd cannot read (%s); sending a converted copy",
+                        self.run_id, exc)
+            result = RunResult(status=str(result.status), stop_reason=str(result.stop_reason),
+                               output=_wire_safe(result.output), error=_wire_safe(result.error),
+                               data=_wire_safe(result.data))
+        except MessageTooLarge:
+            pass
+        try:
+            return _checked_frame(result)
+        except MessageTooLarge:
+            log.warning("run %s: the result is over the %d-byte frame cap; sending it cut", self.run_id,
+                        MAX_FRAME_BYTES)
+            cut = RunResult(status=result.status, stop_reason=result.stop_reason,
+                            output=_cut(result.output), error=_cut(result.error), data=_oversize_stub(result.data))
+            return _checked_frame(cut)
 
     def heartbeat(self) -> None:
         now = time.monotonic()
@@ -169,10 +230,16 @@ class DaemonChannel:
             raise DaemonLost("yagentd is gone")
         req_id = next(self._ids)
         msg.id = req_id  # type: ignore[attr-defined]
+        try:
+            frame = _checked_frame(msg)
+        except _UNENCODABLE as exc:  # sent anyway, the daemon would drop it and we would wait forever
+            raise ValueError(
+                f"cannot send {msg.kind} to yagentd: it carries data the daemon cannot read ({exc}); pass only "
+                "maps with str keys of str, numbers, bools, lists and maps") from None
         fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self._pending[req_id] = fut
         self.flush()  # events emitted before the request must be seen before it
-        self._send(encode(msg))
+        self._send(frame)
         try:
             reply = await fut
         finally:
@@ -248,7 +315,7 @@ class DaemonChannel:
             self.last_heard = time.monotonic()
             try:
                 msg = decode(frame)
-            except MalformedMessage as exc:
+            except ProtocolError as exc:  # malformed or over the cap: skip it, keep listening
                 log.warning("ignoring a malformed frame from yagentd: %s", exc)
                 continue
             self._dispatch(msg)
@@ -299,3 +366,70 @@ class DaemonChannel:
             if not fut.done():
                 fut.set_exception(DaemonLost(why))
         self.cancel("interrupted")
+
+
+# -- making what an agent hands over fit the wire -------------------------------------------------------
+
+
+def _check_wire(value: Any) -> None:
+    """Raise what encoding or the daemon's decoding of `value` would raise (msgpack's own checks, in C)."""
+    msgpack.unpackb(msgpack.packb(value, use_bin_type=True), raw=False, strict_map_key=True)
+
+
+def _checked_frame(msg: Message) -> bytes:
+    """Encode `msg`, refusing a frame the daemon's decoder would drop (it takes only str/bytes map keys)."""
+    frame = encode(msg)
+    msgpack.unpackb(frame, raw=False, strict_map_key=True)
+    return frame
+
+
+def _text(value: str) -> str:
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:  # lone surrogates, e.g. a file name with undecodable bytes
+        pass
+    try:  # surrogate escapes stand for the bytes that did not decode: one replacement character each
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def _wire_safe(value: Any, depth: int = 0) -> Any:
+    """A copy of `value` made of what msgpack carries and the daemon reads; anything else becomes text."""
+    if value is None or isinstance(value, bool | float | bytes):
+        return value
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**64 else str(value)
+    if isinstance(value, str):
+        return _text(value)
+    if depth >= _MAX_DEPTH:
+        return "…"
+    if isinstance(value, dict):
+        return {(k if isinstance(k, bytes) else _text(k) if isinstance(k, str) else _text(str(k))):
+                _wire_safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = list(value)
+        if isinstance(value, set | frozenset):
+            with contextlib.suppress(TypeError):
+                items.sort()
+        return [_wire_safe(v, depth + 1) for v in items]
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, os.PathLike):
+        return _text(os.fsdecode(value))
+    return _text(str(value))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= OVERSIZE_KEEP_CHARS else text[:OVERSIZE_KEEP_CHARS] + "…"
+
+
+def _oversize_stub(data: Any) -> dict[str, Any]:
+    """What is kept of a map too big for one frame: its scalar fields, long texts cut, and a note saying so."""
+    size = len(msgpack.packb(_wire_safe(data), use_bin_type=True))
+    kept = {k: (_cut(v) if isinstance(v, str) else v) for k, v in data.items()
+            if isinstance(k, str) and (isinstance(v, str | int | float | bool) or v is None)} \
+        if isinstance(data, dict) else {}
+    kept["truncated"] = f"data was {size} bytes, over the {MAX_FRAME_BYTES}-byte frame cap; cut"
+    return _wire_safe(kept)

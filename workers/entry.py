@@ -63,7 +63,18 @@ def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ..
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s worker {run_id} %(levelname)s %(name)s: %(message)s")
     for module in agent_modules:
         importlib.import_module(module)
-    sys.exit(asyncio.run(_serve(run_id, workers_endpoint)))
+    # Not asyncio.run: it joins the executor's threads on the way out, and a tool thread stuck in a blocking
+    # call (a read from a FIFO, a huge tree walk) would keep the worker alive for good — after its daemon is
+    # gone, with nobody left to kill it. Once `_serve` returns, the result is delivered or the daemon is lost:
+    # nothing left in this process is worth waiting for.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    code = loop.run_until_complete(_serve(run_id, workers_endpoint))
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _outcome_from_exception(exc: BaseException) -> AgentOutcome:

@@ -27,7 +27,7 @@ def needs_setup(path: Path, environ: Mapping[str, str]) -> SetupNeed | None:
     """Why the wizard should run before the first task, or None. A broken file is not judged here:
     the caller reports it (three lines, exit 2) because the wizard cannot guess what was meant."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         return SetupNeed("fresh", f"there is no configuration file yet ({path})")
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):

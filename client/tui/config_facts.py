@@ -37,7 +37,7 @@ def _table(raw: Mapping[str, Any], *path: str) -> Mapping[str, Any]:
 def read_config_facts(path: Path, environ: Mapping[str, str], home: Path, project: Path | None) -> ConfigFacts:
     facts = ConfigFacts()
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raw = {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -209,3 +209,55 @@ def test_a_key_variable_missing_here_does_not_stop_the_file_from_loading(tmp_pat
                     'api_base_url = "http://127.0.0.1:9/v1"\nmodel = "m"\napi_key_env = "YAGENT_UNSET_KEY"\n')
     settings = load_settings(path, {})
     assert settings.table["global"]["llm"]["use_provider"] == "p"
+
+
+def test_the_client_skips_a_frame_over_the_cap_and_still_gets_its_reply(tmp_path: Path) -> None:
+    import asyncio
+
+    import zmq
+    import zmq.asyncio
+
+    from yagent.ipc.client import DaemonClient
+    from yagent.ipc.errors import RemoteError
+    from yagent.ipc.messages import ErrorReply, Hello, HelloReply, StatusRequest
+
+    runtime = tmp_path / "rt"
+    paths = ensure_runtime_dir(runtime)
+
+    async def main() -> None:
+        ctx = zmq.asyncio.Context()
+        router = ctx.socket(zmq.ROUTER)
+        router.bind(f"ipc://{paths.control}")
+
+        async def fake_daemon() -> None:
+            while True:
+                identity, frame = await router.recv_multipart()
+                msg = decode(frame)
+                if isinstance(msg, Hello):
+                    reply = HelloReply(id=msg.id, version=msg.version, daemon_pid=1, started_at=0.0,
+                                       runtime_dir=str(runtime), home="/h")
+                    await router.send_multipart([identity, encode(reply)])
+                else:
+                    await router.send_multipart([identity, b"\x00" * (MAX_FRAME_BYTES + 10)])
+                    await router.send_multipart([identity, encode(ErrorReply(id=msg.id, code="x", message="m"))])
+
+        served = asyncio.create_task(fake_daemon())
+        client = DaemonClient(runtime, timeout=10.0, context=ctx)
+        try:
+            await client.connect()
+            with pytest.raises(RemoteError) as caught:  # a RequestTimeout when the big frame killed the reader
+                await client.request(StatusRequest(id=0), HelloReply)
+            assert caught.value.code == "x"
+        finally:
+            await client.close()
+            served.cancel()
+            router.close(0)
+            ctx.term()
+
+    asyncio.run(main())
+
+
+def test_a_config_file_starting_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_bytes(b"\xef\xbb\xbf[agent]\nmax_parallel_delegations = 3\n")  # as some Windows editors save
+    assert load_settings(path, {}).max_parallel_delegations == 3

@@ -9,11 +9,12 @@ import asyncio
 import os
 from pathlib import Path
 
+import pytest
 import zmq
 import zmq.asyncio
 
-from yagent.ipc.messages import ResultAck, RunControl, RunResult, RunSpec, StartRun, WorkerHello
-from yagent.ipc.records import decode, encode
+from yagent.ipc.messages import EventBatch, ResultAck, RunControl, RunResult, RunSpec, StartRun, WorkerHello
+from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode
 from yagent.ipc.vocabulary import ControlAction, StopReason
 from yagent.workers import entry
 from yagent.workers.channel import DaemonChannel
@@ -27,8 +28,9 @@ async def _waits_forever(ctx: RunContext) -> AgentOutcome:
 
 
 def _spec(run: str, **kw) -> RunSpec:
-    return RunSpec(run=run, task="t1", turn=1, project="p", project_root=os.getcwd(), agent="test-waits-forever",
-                   input="x", home="/nonexistent", daemon_loss_timeout=30.0, **kw)
+    fields = {"agent": "test-waits-forever", "daemon_loss_timeout": 30.0, **kw}
+    return RunSpec(run=run, task="t1", turn=1, project="p", project_root=os.getcwd(), input="x",
+                   home="/nonexistent", **fields)
 
 
 async def _router(tmp_path: Path) -> tuple[zmq.asyncio.Context, zmq.asyncio.Socket, str]:
@@ -83,3 +85,153 @@ def test_a_cancel_that_arrives_with_the_start_message_stops_the_run(tmp_path: Pa
 
     result = asyncio.run(main())
     assert result.stop_reason == StopReason.CANCELLED.value
+
+
+# -- what the worker sends must reach the daemon, whatever an agent hands it ----------------------------
+
+
+@agent_kind("test-emits-awkward-data")
+async def _emits_awkward_data(ctx: RunContext) -> AgentOutcome:
+    ctx.emit("note", {"n": 1})
+    ctx.emit("note", {"set": {3}, "path": Path("/x"), "name": "caf\udce9", "keys": {1: "one"}, "huge": 2**70})
+    ctx.emit("note", {"n": 2, "blob": "x" * (MAX_FRAME_BYTES + 10)})
+    ctx.emit("note", {"n": 3})
+    return AgentOutcome(status="done", stop_reason="agent_exit", output="ok")
+
+
+@agent_kind("test-returns-a-huge-result")
+async def _returns_a_huge_result(ctx: RunContext) -> AgentOutcome:
+    return AgentOutcome(status="done", stop_reason="agent_exit", output="y" * (MAX_FRAME_BYTES + 10),
+                        data={"files": {Path("/a")}})
+
+
+async def _serve_until_result(tmp_path: Path, run: str, agent: str) -> tuple[list[list], RunResult, int]:
+    """Drive one worker through start → result against a fake daemon; return its events and result."""
+    ctx, router, endpoint = await _router(tmp_path)
+    served = asyncio.create_task(entry._serve(run, endpoint))
+    identity, _ = await _recv(router, WorkerHello)
+    await router.send_multipart([identity, encode(StartRun(spec=_spec(run, agent=agent)))])
+    events: list[list] = []
+    while True:
+        done, _ = await asyncio.wait({served, asyncio.ensure_future(router.recv_multipart())},
+                                     timeout=10.0, return_when=asyncio.FIRST_COMPLETED)
+        assert done, "the worker neither sent a result nor exited"
+        fut = done.pop()
+        if fut is served:
+            raise AssertionError(f"the worker exited ({served.result()}) without sending its result")
+        msg = decode(fut.result()[1])  # the daemon's own decoder: what it cannot read is lost
+        if isinstance(msg, EventBatch):
+            events.extend(msg.events)
+        elif isinstance(msg, RunResult):
+            break
+    await router.send_multipart([identity, encode(ResultAck())])
+    code = await asyncio.wait_for(served, 10.0)
+    router.close(0)
+    ctx.term()
+    return events, msg, code
+
+
+def test_events_msgpack_cannot_carry_or_too_big_for_a_frame_arrive_converted_and_cut(tmp_path: Path) -> None:
+    events, result, code = asyncio.run(_serve_until_result(tmp_path, "r3", "test-emits-awkward-data"))
+    assert (result.status, code) == ("done", entry.EXIT_OK)
+    assert [e[0] for e in events] == ["note"] * 4
+    assert events[0][2] == {"n": 1} and events[3][2] == {"n": 3}
+    odd = events[1][2]
+    assert odd["set"] == [3] and odd["path"] == "/x" and odd["name"] == "caf\ufffd"
+    assert odd["keys"] == {"1": "one"} and odd["huge"] == str(2**70)
+    cut = events[2][2]
+    assert cut["n"] == 2 and len(cut["blob"]) < MAX_FRAME_BYTES // 2 and "frame cap" in cut["truncated"]
+
+
+def test_a_result_too_big_for_a_frame_still_reaches_the_daemon_cut_and_saying_so(tmp_path: Path) -> None:
+    _events, result, code = asyncio.run(_serve_until_result(tmp_path, "r4", "test-returns-a-huge-result"))
+    assert (result.status, code) == ("done", entry.EXIT_OK)
+    assert result.output.startswith("yyy") and len(result.output) < MAX_FRAME_BYTES // 2
+    assert "frame cap" in result.data["truncated"]
+
+
+# -- frames the worker and the client do not expect ----------------------------------------------------
+
+
+def test_a_frame_over_the_cap_is_skipped_and_the_channel_keeps_listening(tmp_path: Path) -> None:
+    async def main() -> None:
+        ctx, router, endpoint = await _router(tmp_path)
+        channel = DaemonChannel("r5", endpoint)
+        opened = asyncio.create_task(channel.open(timeout=10))
+        identity, _ = await _recv(router, WorkerHello)
+        await router.send_multipart([identity, encode(StartRun(spec=_spec("r5")))])
+        await opened
+        cancelled = asyncio.Event()
+        channel.on_cancel = lambda _reason: cancelled.set()
+        # Under the socket's MAXMSGSIZE (so libzmq delivers it) but over the codec's cap.
+        await router.send_multipart([identity, b"\x00" * (MAX_FRAME_BYTES + 10)])
+        await router.send_multipart([identity, encode(RunControl(action=ControlAction.CANCEL, reason="cancelled"))])
+        await asyncio.wait_for(cancelled.wait(), 10.0)  # times out when the oversized frame killed the reader
+        assert channel.cancel_reason == "cancelled"
+        assert channel._reader is not None and not channel._reader.done()
+        await channel.close()
+        router.close(0)
+        ctx.term()
+
+    asyncio.run(main())
+
+
+def test_a_request_the_daemon_could_not_read_fails_at_once_saying_why(tmp_path: Path) -> None:
+    async def main() -> str:
+        ctx, router, endpoint = await _router(tmp_path)
+        channel = DaemonChannel("r6", endpoint)
+        opened = asyncio.create_task(channel.open(timeout=10))
+        identity, _ = await _recv(router, WorkerHello)
+        await router.send_multipart([identity, encode(StartRun(spec=_spec("r6")))])
+        await opened
+        try:
+            # The daemon's decoder takes only str map keys: sent as is, this request would wait forever.
+            with pytest.raises(ValueError) as caught:
+                await asyncio.wait_for(channel.delegate("coding", "x", context={"by_line": {1: "a"}}), 5.0)
+            assert not channel._pending
+        finally:
+            await channel.close()
+            router.close(0)
+            ctx.term()
+        return str(caught.value)
+
+    message = asyncio.run(main())
+    assert "delegate" in message and "yagentd" in message
+
+
+# -- a worker whose daemon is gone -----------------------------------------------------------------------
+
+
+@agent_kind("test-stuck-in-a-thread")
+async def _stuck_in_a_thread(ctx: RunContext) -> AgentOutcome:
+    import threading
+
+    await asyncio.to_thread(threading.Event().wait)  # a tool blocked for good (a read from a FIFO, say)
+    return AgentOutcome(status="done", stop_reason="agent_exit")
+
+
+def test_a_worker_whose_daemon_is_gone_exits_even_with_a_thread_stuck_in_a_tool(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    async def main() -> int:
+        ctx, router, endpoint = await _router(tmp_path)
+        code = (f"from yagent.workers.entry import worker_main; "
+                f"worker_main('r7', {endpoint!r}, ('tests.unit.test_worker_channel',))")
+        proc = subprocess.Popen([sys.executable, "-c", code], cwd=os.getcwd())
+        try:
+            identity, _ = await _recv(router, WorkerHello)
+            # The fake daemon starts the run, then falls silent: no pings, no acknowledgement.
+            spec = _spec("r7", agent="test-stuck-in-a-thread", daemon_loss_timeout=0.5)
+            await router.send_multipart([identity, encode(StartRun(spec=spec))])
+            _, result = await _recv(router, RunResult, deadline=20.0)
+            assert result.stop_reason == StopReason.INTERRUPTED.value
+            return await asyncio.wait_for(asyncio.to_thread(proc.wait), 15.0)  # hangs without the fix
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            router.close(0)
+            ctx.term()
+
+    assert asyncio.run(main()) == entry.EXIT_DAEMON_LOST
