@@ -178,11 +178,23 @@ def encode(msg: Message) -> bytes:
     return frame
 
 
+def _text_keys(pairs: list[tuple[Any, Any]]) -> dict[str, Any]:
+    return {k if isinstance(k, str) else k.decode("utf-8", "replace") if isinstance(k, bytes) else str(k): v
+            for k, v in pairs}
+
+
 def decode(frame: bytes) -> Message:
     if len(frame) > MAX_FRAME_BYTES:
         raise MessageTooLarge(f"frame of {len(frame)} bytes exceeds the {MAX_FRAME_BYTES}-byte cap")
     try:
         data = msgpack.unpackb(frame, raw=False, strict_map_key=True)
+    except ValueError as exc:
+        # A map with int (or other) keys, e.g. event data an agent built as {1: ...}: valid msgpack that the
+        # fast strict path refuses. Read it with text keys rather than lose the whole frame.
+        try:
+            data = msgpack.unpackb(frame, raw=False, strict_map_key=False, object_pairs_hook=_text_keys)
+        except Exception:
+            raise MalformedMessage(f"frame is not valid msgpack: {exc.__class__.__name__}") from None
     except Exception as exc:  # msgpack raises several unrelated types for garbage input
         raise MalformedMessage(f"frame is not valid msgpack: {exc.__class__.__name__}") from None
     if not isinstance(data, dict):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from yagent.ipc import MessageTooLarge, RuntimeDirError
 from yagent.ipc.config import ConfigError, clamp_parallel, load_settings, misplaced_keys, parse_duration
 from yagent.ipc.errors import MalformedMessage
-from yagent.ipc.messages import Event, RunSpec, StartRun, Submit, TaskList, TaskSummary
+from yagent.ipc.messages import Event, EventBatch, RunSpec, StartRun, Submit, TaskList, TaskSummary
 from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode, message_kinds
 from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
 
@@ -261,3 +261,11 @@ def test_a_config_file_starting_with_a_byte_order_mark_loads(tmp_path: Path) -> 
     path = tmp_path / "config.toml"
     path.write_bytes(b"\xef\xbb\xbf[agent]\nmax_parallel_delegations = 3\n")  # as some Windows editors save
     assert load_settings(path, {}).max_parallel_delegations == 3
+
+
+def test_maps_with_non_text_keys_decode_with_text_keys() -> None:
+    # Agents build such maps ({line_number: text}); refusing them cost the whole frame of events.
+    frame = msgpack.packb({"k": "events", "events": [["x", 1.0, {1: "a", b"raw": {2.5: True}}]]},
+                          use_bin_type=True)
+    batch = decode(frame)
+    assert isinstance(batch, EventBatch) and batch.events == [["x", 1.0, {"1": "a", "raw": {"2.5": True}}]]

@@ -13,7 +13,16 @@ import pytest
 import zmq
 import zmq.asyncio
 
-from yagent.ipc.messages import EventBatch, ResultAck, RunControl, RunResult, RunSpec, StartRun, WorkerHello
+from yagent.ipc.messages import (
+    DelegateRequest,
+    EventBatch,
+    ResultAck,
+    RunControl,
+    RunResult,
+    RunSpec,
+    StartRun,
+    WorkerHello,
+)
 from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode
 from yagent.ipc.vocabulary import ControlAction, StopReason
 from yagent.workers import entry
@@ -185,10 +194,15 @@ def test_a_request_the_daemon_could_not_read_fails_at_once_saying_why(tmp_path: 
         await router.send_multipart([identity, encode(StartRun(spec=_spec("r6")))])
         await opened
         try:
-            # The daemon's decoder takes only str map keys: sent as is, this request would wait forever.
+            # msgpack cannot carry a set: sent as is, this request would never be answered.
             with pytest.raises(ValueError) as caught:
-                await asyncio.wait_for(channel.delegate("coding", "x", context={"by_line": {1: "a"}}), 5.0)
+                await asyncio.wait_for(channel.delegate("coding", "x", context={"tags": {"a", "b"}}), 5.0)
             assert not channel._pending
+            # Maps with int keys are readable: the daemon's decoder gives them text keys.
+            asking = asyncio.create_task(channel.delegate("coding", "y", context={"by_line": {1: "a"}}))
+            _, request = await _recv(router, DelegateRequest)
+            assert request.context == {"by_line": {"1": "a"}}
+            asking.cancel()
         finally:
             await channel.close()
             router.close(0)
