@@ -36,14 +36,14 @@ PROJECT_CONTEXT_FILES = ("YAGENT.md", "CLAUDE.md", "AGENTS.md")
 PROJECT_CONTEXT_LIMIT = 16_000
 
 FIRST_REMINDER = (
-    "You replied without delegating. You have not checked anything in this run: questions about the code go "
-    "to delegate_repo, changes to delegate_coding, system questions to delegate_devops, general questions to "
-    "delegate_chat. Delegate now — or, if your reply really needs no facts from the project, send it again as "
+    "You replied without delegating anything in this run. Questions about the code go to delegate_repo, "
+    "changes to delegate_coding, the machine and builds to delegate_devops, general knowledge to "
+    "delegate_chat. Delegate now — or, if no delegation could add to your reply, send it again unchanged as "
     "your final answer."
 )
 LATER_REMINDER = (
     "Still no delegation. Do not answer from memory: use a delegate_* tool to get the facts or make the "
-    "change, then report. If no delegation can help, repeat your final answer."
+    "change, then report. If no delegation can help, send the same answer again, unchanged."
 )
 
 
