@@ -30,7 +30,8 @@ KEEP_WORKING = (
 )
 DELIVER_NOW = (
     "Your answer is written but not delivered: call agent_exit now, in this reply, with your report as the "
-    "reply text and a handoff (conclusion, facts with where, open_questions, status). Do not redo the work."
+    "reply text, a one- or two-sentence summary and a handoff (conclusion, facts with where, open_questions, "
+    "status). Do not redo the work."
 )
 
 

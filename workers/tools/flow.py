@@ -37,7 +37,9 @@ register(
         parameters={
             "type": "object",
             "properties": {
-                "summary": {"type": "string", "description": "Your final answer or report, complete."},
+                "summary": {"type": "string", "description": (
+                    "The outcome in one or two sentences. The full answer or report goes in your reply text, "
+                    "written before this call.")},
                 "handoff": {
                     "type": "object",
                     "description": "Structured hand-off for the agent that delegated this task.",
