@@ -62,7 +62,8 @@ def start_background() -> tuple[bool, str]:
     logs = home / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     out_path = logs / "yagentd.out"
-    cmd = [sys.executable, "-m", "yagent.daemon.main"]
+    # -P: not the working directory (the user's project) first on sys.path, where its modules would shadow ours.
+    cmd = [sys.executable, "-P", "-m", "yagent.daemon.main"]
     with out_path.open("ab") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True)

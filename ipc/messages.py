@@ -95,6 +95,7 @@ class RunSummary(Record):
     created_at: float = 0.0
     started_at: float = 0.0
     ended_at: float = 0.0
+    waiting: str = ""  # what a live run is waiting for, e.g. a model slot ([llm] max_in_flight_requests)
 
 
 @record

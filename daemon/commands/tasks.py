@@ -12,6 +12,12 @@ def summarize(daemon, row, *, current_turn_only: bool = True, exact_seq: bool = 
     live = daemon.tasks.get(row.id)
     turn = daemon.registry.last_turn(row.id) if current_turn_only else None
     runs = daemon.registry.run_summaries(row.id, turn)
+    if live:
+        limit = daemon.settings.max_in_flight_requests
+        for r in runs:
+            run = daemon.runs.get(r.run)
+            if run is not None and run.queued_leases and not run.finished:
+                r.waiting = f"a model slot ([llm] max_in_flight_requests = {limit}, all in use)"
     questions = [p.question for p in live.questions.values()] if live else []
     summary = daemon.registry.task_summary(row, runs, questions)
     # Only from memory: listing thousands of old tasks must not read (and repair) their event logs.

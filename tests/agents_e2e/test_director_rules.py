@@ -147,6 +147,44 @@ def test_a_stalled_delegation_hits_its_idle_timeout_and_the_director_carries_on(
     fake.wait_for_disconnect(10)  # the killed worker's connection to the provider went away
 
 
+def test_a_delegation_streaming_long_tool_arguments_is_not_judged_idle(
+        fake, make_agent_daemon, project: Path) -> None:
+    # Tool-call arguments stream without events (a big file being written); that is progress, not idleness.
+    daemon = make_agent_daemon('[agent]\ndelegate_idle_timeout = "1s"\n[daemon]\nstop_grace = "0.5s"\n',
+                               api_format="anthropic")
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("delegate_chat", {"task": "Write a long note."}, id="c1")]),
+        Step(text="The note is written.", tool_calls=[ToolCallSpec("agent_exit", {"summary": "ok"})]),
+    ])
+    fake.script("chat", MARKERS["chat"], [Step(
+        text="Here it is.", latency=0.25, chunk_size=4,
+        tool_calls=[ToolCallSpec("agent_exit", {"summary": "a long note " * 3, "handoff": {
+            "conclusion": "written", "status": "ok"}})])])  # about 3s of argument fragments after the text
+    _, events = run_turn(daemon, project, "Write a long note.")
+    chat_end = [e for e in of_type(events, "run_finished") if e.agent == "chat"][0].data
+    assert chat_end["status"] == "done", chat_end
+    fake.assert_no_problems()
+
+
+def test_a_quiet_command_longer_than_a_short_idle_timeout_is_not_judged_idle(
+        fake, make_agent_daemon, project: Path) -> None:
+    # A command printing nothing is kept alive by heartbeats, which must come well within the idle timeout.
+    daemon = make_agent_daemon('[agent]\ndelegate_idle_timeout = "1s"\n[daemon]\nstop_grace = "0.5s"\n')
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("delegate_coding", {"task": "Run the slow check."}, id="c1")]),
+        Step(text="Checked.", tool_calls=[ToolCallSpec("agent_exit", {"summary": "ok"})]),
+    ])
+    fake.script("coding", MARKERS["coding"], [
+        Step(tool_calls=[ToolCallSpec("run_bash", {"command": "sleep 2.5; echo checked"})]),
+        Step(text="The check printed checked.", tool_calls=[ToolCallSpec("agent_exit", {"summary": "checked"})]),
+    ])
+    _, events = run_turn(daemon, project, "Run the slow check.", yolo="yolo")
+    coding_end = [e for e in of_type(events, "run_finished") if e.agent == "coding"][0].data
+    assert coding_end["status"] == "done", coding_end
+    assert "checked" in tool_messages(fake.requests_for("coding")[1])[0]["content"]
+    fake.assert_no_problems()
+
+
 def test_max_steps_stops_the_run(fake, make_agent_daemon, project: Path) -> None:
     daemon = make_agent_daemon("[agent]\ndirector_max_steps = 2\n")
     fake.script("director", MARKERS["director"], [

@@ -50,6 +50,23 @@ def test_daemon_start_reports_why_it_failed(tmp_path: Path) -> None:
         d.close()
 
 
+def test_daemon_started_from_a_project_does_not_import_the_projects_modules(tmp_path: Path) -> None:
+    # `python -m` puts the working directory first on sys.path: a project's msgpack.py would replace the
+    # daemon's (and, through the forkserver, every worker's) msgpack.
+    d = DaemonProcess(tmp_path / "d", "")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "msgpack.py").write_text('raise SystemExit("the project\'s msgpack.py was imported")\n')
+    try:
+        # Run like the installed `yagent` script, which (unlike `python -m`) does not put the cwd on sys.path.
+        started = subprocess.run([sys.executable, "-P", "-m", "yagent.client.cli", "daemon", "start"], env=d.env,
+                                 text=True, capture_output=True, timeout=60, cwd=project)
+        assert started.returncode == 0, started.stderr
+    finally:
+        d.cli("daemon", "stop")
+        d.close()
+
+
 def test_run_prints_the_streamed_answer_and_exits_with_the_outcome(daemon, project: Path) -> None:
     ok = daemon.cli("run", "--project", str(project), "--agent", "scripted",
                     script({"emit": 3, "size": 2}))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.daemon_harness import arun, collect_turn, of_type, script, submit
-from yagent.ipc.messages import DaemonStatus, StatusRequest
+from yagent.ipc.messages import Ack, DaemonStatus, ListTasks, StatusRequest, TaskControl, TaskList
 
 pytestmark = pytest.mark.e2e
 
@@ -134,3 +134,44 @@ def test_live_worker_cap_queues_new_turns(make_daemon, tmp_path: Path) -> None:
     spans = [(of_type(evs, "run_started")[0].ts, of_type(evs, "run_finished")[0].ts) for evs in results]
     assert _max_overlap(spans) == 2
     assert all(of_type(evs, "turn_finished")[0].data["status"] == "done" for evs in results)
+
+
+def test_ps_says_which_run_waits_for_a_model_slot(make_daemon, tmp_path: Path) -> None:
+    # With every slot taken by another project, a run is alive but silent: `yagent ps` must say why.
+    daemon = make_daemon("[llm]\nmax_in_flight_requests = 1\n")
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+
+    async def until(predicate, what: str, timeout: float = 20):
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            value = await predicate()
+            if value:
+                return value
+            assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+            await asyncio.sleep(0.05)
+
+    async def go():
+        async with daemon.client() as c:
+            holder = await submit(c, first, script({"lease": 60}))
+
+            async def slot_taken():
+                return (await c.request(StatusRequest(id=0), DaemonStatus)).leases["in_use"] == 1
+
+            await until(slot_taken, "the first task to hold the slot")
+            waiter = await submit(c, second, script({"lease": 0.01}))
+
+            async def waiting_runs():
+                tasks = (await c.request(ListTasks(id=0, project=None, limit=10), TaskList)).tasks
+                return {t.task: [r.waiting for r in t.runs] for t in tasks if any(r.waiting for r in t.runs)}
+
+            waiting = await until(waiting_runs, "a run listed as waiting for a model slot")
+            await c.request(TaskControl(id=0, task=holder.task, action="cancel"), Ack)
+            await collect_turn(c, waiter.task)
+            return waiting, waiter.task, await waiting_runs()
+
+    waiting, waiter, after = arun(go(), timeout=60)
+    assert list(waiting) == [waiter], waiting
+    assert "max_in_flight_requests = 1" in waiting[waiter][0]
+    assert after == {}  # granted, nobody waits any more

@@ -40,6 +40,7 @@ from yagent.workers.llm import (
     RoutingEngine,
     StreamRestart,
     TextDelta,
+    ToolCallDelta,
     ToolDefinition,
     with_unique_call_ids,
 )
@@ -206,6 +207,10 @@ async def _call_model(cfg: LoopConfig, state: LoopState, messages: list[Message]
                     emit(EventType.AI_CHUNK, event_data.ai_chunk(delta.text))
                 elif isinstance(delta, ReasoningDelta):
                     emit(EventType.THINKING, event_data.thinking(delta.text))
+                elif isinstance(delta, ToolCallDelta):
+                    # Arguments stream without events (a long file being written can take minutes); the
+                    # heartbeat keeps the daemon from judging the run idle ([agent] delegate_idle_timeout).
+                    cfg.tool_ctx.heartbeat()
                 elif isinstance(delta, StreamRestart):
                     emit(EventType.AI_STREAM_END, event_data.ai_stream_end(state.step, restarted=True))
                     emit(EventType.AI_STREAM_START, event_data.ai_stream_start(state.step, engine.model))

@@ -88,6 +88,7 @@ class AgentRun:
             llm=EngineTextLLM(self._engine_for_tool),
             emit=lambda type_, data: ctx.emit(type_, dict(data)),
             heartbeat=ctx.heartbeat,
+            heartbeat_interval=self._heartbeat_interval(),
             scratch_dir=ctx.home / "scratch" / ctx.spec.run,
             settings_path=ctx.home / "settings.json",
             session_grants=frozenset(self._load_session_grants()),
@@ -118,6 +119,16 @@ class AgentRun:
         reset = parse_duration(self.llm_cfg.get("circuit_breaker_reset_timeout", "60s"),
                                "[llm] circuit_breaker_reset_timeout") or 60.0
         return ProviderBreakers(threshold, reset, directory=self.ctx.home / "breaker")
+
+    def _heartbeat_interval(self) -> float:
+        """How often a long-running tool beats: well within `[agent] delegate_idle_timeout`, or a command
+        printing nothing gets its run killed as idle whenever that timeout is shorter than the default beat (5 s)."""
+        default = ToolContext.heartbeat_interval
+        try:
+            idle = parse_duration(self.agent_cfg.get("delegate_idle_timeout", 60.0), "[agent] delegate_idle_timeout")
+        except ValueError:  # the daemon reports a bad value; it does not use it either
+            return default
+        return min(default, max(0.25, idle / 4)) if idle > 0 else default
 
     def _engine_for_tool(self, tool: str) -> Engine:
         engine = self._tool_engines.get(tool)
