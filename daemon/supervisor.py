@@ -487,6 +487,8 @@ class Daemon:
             if msg.id in run.queued_leases:  # withdrawn while queued: the run is no longer waiting on it
                 run.queued_leases.discard(msg.id)
                 clock.unfreeze("lease", self.clock())
+                if not run.queued_leases:
+                    self._publish_slot_wait(run, waiting=False)
         elif isinstance(msg, DelegateRequest):
             self._on_delegate(run, msg)
         elif isinstance(msg, AskUser):
@@ -527,13 +529,23 @@ class Daemon:
         run.clock.freeze("lease", now)
 
         def grant() -> None:
+            was_queued = lease_id in run.queued_leases and not granted_at_once
             run.queued_leases.discard(lease_id)
             if run.clock is not None:
                 run.clock.unfreeze("lease", self.clock())
             self.send_worker(run, LeaseGrant(id=lease_id))
+            if was_queued and not run.queued_leases:
+                self._publish_slot_wait(run, waiting=False)
 
+        granted_at_once = False
         run.queued_leases.add(lease_id)
-        self.leases.request(run.task.row.project_id, run.id, lease_id, grant)
+        granted_at_once = self.leases.request(run.task.row.project_id, run.id, lease_id, grant)
+        if not granted_at_once:
+            # Otherwise the run just looks stuck: say it waits its turn ([llm] max_in_flight_requests).
+            self._publish_slot_wait(run, waiting=True)
+
+    def _publish_slot_wait(self, run: LiveRun, *, waiting: bool) -> None:
+        self.publish(run.task, EventType.LLM_SLOT_WAIT, {"waiting": waiting, "limit": self.leases.limit}, run)
 
     def _on_delegate(self, run: LiveRun, msg: DelegateRequest) -> None:
         if not msg.agent or not msg.task.strip():

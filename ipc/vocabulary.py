@@ -98,3 +98,4 @@ class EventType(StrEnum):
     RUN_QUEUED = "run_queued"
     RUN_STARTED = "run_started"
     RUN_FINISHED = "run_finished"
+    LLM_SLOT_WAIT = "llm_slot_wait"  # {"waiting": bool, "limit": int}: a run queues for an in-flight request slot

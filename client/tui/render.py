@@ -334,6 +334,9 @@ def render_status(view: TaskView, width: int, rows: int, now: float, *, model_ov
         if live:
             summary = ", ".join(f"{a}×{n}" if n > 1 else a for a, n in names.items())
             segments.append(f"runs: {summary}")
+            waiting = [r for r in live if r.slot_limit]
+            if waiting:  # the limit is shared by every project: say why nothing moves
+                segments.append(f"{len(waiting)} waiting for a model slot (max {waiting[0].slot_limit} at once)")
         else:
             segments.append(f"runs: {len(runs)} finished")
     u = view.usage
@@ -359,7 +362,8 @@ def render_status(view: TaskView, width: int, rows: int, now: float, *, model_ov
         tree_lines: list[Line] = []
         for depth, r in runs:
             took = format_duration((r.ended_at or now) - r.started_at) if r.started_at else ""
-            text = f"{'  ' * depth}└ {r.agent} {r.status} {took}".rstrip()
+            wait = " · waiting for a model slot" if r.slot_limit else ""
+            text = f"{'  ' * depth}└ {r.agent} {r.status} {took}{wait}".rstrip()
             tree_lines.append(pad_line([("class:status.tree", " " + text)], width, "class:status"))
         if len(tree_lines) > extra:
             hidden = len(tree_lines) - extra + 1

@@ -75,6 +75,7 @@ class RunInfo:
     status: str
     started_at: float = 0.0
     ended_at: float = 0.0
+    slot_limit: int = 0  # > 0 while the run waits for one of this many in-flight model request slots
 
 
 @dataclass(slots=True)
@@ -298,6 +299,11 @@ class TaskView:
         if run:
             self.runs[run] = RunInfo(run, str(d.get("agent") or "?"), d.get("parent") or ev.run, "queued", ev.ts)
 
+    def _on_slot_wait(self, ev: Event) -> None:
+        info = self.runs.get(ev.run)
+        if info is not None:
+            info.slot_limit = int(ev.data.get("limit") or 1) if ev.data.get("waiting") else 0
+
     def _on_run_started(self, ev: Event) -> None:
         d = ev.data
         info = self.runs.get(ev.run)
@@ -314,7 +320,7 @@ class TaskView:
         d = ev.data
         info = self.runs.get(ev.run)
         if info is not None:
-            info.status, info.ended_at = str(d.get("status") or "done"), ev.ts
+            info.status, info.ended_at, info.slot_limit = str(d.get("status") or "done"), ev.ts, 0
         self._close_streams(ev.run)
         for rid in [rid for rid, q in self.questions.items() if q.run == ev.run]:
             del self.questions[rid]
@@ -518,6 +524,7 @@ _HANDLERS = {
     EventType.RUN_QUEUED.value: TaskView._on_run_queued,
     EventType.RUN_STARTED.value: TaskView._on_run_started,
     EventType.RUN_FINISHED.value: TaskView._on_run_finished,
+    EventType.LLM_SLOT_WAIT.value: TaskView._on_slot_wait,
     EventType.AI_STREAM_START.value: TaskView._on_stream_start,
     EventType.AI_CHUNK.value: TaskView._on_chunk,
     EventType.THINKING.value: TaskView._on_thinking,

@@ -197,3 +197,19 @@ def test_one_failure_reported_by_several_events_is_shown_once_per_turn() -> None
     other("turn_started", {"turn": 1, "text": "go", "agent": "director"})
     other("turn_finished", {"turn": 1, "status": "failed", "stop_reason": "panic", "error": "worker crashed"})
     assert [e.data["error"] for e in other.view.entries if e.kind == "turn"] == ["worker crashed"]
+
+
+def test_a_run_waiting_for_a_model_slot_says_so_in_the_status_until_granted() -> None:
+    f = Feed()
+    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    f("run_started", {"agent": "director", "parent": None, "input": "go"})
+    f("run_started", {"agent": "coding", "parent": "root", "input": "edit"}, run="c1", agent="coding")
+    f("llm_slot_wait", {"waiting": True, "limit": 2}, run="c1", agent="coding")
+
+    def status() -> str:
+        return "\n".join("".join(t for _s, t in line) for line in render_status(f.view, 120, 30, f.ts))
+
+    assert "1 waiting for a model slot (max 2 at once)" in status()
+    assert "└ coding running" in status() and "· waiting for a model slot" in status()
+    f("llm_slot_wait", {"waiting": False, "limit": 2}, run="c1", agent="coding")
+    assert "waiting for a model slot" not in status()
