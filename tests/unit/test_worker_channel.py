@@ -6,8 +6,11 @@ These pin the order-sensitive cases: control messages that arrive in the same re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zmq
@@ -48,6 +51,23 @@ async def _router(tmp_path: Path) -> tuple[zmq.asyncio.Context, zmq.asyncio.Sock
     endpoint = f"ipc://{tmp_path}/w.sock"
     router.bind(endpoint)
     return ctx, router, endpoint
+
+
+@contextlib.asynccontextmanager
+async def _started_channel(tmp_path: Path, run: str, **spec: Any) -> AsyncIterator[tuple[DaemonChannel, Any, bytes]]:
+    """A channel opened and started by a fake daemon's ROUTER: (channel, router, the worker's identity)."""
+    ctx, router, endpoint = await _router(tmp_path)
+    channel = DaemonChannel(run, endpoint)
+    opened = asyncio.create_task(channel.open(timeout=10))
+    try:
+        identity, _ = await _recv(router, WorkerHello)
+        await router.send_multipart([identity, encode(StartRun(spec=_spec(run, **spec)))])
+        await opened
+        yield channel, router, identity
+    finally:
+        await channel.close()
+        router.close(0)
+        ctx.term()
 
 
 async def _recv(router: zmq.asyncio.Socket, kind: type, deadline: float = 10.0):
@@ -164,36 +184,23 @@ def test_a_result_too_big_for_a_frame_still_reaches_the_daemon_cut_and_saying_so
 
 def test_a_frame_over_the_cap_is_skipped_and_the_channel_keeps_listening(tmp_path: Path) -> None:
     async def main() -> None:
-        ctx, router, endpoint = await _router(tmp_path)
-        channel = DaemonChannel("r5", endpoint)
-        opened = asyncio.create_task(channel.open(timeout=10))
-        identity, _ = await _recv(router, WorkerHello)
-        await router.send_multipart([identity, encode(StartRun(spec=_spec("r5")))])
-        await opened
-        cancelled = asyncio.Event()
-        channel.on_cancel = lambda _reason: cancelled.set()
-        # Under the socket's MAXMSGSIZE (so libzmq delivers it) but over the codec's cap.
-        await router.send_multipart([identity, b"\x00" * (MAX_FRAME_BYTES + 10)])
-        await router.send_multipart([identity, encode(RunControl(action=ControlAction.CANCEL, reason="cancelled"))])
-        await asyncio.wait_for(cancelled.wait(), 10.0)  # times out when the oversized frame killed the reader
-        assert channel.cancel_reason == "cancelled"
-        assert channel._reader is not None and not channel._reader.done()
-        await channel.close()
-        router.close(0)
-        ctx.term()
+        async with _started_channel(tmp_path, "r5") as (channel, router, identity):
+            cancelled = asyncio.Event()
+            channel.on_cancel = lambda _reason: cancelled.set()
+            # Under the socket's MAXMSGSIZE (so libzmq delivers it) but over the codec's cap.
+            await router.send_multipart([identity, b"\x00" * (MAX_FRAME_BYTES + 10)])
+            await router.send_multipart([identity, encode(RunControl(action=ControlAction.CANCEL,
+                                                                     reason="cancelled"))])
+            await asyncio.wait_for(cancelled.wait(), 10.0)  # times out when the oversized frame killed the reader
+            assert channel.cancel_reason == "cancelled"
+            assert channel._reader is not None and not channel._reader.done()
 
     asyncio.run(main())
 
 
 def test_a_request_the_daemon_could_not_read_fails_at_once_saying_why(tmp_path: Path) -> None:
     async def main() -> str:
-        ctx, router, endpoint = await _router(tmp_path)
-        channel = DaemonChannel("r6", endpoint)
-        opened = asyncio.create_task(channel.open(timeout=10))
-        identity, _ = await _recv(router, WorkerHello)
-        await router.send_multipart([identity, encode(StartRun(spec=_spec("r6")))])
-        await opened
-        try:
+        async with _started_channel(tmp_path, "r6") as (channel, router, _identity):
             # msgpack cannot carry a set: sent as is, this request would never be answered.
             with pytest.raises(ValueError) as caught:
                 await asyncio.wait_for(channel.delegate("coding", "x", context={"tags": {"a", "b"}}), 5.0)
@@ -203,10 +210,6 @@ def test_a_request_the_daemon_could_not_read_fails_at_once_saying_why(tmp_path: 
             _, request = await _recv(router, DelegateRequest)
             assert request.context == {"by_line": {"1": "a"}}
             asking.cancel()
-        finally:
-            await channel.close()
-            router.close(0)
-            ctx.term()
         return str(caught.value)
 
     message = asyncio.run(main())
