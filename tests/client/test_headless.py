@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +171,20 @@ class PipeReader:
             return self._text
 
 
+@contextlib.contextmanager
+def client_process(daemon: DaemonProcess, *args: str, cwd: Path) -> Iterator[tuple[subprocess.Popen[str], PipeReader,
+                                                                                     PipeReader]]:
+    """`yagent ARGS` with its stdout and stderr read as they arrive; killed on the way out if still running."""
+    proc = popen(daemon, *args, cwd=cwd)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        yield proc, PipeReader(proc.stdout), PipeReader(proc.stderr)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def task_of(hint_line: str) -> str:
     return hint_line.split("yagent attach ")[1].split("`")[0]
 
@@ -202,18 +218,13 @@ def test_a_closed_stdout_ends_the_client_without_a_traceback(make_daemon, projec
 
 def test_a_daemon_killed_mid_run_is_reported_with_what_to_do(make_daemon, project: Path) -> None:
     daemon = make_daemon(PROVIDER_CONFIG)
-    proc = popen(daemon, "-p", script({"step": 20000}), "--agent", "scripted", cwd=project)
-    try:
-        assert proc.stderr is not None
-        err_lines = PipeReader(proc.stderr)
+    with client_process(daemon, "-p", script({"step": 20000}), "--agent", "scripted", cwd=project) as (
+            proc, _out_lines, err_lines):
         task = task_of(err_lines.wait_for("yagent attach"))
         assert daemon.proc is not None
         daemon.proc.kill()
         err = err_lines.rest(timeout=8)  # the liveness probe notices within a second or two
         proc.wait(timeout=8)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 3
     assert f"yagentd stopped while following task {task}" in err
     assert "`yagent daemon start`" in err and f"`yagent attach {task}`" in err
@@ -223,40 +234,26 @@ def test_logs_follow_reports_a_daemon_that_dies(make_daemon, project: Path) -> N
     daemon = make_daemon(PROVIDER_CONFIG)
     sub = daemon.cli("--json", "run", "--detach", "--agent", "scripted", script({"step": 20000}), cwd=project)
     task = json.loads(sub.stdout)["task"]
-    proc = popen(daemon, "--json", "logs", "-f", task, cwd=project)
-    try:
-        assert proc.stdout is not None and proc.stderr is not None
-        out_lines = PipeReader(proc.stdout)
-        err_lines = PipeReader(proc.stderr)
+    with client_process(daemon, "--json", "logs", "-f", task, cwd=project) as (proc, out_lines, err_lines):
         out_lines.wait_for('"type": "step"')
         assert daemon.proc is not None
         daemon.proc.kill()
         err = err_lines.rest(timeout=8)
         proc.wait(timeout=8)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 3
     assert f"yagentd stopped while following task {task}" in err
 
 
 def test_ctrl_c_names_the_task_still_running_and_how_to_stop_it(make_daemon, project: Path) -> None:
     daemon = make_daemon(PROVIDER_CONFIG)
-    proc = popen(daemon, "-p", script({"chunks": ["partial answer", " rest"], "delay": 30}), "--agent", "scripted",
-                 cwd=project)
-    try:
-        assert proc.stdout is not None and proc.stderr is not None
-        err_lines = PipeReader(proc.stderr)
+    steps = script({"chunks": ["partial answer", " rest"], "delay": 30})
+    with client_process(daemon, "-p", steps, "--agent", "scripted", cwd=project) as (proc, out_lines, err_lines):
         task = task_of(err_lines.wait_for("yagent attach"))
-        out_lines = PipeReader(proc.stdout)
         out_lines.wait_for("partial answer")
         proc.send_signal(signal.SIGINT)
         err = err_lines.rest(timeout=10)
         out = out_lines.rest(timeout=10)
         proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 130
     assert f"`yagent cancel {task}` stops it" in err
     assert out == "partial answer\n"  # the cut-off line is ended, so the shell prompt starts on its own line
@@ -267,10 +264,8 @@ def test_json_mode_ends_with_a_result_line_also_when_no_turn_end_arrives(make_da
     daemon = make_daemon(PROVIDER_CONFIG)
     results = {}
     for how in ("ctrl-c", "daemon-killed"):
-        proc = popen(daemon, "--json", "-p", script({"step": 20000}), "--agent", "scripted", cwd=project)
-        try:
-            assert proc.stdout is not None
-            out_lines = PipeReader(proc.stdout)
+        with client_process(daemon, "--json", "-p", script({"step": 20000}), "--agent", "scripted",
+                            cwd=project) as (proc, out_lines, _err_lines):
             out_lines.wait_for('"type": "step"')
             if how == "ctrl-c":
                 proc.send_signal(signal.SIGINT)
@@ -279,9 +274,6 @@ def test_json_mode_ends_with_a_result_line_also_when_no_turn_end_arrives(make_da
                 daemon.proc.kill()
             out = out_lines.rest(timeout=10)
             proc.wait(timeout=10)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
         last = json.loads(out.strip().splitlines()[-1])
         results[how] = (proc.returncode, last["type"], last["status"], bool(last["task"]))
     assert results == {"ctrl-c": (130, "result", "detached", True), "daemon-killed": (3, "result", "interrupted", True)}
