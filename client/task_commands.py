@@ -58,7 +58,8 @@ def _runs_tree(summary: TaskSummary) -> list[str]:
 
     def walk(parent: str | None, depth: int) -> None:
         for r in children.get(parent, []):
-            reason = f" ({r.stop_reason})" if r.stop_reason else ""
+            # "cancelled (cancelled)" says nothing twice; "failed (idle_timeout)" says why.
+            reason = f" ({r.stop_reason})" if r.stop_reason and r.stop_reason != r.status else ""
             if r.waiting:
                 reason += f", waiting for {r.waiting}"
             lines.append(f"{'  ' * depth}└ {r.agent} {r.run} {r.status}{reason}")

@@ -32,3 +32,14 @@ def test_ps_refuses_a_limit_that_lists_nothing(limit: str, capsys: pytest.Captur
         build_parser().parse_args(["ps", "-n", limit])
     assert exit_info.value.code == 2
     assert "argument -n/--limit" in capsys.readouterr().err
+
+
+def test_the_runs_tree_names_a_stop_reason_only_when_it_adds_something() -> None:
+    from yagent.client.task_commands import _runs_tree
+    from yagent.ipc.messages import RunSummary, TaskSummary
+
+    summary = TaskSummary(task="t1", project="/p", title="x", state="cancelled", created_at=0.0, updated_at=0.0,
+                          runs=[RunSummary(run="r1", agent="director", status="cancelled", stop_reason="cancelled"),
+                                RunSummary(run="r2", agent="repo", status="failed", stop_reason="idle_timeout",
+                                           parent="r1")])
+    assert _runs_tree(summary) == ["└ director r1 cancelled", "  └ repo r2 failed (idle_timeout)"]
