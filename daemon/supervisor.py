@@ -529,19 +529,18 @@ class Daemon:
         run.clock.freeze("lease", now)
 
         def grant() -> None:
-            was_queued = lease_id in run.queued_leases and not granted_at_once
-            run.queued_leases.discard(lease_id)
             if run.clock is not None:
                 run.clock.unfreeze("lease", self.clock())
             self.send_worker(run, LeaseGrant(id=lease_id))
-            if was_queued and not run.queued_leases:
-                self._publish_slot_wait(run, waiting=False)
+            if lease_id in run.queued_leases:  # granted after a wait: say the wait is over
+                run.queued_leases.discard(lease_id)
+                if not run.queued_leases:
+                    self._publish_slot_wait(run, waiting=False)
 
-        granted_at_once = False
-        run.queued_leases.add(lease_id)
-        granted_at_once = self.leases.request(run.task.row.project_id, run.id, lease_id, grant)
-        if not granted_at_once:
+        # A request that is not granted at once has not been granted yet (`LeaseManager.request`).
+        if not self.leases.request(run.task.row.project_id, run.id, lease_id, grant):
             # Otherwise the run just looks stuck: say it waits its turn ([llm] max_in_flight_requests).
+            run.queued_leases.add(lease_id)
             self._publish_slot_wait(run, waiting=True)
 
     def _publish_slot_wait(self, run: LiveRun, *, waiting: bool) -> None:

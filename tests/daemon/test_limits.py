@@ -169,12 +169,14 @@ def test_ps_says_which_run_waits_for_a_model_slot(make_daemon, tmp_path: Path) -
             waiting = await until(waiting_runs, "a run listed as waiting for a model slot")
             await c.request(TaskControl(id=0, task=holder.task, action="cancel"), Ack)
             events = await collect_turn(c, waiter.task)
-            return waiting, waiter.task, await waiting_runs(), events
+            return waiting, waiter.task, await waiting_runs(), events, await collect_turn(c, holder.task)
 
-    waiting, waiter, after, events = arun(go(), timeout=60)
+    waiting, waiter, after, events, holder_events = arun(go(), timeout=60)
     assert list(waiting) == [waiter], waiting
     assert "max_in_flight_requests = 1" in waiting[waiter][0]
     assert after == {}  # granted, nobody waits any more
     # Attached clients are told too: the wait starts, then ends when the slot is granted.
     assert [e.data for e in events if e.type == "llm_slot_wait"] == [{"waiting": True, "limit": 1},
                                                                      {"waiting": False, "limit": 1}]
+    # A lease granted at once never waited: nothing is said about it.
+    assert not [e for e in holder_events if e.type == "llm_slot_wait"], holder_events
