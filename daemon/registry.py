@@ -400,6 +400,8 @@ class Registry:
 
     def mark_interrupted(self) -> Interrupted:
         """Runs, turns and tasks a previous daemon left in flight become interrupted; returns what changed."""
+        # Deferred updates are older than this mark: written after it, a stale "running" would undo it.
+        self.flush_pending(force=True)
         now = time.time()
         marks = ",".join("?" * len(_LIVE_RUN))
         tmarks = ",".join("?" * len(_LIVE_TASK))
