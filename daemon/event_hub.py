@@ -26,7 +26,7 @@ import zmq
 
 from yagent.ipc.errors import MessageTooLarge
 from yagent.ipc.messages import PublishedEvents
-from yagent.ipc.records import MAX_FRAME_BYTES, encode
+from yagent.ipc.records import MAX_FRAME_BYTES, cut_to_frame, encode
 
 __all__ = ["DEFAULT_LOG_MAX_BYTES", "MAX_IDLE_TASKS", "REPLAY_BYTE_BUDGET", "EventHub", "ReplayPage"]
 
@@ -58,14 +58,13 @@ class _TaskEvents:
 class _LogScan:
     """What one pass over a log file found: the frame index, the last seq, and where a torn tail starts."""
 
-    __slots__ = ("good_end", "index", "last_seq", "size", "torn")
+    __slots__ = ("good_end", "index", "last_seq", "size")
 
     def __init__(self) -> None:
         self.good_end = 0  # where the last complete frame ends
         self.index: list[tuple[int, int]] = []
         self.last_seq = 0
         self.size = 0
-        self.torn = False
 
 
 def _scan_log(path: Path, stride: int) -> _LogScan:
@@ -88,8 +87,8 @@ def _scan_log(path: Path, stride: int) -> _LogScan:
                     if not scan.index or start - scan.index[-1][1] >= stride:
                         scan.index.append((seqs[0], start))
                     scan.last_seq = max(scan.last_seq, *seqs)
-        except Exception:
-            scan.torn = True
+        except Exception:  # a torn or garbled tail: everything from good_end on is cut off
+            pass
         scan.size = fh.seek(0, 2)
     return scan
 
@@ -155,7 +154,7 @@ class EventHub:
         """
         path = self._log_path(task)
         scan = _scan_log(path, self._index_stride)
-        if scan.torn or scan.good_end < scan.size:
+        if scan.good_end < scan.size:
             log.warning("event log %s ends with %d bytes of a partial frame; cutting them off",
                         path, scan.size - scan.good_end)
             try:
@@ -301,7 +300,8 @@ class EventHub:
                 self._emit(task, state, events[:half])
                 self._emit(task, state, events[half:])
                 return
-            events = [_oversize_stub(events[0])]
+            seq, run, agent, type_, ts, data = events[0]
+            events = [[seq, run, agent, type_, ts, cut_to_frame(data, _OVERSIZE_KEEP)]]
             frame = encode(PublishedEvents(task=task, events=events))
         state.idle = False
         state.ring.extend(events)
@@ -400,12 +400,3 @@ def _within_budget(page: list[list[Any]], budget: int) -> list[list[Any]]:
         if used > budget and i > 0:
             return page[:i]
     return page
-
-
-def _oversize_stub(event: list[Any]) -> list[Any]:
-    seq, run, agent, type_, ts, data = event
-    size = len(msgpack.packb(data, use_bin_type=True))
-    preview = {k: (v[:_OVERSIZE_KEEP] if isinstance(v, str) else v) for k, v in data.items()
-               if isinstance(v, str | int | float | bool) or v is None}
-    preview["truncated"] = f"event data was {size} bytes, over the {MAX_FRAME_BYTES}-byte frame cap; cut"
-    return [seq, run, agent, type_, ts, preview]

@@ -47,7 +47,7 @@ class InstanceLock:
             os.close(fd)
             raise AlreadyRunning(holder or None, self.path, text[1].strip() if len(text) > 1 else "") from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n{self.note}\n".encode() if self.note else f"{os.getpid()}\n".encode(), 0)
+        os.pwrite(fd, f"{os.getpid()}\n{self.note}\n".encode(), 0)
         self._fd = fd
 
     def release(self) -> None:

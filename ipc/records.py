@@ -17,7 +17,7 @@ import msgpack
 
 from .errors import MalformedMessage, MessageTooLarge
 
-__all__ = ["MAX_FRAME_BYTES", "Message", "Record", "decode", "encode", "message", "message_kinds"]
+__all__ = ["MAX_FRAME_BYTES", "Message", "Record", "cut_to_frame", "decode", "encode", "message", "message_kinds"]
 
 # Large enough for a replay page of events or a big tool result; small enough that one peer cannot
 # make the daemon allocate without bound.
@@ -176,6 +176,17 @@ def encode(msg: Message) -> bytes:
             "send it in smaller pieces"
         )
     return frame
+
+
+def cut_to_frame(data: Any, keep_chars: int) -> dict[str, Any]:
+    """What is kept of packable data too big for one frame: a map's scalar fields, texts cut to `keep_chars`,
+    and a `truncated` note saying so."""
+    size = len(msgpack.packb(data, use_bin_type=True))
+    kept = {k: (v[:keep_chars] + "…" if isinstance(v, str) and len(v) > keep_chars else v)
+            for k, v in data.items() if isinstance(k, str) and (isinstance(v, str | int | float | bool) or v is None)
+            } if isinstance(data, dict) else {}
+    kept["truncated"] = f"data was {size} bytes, over the {MAX_FRAME_BYTES}-byte frame cap; cut"
+    return kept
 
 
 def _text_keys(pairs: list[tuple[Any, Any]]) -> dict[str, Any]:

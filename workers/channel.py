@@ -46,7 +46,7 @@ from yagent.ipc.messages import (
     UserAnswer,
     WorkerHello,
 )
-from yagent.ipc.records import MAX_FRAME_BYTES, Message, decode, encode
+from yagent.ipc.records import MAX_FRAME_BYTES, Message, cut_to_frame, decode, encode
 from yagent.ipc.sockets import connect_dealer
 from yagent.ipc.vocabulary import ControlAction
 
@@ -60,7 +60,7 @@ BATCH_DELAY = 0.002
 HEARTBEAT_MIN_INTERVAL = 0.25
 # What an event or result too large for one frame keeps of each text field.
 OVERSIZE_KEEP_CHARS = 64 * 1024
-# What msgpack (or the daemon's decoder, which takes only str/bytes map keys) refuses to carry.
+# What msgpack refuses to pack: a set, a str with lone surrogates, an int past 64 bits, nesting too deep.
 _UNENCODABLE = (TypeError, ValueError, OverflowError)
 _MAX_DEPTH = 64
 
@@ -165,59 +165,53 @@ class DaemonChannel:
             for frame in self._event_frames(batch):
                 self._send(frame)
 
-    def _event_frames(self, events: list[list[Any]], *, converted: bool = False) -> list[bytes]:
+    def _event_frames(self, events: list[list[Any]]) -> list[bytes]:
         """Frames for `events`; data the daemon could not read is converted, data too big for a frame cut.
 
         An agent bug (a set or a Path in event data, a file name with undecodable bytes, one huge event) must
         cost at most that event's fidelity, never the batch it travels with, the run's result, or the worker.
         """
         try:
-            return [_checked_frame(EventBatch(events=events))]
+            return [encode(EventBatch(events=events))]
         except MessageTooLarge:
             if len(events) > 1:
                 half = len(events) // 2
-                return (self._event_frames(events[:half], converted=converted)
-                        + self._event_frames(events[half:], converted=converted))
+                return self._event_frames(events[:half]) + self._event_frames(events[half:])
             type_, ts, data = events[0]
             log.warning("run %s: a %s event is over the %d-byte frame cap; sending it cut", self.run_id, type_,
                         MAX_FRAME_BYTES)
-            return [_checked_frame(EventBatch(events=[[type_, ts, _oversize_stub(data)]]))]
-        except _UNENCODABLE as exc:
-            if converted:  # cannot happen: converted data holds only wire types
-                log.error("run %s: dropping %d events yagentd could not read: %s", self.run_id, len(events), exc)
-                return []
-            fixed = []
-            for type_, ts, data in events:
-                try:
-                    _check_wire(data)
-                except _UNENCODABLE as why:
-                    log.warning("run %s: a %s event carries data yagentd cannot read (%s); sending a converted "
-                                "copy — emit maps with str keys of str, numbers, bools, lists and maps",
-                                self.run_id, type_, why)
-                    data = _wire_safe(data)
-                fixed.append([_wire_safe(type_) if not isinstance(type_, str) else type_, ts, data])
-            return self._event_frames(fixed, converted=True)
+            return [encode(EventBatch(events=[[type_, ts, cut_to_frame(data, OVERSIZE_KEEP_CHARS)]]))]
+        except _UNENCODABLE:
+            pass
+        fixed = []  # converted data holds only wire types: the second try cannot fail this way again
+        for type_, ts, data in events:
+            try:
+                msgpack.packb(data, use_bin_type=True)
+            except _UNENCODABLE as why:
+                log.warning("run %s: a %s event carries data yagentd cannot read (%s); sending a converted "
+                            "copy — emit maps with str keys of str, numbers, bools, lists and maps",
+                            self.run_id, type_, why)
+                data = _wire_safe(data)
+            fixed.append([_wire_safe(type_), ts, data])
+        return self._event_frames(fixed)
 
     def _result_frame(self, result: RunResult) -> bytes:
         """The result always reaches the daemon: unreadable data is converted, an oversized result cut."""
         try:
-            return _checked_frame(result)
+            return encode(result)
         except _UNENCODABLE as exc:
             log.warning("run %s: the result carries data yagentd cannot read (%s); sending a converted copy",
                         self.run_id, exc)
             result = RunResult(status=str(result.status), stop_reason=str(result.stop_reason),
                                output=_wire_safe(result.output), error=_wire_safe(result.error),
                                data=_wire_safe(result.data))
+            with contextlib.suppress(MessageTooLarge):
+                return encode(result)
         except MessageTooLarge:
             pass
-        try:
-            return _checked_frame(result)
-        except MessageTooLarge:
-            log.warning("run %s: the result is over the %d-byte frame cap; sending it cut", self.run_id,
-                        MAX_FRAME_BYTES)
-            cut = RunResult(status=result.status, stop_reason=result.stop_reason,
-                            output=_cut(result.output), error=_cut(result.error), data=_oversize_stub(result.data))
-            return _checked_frame(cut)
+        log.warning("run %s: the result is over the %d-byte frame cap; sending it cut", self.run_id, MAX_FRAME_BYTES)
+        return encode(RunResult(status=result.status, stop_reason=result.stop_reason, output=_cut(result.output),
+                                error=_cut(result.error), data=cut_to_frame(result.data, OVERSIZE_KEEP_CHARS)))
 
     def heartbeat(self) -> None:
         now = time.monotonic()
@@ -231,7 +225,7 @@ class DaemonChannel:
         req_id = next(self._ids)
         msg.id = req_id  # type: ignore[attr-defined]
         try:
-            frame = _checked_frame(msg)
+            frame = encode(msg)
         except _UNENCODABLE as exc:  # sent anyway, the daemon would drop it and we would wait forever
             raise ValueError(
                 f"cannot send {msg.kind} to yagentd: it carries data the daemon cannot read ({exc}); pass only "
@@ -371,17 +365,6 @@ class DaemonChannel:
 # -- making what an agent hands over fit the wire -------------------------------------------------------
 
 
-def _check_wire(value: Any) -> None:
-    """Raise what encoding or the daemon's decoding of `value` would raise (msgpack's own checks, in C)."""
-    msgpack.unpackb(msgpack.packb(value, use_bin_type=True), raw=False, strict_map_key=True)
-
-
-def _checked_frame(msg: Message) -> bytes:
-    """Encode `msg`; what msgpack cannot carry raises here. (Maps with non-text keys are readable: the
-    daemon's decoder turns their keys into text, so the hot path pays no check for them.)"""
-    return encode(msg)
-
-
 def _text(value: str) -> str:
     try:
         value.encode("utf-8")
@@ -422,13 +405,3 @@ def _wire_safe(value: Any, depth: int = 0) -> Any:
 
 def _cut(text: str) -> str:
     return text if len(text) <= OVERSIZE_KEEP_CHARS else text[:OVERSIZE_KEEP_CHARS] + "…"
-
-
-def _oversize_stub(data: Any) -> dict[str, Any]:
-    """What is kept of a map too big for one frame: its scalar fields, long texts cut, and a note saying so."""
-    size = len(msgpack.packb(_wire_safe(data), use_bin_type=True))
-    kept = {k: (_cut(v) if isinstance(v, str) else v) for k, v in data.items()
-            if isinstance(k, str) and (isinstance(v, str | int | float | bool) or v is None)} \
-        if isinstance(data, dict) else {}
-    kept["truncated"] = f"data was {size} bytes, over the {MAX_FRAME_BYTES}-byte frame cap; cut"
-    return _wire_safe(kept)
