@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,3 +41,10 @@ def make_engine(fake: FakeProvider, api_format: str = "openai", *, timeout: floa
     return engine_for_provider(provider_config(fake, api_format, **provider),
                                settings=LLMSettings(timeout=timeout, max_retries=max_retries), client=client,
                                gate=gate or UnlimitedGate(), retry=retry, idle_timeout=idle_timeout)
+
+
+def openai_chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+    """One Chat Completions stream event; non-ASCII stays raw UTF-8, as real servers send it."""
+    payload = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"

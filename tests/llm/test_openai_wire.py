@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.fake_provider import Failure, FakeProvider, Step, ToolCallSpec, UsageSpec
-from tests.llm.conftest import SYSTEM, make_engine
+from tests.llm.conftest import SYSTEM, make_engine, openai_chunk
 from yagent.workers.llm import (
     CallOptions,
     LLMBadRequestError,
@@ -185,23 +185,17 @@ def test_many_small_fragments_assemble_into_complete_tool_calls(fake: FakeProvid
     assert {d.index for d in progress} == {0, 1}
 
 
-def _chunk(delta: dict[str, object], finish: str | None = None) -> str:
-    payload = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
-               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-    return f"data: {json.dumps(payload)}\n\n"
-
-
 def test_interleaved_fragments_of_parallel_calls_are_keyed_by_index(fake: FakeProvider) -> None:
     raw = "".join([
-        _chunk({"tool_calls": [{"index": 0, "id": "call_0", "type": "function",
+        openai_chunk({"tool_calls": [{"index": 0, "id": "call_0", "type": "function",
                                 "function": {"name": "read_file", "arguments": ""}}]}),
-        _chunk({"tool_calls": [{"index": 1, "id": "call_1", "type": "function",
+        openai_chunk({"tool_calls": [{"index": 1, "id": "call_1", "type": "function",
                                 "function": {"name": "read_file", "arguments": '{"pa'}}]}),
-        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"path"'}}]}),
-        _chunk({"tool_calls": [{"index": 1, "function": {"arguments": 'th": "b.py"}'}}]}),
-        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": ': "a.py"}'}}]}),
+        openai_chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"path"'}}]}),
+        openai_chunk({"tool_calls": [{"index": 1, "function": {"arguments": 'th": "b.py"}'}}]}),
+        openai_chunk({"tool_calls": [{"index": 0, "function": {"arguments": ': "a.py"}'}}]}),
         # Ollama ends tool turns with "stop"; the engine still reports a tool-use stop.
-        _chunk({}, "stop"),
+        openai_chunk({}, "stop"),
         "data: [DONE]\n\n",
     ])
     fake.script("coding", "Coding agent", [Step(raw=raw)])
@@ -218,9 +212,9 @@ def test_interleaved_fragments_of_parallel_calls_are_keyed_by_index(fake: FakePr
 
 def test_fragments_without_index_or_id_still_assemble(fake: FakeProvider) -> None:
     raw = "".join([
-        _chunk({"tool_calls": [{"function": {"name": "grep", "arguments": '{"pat'}}]}),
-        _chunk({"tool_calls": [{"function": {"arguments": 'tern": "x"}'}}]}),
-        _chunk({}, "tool_calls"),
+        openai_chunk({"tool_calls": [{"function": {"name": "grep", "arguments": '{"pat'}}]}),
+        openai_chunk({"tool_calls": [{"function": {"arguments": 'tern": "x"}'}}]}),
+        openai_chunk({}, "tool_calls"),
         "data: [DONE]\n\n",
     ])
     fake.script("coding", "Coding agent", [Step(raw=raw)])
@@ -240,10 +234,10 @@ GENERATED_ID = re.compile(r"call_[0-9a-f]{32}")
 
 def _tool_turn_without_ids(*paths: str) -> str:
     """A streamed tool turn from a server that sends no tool-call ids (some vLLM/llama.cpp builds)."""
-    chunks = [_chunk({"tool_calls": [{"index": i, "type": "function",
+    chunks = [openai_chunk({"tool_calls": [{"index": i, "type": "function",
                                       "function": {"name": "read_file", "arguments": json.dumps({"path": p})}}]})
               for i, p in enumerate(paths)]
-    return "".join([*chunks, _chunk({}, "tool_calls"), "data: [DONE]\n\n"])
+    return "".join([*chunks, openai_chunk({}, "tool_calls"), "data: [DONE]\n\n"])
 
 
 def test_missing_tool_call_ids_are_unique_across_the_steps_of_a_conversation(fake: FakeProvider) -> None:

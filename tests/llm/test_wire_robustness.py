@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.fake_provider import Failure, FakeProvider, Step, ToolCallSpec
-from tests.llm.conftest import SYSTEM, make_engine
+from tests.llm.conftest import SYSTEM, make_engine, openai_chunk
 from tests.llm.seams import FakeClock
 from yagent.workers.llm import (
     CallOptions,
@@ -44,12 +44,6 @@ def _call(fake: FakeProvider, api_format: str = "openai", options: CallOptions |
     return asyncio.run(main())
 
 
-def _chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-    payload = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
-               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
-
-
 @pytest.mark.parametrize("api_format", ["openai", "anthropic"])
 def test_unicode_line_separators_inside_json_strings_do_not_split_the_event(fake: FakeProvider,
                                                                            api_format: str) -> None:
@@ -64,12 +58,12 @@ def test_unicode_line_separators_inside_json_strings_do_not_split_the_event(fake
 def test_sse_framing_variants_and_chunk_boundaries_anywhere_are_read_alike(fake: FakeProvider) -> None:
     events = [
         ": OPENROUTER PROCESSING\r\n\r\n",
-        _chunk({"role": "assistant", "content": ""}).replace("\n", "\r\n"),
-        "event: message\r\n" + _chunk({"content": "héllo "}).replace("data: ", "data:").replace("\n", "\r\n"),
-        "retry: 3000\nid: 7\n" + _chunk({"content": "wörld"}),
+        openai_chunk({"role": "assistant", "content": ""}).replace("\n", "\r\n"),
+        "event: message\r\n" + openai_chunk({"content": "héllo "}).replace("data: ", "data:").replace("\n", "\r\n"),
+        "retry: 3000\nid: 7\n" + openai_chunk({"content": "wörld"}),
         "data:\n\n",  # an event with empty data is not dispatched (SSE), not malformed JSON
-        _chunk({"content": "!"}).replace("\n", "\r"),
-        _chunk({}, "stop"),
+        openai_chunk({"content": "!"}).replace("\n", "\r"),
+        openai_chunk({}, "stop"),
         "data: [DONE]",  # no final newline before the connection ends
     ]
     body = "".join(events).encode()
@@ -94,11 +88,11 @@ def test_an_event_whose_data_spans_several_lines_is_joined(fake: FakeProvider, a
                                                            newline: str) -> None:
     # SSE: every data line of one event is joined with "\n"; the event ends at the blank line.
     if api_format == "openai":
-        events = [_multiline(json.loads(_chunk({"role": "assistant", "content": "line one\nl\u2028ine"})[6:]),
+        events = [_multiline(json.loads(openai_chunk({"role": "assistant", "content": "line one\nl\u2028ine"})[6:]),
                              newline),
                   ": a comment between events" + newline,
-                  _chunk({"content": "!"}).replace("\n", newline),
-                  _multiline(json.loads(_chunk({}, "stop")[6:]), newline),
+                  openai_chunk({"content": "!"}).replace("\n", newline),
+                  _multiline(json.loads(openai_chunk({}, "stop")[6:]), newline),
                   "data: [DONE]"]  # the last event ends with the connection, not with a blank line
     else:
         events = [_multiline(e, newline) for e in [
@@ -121,8 +115,8 @@ def test_an_event_whose_data_spans_several_lines_is_joined(fake: FakeProvider, a
 
 
 def test_invalid_utf8_in_a_stream_is_replaced_not_fatal(fake: FakeProvider) -> None:
-    head, tail = _chunk({"content": "before MARK after"}).encode().split(b"MARK")
-    raw = [_chunk({"role": "assistant"}).encode(), head + b"\xff\xfe" + tail, _chunk({}, "stop").encode(),
+    head, tail = openai_chunk({"content": "before MARK after"}).encode().split(b"MARK")
+    raw = [openai_chunk({"role": "assistant"}).encode(), head + b"\xff\xfe" + tail, openai_chunk({}, "stop").encode(),
            b"data: [DONE]\n\n"]
     fake.script("coding", "Coding agent", [Step(raw=raw)])
     response, _ = _call(fake, max_retries=0)
@@ -134,7 +128,7 @@ def test_keep_alive_comments_do_not_extend_the_request_budget(fake: FakeProvider
     # OpenRouter sends ": OPENROUTER PROCESSING" while the upstream has nothing; that must not outlive
     # `[llm] timeout`. Each clock reading costs a second: 200 comments are far beyond a 20 s budget.
     fake.script("coding", "Coding agent", [Step(raw=[": OPENROUTER PROCESSING\n\n"] * 200
-                                                + [_chunk({"content": "late"}, "stop"), "data: [DONE]\n\n"])])
+                                                + [openai_chunk({"content": "late"}, "stop"), "data: [DONE]\n\n"])])
 
     class TickingClock(FakeClock):
         def __call__(self) -> float:
@@ -210,9 +204,9 @@ def test_a_redirect_names_the_location_and_is_not_retried(fake: FakeProvider, ap
 
 def test_tool_arguments_sent_as_an_object_are_serialised_when_streaming(fake: FakeProvider) -> None:
     raw = "".join([
-        _chunk({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+        openai_chunk({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
                                 "function": {"name": "read_file", "arguments": {"path": "a.py"}}}]}),
-        _chunk({}, "tool_calls"), "data: [DONE]\n\n"])
+        openai_chunk({}, "tool_calls"), "data: [DONE]\n\n"])
     fake.script("coding", "Coding agent", [Step(raw=raw)])
     response, deltas = _call(fake, max_retries=0)
     assert response.tool_calls == (ToolCall("call_a", "read_file", '{"path": "a.py"}'),)
@@ -232,10 +226,10 @@ def test_tool_arguments_sent_as_an_object_are_serialised_when_not_streaming(fake
 def test_content_sent_as_a_list_of_parts_keeps_the_text_parts(fake: FakeProvider, stream: bool) -> None:
     # Mistral sends `content` as [{"type": "text", "text": ...}, ...], streaming and not.
     if stream:
-        raw: Any = [_chunk({"role": "assistant", "content": ""}),
-                    _chunk({"content": [{"type": "text", "text": "Hello "}]}),
-                    _chunk({"content": [{"type": "text", "text": "wor"}, {"type": "text", "text": "ld"}]}),
-                    _chunk({}, "stop"), "data: [DONE]\n\n"]
+        raw: Any = [openai_chunk({"role": "assistant", "content": ""}),
+                    openai_chunk({"content": [{"type": "text", "text": "Hello "}]}),
+                    openai_chunk({"content": [{"type": "text", "text": "wor"}, {"type": "text", "text": "ld"}]}),
+                    openai_chunk({}, "stop"), "data: [DONE]\n\n"]
         fake.script("coding", "Coding agent", [Step(raw=raw)])
     else:
         body = _completion_body(content=[{"type": "text", "text": "Hello "}, {"type": "text", "text": "world"}])
@@ -251,7 +245,7 @@ def test_litellm_error_chunk_with_a_string_code_is_classified_by_that_code(fake:
     # LiteLLM's proxy puts the HTTP status in `code` as a string and "None" in `type`.
     error = {"error": {"message": "Authentication Error, invalid key", "type": "None", "param": "None",
                        "code": "401"}}
-    raw = _chunk({"role": "assistant", "content": ""}) + f"data: {json.dumps(error)}\n\n"
+    raw = openai_chunk({"role": "assistant", "content": ""}) + f"data: {json.dumps(error)}\n\n"
     fake.script("coding", "Coding agent", [Step(raw=raw)] * 3)
     with pytest.raises(LLMAuthError, match="invalid key") as info:
         _call(fake, max_retries=2)
@@ -260,8 +254,8 @@ def test_litellm_error_chunk_with_a_string_code_is_classified_by_that_code(fake:
 
 
 def test_a_null_error_field_in_a_chunk_is_not_an_error(fake: FakeProvider) -> None:
-    chunk = json.loads(_chunk({"content": "fine"})[6:])
-    raw = f"data: {json.dumps({**chunk, 'error': None})}\n\n" + _chunk({}, "stop") + "data: [DONE]\n\n"
+    chunk = json.loads(openai_chunk({"content": "fine"})[6:])
+    raw = f"data: {json.dumps({**chunk, 'error': None})}\n\n" + openai_chunk({}, "stop") + "data: [DONE]\n\n"
     fake.script("coding", "Coding agent", [Step(raw=raw)])
     response, _ = _call(fake, max_retries=0)
     assert response.text == "fine"

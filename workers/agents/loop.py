@@ -46,7 +46,7 @@ from yagent.workers.llm import (
 )
 from yagent.workers.tools import Surface, ToolBatch, ToolCall, ToolContext, ToolResult
 
-from .circuit_breaker import CircuitBreaker, ProviderBreakers
+from .circuit_breaker import ProviderBreakers
 from .handoff_format import handoff_problems
 
 __all__ = [
@@ -106,9 +106,9 @@ class LoopConfig:
     retry_delay: Callable[[int], float] = lambda attempt: min(30.0, 1.0 * 2**attempt)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     max_parallel_readonly: int = 4
-    # One fixed breaker, or one per provider picked at each step for the provider the engine resolves to
-    # then (after routing), so a breaker opened for one provider never blocks another.
-    breaker: CircuitBreaker | ProviderBreakers | None = None
+    # One breaker per provider, picked at each step for the provider the engine resolves to then (after
+    # routing), so a breaker opened for one provider never blocks another.
+    breaker: ProviderBreakers | None = None
     route_task: str = ""  # text the router classifies; empty = no classification
 
 
@@ -138,13 +138,13 @@ class LoopResult:
     usage: dict[str, int] = field(default_factory=dict)
 
 
-def _deliverable(messages: list[Message], exit_args: dict[str, Any] | None, *, exited: bool = False,
-                 plain_text: bool = False) -> str:
-    if exited:
+def _deliverable(messages: list[Message], exit_args: dict[str, Any] | None, reason: StopReason) -> str:
+    if reason == StopReason.AGENT_EXIT:
         return _exit_deliverable(messages, exit_args or {})
-    if plain_text:  # the reply that ended the run is the answer, words or not
+    if reason == StopReason.PLAIN_TEXT:  # the reply that ended the run is the answer, words or not
         last = messages[-1] if messages else None
         return strip_thought(last.content) if last is not None and last.role == "assistant" else ""
+    # Stopped otherwise (max steps, an error): the latest words since the last user message, if any.
     for message in reversed(messages):
         if message.role == "assistant":
             text = strip_thought(message.content)
@@ -152,8 +152,6 @@ def _deliverable(messages: list[Message], exit_args: dict[str, Any] | None, *, e
                 return text
         if message.role == "user":
             break
-    if exit_args and isinstance(exit_args.get("summary"), str):
-        return exit_args["summary"]
     return ""
 
 
@@ -250,13 +248,6 @@ async def call_model_with_retries(cfg: LoopConfig, state: LoopState, messages: l
             await cfg.sleep(delay)
 
 
-def _step_breaker(cfg: LoopConfig) -> CircuitBreaker | None:
-    """The breaker of this step: the one of the provider the engine resolves to now, i.e. after routing."""
-    if isinstance(cfg.breaker, ProviderBreakers):
-        return cfg.breaker.for_provider(cfg.engine.provider)
-    return cfg.breaker
-
-
 def _thinklink(cfg: LoopConfig, text: str) -> None:
     plan = parse_thought(text)
     if plan is not None:
@@ -287,8 +278,7 @@ async def run_agent_loop(cfg: LoopConfig) -> LoopResult:
 
     def finish(reason: StopReason, error: str = "", exit_args: dict[str, Any] | None = None) -> LoopResult:
         handoff = exit_args.get("handoff") if exit_args and isinstance(exit_args.get("handoff"), dict) else None
-        deliverable = _deliverable(messages, exit_args, exited=reason == StopReason.AGENT_EXIT,
-                                   plain_text=reason == StopReason.PLAIN_TEXT)
+        deliverable = _deliverable(messages, exit_args, reason)
         if reason == StopReason.PLAIN_TEXT and not deliverable and not error:
             error = "the model's final reply had no text"
         return LoopResult(stop_reason=reason, deliverable=deliverable, handoff=handoff,
@@ -301,7 +291,8 @@ async def run_agent_loop(cfg: LoopConfig) -> LoopResult:
         state.step += 1
         call_messages = messages if pending_reminder is None else [*messages, Message.user(pending_reminder)]
         pending_reminder = None
-        breaker = _step_breaker(cfg)
+        # The breaker of the provider the engine resolves to now, i.e. after routing.
+        breaker = cfg.breaker.for_provider(cfg.engine.provider) if cfg.breaker is not None else None
         if breaker is not None and not breaker.allow():
             return finish(StopReason.CIRCUIT_BREAKER_OPEN,
                           f"the model provider {cfg.engine.provider!r} failed repeatedly; the circuit breaker is "
@@ -343,12 +334,12 @@ async def run_agent_loop(cfg: LoopConfig) -> LoopResult:
                 return finish(StopReason.AGENT_EXIT, exit_args=exit_args)
             continue
 
-        if not strip_thought(response.text) and state.empty_reply_nudges < MAX_EMPTY_REPLY_NUDGES:
+        reply = " ".join(strip_thought(response.text).split())
+        if not reply and state.empty_reply_nudges < MAX_EMPTY_REPLY_NUDGES:
             state.empty_reply_nudges += 1
             pending_reminder = EMPTY_REPLY_REMINDER
             continue
         state.plain_text_replies += 1
-        reply = " ".join(strip_thought(response.text).split())
         state.plain_reply_repeated = state.plain_text_replies > 1 and reply == state.last_plain_reply
         state.last_plain_reply = reply
         reminder = cfg.policy.reminder_for_plain_text(state)

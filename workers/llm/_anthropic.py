@@ -25,6 +25,7 @@ from ._response import (
     TextDelta,
     ToolCallDelta,
     Usage,
+    agreeing_stop_reason,
 )
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "THINKING_BUDGETS", "AnthropicEngine"]
@@ -53,9 +54,7 @@ _ERROR_TYPES: dict[str, type[LLMError]] = {
 
 
 def stop_reason(raw: str, has_calls: bool) -> StopReason:
-    reason = _STOP.get(raw, StopReason.OTHER)
-    # A "tool_use" stop with no tool_use block (compatible servers) ended the turn with nothing to run.
-    return StopReason.END_TURN if reason is StopReason.TOOL_USE and not has_calls else reason
+    return agreeing_stop_reason(_STOP.get(raw, StopReason.OTHER), has_calls)
 
 
 def anthropic_usage(raw: dict[str, Any]) -> Usage:

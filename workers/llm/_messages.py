@@ -62,10 +62,6 @@ class ThinkingBlock:
     signature: str = ""
     redacted_data: str = ""
 
-    @property
-    def redacted(self) -> bool:
-        return bool(self.redacted_data)
-
     def to_dict(self) -> dict[str, Any]:
         """The Messages API block itself (the persisted shape and the wire shape are the same)."""
         if self.redacted_data:

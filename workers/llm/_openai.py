@@ -26,6 +26,7 @@ from ._response import (
     TextDelta,
     ToolCallDelta,
     Usage,
+    agreeing_stop_reason,
 )
 
 __all__ = ["OpenAIEngine"]
@@ -40,14 +41,7 @@ _STOP = {
 
 
 def stop_reason(raw: str, has_calls: bool) -> StopReason:
-    reason = _STOP.get(raw, StopReason.OTHER)
-    # Some servers (Ollama, older vLLM) finish a tool-calling turn with "stop".
-    if has_calls and reason is StopReason.END_TURN:
-        return StopReason.TOOL_USE
-    # And some say "tool_calls" when the tool parser found none: the turn ended with nothing to run.
-    if not has_calls and reason is StopReason.TOOL_USE:
-        return StopReason.END_TURN
-    return reason
+    return agreeing_stop_reason(_STOP.get(raw, StopReason.OTHER), has_calls)
 
 
 def arguments_text(arguments: Any) -> str:

@@ -36,6 +36,17 @@ class StopReason(enum.StrEnum):
     OTHER = "other"
 
 
+def agreeing_stop_reason(reason: StopReason, has_calls: bool) -> StopReason:
+    """`reason` made to agree with the tool calls returned, for compatible servers of either format: a turn
+    with calls that says it just stopped (Ollama, older vLLM) is TOOL_USE, and a tool stop whose calls the
+    server's parser never produced ended the turn with nothing to run (END_TURN)."""
+    if has_calls and reason is StopReason.END_TURN:
+        return StopReason.TOOL_USE
+    if not has_calls and reason is StopReason.TOOL_USE:
+        return StopReason.END_TURN
+    return reason
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token accounting with one meaning for every provider.

@@ -83,9 +83,7 @@ async def _invoke(surface: Surface, spec: ToolSpec, call: ToolCall, ctx: ToolCon
     request = guard.request_for(spec, args, paths, cwd=paths.get("cwd"))
     try:
         refusal = await ctx.authorize(request)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
+    except Exception as exc:  # not CancelledError (a BaseException): cancellation propagates
         # E.g. the daemon went away while the question was open: without an answer nothing may run.
         log.warning("authorisation for %s failed: %r", spec.name, exc)
         return ToolResult.error(
