@@ -21,6 +21,7 @@ from yagent.ipc.messages import (
     TaskList,
     TaskSummary,
 )
+from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS
 
 from . import exit_codes
 from .answerer import answerer
@@ -153,7 +154,7 @@ _REQUEST_ID = re.compile(r"^r[0-9a-f]{6,}\.\d+$")  # a run id, a dot, the questi
 def accepted_answers(question: Question) -> list[str] | None:
     """The values a question takes (None: any text). Anything else would be read as a refusal or a no."""
     if question.kind == "authorize":
-        return list(question.options) or ["once", "session", "project", "deny"]
+        return list(question.options) or list(AUTHORIZE_ANSWERS)
     if question.kind == "confirm":
         return list(question.options) or ["yes", "no"]
     if question.kind == "select" and question.options:

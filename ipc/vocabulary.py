@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ControlAction", "EventType", "RunStatus", "StopReason", "TaskState", "YoloLevel"]
+__all__ = ["AUTHORIZE_ANSWERS", "ControlAction", "EventType", "RunStatus", "StopReason", "TaskState", "YoloLevel"]
 
 
 class StopReason(StrEnum):
@@ -65,6 +65,11 @@ class YoloLevel(StrEnum):
     NONE = "none"
     YOLO = "yolo"  # skip authorisation prompts for in-workspace operations
     FULL = "full"  # also outside the workspace; ask_user_for_help is removed
+
+
+# The answers an authorisation question takes, in the order clients offer them (the worker maps them to
+# decisions; anything else is a refusal).
+AUTHORIZE_ANSWERS = ("once", "session", "project", "deny")
 
 
 class EventType(StrEnum):

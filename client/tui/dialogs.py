@@ -12,14 +12,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from yagent.ipc.messages import Question
+from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS
 
 from ..cells import Line, pad_line, text_width, truncate, wrap
 from ..line_field import LineField
 
 __all__ = ["AUTHORIZE_CHOICES", "Choice", "Dialog", "Dismiss", "PickerDialog", "QuestionDialog", "render_box"]
 
-AUTHORIZE_CHOICES = (("once", "allow once"), ("session", "allow for this session"),
-                     ("project", "always allow in this project"), ("deny", "deny"))
+_AUTHORIZE_LABELS = {"once": "allow once", "session": "allow for this session",
+                     "project": "always allow in this project", "deny": "deny"}
+AUTHORIZE_CHOICES = tuple((answer, _AUTHORIZE_LABELS[answer]) for answer in AUTHORIZE_ANSWERS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from yagent.ipc.messages import RunOutcome
-from yagent.ipc.vocabulary import RunStatus
+from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, RunStatus
 from yagent.workers.kinds import RunContext
 from yagent.workers.llm import CallOptions, Engine, Message
 from yagent.workers.tools import (
@@ -30,7 +30,7 @@ __all__ = ["ChannelAsker", "ChannelAuthorizer", "ChannelDelegator", "EngineTextL
 # How a client's authorisation answer maps to a decision; anything else is a refusal.
 _DECISIONS = {"once": AuthDecision.ALLOW_ONCE, "session": AuthDecision.ALLOW_SESSION,
               "project": AuthDecision.ALLOW_PROJECT, "deny": AuthDecision.DENY}
-AUTHORIZE_OPTIONS = ["once", "session", "project", "deny"]
+AUTHORIZE_OPTIONS = list(AUTHORIZE_ANSWERS)
 
 
 class ChannelAuthorizer:
