@@ -37,13 +37,10 @@ CARRIED_VARIABLES = ("YAGENT_HOME", "YAGENT_RUNTIME_DIR")
 
 
 def render_unit(command: str | None = None, environ: Mapping[str, str] | None = None) -> str:
-    text = _template().replace("@YAGENTD@", command or yagentd_command())
-    carried = [f'Environment="{name}={os.path.abspath(os.path.expanduser(environ[name]))}"'
+    carried = [f'Environment="{name}={os.path.abspath(os.path.expanduser(environ[name]))}"\n'
                for name in CARRIED_VARIABLES if environ and environ.get(name)]
-    if carried:
-        text = text.replace("Environment=PYTHONUNBUFFERED=1\n",
-                            "Environment=PYTHONUNBUFFERED=1\n" + "".join(line + "\n" for line in carried))
-    return text
+    return (_template().replace("@YAGENTD@", command or yagentd_command())
+            .replace("@ENVIRONMENT@\n", "".join(carried)))
 
 
 def unit_dir() -> Path:

@@ -84,7 +84,7 @@ def test_unit_is_a_notify_user_service_with_a_watchdog() -> None:
     assert "ExecStart=/opt/bin/yagentd" in text
     for line in ("Type=notify", "WatchdogSec=", "Restart=on-failure", "KillMode=mixed", "WantedBy=default.target"):
         assert line in text
-    assert "@YAGENTD@" not in text
+    assert "@YAGENTD@" not in text and "@ENVIRONMENT@" not in text
 
 
 def test_install_unit_writes_into_the_user_unit_directory(tmp_path: Path) -> None:
