@@ -96,7 +96,7 @@ class _Progress:
 
 async def _run(project: Path, text: str, *, task: str | None, agent: str, yolo: str, detach: bool,
                as_json: bool, printer: JsonLinesPrinter | TextPrinter, progress: _Progress,
-               out: TextIO, err: TextIO, liveness_interval: float) -> int:
+               out: TextIO, err: TextIO) -> int:
     async with DaemonClient() as client:
         sub = await client.request(Submit(id=0, project=str(project), text=text, task=task, agent=agent, yolo=yolo),
                                    Submitted)
@@ -114,12 +114,12 @@ async def _run(project: Path, text: str, *, task: str | None, agent: str, yolo: 
             print(f"task {sub.task} · turn {sub.turn} · `yagent attach {sub.task}` watches it too", file=err)
         follow = _follow_turn(client, sub.task, sub.turn, printer=printer, as_json=as_json, yolo=yolo,
                               out=out, err=err)
-        return await run_while_daemon_lives(client, sub.task, follow, interval=liveness_interval)
+        return await run_while_daemon_lives(client, sub.task, follow)
 
 
 def run_headless(project: Path, text: str, *, task: str | None = None, agent: str = "director",
                  yolo: str = "none", detach: bool = False, as_json: bool = False, verbose: bool = False,
-                 out: TextIO | None = None, err: TextIO | None = None, liveness_interval: float = 1.0) -> int:
+                 out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Submit one turn and follow it to its end; the exit code says how it ended (`exit_codes`)."""
     out = out or sys.stdout
     err = err or sys.stderr
@@ -127,21 +127,16 @@ def run_headless(project: Path, text: str, *, task: str | None = None, agent: st
     progress = _Progress()
     try:
         return asyncio.run(_run(project, text, task=task, agent=agent, yolo=yolo, detach=detach, as_json=as_json,
-                                printer=printer, progress=progress, out=out, err=err,
-                                liveness_interval=liveness_interval))
+                                printer=printer, progress=progress, out=out, err=err))
     except RemoteError as exc:
         printer.end_line()
         print(f"yagent: {exc}", file=err)
         return exit_codes.for_refusal(exc.code)
-    except DaemonLost as exc:
+    except IpcError as exc:  # `DaemonLost` says all there is to say; other errors need the context
+        reason = str(exc) if isinstance(exc, DaemonLost) else f"lost the connection to yagentd: {exc}"
         printer.end_line()
-        _last_result(printer, progress, "interrupted", str(exc))
-        print(f"yagent: {exc}", file=err)
-        return exit_codes.NOT_RUNNING
-    except IpcError as exc:
-        printer.end_line()
-        _last_result(printer, progress, "interrupted", f"lost the connection to yagentd: {exc}")
-        print(f"yagent: lost the connection to yagentd: {exc}", file=err)
+        _last_result(printer, progress, "interrupted", reason)
+        print(f"yagent: {reason}", file=err)
         return exit_codes.NOT_RUNNING
     except KeyboardInterrupt:
         printer.end_line()

@@ -87,11 +87,9 @@ def open_client(*, project: Path, task: str | None, new: bool, agent: str, yolo:
         _err(f"cannot reach yagentd: {exc}")
         return exit_codes.NOT_RUNNING
     if info.task:
-        if info.reason == "detached" and info.state in _STILL_WORKING:
-            print(f"detached from task {info.task} ({info.state}); it keeps running in the daemon — "
-                  f"`yagent attach {info.task}` comes back")
-        elif info.reason == "detached":
-            print(f"detached from task {info.task} ({info.state}) — `yagent attach {info.task}` comes back")
+        if info.reason == "detached":
+            goes_on = "; it keeps running in the daemon" if info.state in _STILL_WORKING else ""
+            print(f"detached from task {info.task} ({info.state}){goes_on} — `yagent attach {info.task}` comes back")
         else:
             print(f"left task {info.task} ({info.state}) — `yagent attach {info.task}` comes back")
     else:

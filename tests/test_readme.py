@@ -12,12 +12,12 @@ from yagent.workers.agents.runtime import DEFAULT_MAX_STEPS
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
+TOML_BLOCKS = re.findall(r"```toml\n(.*?)```", README, re.S)
 
 
 def test_every_toml_example_loads_without_warnings() -> None:
-    blocks = re.findall(r"```toml\n(.*?)```", README, re.S)
-    assert len(blocks) >= 2
-    for block in blocks:
+    assert len(TOML_BLOCKS) >= 2
+    for block in TOML_BLOCKS:
         table = tomllib.loads(block)
         settings = settings_from_table(table, environ={"DEEPSEEK_API_KEY": "sk-test"})
         assert settings.warnings == ()
@@ -25,7 +25,7 @@ def test_every_toml_example_loads_without_warnings() -> None:
 
 
 def test_the_settings_example_states_the_defaults() -> None:
-    block = next(b for b in re.findall(r"```toml\n(.*?)```", README, re.S) if "[agent]" in b)
+    block = next(b for b in TOML_BLOCKS if "[agent]" in b)
     shown = settings_from_table(tomllib.loads(block), environ={})
     defaults = settings_from_table({}, environ={})
     for key in ("delegate_idle_timeout", "delegate_total_timeout", "max_parallel_delegations",

@@ -100,13 +100,14 @@ class _GrowingBody:
         if len(text) == self.consumed:
             return
         body_w = max(1, self.width - self.indent)
+        rule_w = min(body_w, 40)
         sources = text[self.tail_start:].split("\n")
         for source in sources[:-1]:
-            styled = style_markdown_line(source, self.fence, min(body_w, 40))
+            styled = style_markdown_line(source, self.fence, rule_w)
             self.stable.extend(self._pad(wrap_styled(styled, body_w)))
             self.fence = styled.in_fence
             self.tail_start += len(source) + 1
-        self.tail = self._pad(wrap_styled(style_markdown_line(sources[-1], self.fence, min(body_w, 40)), body_w))
+        self.tail = self._pad(wrap_styled(style_markdown_line(sources[-1], self.fence, rule_w), body_w))
         self.consumed = len(text)
 
     def _pad(self, lines: list[Line]) -> list[Line]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from yagent.client.cli import build_parser
-from yagent.client.task_commands import accepted_answers, split_answer_args
-from yagent.ipc.messages import Question
+from yagent.client.task_commands import _runs_tree, accepted_answers, split_answer_args
+from yagent.ipc.messages import Question, RunSummary, TaskSummary
 
 
 def test_the_first_word_is_a_request_id_only_when_it_looks_like_one() -> None:
@@ -35,9 +35,6 @@ def test_ps_refuses_a_limit_that_lists_nothing(limit: str, capsys: pytest.Captur
 
 
 def test_the_runs_tree_names_a_stop_reason_only_when_it_adds_something() -> None:
-    from yagent.client.task_commands import _runs_tree
-    from yagent.ipc.messages import RunSummary, TaskSummary
-
     summary = TaskSummary(task="t1", project="/p", title="x", state="cancelled", created_at=0.0, updated_at=0.0,
                           runs=[RunSummary(run="r1", agent="director", status="cancelled", stop_reason="cancelled"),
                                 RunSummary(run="r2", agent="repo", status="failed", stop_reason="idle_timeout",

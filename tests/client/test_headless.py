@@ -24,9 +24,14 @@ pytestmark = pytest.mark.e2e
 EVENT_FIELDS = {"seq", "task", "run", "agent", "type", "ts", "data"}
 
 
-def popen(daemon: DaemonProcess, *args: str, cwd: Path) -> subprocess.Popen[str]:
+def popen(daemon: DaemonProcess, *args: str, cwd: Path, stdout: Any = subprocess.PIPE) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "yagent.client.cli", *args], env=daemon.env, cwd=str(cwd),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=stdout, stderr=subprocess.PIPE, text=True)
+
+
+def task_of(hint_line: str) -> str:
+    """The task id in a "`yagent attach TASK`" hint."""
+    return hint_line.split("yagent attach ")[1].split("`")[0]
 
 
 def test_print_mode_streams_json_lines_and_a_final_answer(make_daemon, project: Path) -> None:
@@ -55,9 +60,7 @@ def test_a_question_says_how_to_answer_it_and_the_run_waits(make_daemon, project
             if "yagent attach" in line:
                 break
         assert any("asks: deploy now?" in line for line in seen)
-        hint = seen[-1]
-        task = hint.split("yagent attach ")[1].split("`")[0]
-        answered = daemon.cli("answer", task, "yes")
+        answered = daemon.cli("answer", task_of(seen[-1]), "yes")
         assert answered.returncode == 0, answered.stderr
         out, err = proc.communicate(timeout=30)
     finally:
@@ -185,10 +188,6 @@ def client_process(daemon: DaemonProcess, *args: str, cwd: Path) -> Iterator[tup
             proc.wait()
 
 
-def task_of(hint_line: str) -> str:
-    return hint_line.split("yagent attach ")[1].split("`")[0]
-
-
 def test_json_is_accepted_after_the_command_as_the_spec_writes_it(make_daemon, project: Path) -> None:
     daemon = make_daemon(PROVIDER_CONFIG)
     result = daemon.cli("run", "--json", "--agent", "scripted", script({"emit": 1}, output="fin"), cwd=project)
@@ -295,9 +294,8 @@ def test_a_question_reaches_the_terminal_when_stdout_is_redirected(make_daemon, 
     daemon = make_daemon(PROVIDER_CONFIG)
     answer_file = tmp_path / "answer.txt"
     with answer_file.open("w") as out:  # `yagent -p … > answer.txt`
-        proc = subprocess.Popen([sys.executable, "-m", "yagent.client.cli", "-p",
-                                 script({"ask": {"kind": "confirm", "prompt": "deploy now?"}}), "--agent", "scripted"],
-                                env=daemon.env, cwd=str(project), stdout=out, stderr=subprocess.PIPE, text=True)
+        proc = popen(daemon, "-p", script({"ask": {"kind": "confirm", "prompt": "deploy now?"}}), "--agent", "scripted",
+                     cwd=project, stdout=out)
     try:
         assert proc.stderr is not None
         err_lines = PipeReader(proc.stderr)

@@ -331,30 +331,26 @@ def test_the_wizard_adds_a_provider_to_an_inline_providers_table(tmp_path: Path)
     assert load_settings(path, {}).table["global"]["llm"]["providers"]["b"] == NEW
 
 
+class NaivePutProvider(PutProvider):
+    """Adds the provider as a table header, which among dotted keys captures the keys after it."""
+
+    def apply(self, doc):
+        providers = doc["global"]["llm"]["providers"]
+        providers[self.name] = tomlkit.table()
+        providers[self.name]["model"] = self.fields["model"]
+        return doc
+
+
 def test_a_write_that_would_change_the_meaning_of_other_lines_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     path.write_text(DOTTED_TOP)
-
-    config = ConfigFile.load(path)
-    ops = [SetValue(("agent",), "lang", "Chinese")]
-    assert write(config, ops, {}).ok
+    assert write(ConfigFile.load(path), [SetValue(("agent",), "lang", "Chinese")], {}).ok
     text = path.read_text()
-    broken = ConfigFile.load(path)
-    bad = PutProvider("b", NEW)
-    original = bad.apply
-
-    def naive(doc):  # a header among the dotted keys captures the keys after it
-        glob = doc["global"]["llm"]["providers"]
-        glob["b"] = tomlkit.table()
-        glob["b"]["model"] = "m2"
-        return doc
-
-    bad.apply = naive  # type: ignore[method-assign]
-    result = write(broken, [bad], {})
+    config = ConfigFile.load(path)
+    result = write(config, [NaivePutProvider("b", NEW)], {})
     assert not result.ok and "nothing was written" in result.message
     assert path.read_text() == text
-    bad.apply = original  # type: ignore[method-assign]
-    assert write(broken, [bad], {}).ok
+    assert write(config, [PutProvider("b", NEW)], {}).ok
 
 
 def test_crlf_files_stay_crlf(tmp_path: Path) -> None:
@@ -395,7 +391,6 @@ def test_a_symlinked_config_stays_a_symlink_and_keeps_its_mode(tmp_path: Path) -
     assert 'timeout = "60s"' in real.read_text()
     assert stat.S_IMODE(real.stat().st_mode) == 0o640
     assert [p.name for p in tmp_path.iterdir() if p.name != "dotfiles"] == ["config.toml"]  # no stray temp file
-
 
 
 def test_a_renamed_provider_keeps_the_comments_of_the_keys_the_wizard_does_not_manage(tmp_path: Path) -> None:

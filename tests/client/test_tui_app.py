@@ -25,6 +25,14 @@ def backend_with_task(state: str = "running") -> FakeBackend:
     return b
 
 
+def backend_with_long_reply(state: str = "running") -> FakeBackend:
+    """A task whose reply is 60 lines, `line-00` … `line-59` (seq 2-61): more than one screen holds."""
+    b = backend_with_task(state)
+    for i in range(60):
+        b.emit("t1", "ai_chunk", {"text": f"line-{i:02d}\n"})
+    return b
+
+
 def entries(tui, kind: str) -> list[str]:
     return [e.text for e in tui.c.view.entries if e.kind == kind]
 
@@ -481,9 +489,7 @@ def test_turns_the_daemon_no_longer_replays_come_from_the_task_record() -> None:
 
 def test_page_up_scrolls_back_and_page_down_follows_the_stream_again() -> None:
     async def go() -> None:
-        b = backend_with_task()
-        for i in range(60):
-            b.emit("t1", "ai_chunk", {"text": f"line-{i:02d}\n"})
+        b = backend_with_long_reply()
         async with running_tui(b) as (tui, pipe):
             await until(lambda: tui.c.view.last_seq == 61, "the backlog")
             assert any("line-59" in row for row in screen_rows(tui, 80, 24))
@@ -508,9 +514,7 @@ def test_page_up_scrolls_back_and_page_down_follows_the_stream_again() -> None:
 
 def test_ctrl_home_jumps_to_the_start_and_end_follows_the_stream_again() -> None:
     async def go() -> None:
-        b = backend_with_task()
-        for i in range(60):
-            b.emit("t1", "ai_chunk", {"text": f"line-{i:02d}\n"})
+        b = backend_with_long_reply()
         async with running_tui(b) as (tui, pipe):
             await until(lambda: tui.c.view.last_seq == 61, "the backlog")
             pipe.send_text("\x1b[1;5H")  # ctrl+home
@@ -537,9 +541,7 @@ def test_ctrl_home_jumps_to_the_start_and_end_follows_the_stream_again() -> None
 def test_the_mouse_wheel_scrolls_the_conversation_not_the_input_history() -> None:
     wheel_up, wheel_down = "\x1b[<64;10;5M", "\x1b[<65;10;5M"  # SGR mouse reports over the log
     async def go() -> None:
-        b = backend_with_task(state="done")
-        for i in range(60):
-            b.emit("t1", "ai_chunk", {"text": f"line-{i:02d}\n"})
+        b = backend_with_long_reply(state="done")
         async with running_tui(b) as (tui, pipe):
             await until(lambda: tui.c.view.last_seq == 61, "the backlog")
             await until(lambda: tui.application.output.mouse_reported, "the terminal reporting the mouse")
