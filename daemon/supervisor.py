@@ -383,12 +383,13 @@ class Daemon:
         return self.hub.publish(task_id, run.id if run else "", run.agent if run else "", type_.value, data)
 
     def create_run(self, task: LiveTask, turn: int, agent: str, text: str, *, parent: LiveRun | None = None,
-                   call_id: str = "", yolo: str = "none", options: dict[str, Any] | None = None) -> LiveRun:
+                   call_id: str = "", yolo: str = "none", options: dict[str, Any] | None = None,
+                   context: str = "") -> LiveRun:
         run_id = new_run_id()
         spec = RunSpec(
             run=run_id, task=task.id, turn=turn, project=task.row.project_id, project_root=task.row.project_path,
             agent=agent, input=text, home=str(self.home), parent_run=parent.id if parent else None,
-            call_id=call_id or None, depth=(parent.spec.depth + 1) if parent else 0,
+            call_id=call_id or None, context=context, depth=(parent.spec.depth + 1) if parent else 0,
             yolo=parent.spec.yolo if parent else yolo, config=self.settings.table,
             options=options or {}, heartbeat_interval=self.settings.heartbeat_interval,
             daemon_loss_timeout=self.settings.daemon_loss_timeout,
@@ -562,7 +563,7 @@ class Daemon:
         inherited = {k: run.spec.options[k] for k in INHERITED_OPTIONS if k in run.spec.options}
         try:
             child = self.create_run(run.task, run.turn, msg.agent, msg.task, parent=run, call_id=msg.call_id,
-                                    options={**inherited, "context": msg.context})
+                                    options=inherited, context=msg.context)
         except sqlite3.OperationalError as exc:  # the parent must hear back, or it waits forever
             log.error("cannot record a delegation of run %s in %s: %s", run.id, self.registry.path, exc)
             self.send_worker(run, ErrorReply(
@@ -623,24 +624,14 @@ class Daemon:
             error = run.forced_detail
             if exit_note and result is None:
                 error = f"{error} ({exit_note})" if error else exit_note
-            return RunOutcome(run=run.id, agent=run.agent, status=status, stop_reason=run.forced_stop,
-                              output=result.output if result else "", error=error,
-                              data=result.data if result else {})
+            base = result.outcome if result else RunOutcome(status=status, stop_reason=run.forced_stop)
+            return dataclasses.replace(base, run=run.id, agent=run.agent, status=status,
+                                       stop_reason=run.forced_stop, error=error)
         if result is None:
             return RunOutcome(run=run.id, agent=run.agent, status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
                               error=f"{exit_note or 'worker exited'} before reporting a result")
-        try:
-            status = RunStatus(result.status)
-        except ValueError:
-            status = RunStatus.FAILED
-        if status not in _FINISHED_STATUSES:
-            status = RunStatus.FAILED
-        try:
-            stop = StopReason(result.stop_reason)
-        except ValueError:
-            stop = StopReason.UNACCOUNTED
-        return RunOutcome(run=run.id, agent=run.agent, status=status, stop_reason=stop, output=result.output,
-                          error=result.error, data=result.data)
+        status = result.outcome.status if result.outcome.status in _FINISHED_STATUSES else RunStatus.FAILED
+        return dataclasses.replace(result.outcome, run=run.id, agent=run.agent, status=status)
 
     def finalize(self, run: LiveRun, outcome: RunOutcome) -> None:
         """Record the run's end and hand its outcome to whoever waits for it."""
@@ -672,7 +663,7 @@ class Daemon:
         self.publish(run.task, EventType.RUN_FINISHED, {
             "status": outcome.status, "stop_reason": outcome.stop_reason, "error": outcome.error,
             "output": outcome.output, "parent": run.parent.id if run.parent else None, "call_id": run.call_id,
-            "cpu_seconds": outcome.data.get("cpu_seconds", 0.0),
+            "cpu_seconds": outcome.cpu_seconds,
         }, run)
         parent = run.parent
         if parent is not None:

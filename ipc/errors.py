@@ -55,7 +55,13 @@ class MessageTooLarge(ProtocolError):
 
 
 class MalformedMessage(ProtocolError):
-    pass
+    """`request_id` is the id the unreadable frame carried, when it had one, so the sender can be answered
+    instead of waiting for a reply that will never come; `kind` the message kind it claimed."""
+
+    def __init__(self, message: str, *, request_id: int | None = None, kind: str = "") -> None:
+        super().__init__(message)
+        self.request_id = request_id
+        self.kind = kind
 
 
 class ProtocolMismatch(ProtocolError):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .records import Message, Record, message, record
+from .vocabulary import QuestionKind, RunStatus, StopReason
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -73,7 +74,7 @@ class Question(Record):
     """A question waiting for the user (ask_user_for_help or an authorisation prompt)."""
 
     request_id: str
-    kind: str  # confirm | select | input | authorize
+    kind: QuestionKind
     prompt: str
     options: list[str] = field(default_factory=list)
     default: str | None = None
@@ -124,15 +125,29 @@ class TaskSummary(Record):
 
 @record
 class RunOutcome(Record):
-    """How a run ended, as handed to its parent (the delegate tool result) or the user."""
+    """How a run ended: the one shape from the agent's loop to its parent's tool result.
 
-    run: str
-    agent: str
-    status: str
-    stop_reason: str
-    output: str = ""
-    error: str = ""
-    data: dict = field(default_factory=dict)
+    The agent returns it, the worker reports it (`RunResult`), the daemon fills in `run` and `agent`, sets
+    status and stop reason when it stopped the run itself (a timeout, a cancel, a crash), records it and
+    hands it on unchanged: to the parent run (`DelegateResult`), to followers (`run_finished`), to the user
+    (`turn_finished`).
+    """
+
+    status: RunStatus
+    stop_reason: StopReason
+    output: str = ""  # the run's full answer
+    error: str = ""  # why it did not finish, for people
+    handoff: dict | None = None  # a delegated agent's structured hand-off: conclusion, facts, open_questions, status
+    run: str = ""
+    agent: str = ""
+    steps: int = 0
+    usage: dict = field(default_factory=dict)  # token counts summed over the run's model calls
+    cpu_seconds: float = 0.0  # the worker process's own CPU time
+    data: dict = field(default_factory=dict)  # what one agent kind adds (agent_exit's arguments, a traceback)
+
+    @property
+    def done(self) -> bool:
+        return self.status == RunStatus.DONE
 
 
 @record
@@ -149,6 +164,7 @@ class RunSpec(Record):
     home: str
     parent_run: str | None = None
     call_id: str | None = None  # the parent's tool call that asked for this delegation
+    context: str = ""  # facts the delegating agent handed over with the task
     depth: int = 0
     paused: bool = False
     yolo: str = "none"
@@ -410,7 +426,7 @@ class DelegateRequest(Message):
     agent: str
     task: str
     call_id: str = ""
-    context: dict = field(default_factory=dict)
+    context: str = ""  # facts already established that the child should build on
 
 
 @message("delegate_result")
@@ -439,11 +455,7 @@ class RunControl(Message):
 
 @message("result")
 class RunResult(Message):
-    status: str
-    stop_reason: str
-    output: str = ""
-    error: str = ""
-    data: dict = field(default_factory=dict)
+    outcome: RunOutcome
 
 
 @message("result_ack")

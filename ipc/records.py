@@ -8,6 +8,7 @@ outside this package builds message dicts by hand.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from collections.abc import Callable
@@ -59,6 +60,17 @@ def _checker_for(tp: Any) -> Checker:
         return check_float
     if tp is str:
         return lambda v: v if isinstance(v, str) else _fail("str", v)
+    if isinstance(tp, type) and issubclass(tp, enum.StrEnum):
+        members = {m.value: m for m in tp}
+        names = "|".join(members)
+
+        def check_member(v: Any) -> enum.StrEnum:
+            member = members.get(v) if isinstance(v, str) else None
+            if member is None:
+                raise MalformedMessage(f"expected one of {names}, got {v!r}"[:300])
+            return member
+
+        return check_member
     if tp is bytes:
         return lambda v: v if isinstance(v, bytes) else _fail("bytes", v)
     if tp is dict or origin is dict:
@@ -116,6 +128,21 @@ class Record:
             value = getattr(self, name)
             out[name] = enc(value) if enc is not None else value
         return out
+
+    @classmethod
+    def read(cls, data: Any) -> Any:
+        """A lenient reading for data written by another version (an old event log): a field that is
+        missing or does not check takes its default. None when a field without a default cannot be read."""
+        if not isinstance(data, dict):
+            return None
+        kwargs: dict[str, Any] = {}
+        for name, check, _enc, required in cls._fields:
+            try:
+                kwargs[name] = check(data[name])
+            except (KeyError, MalformedMessage, TypeError):
+                if required:
+                    return None
+        return cls(**kwargs)
 
     @classmethod
     def from_wire(cls, data: Any) -> Any:
@@ -212,6 +239,12 @@ def decode(frame: bytes) -> Message:
         raise MalformedMessage("frame is not a msgpack map")
     kind = data.get("k")
     cls = _KINDS.get(kind) if isinstance(kind, str) else None
+    request_id = data.get("id") if type(data.get("id")) is int else None
     if cls is None:
-        raise MalformedMessage(f"unknown message kind {kind!r}")
-    return cls.from_wire(data)
+        raise MalformedMessage(f"unknown message kind {kind!r}", request_id=request_id)
+    try:
+        return cls.from_wire(data)
+    except MalformedMessage as exc:  # the peer may be waiting for this id: say which request failed
+        exc.request_id = request_id
+        exc.kind = cls.kind
+        raise

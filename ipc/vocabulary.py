@@ -1,13 +1,28 @@
-"""Shared vocabularies: run and task states, stop reasons, event types, control actions.
+"""Shared vocabularies: run and task states, stop reasons, event types, control actions, question kinds,
+hand-off statuses and error codes.
 
-One definition each, imported by daemon, workers and clients alike.
+One definition each, imported by daemon, workers and clients alike; nothing else spells these words.
+`tests/test_vocabulary.py` pins the wire spelling of every value and fails on a copy of a distinctive one
+typed as a plain string elsewhere.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["AUTHORIZE_ANSWERS", "ControlAction", "EventType", "RunStatus", "StopReason", "TaskState", "YoloLevel"]
+__all__ = [
+    "AUTHORIZE_ANSWERS",
+    "WRITABLE_HANDOFF_STATUSES",
+    "ControlAction",
+    "ErrorCode",
+    "EventType",
+    "HandoffStatus",
+    "QuestionKind",
+    "RunStatus",
+    "StopReason",
+    "TaskState",
+    "YoloLevel",
+]
 
 
 class StopReason(StrEnum):
@@ -65,6 +80,55 @@ class YoloLevel(StrEnum):
     NONE = "none"
     YOLO = "yolo"  # skip authorisation prompts for in-workspace operations
     FULL = "full"  # also outside the workspace; ask_user_for_help is removed
+
+
+class QuestionKind(StrEnum):
+    """What a question waiting for the user asks for."""
+
+    CONFIRM = "confirm"  # yes / no (or the two options given)
+    SELECT = "select"  # one of the options
+    INPUT = "input"  # free text
+    AUTHORIZE = "authorize"  # an authorisation prompt: one of AUTHORIZE_ANSWERS
+
+
+class HandoffStatus(StrEnum):
+    """How a delegated agent judges its own work (`handoff.status`), and how its parent reads the result."""
+
+    OK = "ok"
+    PARTIAL = "partial"
+    ERROR = "error"
+    STOPPED = "stopped"  # the child did not finish (timeout, cancel, crash); never written by an agent
+
+
+# The statuses an agent may write into its hand-off.
+WRITABLE_HANDOFF_STATUSES = (HandoffStatus.OK, HandoffStatus.PARTIAL, HandoffStatus.ERROR)
+
+
+class ErrorCode(StrEnum):
+    """The machine-readable code of an error reply; its message says what to do."""
+
+    # anything the daemon cannot read or answer
+    MALFORMED = "malformed"  # not msgpack, not a map, unknown kind, a field of the wrong type
+    NOT_A_REQUEST = "not_a_request"  # a valid message that is not a request on this socket
+    PROTOCOL_MISMATCH = "protocol_mismatch"
+    TOO_LARGE = "too_large"  # the reply would not fit one frame
+    INTERNAL = "internal"  # a daemon bug; the daemon log has the traceback
+    REGISTRY_UNAVAILABLE = "registry_unavailable"  # state.db locked by another program, or the disk full
+    # requests the user must change
+    BAD_REQUEST = "bad_request"
+    BAD_CONFIG = "bad_config"
+    BAD_PROJECT = "bad_project"
+    UNKNOWN_TASK = "unknown_task"
+    AMBIGUOUS_TASK = "ambiguous_task"
+    # the state of a task or of the daemon
+    SHUTTING_DOWN = "shutting_down"
+    BUSY = "busy"  # the task already has a turn in flight
+    NOT_RUNNING = "not_running"  # the task has no turn in flight
+    NO_QUESTION = "no_question"  # the question was answered already, or its run ended
+    # worker requests
+    UNKNOWN_RUN = "unknown_run"
+    TOO_DEEP = "too_deep"  # a delegation past the depth limit
+    STOPPING = "stopping"  # the run asking is being stopped
 
 
 # The answers an authorisation question takes, in the order clients offer them (the worker maps them to

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import os
@@ -202,16 +203,20 @@ class DaemonChannel:
         except _UNENCODABLE as exc:
             log.warning("run %s: the result carries data yagentd cannot read (%s); sending a converted copy",
                         self.run_id, exc)
-            result = RunResult(status=str(result.status), stop_reason=str(result.stop_reason),
-                               output=_wire_safe(result.output), error=_wire_safe(result.error),
-                               data=_wire_safe(result.data))
+            o = result.outcome
+            result = RunResult(outcome=dataclasses.replace(
+                o, output=_wire_safe(o.output), error=_wire_safe(o.error), handoff=_wire_safe(o.handoff),
+                usage=_wire_safe(o.usage), data=_wire_safe(o.data)))
             with contextlib.suppress(MessageTooLarge):
                 return encode(result)
         except MessageTooLarge:
             pass
         log.warning("run %s: the result is over the %d-byte frame cap; sending it cut", self.run_id, MAX_FRAME_BYTES)
-        return encode(RunResult(status=result.status, stop_reason=result.stop_reason, output=_cut(result.output),
-                                error=_cut(result.error), data=cut_to_frame(result.data, OVERSIZE_KEEP_CHARS)))
+        o = result.outcome
+        return encode(RunResult(outcome=dataclasses.replace(
+            o, output=_cut(o.output), error=_cut(o.error),
+            handoff=cut_to_frame(o.handoff, OVERSIZE_KEEP_CHARS) if o.handoff else None,
+            data=cut_to_frame(o.data, OVERSIZE_KEEP_CHARS))))
 
     def heartbeat(self) -> None:
         now = time.monotonic()
@@ -266,10 +271,9 @@ class DaemonChannel:
     def hold(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self.hold_lease()
 
-    async def delegate(self, agent: str, task: str, *, call_id: str = "",
-                       context: dict[str, Any] | None = None) -> RunOutcome:
+    async def delegate(self, agent: str, task: str, *, call_id: str = "", context: str = "") -> RunOutcome:
         reply = await self._request(
-            DelegateRequest(id=0, agent=agent, task=task, call_id=call_id, context=context or {}), DelegateResult)
+            DelegateRequest(id=0, agent=agent, task=task, call_id=call_id, context=context), DelegateResult)
         assert isinstance(reply, DelegateResult)
         return reply.outcome
 

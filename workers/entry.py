@@ -19,7 +19,7 @@ import signal
 import sys
 import traceback
 
-from yagent.ipc.messages import RunResult
+from yagent.ipc.messages import RunOutcome, RunResult
 from yagent.ipc.vocabulary import RunStatus, StopReason
 
 from .channel import DaemonChannel, DaemonLost
@@ -134,6 +134,13 @@ async def _serve(run_id: str, endpoint: str) -> int:
 
 def _result(outcome: AgentOutcome) -> RunResult:
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    data = {**outcome.data, "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4)}
-    return RunResult(status=str(outcome.status), stop_reason=str(outcome.stop_reason), output=outcome.output,
-                     error=outcome.error, data=data)
+    data = dict(outcome.data)
+    handoff = data.pop("handoff", None)
+    try:
+        status, stop = RunStatus(outcome.status), StopReason(outcome.stop_reason)
+    except ValueError:
+        status, stop = RunStatus.FAILED, StopReason.UNACCOUNTED
+    return RunResult(outcome=RunOutcome(
+        status=status, stop_reason=stop, output=outcome.output, error=outcome.error,
+        handoff=handoff if isinstance(handoff, dict) else None, steps=int(data.pop("steps", 0) or 0),
+        usage=data.pop("usage", {}) or {}, cpu_seconds=round(usage.ru_utime + usage.ru_stime, 4), data=data))

@@ -60,9 +60,8 @@ class RunContext:
         """Block here while the task is paused; raises CancelledError if the run is cancelled."""
         await self.channel.pause_gate()
 
-    async def delegate(self, agent: str, task: str, *, call_id: str = "",
-                       context: dict[str, Any] | None = None) -> RunOutcome:
-        return await self.channel.delegate(agent, task, call_id=call_id, context=context or {})
+    async def delegate(self, agent: str, task: str, *, call_id: str = "", context: str = "") -> RunOutcome:
+        return await self.channel.delegate(agent, task, call_id=call_id, context=context)
 
     async def ask_user(self, kind: str, prompt: str, *, options: list[str] | None = None,
                        default: str | None = None, details: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -279,7 +279,8 @@ def test_a_second_malformed_handoff_ends_the_run_and_the_parent_still_sees_every
     assert result.stop_reason == StopReason.AGENT_EXIT and len(fake.requests_for("chat")) == 2
     outcome = outcome_from_loop(result)
     text = format_for_parent(RunOutcome(run="r", agent="chat", status=outcome.status,
-                                        stop_reason=outcome.stop_reason, output=outcome.output, data=outcome.data))
+                                        stop_reason=outcome.stop_reason, output=outcome.output,
+                                            handoff=outcome.data.get("handoff")))
     assert "- plain fact (no location given)" in text
     assert "status unclear ('finished')" in text
 

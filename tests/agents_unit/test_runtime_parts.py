@@ -159,9 +159,8 @@ def test_every_agent_stops_on_agent_exit() -> None:
 
 def test_parent_sees_deliverable_handoff_and_stop_reasons() -> None:
     done = RunOutcome(run="r1", agent="repo", status="done", stop_reason="agent_exit", output="The report.",
-                      data={"handoff": {"conclusion": "found", "status": "partial",
-                                        "facts": [{"claim": "x is y", "where": "a.py:3"}],
-                                        "open_questions": ["why?"]}})
+                      handoff={"conclusion": "found", "status": "partial",
+                               "facts": [{"claim": "x is y", "where": "a.py:3"}], "open_questions": ["why?"]})
     text = format_for_parent(done)
     assert text.startswith("[repo finished (agent_exit), status partial]")
     assert "The report." in text and "- x is y (a.py:3)" in text and "- why?" in text

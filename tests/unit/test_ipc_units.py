@@ -21,6 +21,7 @@ from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
 
 def _example(cls):
     import dataclasses
+    import enum
     import typing
 
     hints = typing.get_type_hints(cls)
@@ -30,6 +31,8 @@ def _example(cls):
         if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
             continue
         values[f.name] = {int: 7, float: 1.5, str: "s", bool: True, dict: {"a": 1}, list: [1]}.get(tp)
+        if isinstance(tp, type) and issubclass(tp, enum.Enum):
+            values[f.name] = next(iter(tp))
         if values[f.name] is None:
             origin = typing.get_origin(tp)
             if origin is list:

@@ -17,7 +17,7 @@ import zmq
 import zmq.asyncio
 
 from yagent.ipc.messages import (
-    DelegateRequest,
+    AskUser,
     EventBatch,
     ResultAck,
     RunControl,
@@ -113,7 +113,7 @@ def test_a_cancel_that_arrives_with_the_start_message_stops_the_run(tmp_path: Pa
         return result
 
     result = asyncio.run(main())
-    assert result.stop_reason == StopReason.CANCELLED.value
+    assert result.outcome.stop_reason == StopReason.CANCELLED.value
 
 
 # -- what the worker sends must reach the daemon, whatever an agent hands it ----------------------------
@@ -162,7 +162,7 @@ async def _serve_until_result(tmp_path: Path, run: str, agent: str) -> tuple[lis
 
 def test_events_msgpack_cannot_carry_or_too_big_for_a_frame_arrive_converted_and_cut(tmp_path: Path) -> None:
     events, result, code = asyncio.run(_serve_until_result(tmp_path, "r3", "test-emits-awkward-data"))
-    assert (result.status, code) == ("done", entry.EXIT_OK)
+    assert (result.outcome.status, code) == ("done", entry.EXIT_OK)
     assert [e[0] for e in events] == ["note"] * 4
     assert events[0][2] == {"n": 1} and events[3][2] == {"n": 3}
     odd = events[1][2]
@@ -174,9 +174,9 @@ def test_events_msgpack_cannot_carry_or_too_big_for_a_frame_arrive_converted_and
 
 def test_a_result_too_big_for_a_frame_still_reaches_the_daemon_cut_and_saying_so(tmp_path: Path) -> None:
     _events, result, code = asyncio.run(_serve_until_result(tmp_path, "r4", "test-returns-a-huge-result"))
-    assert (result.status, code) == ("done", entry.EXIT_OK)
-    assert result.output.startswith("yyy") and len(result.output) < MAX_FRAME_BYTES // 2
-    assert "frame cap" in result.data["truncated"]
+    assert (result.outcome.status, code) == ("done", entry.EXIT_OK)
+    assert result.outcome.output.startswith("yyy") and len(result.outcome.output) < MAX_FRAME_BYTES // 2
+    assert "frame cap" in result.outcome.data["truncated"]
 
 
 # -- frames the worker and the client do not expect ----------------------------------------------------
@@ -203,17 +203,19 @@ def test_a_request_the_daemon_could_not_read_fails_at_once_saying_why(tmp_path: 
         async with _started_channel(tmp_path, "r6") as (channel, router, _identity):
             # msgpack cannot carry a set: sent as is, this request would never be answered.
             with pytest.raises(ValueError) as caught:
-                await asyncio.wait_for(channel.delegate("coding", "x", context={"tags": {"a", "b"}}), 5.0)
+                await asyncio.wait_for(channel.ask_user("input", "x", options=[], default=None,
+                                                        details={"tags": {"a", "b"}}), 5.0)
             assert not channel._pending
             # Maps with int keys are readable: the daemon's decoder gives them text keys.
-            asking = asyncio.create_task(channel.delegate("coding", "y", context={"by_line": {1: "a"}}))
-            _, request = await _recv(router, DelegateRequest)
-            assert request.context == {"by_line": {"1": "a"}}
+            asking = asyncio.create_task(channel.ask_user("input", "y", options=[], default=None,
+                                                          details={"by_line": {1: "a"}}))
+            _, request = await _recv(router, AskUser)
+            assert request.question.details == {"by_line": {"1": "a"}}
             asking.cancel()
         return str(caught.value)
 
     message = asyncio.run(main())
-    assert "delegate" in message and "yagentd" in message
+    assert "ask_user" in message and "yagentd" in message
 
 
 # -- a worker whose daemon is gone -----------------------------------------------------------------------
@@ -242,7 +244,7 @@ def test_a_worker_whose_daemon_is_gone_exits_even_with_a_thread_stuck_in_a_tool(
             spec = _spec("r7", agent="test-stuck-in-a-thread", daemon_loss_timeout=0.5)
             await router.send_multipart([identity, encode(StartRun(spec=spec))])
             _, result = await _recv(router, RunResult, deadline=20.0)
-            assert result.stop_reason == StopReason.INTERRUPTED.value
+            assert result.outcome.stop_reason == StopReason.INTERRUPTED.value
             return await asyncio.wait_for(asyncio.to_thread(proc.wait), 15.0)  # hangs without the fix
         finally:
             if proc.poll() is None:

@@ -105,7 +105,7 @@ def _shorten(text: str, budget: int, what: str) -> str:
 
 
 def format_for_parent(outcome: RunOutcome) -> str:
-    handoff = outcome.data.get("handoff") if isinstance(outcome.data.get("handoff"), dict) else {}
+    handoff = outcome.handoff or {}
     if outcome.status == RunStatus.DONE:
         status = handoff_status(handoff)
         raw = (handoff or {}).get("status", status)

@@ -83,7 +83,7 @@ async def meta(ctx: RunContext) -> AgentOutcome:
 
 def _first_run_handoff(outcome: RunOutcome) -> dict[str, Any]:
     """The parent judges Meta by the work done: the first run's hand-off, or one saying it did not finish."""
-    handoff = outcome.data.get("handoff")
+    handoff = outcome.handoff
     if outcome.status == RunStatus.DONE:
         return {"handoff": handoff} if isinstance(handoff, dict) else {}
     reason = outcome.error or outcome.stop_reason or outcome.status

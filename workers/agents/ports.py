@@ -8,7 +8,6 @@ run's delegation pool; the reasoning tools' plain completions go through the rou
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from yagent.ipc.messages import RunOutcome
 from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, RunStatus
@@ -84,11 +83,10 @@ class ChannelDelegator:
 
     async def delegate(self, agent: str, task: str, call_id: str, *, context: str | None = None) -> DelegationResult:
         self.delegated += 1
-        payload: dict[str, Any] = {"context": context} if context else {}
-        outcome = await self._ctx.delegate(agent, task, call_id=call_id, context=payload)
+        outcome = await self._ctx.delegate(agent, task, call_id=call_id, context=context or "")
         if self._on_result is not None:
             self._on_result(agent, outcome)
-        handoff = outcome.data.get("handoff") if isinstance(outcome.data.get("handoff"), dict) else None
+        handoff = outcome.handoff
         if outcome.status == RunStatus.DONE:
             status = handoff_status(handoff)
         else:

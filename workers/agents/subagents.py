@@ -9,7 +9,6 @@ prompt, the tool profile, and what a reply without tool calls earns: Coding is t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from yagent.ipc.provider_config import ProviderConfigError
 from yagent.ipc.vocabulary import RunStatus, StopReason
@@ -65,11 +64,9 @@ class ReminderPolicy(LoopPolicy):
 
 
 def task_text(ctx: RunContext) -> str:
-    context: Any = ctx.spec.options.get("context", {})
-    extra = context.get("context") if isinstance(context, dict) else None
     text = ctx.spec.input
-    if extra:
-        text += f"\n\n# Context from the agent that delegated this task\n\n{extra}"
+    if ctx.spec.context:
+        text += f"\n\n# Context from the agent that delegated this task\n\n{ctx.spec.context}"
     return text
 
 
