@@ -18,11 +18,11 @@ from yagent.ipc.home import config_path, yagent_home
 from yagent.ipc.provider_config import parse_llm_config
 from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
 
+from .arbiter import Daemon
 from .instance_lock import AlreadyRunning, InstanceLock
 from .launcher import MultiprocessingLauncher
 from .registry import RegistryUnreadable
 from .sd_notify import SystemdNotifier
-from .supervisor import Daemon
 
 __all__ = ["main"]
 

@@ -7,7 +7,6 @@ marked interrupted (`mark_interrupted`).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import re
@@ -18,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from yagent.ipc.messages import RunSummary, TaskSummary, TurnSummary
 from yagent.ipc.vocabulary import RunStatus, StopReason, TaskState
 
-__all__ = ["MAX_LIST_LIMIT", "ProjectRow", "Registry", "RegistryUnreadable", "RunRow", "TaskRow", "new_run_id",
-           "new_task_id", "project_id_for"]
+from .deferred_writes import DeferredWrites
+
+__all__ = ["MAX_LIST_LIMIT", "Interrupted", "ProjectRow", "Registry", "RegistryUnreadable", "RunRow", "TaskRow",
+           "TurnRow", "new_run_id", "new_task_id", "project_id_for"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS projects (
@@ -127,6 +127,18 @@ class RunRow:
 
 
 @dataclass(slots=True)
+class TurnRow:
+    task_id: str
+    turn: int
+    text: str
+    state: str
+    root_run: str
+    output: str
+    created_at: float
+    ended_at: float
+
+
+@dataclass(slots=True)
 class InterruptedRun:
     id: str
     task_id: str
@@ -169,8 +181,6 @@ class RegistryUnreadable(Exception):
 # How long a write waits for a lock held by another process (a backup, an `sqlite3` shell) before it
 # fails. Every registry call runs on the event loop, so this is also how long the daemon can stall.
 BUSY_TIMEOUT = 1.0
-# How often deferred progress writes are tried again while the registry cannot be written.
-RETRY_INTERVAL = 2.0
 
 log = logging.getLogger(__name__)
 
@@ -185,9 +195,7 @@ class Registry:
         except sqlite3.Error as exc:
             raise RegistryUnreadable(db_path, str(exc), "check the file's permissions and the disk") from None
         self._db.row_factory = sqlite3.Row
-        self._pending: list[tuple[str, tuple[Any, ...]]] = []
-        self._retry_at = 0.0
-        self._failing = False
+        self.deferred = DeferredWrites(self._db, db_path)
         try:
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version > _SCHEMA_VERSION:
@@ -214,60 +222,12 @@ class Registry:
                 f"(the task list starts empty; conversations under {db_path.parent / 'tasks'} are kept)") from None
 
     def close(self) -> None:
-        if self._pending:
-            self.flush_pending(force=True)
-        if self._pending:
+        if self.deferred:
+            self.deferred.flush(force=True)
+        if self.deferred:
             log.error("%d registry updates could not be written to %s before exit; the next start marks the "
-                      "runs they concern as interrupted", len(self._pending), self.path)
+                      "runs they concern as interrupted", len(self.deferred), self.path)
         self._db.close()
-
-    # -- progress writes ----------------------------------------------------------------------------
-
-    def _record(self, sql: str, args: tuple[Any, ...]) -> None:
-        """Write one progress update (a status, a stop reason); never raises.
-
-        A write that fails — `database is locked` while another program holds state.db, `database or disk
-        is full` — is kept and retried, in order, with the next update or from the daemon's tick
-        (`flush_pending`): a run or turn must end in memory, for its parent and its followers, even when
-        its row cannot be written yet.
-        """
-        self._pending.append((sql, args))
-        self.flush_pending()
-
-    def flush_pending(self, *, force: bool = False) -> bool:
-        """Write the deferred updates; True when none is left."""
-        if not self._pending:
-            return True
-        if not force and time.monotonic() < self._retry_at:
-            return False  # back off: each attempt can block the event loop for BUSY_TIMEOUT
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for sql, args in self._pending:
-                    self._db.execute(sql, args)
-                self._db.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    self._db.execute("ROLLBACK")
-                raise
-        except sqlite3.OperationalError as exc:  # locked, full, I/O: worth another try
-            self._retry_at = time.monotonic() + RETRY_INTERVAL
-            if not self._failing:
-                self._failing = True
-                log.error("cannot write the task registry %s: %s; keeping the update in memory and retrying "
-                          "every %.0fs — close any program holding the file open (an `sqlite3` shell, a backup) "
-                          "or free disk space", self.path, exc, RETRY_INTERVAL)
-            return False
-        except sqlite3.Error:  # a statement that can never succeed must not hold back the rest forever
-            log.exception("dropping %d registry updates that %s refuses", len(self._pending), self.path)
-            self._pending.clear()
-            return True
-        if self._failing:
-            self._failing = False
-            log.warning("the task registry %s is writable again; wrote %d deferred updates", self.path,
-                        len(self._pending))
-        self._pending.clear()
-        return True
 
     # -- projects -----------------------------------------------------------------------------------
 
@@ -318,10 +278,10 @@ class Registry:
         return [self._task_from(r) for r in self._db.execute(sql, args).fetchall()]
 
     def set_task_state(self, task_id: str, state: str) -> None:
-        self._record("UPDATE tasks SET state = ?, updated_at = ? WHERE id = ?", (state, time.time(), task_id))
+        self.deferred.record("UPDATE tasks SET state = ?, updated_at = ? WHERE id = ?", (state, time.time(), task_id))
 
     def set_task_last_seq(self, task_id: str, seq: int) -> None:
-        self._record("UPDATE tasks SET last_seq = ? WHERE id = ? AND last_seq < ?", (seq, task_id, seq))
+        self.deferred.record("UPDATE tasks SET last_seq = ? WHERE id = ? AND last_seq < ?", (seq, task_id, seq))
 
     # -- turns --------------------------------------------------------------------------------------
 
@@ -335,10 +295,10 @@ class Registry:
         return idx
 
     def set_turn_root(self, task_id: str, idx: int, run_id: str) -> None:
-        self._record("UPDATE turns SET root_run = ? WHERE task_id = ? AND idx = ?", (run_id, task_id, idx))
+        self.deferred.record("UPDATE turns SET root_run = ? WHERE task_id = ? AND idx = ?", (run_id, task_id, idx))
 
     def finish_turn(self, task_id: str, idx: int, state: str, output: str) -> None:
-        self._record(
+        self.deferred.record(
             "UPDATE turns SET state = ?, output = ?, ended_at = ? WHERE task_id = ? AND idx = ?",
             (state, output, time.time(), task_id, idx),
         )
@@ -347,10 +307,10 @@ class Registry:
         row = self._db.execute("SELECT MAX(idx) AS n FROM turns WHERE task_id = ?", (task_id,)).fetchone()
         return row["n"]
 
-    def turns(self, task_id: str) -> list[TurnSummary]:
+    def turns(self, task_id: str) -> list[TurnRow]:
         rows = self._db.execute("SELECT * FROM turns WHERE task_id = ? ORDER BY idx", (task_id,)).fetchall()
-        return [TurnSummary(turn=r["idx"], text=r["text"], state=r["state"], root_run=r["root_run"],
-                            created_at=r["created_at"], ended_at=r["ended_at"], output=r["output"]) for r in rows]
+        return [TurnRow(task_id, r["idx"], r["text"], r["state"], r["root_run"], r["output"], r["created_at"],
+                        r["ended_at"]) for r in rows]
 
     # -- runs ---------------------------------------------------------------------------------------
 
@@ -363,14 +323,14 @@ class Registry:
         )
 
     def run_started(self, run_id: str, pid: int) -> None:
-        self._record("UPDATE runs SET status = ?, pid = ?, started_at = ? WHERE id = ?",
+        self.deferred.record("UPDATE runs SET status = ?, pid = ?, started_at = ? WHERE id = ?",
                          (RunStatus.STARTING.value, pid, time.time(), run_id))
 
     def run_running(self, run_id: str) -> None:
-        self._record("UPDATE runs SET status = ? WHERE id = ?", (RunStatus.RUNNING.value, run_id))
+        self.deferred.record("UPDATE runs SET status = ? WHERE id = ?", (RunStatus.RUNNING.value, run_id))
 
     def finish_run(self, run_id: str, status: str, stop_reason: str, output: str, error: str) -> None:
-        self._record(
+        self.deferred.record(
             "UPDATE runs SET status = ?, stop_reason = ?, output = ?, error = ?, ended_at = ? WHERE id = ?",
             (status, stop_reason, output, error, time.time(), run_id),
         )
@@ -384,24 +344,12 @@ class Registry:
         return [RunRow(r["id"], r["task_id"], r["turn"], r["parent_run"], r["agent"], r["status"], r["stop_reason"],
                        r["pid"], r["created_at"], r["started_at"], r["ended_at"]) for r in rows]
 
-    def run_summaries(self, task_id: str, turn: int | None = None) -> list[RunSummary]:
-        return [
-            RunSummary(run=r.id, agent=r.agent, status=r.status, parent=r.parent_run, stop_reason=r.stop_reason,
-                       pid=r.pid, created_at=r.created_at, started_at=r.started_at, ended_at=r.ended_at)
-            for r in self.runs_of(task_id, turn)
-        ]
-
-    def task_summary(self, task: TaskRow, runs: list[RunSummary], questions: list[Any]) -> TaskSummary:
-        return TaskSummary(task=task.id, project=task.project_path, title=task.title, state=task.state,
-                           created_at=task.created_at, updated_at=task.updated_at, runs=runs,
-                           questions=questions, last_seq=task.last_seq)
-
     # -- recovery -----------------------------------------------------------------------------------
 
     def mark_interrupted(self) -> Interrupted:
         """Runs, turns and tasks a previous daemon left in flight become interrupted; returns what changed."""
         # Deferred updates are older than this mark: written after it, a stale "running" would undo it.
-        self.flush_pending(force=True)
+        self.deferred.flush(force=True)
         now = time.time()
         marks = ",".join("?" * len(_LIVE_RUN))
         tmarks = ",".join("?" * len(_LIVE_TASK))

@@ -2,28 +2,42 @@
 
 A handler is `async def handler(daemon, msg) -> Message` registered with `@command(RequestType)`;
 it raises `CommandError(code, message)` for anything the user must fix. Adding a command means adding
-its message to `yagent.ipc.messages` and one module here.
+its message to `yagent.ipc.messages` and one module here. `dispatch` turns every failure into an error
+reply: no request can stop the daemon.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 import pkgutil
+import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from yagent.ipc.messages import ErrorReply
 from yagent.ipc.records import Message
+from yagent.ipc.vocabulary import ErrorCode
 
-from ..supervisor import CommandError
+from ..registry import TaskRow
 
-if TYPE_CHECKING:
-    from ..supervisor import Daemon
+if TYPE_CHECKING:  # the arbiter imports this package at run time, never the reverse
+    from ..arbiter import Daemon
 
 __all__ = ["CommandError", "command", "dispatch", "resolve_task"]
 
+log = logging.getLogger(__name__)
+
 Handler = Callable[["Daemon", Any], Awaitable[Message]]
 _HANDLERS: dict[type[Message], Handler] = {}
+
+
+class CommandError(Exception):
+    """Raised by a command handler; becomes an ErrorReply with this code and message."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def command(kind: type[Message]) -> Callable[[Handler], Handler]:
@@ -34,31 +48,45 @@ def command(kind: type[Message]) -> Callable[[Handler], Handler]:
     return register
 
 
-def resolve_task(daemon: Daemon, ref: str):
+def resolve_task(daemon: Daemon, ref: str) -> TaskRow:
     """A task id or a unique prefix of one."""
     ref = ref.strip()
     if not ref:
-        raise CommandError("bad_request", "no task given; `yagent ps` lists tasks")
+        raise CommandError(ErrorCode.BAD_REQUEST, "no task given; `yagent ps` lists tasks")
     row = daemon.registry.get_task(ref)
     if row is not None:
         return row
     matches = daemon.registry.find_tasks_by_prefix(ref)
     if not matches:
-        raise CommandError("unknown_task", f"no task {ref!r}; `yagent ps` lists tasks")
+        raise CommandError(ErrorCode.UNKNOWN_TASK, f"no task {ref!r}; `yagent ps` lists tasks")
     if len(matches) > 1:
-        raise CommandError("ambiguous_task", f"{ref!r} matches several tasks ({', '.join(matches[:5])}); "
-                                             "type more of the id")
+        raise CommandError(ErrorCode.AMBIGUOUS_TASK, f"{ref!r} matches several tasks ({', '.join(matches[:5])}); "
+                                                     "type more of the id")
     row = daemon.registry.get_task(matches[0])
     assert row is not None
     return row
 
 
 async def dispatch(daemon: Daemon, msg: Message) -> Message:
+    """The reply to one control request: the handler's, or an error reply saying what went wrong."""
+    request_id = getattr(msg, "id", 0)
     handler = _HANDLERS.get(type(msg))
     if handler is None:
-        return ErrorReply(id=getattr(msg, "id", 0), code="not_a_request",
-                          message=f"{msg.kind!r} is not a control request")
-    return await handler(daemon, msg)
+        return ErrorReply(id=request_id, code=ErrorCode.NOT_A_REQUEST, message=f"{msg.kind!r} is not a control request")
+    try:
+        return await handler(daemon, msg)
+    except CommandError as exc:
+        return ErrorReply(id=request_id, code=exc.code, message=str(exc))
+    except sqlite3.OperationalError as exc:
+        log.error("control request %s failed: the task registry %s: %s", msg.kind, daemon.registry.path, exc)
+        return ErrorReply(id=request_id, code=ErrorCode.REGISTRY_UNAVAILABLE,
+                          message=f"yagentd cannot write its task registry {daemon.registry.path} ({exc}); close any "
+                                  "program holding it open (an `sqlite3` shell, a backup) or free disk space, then "
+                                  "try again")
+    except Exception as exc:
+        log.exception("control request %s failed", msg.kind)
+        return ErrorReply(id=request_id, code=ErrorCode.INTERNAL,
+                          message=f"yagentd failed to handle {msg.kind}: {exc}; see the daemon log")
 
 
 for _mod in pkgutil.iter_modules(__path__):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from yagent.ipc.messages import Ack, Answer
+from yagent.ipc.vocabulary import ErrorCode
 
 from . import CommandError, command, resolve_task
 
@@ -12,7 +13,7 @@ async def answer(daemon, msg: Answer) -> Ack:
     row = resolve_task(daemon, msg.task)
     task = daemon.tasks.get(row.id)
     if task is None or msg.request_id not in task.questions:
-        raise CommandError("no_question", f"question {msg.request_id!r} of task {row.id} is not pending "
-                                          "(already answered, or its run ended)")
-    daemon.answer_question(task, msg.request_id, msg.answer, by=msg.by.strip()[:80] or "another client")
+        raise CommandError(ErrorCode.NO_QUESTION, f"question {msg.request_id!r} of task {row.id} is not pending "
+                                                  "(already answered, or its run ended)")
+    task.answer(msg.request_id, msg.answer, by=msg.by.strip()[:80] or "another client")
     return Ack(id=msg.id, task=row.id, state=task.row.state, detail="answered")

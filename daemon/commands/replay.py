@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from yagent.ipc.messages import Replay, ReplayReply
+from yagent.ipc.vocabulary import ErrorCode
 
 from . import CommandError, command, resolve_task
 
@@ -10,7 +11,7 @@ from . import CommandError, command, resolve_task
 @command(Replay)
 async def replay(daemon, msg: Replay) -> ReplayReply:
     if msg.limit < 1:
-        raise CommandError("bad_request", f"limit must be at least 1 (got {msg.limit})")
+        raise CommandError(ErrorCode.BAD_REQUEST, f"limit must be at least 1 (got {msg.limit})")
     row = resolve_task(daemon, msg.task)
     page = daemon.hub.replay(row.id, max(0, msg.after_seq), msg.limit)
     return ReplayReply(id=msg.id, task=row.id, events=page.events, last_seq=page.last_seq,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from yagent.ipc.messages import Ack, TaskControl
-from yagent.ipc.vocabulary import ControlAction, StopReason
+from yagent.ipc.vocabulary import ControlAction, ErrorCode
 
 from . import CommandError, command, resolve_task
 
@@ -14,16 +14,16 @@ async def task_control(daemon, msg: TaskControl) -> Ack:
     try:
         action = ControlAction(msg.action)
     except ValueError:
-        raise CommandError("bad_request", f"unknown action {msg.action!r}; use pause, continue or cancel") from None
+        raise CommandError(ErrorCode.BAD_REQUEST,
+                           f"unknown action {msg.action!r}; use pause, continue or cancel") from None
     task = daemon.tasks.get(row.id)
     if task is None or not task.in_flight:
-        raise CommandError("not_running", f"task {row.id} has no turn in progress (state: {row.state}); "
-                                          f"nothing to {action.value}")
+        raise CommandError(ErrorCode.NOT_RUNNING, f"task {row.id} has no turn in progress (state: {row.state}); "
+                                                  f"nothing to {action.value}")
     if action is ControlAction.PAUSE:
-        daemon.pause_task(task)
+        task.pause()
     elif action is ControlAction.CONTINUE:
-        daemon.continue_task(task)
+        task.resume()
     else:
-        assert task.root is not None
-        daemon.stop_run(task.root, StopReason.CANCELLED, "cancelled by the user")
+        task.cancel()
     return Ack(id=msg.id, task=row.id, state=task.row.state, detail=action.value)

@@ -156,13 +156,18 @@ def test_a_delegation_streaming_long_tool_arguments_is_not_judged_idle(
         Step(tool_calls=[ToolCallSpec("delegate_chat", {"task": "Write a long note."}, id="c1")]),
         Step(text="The note is written.", tool_calls=[ToolCallSpec("agent_exit", {"summary": "ok"})]),
     ])
+    # Every stream event comes 0.05s after the one before, a twentieth of the idle timeout (so the test does
+    # not hang on machine speed); the ~60 argument fragments take about three times the timeout.
     fake.script("chat", MARKERS["chat"], [Step(
-        text="Here it is.", latency=0.25, chunk_size=4,
+        text="Here it is.", latency=0.05, chunk_size=2,
         tool_calls=[ToolCallSpec("agent_exit", {"summary": "a long note " * 3, "handoff": {
-            "conclusion": "written", "status": "ok"}})])])  # about 3s of argument fragments after the text
+            "conclusion": "written", "status": "ok"}})])])
     _, events = run_turn(daemon, project, "Write a long note.")
-    chat_end = [e for e in of_type(events, "run_finished") if e.agent == "chat"][0].data
-    assert chat_end["status"] == "done", chat_end
+    chat = [e for e in events if e.agent == "chat"]
+    chat_end = [e for e in of_type(chat, "run_finished")][0]
+    assert chat_end.data["status"] == "done", chat_end.data
+    started = of_type(chat, "run_started")[0]
+    assert chat_end.ts - started.ts > 1.0  # it did outlast the idle timeout, streaming arguments only
     fake.assert_no_problems()
 
 

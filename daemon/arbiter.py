@@ -1,0 +1,410 @@
+"""The daemon loop: sockets in, runs out.
+
+`Daemon` owns the three sockets, the clock, the timers and the order of things: it reads control requests
+and hands them to `commands.dispatch`, reads worker frames and hands each to its run's `RunSupervisor`,
+and starts and stops everything in one task group — a socket loop that dies ends the daemon (exit 1, no
+more watchdog pings) instead of leaving a process that looks alive. A task's turns belong to its
+`TurnController`; one run's process and requests to its `RunSupervisor`. Everything runs on one asyncio
+loop; blocking work (scanning processes to kill a tree) goes to a thread and comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from yagent.ipc.config import ConfigError, Settings
+from yagent.ipc.errors import MalformedMessage, MessageTooLarge
+from yagent.ipc.messages import ErrorReply, Ping, WorkerHello
+from yagent.ipc.records import Message, decode, encode
+from yagent.ipc.runtime_dir import RuntimePaths
+from yagent.ipc.sockets import bind_publisher, bind_router
+from yagent.ipc.vocabulary import ErrorCode, StopReason
+
+from . import commands
+from .admission import WorkerSlots
+from .event_hub import EventHub
+from .launcher import Launcher
+from .leases import LeaseManager
+from .recovery import mark_and_report_interrupted
+from .registry import Registry, TaskRow
+from .run_services import RunServices
+from .schedule import Scheduler, Timer
+from .sd_notify import SystemdNotifier
+from .settings_source import SettingsSource
+from .task_scope import TaskScope
+from .turn import TurnController
+
+__all__ = ["Daemon"]
+
+log = logging.getLogger(__name__)
+
+RUNTIME_DIR_CHECK = 1.0  # seconds between checks that control.sock is still ours
+EVENT_LOG_PRUNE_INTERVAL = 3600.0  # seconds between passes deleting event logs past their retention
+STATUS_INTERVAL = 5.0  # seconds between status lines for systemd
+SHUTDOWN_SLACK = 2.0  # seconds beyond two stop graces that runs get to exit at shutdown
+_PING = Ping()  # one instance: a ping carries nothing
+
+
+class Daemon:
+    def __init__(
+        self,
+        settings: Settings,
+        paths: RuntimePaths,
+        home: Path,
+        launcher: Launcher,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        notifier: SystemdNotifier | None = None,
+        version: str = "0",
+    ) -> None:
+        self.config = SettingsSource(home, settings)
+        self.paths = paths
+        self.home = home
+        self.launcher = launcher
+        self.clock = clock
+        self.notifier = notifier or SystemdNotifier()
+        self.version = version
+        self.started_at = time.time()
+        self.registry = Registry(home / "state.db")
+        self.leases = LeaseManager(settings.max_in_flight_requests)
+        self.slots = WorkerSlots(settings.max_workers, self._all_live_runs_blocked)
+        self.scheduler = Scheduler()
+        self.scope = TaskScope("daemon")
+        self.tasks: dict[str, TurnController] = {}  # tasks with anything alive, by id
+        self.shutting_down = False
+        self.exit_code = 0  # what `yagentd` exits with after `serve` returns
+        self.hub: EventHub | None = None
+        self.services: RunServices | None = None
+        self._stop = asyncio.Event()
+        self._runs_empty = asyncio.Event()
+        self._shutdown_done = False
+        self._control_stamp: tuple[int, int] | None = None
+        self._registry_retry: Timer | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self.config.current
+
+    @property
+    def runs_started(self) -> int:
+        return self.services.runs_started if self.services else 0
+
+    def refresh_settings(self) -> None:
+        """Re-read config.toml if it changed (raises `ConfigError`, changing nothing, when it is broken)."""
+        if not self.config.refresh():
+            return
+        self.leases.set_limit(self.settings.max_in_flight_requests)
+        self.slots.set_limit(self.settings.max_workers)
+        for task in self.tasks.values():
+            task.rearm()
+
+    # -- tasks ----------------------------------------------------------------------------------------
+
+    def turn_for(self, row: TaskRow) -> TurnController:
+        """The task's controller: the live one, or a new one for a task with nothing alive."""
+        assert self.services is not None
+        task = self.tasks.get(row.id)
+        if task is None:
+            task = TurnController(self.services, row, self._forget_task)
+            self.tasks[row.id] = task
+        return task
+
+    def _forget_task(self, task: TurnController) -> None:
+        """Nothing of the task is alive any more: keep its last seq in the registry and close its log."""
+        if self.tasks.pop(task.id, None) is not None and self.hub is not None:
+            self.registry.set_task_last_seq(task.id, self.hub.last_seq(task.id))
+            self.hub.close_task(task.id)
+
+    def _all_live_runs_blocked(self) -> bool:
+        if self.services is None:
+            return False
+        live = [self.services.runs[r] for r in self.slots.live if r in self.services.runs]
+        return bool(live) and all(r.waiting_on_children for r in live)
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        self._ctx = zmq.asyncio.Context()
+        self._control = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.control))
+        self._workers = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.workers))
+        self._events = bind_publisher(self._ctx, RuntimePaths.endpoint(self.paths.events), self.settings.pub_hwm)
+        self._control_stamp = _path_stamp(self.paths.control)
+        # PUB never receives, so a synchronous shadow is safe for it (no future per frame on the hot path).
+        # ROUTER sockets that also receive must send through the asyncio API: a send on a shadow consumes
+        # the edge-triggered FD wake-up the asyncio reader waits for, and incoming frames then sit unread.
+        events_tx = zmq.Socket.shadow(self._events.underlying)
+        self.hub = EventHub(events_tx, self.home / "events", self.settings.event_ring, seq_floor=self._task_seq_floor,
+                            log_max_bytes=self.settings.event_log_max_bytes)
+        self.services = RunServices(
+            config=self.config, clock=self.clock, registry=self.registry, hub=self.hub, leases=self.leases,
+            slots=self.slots, launcher=self.launcher, scheduler=self.scheduler, scope=self.scope,
+            workers_endpoint=RuntimePaths.endpoint(self.paths.workers), home=self.home,
+            send_worker=self._send_worker, is_shutting_down=lambda: self.shutting_down,
+            on_runs_empty=self._runs_empty.set)
+        self.registry.deferred.on_deferred = self._retry_registry_later
+        interrupted = mark_and_report_interrupted(
+            self.registry, self.hub, "yagentd stopped before this finished (it crashed or was killed)",
+            is_live=lambda task: task in self.tasks)
+        if interrupted:
+            log.info("marked %d runs and %d turns left by a previous daemon as interrupted",
+                     len(interrupted.runs), len(interrupted.turns))
+        self._prune_event_logs()
+        self._schedule_jobs()
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_shutdown)
+        loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
+        log.info("yagentd %s ready (pid %d, runtime dir %s)", self.version, os.getpid(), self.paths.root)
+        self.notifier.ready(self._status_line())
+        try:
+            try:
+                async with asyncio.TaskGroup() as group:
+                    loops = [group.create_task(self._control_loop(), name="control"),
+                             group.create_task(self._worker_loop(), name="workers"),
+                             group.create_task(self.scheduler.run(), name="timers")]
+                    await self._stop.wait()
+                    await self._shutdown()
+                    for task in loops:
+                        task.cancel()
+            except* Exception as failed:  # a loop died: end the daemon rather than run on half-deaf
+                for exc in failed.exceptions:
+                    log.critical("a daemon loop failed; yagentd is stopping", exc_info=exc)
+                self.exit_code = 1
+                self.request_shutdown()
+                await self._shutdown()
+        finally:
+            leftover = await self.scope.drain(2.0)
+            if leftover:
+                log.warning("background tasks still running at exit: %s", ", ".join(leftover))
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                loop.remove_signal_handler(sig)
+            self.hub.close()
+            for sock in (self._control, self._workers, self._events):
+                sock.close(linger=0)
+            self._ctx.term()
+            self.registry.close()
+            log.info("yagentd stopped")
+
+    def _schedule_jobs(self) -> None:
+        every = self.scheduler.every
+        every("ping-workers", lambda: self.settings.heartbeat_interval, self._ping_workers, lag_probe=True)
+        every("runtime-dir", lambda: RUNTIME_DIR_CHECK, self._check_runtime_dir)
+        every("prune-event-logs", lambda: EVENT_LOG_PRUNE_INTERVAL, self._prune_event_logs)
+        interval = self.notifier.watchdog_interval
+        if interval:
+            every("systemd-watchdog", lambda: interval, self.notifier.watchdog)
+        if self.notifier.enabled:
+            every("systemd-status", lambda: STATUS_INTERVAL, lambda: self.notifier.status(self._status_line()))
+
+    def request_shutdown(self) -> None:
+        if not self.shutting_down:
+            log.info("shutdown requested")
+            self.shutting_down = True
+            self.notifier.stopping()
+            self._stop.set()
+
+    async def _shutdown(self) -> None:
+        if self._shutdown_done or self.services is None:
+            return
+        self._shutdown_done = True
+        runs = self.services.runs
+        for run in list(runs.values()):
+            if run.parent is None:
+                run.stop(StopReason.INTERRUPTED, "yagentd is shutting down")
+        if runs:
+            self._runs_empty.clear()
+            try:
+                await asyncio.wait_for(self._runs_empty.wait(), 2 * self.settings.stop_grace + SHUTDOWN_SLACK)
+            except TimeoutError:
+                pass
+        for run in list(runs.values()):
+            await run.kill_now("killed at shutdown")
+        assert self.hub is not None
+        try:
+            leftover = mark_and_report_interrupted(self.registry, self.hub, "yagentd shut down before this finished",
+                                                   is_live=lambda task: task in self.tasks)
+        except sqlite3.Error as exc:  # the next start marks them instead
+            log.error("cannot mark unfinished runs as interrupted in %s: %s", self.registry.path, exc)
+        else:
+            if leftover:
+                log.info("marked %d runs left at shutdown as interrupted", len(leftover.runs))
+
+    def _task_seq_floor(self, task_id: str) -> int:
+        row = self.registry.get_task(task_id)
+        return row.last_seq if row else 0
+
+    # -- periodic and timed work ------------------------------------------------------------------------
+
+    def _ping_workers(self) -> None:
+        assert self.services is not None
+        for run in list(self.services.runs.values()):
+            run.send(_PING)
+
+    def _retry_registry_later(self, delay: float) -> None:
+        """Deferred registry writes are tried again after `delay`; one timer at a time."""
+        if self._registry_retry is not None:
+            return
+
+        def retry() -> None:
+            self._registry_retry = None
+            self.registry.deferred.flush(force=True)  # fails again: schedules the next try
+
+        self._registry_retry = self.scheduler.after(delay, retry, "registry-retry")
+
+    def _prune_event_logs(self) -> None:
+        retention = self.settings.event_log_retention
+        if retention <= 0 or self.hub is None:
+            return
+        pruned = self.hub.prune(retention, busy=lambda task: task in self.tasks)
+        if pruned:
+            log.info("deleted the event logs of %d tasks idle for over %gs ([daemon] event_log_retention)",
+                     len(pruned), retention)
+
+    def _check_runtime_dir(self) -> None:
+        """Shut down when control.sock is gone or is no longer ours: no client can reach this daemon any more.
+
+        systemd-logind removes /run/user/UID when the user's last session ends; `rm -rf` does the same.
+        Without this the daemon would keep running unreachable, and a second one could start beside it on
+        the same state home. Exiting non-zero lets `Restart=on-failure` bring up a reachable one.
+        """
+        if self.shutting_down or self._control_stamp is None:
+            return
+        stamp = _path_stamp(self.paths.control)
+        if stamp == self._control_stamp:
+            return
+        what = "was removed" if stamp is None else "was replaced by another process"
+        log.error("the control socket %s %s while yagentd was running (systemd-logind removes /run/user/UID when "
+                  "the user's last session ends); clients can no longer reach this daemon, so it is shutting down. "
+                  "Start it again with `yagent daemon start`; `loginctl enable-linger` keeps the runtime "
+                  "directory across logouts", self.paths.control, what)
+        self.exit_code = 1
+        self.request_shutdown()
+
+    def _on_sighup(self) -> None:
+        """SIGHUP (a closed terminal, `systemctl reload`, logrotate) re-reads config.toml and reopens log files.
+
+        Its default action would kill the daemon without the orderly shutdown its runs are owed.
+        """
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.FileHandler):
+                with handler.lock:  # type: ignore[union-attr]
+                    if handler.stream is not None:
+                        handler.stream.close()
+                        handler.stream = None  # type: ignore[assignment]  # reopened by the next record
+        try:
+            self.refresh_settings()
+        except ConfigError as exc:
+            log.error("SIGHUP: %s; keeping the configuration in use", " / ".join(exc.lines()))
+            return
+        log.info("SIGHUP: log files reopened, configuration checked (%s)", self.config.path)
+
+    def _status_line(self) -> str:
+        running = sum(1 for t in self.tasks.values() if t.in_flight)
+        return f"{running} tasks running, {len(self.slots.live)} workers, {self.leases.in_use} LLM requests in flight"
+
+    # -- sockets ----------------------------------------------------------------------------------------
+
+    async def _control_loop(self) -> None:
+        while True:
+            frames = await self._control.recv_multipart()
+            try:
+                await self._handle_control(frames)
+            except Exception:  # nothing a client sends may stop the control loop
+                log.exception("handling a control frame failed")
+
+    async def _handle_control(self, frames: list[bytes]) -> None:
+        if len(frames) != 2:
+            if frames:
+                self._send_control(frames[0], ErrorReply(
+                    id=0, code=ErrorCode.MALFORMED, message="expected exactly one frame per message"))
+            return
+        identity, payload = frames
+        try:
+            msg = decode(payload)
+        except (MalformedMessage, MessageTooLarge) as exc:
+            request_id = getattr(exc, "request_id", None) or 0
+            self._send_control(identity, ErrorReply(id=request_id, code=ErrorCode.MALFORMED, message=str(exc)))
+            return
+        self._send_control(identity, await commands.dispatch(self, msg))
+
+    def _send_control(self, identity: bytes, msg: Message) -> None:
+        try:
+            frame = encode(msg)
+        except MessageTooLarge as exc:
+            log.warning("a %s reply is too large to send: %s", msg.kind, exc)
+            frame = encode(ErrorReply(id=getattr(msg, "id", 0), code=ErrorCode.TOO_LARGE,
+                                      message=f"the {msg.kind} reply is too large for one message ({exc}); "
+                                              "ask for less (a smaller range or limit)"))
+        sent = self._control.send_multipart([identity, frame])
+        # A client that left (EHOSTUNREACH) simply misses its reply; its request times out on its side.
+        sent.add_done_callback(_ignore_send_error)
+
+    async def _worker_loop(self) -> None:
+        while True:
+            frames = await self._workers.recv_multipart()
+            try:
+                self._handle_worker(frames)
+            except Exception:  # a worker's message must not stop the loop every other worker needs
+                log.exception("handling a frame on workers.sock failed")
+
+    def _handle_worker(self, frames: list[bytes]) -> None:
+        if len(frames) != 2:
+            return
+        identity, payload = frames
+        assert self.services is not None
+        try:
+            run_id = identity.decode()
+        except UnicodeDecodeError:
+            return
+        run = self.services.runs.get(run_id)
+        try:
+            msg = decode(payload)
+        except (MalformedMessage, MessageTooLarge) as exc:
+            log.debug("dropping a bad frame from %r on workers.sock: %s", run_id, exc)
+            request_id = getattr(exc, "request_id", None)
+            if run is not None and request_id is not None:  # the run waits for this reply: it must not hang
+                run.send(ErrorReply(id=request_id, code=ErrorCode.MALFORMED,
+                                    message=f"yagentd could not read the {exc.kind or 'request'}: {exc}"))
+            return
+        if run is None:
+            if isinstance(msg, WorkerHello):
+                self._send_worker(run_id, ErrorReply(
+                    id=0, code=ErrorCode.UNKNOWN_RUN, message=f"no live run {run_id!r}; exiting is the right thing"))
+            return
+        run.receive(msg)
+
+    def _send_worker(self, run_id: str, msg: Message) -> None:
+        sent = self._workers.send_multipart([run_id.encode(), encode(msg)])
+
+        def check(fut: asyncio.Future[Any]) -> None:
+            if not fut.cancelled() and fut.exception() is not None:
+                log.warning("cannot send %s to worker %s: %s", msg.kind, run_id, fut.exception())
+
+        sent.add_done_callback(check)
+
+
+def _ignore_send_error(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()  # retrieved, so asyncio does not report it as never retrieved
+
+
+def _path_stamp(path: Path) -> tuple[int, int] | None:
+    """Which file a path names (device, inode); None when nothing is there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+

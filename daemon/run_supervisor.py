@@ -1,0 +1,539 @@
+"""One run, supervised: its worker process from launch to reaping, and everything the worker asks for.
+
+A run moves through one `RunPhase` at a time, only along `MOVES` (anything else is a bug and raises
+`IllegalTransition`):
+
+    QUEUED ──launch──▶ STARTING ──hello──▶ RUNNING
+      │                   │                   │
+      │                   └──────stop─────────┴──▶ STOPPING
+      ▼                   ▼                   ▼        │
+    ENDED ◀───────────────┴─(result or exit)──┴────────┘
+      │
+      ▼ (process gone, or there never was one)
+    GONE
+
+ENDED means the outcome is recorded and handed on; the process may still be exiting. Worker messages are
+dispatched through `_HANDLERS`, declared beside the methods that handle them. Timeouts are timers: the
+hello deadline, and for delegations the idle and total watchdog, re-armed from the run's clock when they
+fire early (activity moved the deadline) — nothing polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import logging
+import os
+import signal
+import sqlite3
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from yagent.ipc.daemon_events import RUN_INPUT_PREVIEW, LlmSlotWait, RunFinished, RunQueued, RunStarted
+from yagent.ipc.messages import (
+    PROTOCOL_VERSION,
+    AskUser,
+    DelegateRequest,
+    DelegateResult,
+    ErrorReply,
+    EventBatch,
+    Heartbeat,
+    LeaseGrant,
+    LeaseRelease,
+    LeaseRequest,
+    ResultAck,
+    RunControl,
+    RunOutcome,
+    RunResult,
+    RunSpec,
+    StartRun,
+    WorkerHello,
+)
+from yagent.ipc.records import Message
+from yagent.ipc.vocabulary import ControlAction, ErrorCode, RunStatus, StopReason
+
+from .admission import DelegationPool
+from .launcher import RunHandle, kill_run_tree
+from .run_clock import RunClock
+from .run_services import RunServices
+from .schedule import Timer
+
+if TYPE_CHECKING:
+    from .turn import TurnController
+
+__all__ = ["HELLO_DEADLINE", "MAX_DELEGATION_DEPTH", "MOVES", "IllegalTransition", "RunPhase", "RunSupervisor"]
+
+log = logging.getLogger(__name__)
+
+MAX_DELEGATION_DEPTH = 4
+HELLO_DEADLINE = 30.0
+# How long SIGKILL is given to take a process tree down before the daemon says it survived.
+KILL_WAIT = 10.0
+
+
+class RunPhase(enum.Enum):
+    QUEUED = "queued"  # waiting for a delegation-pool slot or the live-worker cap; no process
+    STARTING = "starting"  # launched, no hello yet
+    RUNNING = "running"
+    STOPPING = "stopping"  # asked to stop (cancel, timeout, shutdown); the outcome is not in yet
+    ENDED = "ended"  # outcome recorded and handed on; the process may still be exiting
+    GONE = "gone"  # ended, and no process is left
+
+
+MOVES: dict[RunPhase, frozenset[RunPhase]] = {
+    RunPhase.QUEUED: frozenset({RunPhase.STARTING, RunPhase.ENDED}),
+    RunPhase.STARTING: frozenset({RunPhase.RUNNING, RunPhase.STOPPING, RunPhase.ENDED}),
+    RunPhase.RUNNING: frozenset({RunPhase.STOPPING, RunPhase.ENDED}),
+    RunPhase.STOPPING: frozenset({RunPhase.ENDED}),
+    RunPhase.ENDED: frozenset({RunPhase.GONE}),
+    RunPhase.GONE: frozenset(),
+}
+
+# The forced stops that are not failures of the run itself.
+_FORCED_STATUS = {StopReason.CANCELLED: RunStatus.CANCELLED, StopReason.INTERRUPTED: RunStatus.INTERRUPTED}
+
+
+class IllegalTransition(RuntimeError):
+    """A run was moved along an edge `MOVES` does not have: a bug in the daemon."""
+
+
+Handler = Callable[["RunSupervisor", Any], None]
+_HANDLERS: dict[type[Message], tuple[Handler, bool]] = {}
+
+
+def _handles(kind: type[Message], *, after_hello: bool = True) -> Callable[[Handler], Handler]:
+    """Register a worker-message handler; `after_hello`: ignored from a worker that has not said hello."""
+    def register(fn: Handler) -> Handler:
+        _HANDLERS[kind] = (fn, after_hello)
+        return fn
+
+    return register
+
+
+class RunSupervisor:
+    def __init__(self, services: RunServices, turn: TurnController, spec: RunSpec, *,
+                 parent: RunSupervisor | None = None) -> None:
+        self.services = services
+        self.turn = turn
+        self.spec = spec
+        self.id = spec.run
+        self.agent = spec.agent
+        self.turn_number = spec.turn
+        self.call_id = spec.call_id or ""
+        self.parent = parent
+        self.reply_to: int | None = None  # the parent's DelegateRequest id
+        self.pool = DelegationPool(services.settings.max_parallel_delegations)
+        self.children: dict[str, RunSupervisor] = {}
+        self.phase = RunPhase.QUEUED
+        self.handle: RunHandle | None = None
+        self.pid = 0
+        self.clock: RunClock | None = None  # set at hello: the watchdog's view of the run
+        self.outcome: RunOutcome | None = None
+        self.stop_reason: StopReason | None = None  # why the daemon is stopping it, if it is
+        self.stop_detail = ""
+        self.queued_leases: set[int] = set()  # lease requests still waiting for a slot
+        self.exited = asyncio.Event()
+        self._hello_timer: Timer | None = None
+        self._watchdog: Timer | None = None
+        self._escalation: asyncio.Task[None] | None = None
+
+    # -- state --------------------------------------------------------------------------------------
+
+    def _move(self, to: RunPhase) -> None:
+        if to not in MOVES[self.phase]:
+            raise IllegalTransition(f"run {self.id}: {self.phase.value} -> {to.value}")
+        self.phase = to
+
+    @property
+    def ended(self) -> bool:
+        return self.phase in (RunPhase.ENDED, RunPhase.GONE)
+
+    @property
+    def connected(self) -> bool:
+        return self.clock is not None
+
+    @property
+    def waiting_on_children(self) -> bool:
+        return any(not child.ended for child in self.children.values())
+
+    def send(self, msg: Message) -> None:
+        if self.connected and not self.exited.is_set():
+            self.services.send_worker(self.id, msg)
+
+    def _now(self) -> float:
+        return self.services.clock()
+
+    # -- admission and launch ----------------------------------------------------------------------
+
+    def admit(self) -> None:
+        """Queue for a place in the parent's delegation pool (delegations), then a live-worker slot."""
+        def take_worker_slot() -> None:
+            self.services.slots.acquire(self.id, self._launch, delegation=self.parent is not None)
+
+        if self.parent is not None:
+            self.parent.pool.submit(self.id, take_worker_slot)
+        else:
+            take_worker_slot()
+
+    def _launch(self) -> None:
+        if self.phase is not RunPhase.QUEUED:  # stopped while it waited for the slot
+            self.services.slots.release(self.id)
+            return
+        self.spec.paused = self.turn.paused
+        try:
+            handle = self.services.launcher.launch(self.id, self.agent, self.services.workers_endpoint)
+        except Exception as exc:
+            log.exception("launching a worker for run %s failed", self.id)
+            self.finish(RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
+                                   error=f"could not start a worker process: {exc}"))
+            return
+        self.handle, self.pid = handle, handle.pid
+        self._move(RunPhase.STARTING)
+        self.services.runs_started += 1
+        self.services.registry.run_started(self.id, handle.pid)
+        asyncio.get_running_loop().add_reader(handle.sentinel, self._on_process_exit)
+        self._hello_timer = self.services.scheduler.after(HELLO_DEADLINE, self._hello_overdue, f"hello-{self.id}")
+
+    def _hello_overdue(self) -> None:
+        if self.phase is RunPhase.STARTING:
+            self.stop(StopReason.PANIC, f"worker did not say hello within {HELLO_DEADLINE:.0f}s")
+
+    # -- worker messages ---------------------------------------------------------------------------
+
+    def receive(self, msg: Message) -> None:
+        entry = _HANDLERS.get(type(msg))
+        if entry is None:
+            log.debug("run %s sent unexpected %s", self.id, msg.kind)
+            request_id = getattr(msg, "id", None)
+            if isinstance(request_id, int):
+                self.send(ErrorReply(id=request_id, code=ErrorCode.NOT_A_REQUEST,
+                                     message=f"{msg.kind!r} is not a request a worker may send"))
+            return
+        handler, after_hello = entry
+        if after_hello and not self.connected:
+            log.debug("run %s sent %s before hello; ignored", self.id, msg.kind)
+            return
+        handler(self, msg)
+
+    @_handles(EventBatch, after_hello=False)
+    def _on_events(self, msg: EventBatch) -> None:
+        if self.clock is not None:
+            self.clock.touch(self._now())
+        self.services.hub.publish_batch(self.turn.id, self.id, self.agent, msg.events)
+
+    @_handles(Heartbeat, after_hello=False)
+    def _on_heartbeat(self, _msg: Heartbeat) -> None:
+        if self.clock is not None:
+            self.clock.touch(self._now())
+
+    @_handles(WorkerHello, after_hello=False)
+    def _on_hello(self, msg: WorkerHello) -> None:
+        if msg.version != PROTOCOL_VERSION:
+            self.services.send_worker(self.id, ErrorReply(
+                id=0, code=ErrorCode.PROTOCOL_MISMATCH,
+                message=f"worker speaks protocol {msg.version}, daemon {PROTOCOL_VERSION}; restart yagentd"))
+            return
+        if self.connected or self.phase not in (RunPhase.STARTING, RunPhase.STOPPING):
+            return
+        if self._hello_timer is not None:
+            self._hello_timer.cancel()
+        now = self._now()
+        self.clock = RunClock(now)
+        if self.turn.paused:
+            self.clock.freeze("paused", now)
+        self.spec.paused = self.turn.paused
+        self.send(StartRun(spec=self.spec))
+        if self.phase is RunPhase.STOPPING:
+            assert self.stop_reason is not None
+            self.send(RunControl(action=ControlAction.CANCEL, reason=self.stop_reason.value))
+        else:
+            self._move(RunPhase.RUNNING)
+            self._arm_watchdog()
+        self.services.registry.run_running(self.id)
+        self.services.publish(self.turn.id, RunStarted(
+            agent=self.agent, parent=self.parent.id if self.parent else None, call_id=self.call_id,
+            pid=self.pid, depth=self.spec.depth, input=self.spec.input[:RUN_INPUT_PREVIEW]), self)
+
+    @_handles(LeaseRequest)
+    def _on_lease_request(self, msg: LeaseRequest) -> None:
+        assert self.clock is not None
+        lease_id = msg.id
+        self.clock.freeze("lease", self._now())
+
+        def grant() -> None:
+            if self.clock is not None:
+                self._unfreeze("lease")
+            self.send(LeaseGrant(id=lease_id))
+            if lease_id in self.queued_leases:  # granted after a wait: say the wait is over
+                self.queued_leases.discard(lease_id)
+                if not self.queued_leases:
+                    self._publish_slot_wait(waiting=False)
+
+        # A request that is not granted at once has not been granted yet (`LeaseManager.request`).
+        if not self.services.leases.request(self.turn.row.project_id, self.id, lease_id, grant):
+            # Otherwise the run just looks stuck: say it waits its turn ([llm] max_in_flight_requests).
+            self.queued_leases.add(lease_id)
+            self._publish_slot_wait(waiting=True)
+
+    @_handles(LeaseRelease)
+    def _on_lease_release(self, msg: LeaseRelease) -> None:
+        self.services.leases.release(self.id, msg.id)
+        if msg.id in self.queued_leases:  # withdrawn while queued: the run is no longer waiting on it
+            self.queued_leases.discard(msg.id)
+            self._unfreeze("lease")
+            if not self.queued_leases:
+                self._publish_slot_wait(waiting=False)
+
+    def _publish_slot_wait(self, *, waiting: bool) -> None:
+        self.services.publish(self.turn.id, LlmSlotWait(waiting=waiting, limit=self.services.leases.limit), self)
+
+    @_handles(DelegateRequest)
+    def _on_delegate(self, msg: DelegateRequest) -> None:
+        refusal = self._refuse_delegation(msg)
+        if refusal is not None:
+            code, why = refusal
+            self.send(ErrorReply(id=msg.id, code=code, message=why))
+            return
+        try:
+            child = self.turn.create_run(msg.agent, msg.task, parent=self, call_id=msg.call_id, context=msg.context)
+        except sqlite3.OperationalError as exc:  # the parent must hear back, or it waits forever
+            log.error("cannot record a delegation of run %s in %s: %s", self.id, self.services.registry.path, exc)
+            self.send(ErrorReply(id=msg.id, code=ErrorCode.REGISTRY_UNAVAILABLE,
+                                 message=f"yagentd cannot write its task registry ({exc}); try the delegation "
+                                         "again later"))
+            return
+        child.reply_to = msg.id
+        assert self.clock is not None
+        self.clock.freeze("delegation", self._now())
+        self.services.publish(self.turn.id, RunQueued(agent=msg.agent, parent=self.id, call_id=msg.call_id,
+                                                      run=child.id), self)
+        child.admit()
+
+    def _refuse_delegation(self, msg: DelegateRequest) -> tuple[ErrorCode, str] | None:
+        if not msg.agent or not msg.task.strip():
+            return ErrorCode.BAD_REQUEST, "delegate needs an agent name and a non-empty task"
+        if self.spec.depth + 1 > MAX_DELEGATION_DEPTH:
+            return (ErrorCode.TOO_DEEP,
+                    f"delegation depth would exceed {MAX_DELEGATION_DEPTH}; do the work here instead")
+        if self.services.is_shutting_down() or self.phase is not RunPhase.RUNNING:
+            return ErrorCode.STOPPING, "the run is being stopped"
+        return None
+
+    @_handles(AskUser)
+    def _on_ask_user(self, msg: AskUser) -> None:
+        assert self.clock is not None
+        self.clock.freeze("user", self._now())
+        self.turn.ask(self, msg)
+
+    def answered(self) -> None:
+        """A question of this run was answered: waiting for the user no longer stops its idle clock."""
+        if self.clock is not None:
+            self._unfreeze("user")
+
+    @_handles(RunResult)
+    def _on_result(self, msg: RunResult) -> None:
+        self.send(ResultAck())
+        if self.ended:
+            return
+        self.finish(self._outcome(msg.outcome))
+        if not self.exited.is_set():
+            grace = max(self.services.settings.stop_grace, 1.0) * 3
+            self.services.scheduler.after(grace, lambda: self._linger(grace), f"reap-{self.id}")
+
+    def _linger(self, grace: float) -> None:
+        if not self.exited.is_set():
+            log.warning("run %s reported its result but did not exit within %.0fs; killing it", self.id, grace)
+            self._start_escalation()
+
+    # -- the watchdog --------------------------------------------------------------------------------
+
+    def _unfreeze(self, reason: str) -> None:
+        assert self.clock is not None
+        self.clock.unfreeze(reason, self._now())
+        self._arm_watchdog()
+
+    def rearm(self) -> None:
+        """The timeouts may have changed (a reloaded configuration): schedule the next look anew."""
+        self._arm_watchdog()
+
+    def _arm_watchdog(self) -> None:
+        """Schedule the next look at this delegation's idle and total clocks (root runs have the task's)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        settings = self.services.settings
+        if self.clock is None or self.parent is None or self.phase is not RunPhase.RUNNING:
+            return
+        now = self._now()
+        due = []
+        if settings.delegate_idle_timeout > 0 and not self.clock.idle_frozen:
+            due.append(settings.delegate_idle_timeout - self.clock.idle_for(now))
+        if settings.delegate_total_timeout > 0 and not self.clock.frozen_by("paused"):
+            due.append(settings.delegate_total_timeout - self.clock.total_for(now))
+        if due:
+            self._watchdog = self.services.scheduler.after(min(due) + 0.01, self._check_timeouts,
+                                                           f"watchdog-{self.id}")
+
+    def _check_timeouts(self) -> None:
+        self._watchdog = None
+        if self.clock is None or self.phase is not RunPhase.RUNNING:
+            return
+        settings, now = self.services.settings, self._now()
+        if settings.delegate_idle_timeout > 0 and self.clock.idle_for(now) > settings.delegate_idle_timeout:
+            self.stop(StopReason.IDLE_TIMEOUT,
+                      f"no progress for {settings.delegate_idle_timeout:g}s ([agent] delegate_idle_timeout)")
+        elif settings.delegate_total_timeout > 0 and self.clock.total_for(now) > settings.delegate_total_timeout:
+            self.stop(StopReason.TOTAL_TIMEOUT,
+                      f"ran longer than {settings.delegate_total_timeout:g}s ([agent] delegate_total_timeout)")
+        else:
+            self._arm_watchdog()  # activity moved the deadline: look again then
+
+    # -- pause and continue -------------------------------------------------------------------------
+
+    def pause(self) -> None:
+        if self.clock is not None and not self.ended:
+            self.clock.freeze("paused", self._now())
+            self._arm_watchdog()
+            self.send(RunControl(action=ControlAction.PAUSE))
+
+    def resume(self) -> None:
+        if self.clock is not None and not self.ended:
+            self._unfreeze("paused")
+            self.send(RunControl(action=ControlAction.CONTINUE))
+
+    # -- stopping -----------------------------------------------------------------------------------
+
+    def stop(self, reason: StopReason, detail: str) -> None:
+        """Stop the run and its descendants: cancel → grace → SIGTERM → grace → SIGKILL of the tree."""
+        if self.phase is RunPhase.GONE or self._escalation is not None:
+            return
+        for child in list(self.children.values()):
+            child.stop(StopReason.CANCELLED, f"its parent run {self.id} was stopped ({reason.value})")
+        if self.phase is RunPhase.QUEUED:  # there is no process to stop
+            self.stop_reason, self.stop_detail = reason, detail
+            self.finish(self._outcome(None))
+            return
+        if self.phase in (RunPhase.STARTING, RunPhase.RUNNING):
+            self.stop_reason, self.stop_detail = reason, detail
+            self._move(RunPhase.STOPPING)
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+        self.send(RunControl(action=ControlAction.CANCEL, reason=reason.value))
+        self._start_escalation()
+
+    def _start_escalation(self) -> None:
+        if self._escalation is None and not self.exited.is_set():
+            self._escalation = self.services.scope.spawn(f"stop-{self.id}", self._escalate())
+
+    async def _escalate(self) -> None:
+        grace = self.services.settings.stop_grace
+        for sig in (None, signal.SIGTERM, signal.SIGKILL):
+            if sig is not None:
+                log.info("run %s still alive; sending %s to its process tree", self.id, sig.name)
+                try:
+                    os.killpg(self.pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                await asyncio.to_thread(kill_run_tree, self.id, self.pid, sig)
+            try:
+                await asyncio.wait_for(self.exited.wait(), grace if sig != signal.SIGKILL else KILL_WAIT)
+                return
+            except TimeoutError:
+                continue
+        log.error("run %s (pid %d) survived SIGKILL", self.id, self.pid)
+
+    async def kill_now(self, why: str) -> None:
+        """SIGKILL the whole tree at once (shutdown ran out of time); ends the run if it had not ended."""
+        log.warning("run %s did not exit in time; killing it", self.id)
+        await asyncio.to_thread(kill_run_tree, self.id, self.pid or None, signal.SIGKILL)
+        if not self.ended:
+            self.finish(self._outcome(None, exit_note=why))
+
+    # -- the end --------------------------------------------------------------------------------------
+
+    def _outcome(self, reported: RunOutcome | None, exit_note: str = "") -> RunOutcome:
+        """The run's outcome as its parent and the user see it; a stop the daemon made is named as such."""
+        if self.stop_reason is not None:
+            status = _FORCED_STATUS.get(self.stop_reason, RunStatus.FAILED)
+            error = self.stop_detail
+            if exit_note and reported is None:
+                error = f"{error} ({exit_note})" if error else exit_note
+            base = reported or RunOutcome(status=status, stop_reason=self.stop_reason)
+            return dataclasses.replace(base, run=self.id, agent=self.agent, status=status,
+                                       stop_reason=self.stop_reason, error=error)
+        if reported is None:
+            return RunOutcome(run=self.id, agent=self.agent, status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
+                              error=f"{exit_note or 'worker exited'} before reporting a result")
+        status = reported.status if reported.status.finished else RunStatus.FAILED
+        return dataclasses.replace(reported, run=self.id, agent=self.agent, status=status)
+
+    def finish(self, outcome: RunOutcome) -> None:
+        """Record the run's end and hand its outcome to whoever waits for it."""
+        if self.ended:
+            return
+        outcome = dataclasses.replace(outcome, run=self.id, agent=self.agent)
+        self._move(RunPhase.ENDED)
+        self.outcome = outcome
+        for timer in (self._watchdog, self._hello_timer):
+            if timer is not None:
+                timer.cancel()
+        services = self.services
+        try:
+            services.registry.finish_run(self.id, outcome.status, outcome.stop_reason, outcome.output, outcome.error)
+        except Exception:  # a full disk must not also strand the parent, the slots and the followers
+            log.exception("recording the end of run %s failed", self.id)
+        services.leases.drop_run(self.id)
+        for child in list(self.children.values()):
+            if not child.ended:
+                child.stop(StopReason.CANCELLED, f"its parent run {self.id} ended")
+        self.turn.withdraw_questions(self)
+        services.publish(self.turn.id, RunFinished(
+            status=outcome.status, stop_reason=outcome.stop_reason, error=outcome.error, output=outcome.output,
+            parent=self.parent.id if self.parent else None, call_id=self.call_id,
+            cpu_seconds=outcome.cpu_seconds), self)
+        if self.parent is not None:
+            self.parent.child_finished(self, outcome)
+        self.turn.run_finished(self, outcome)
+        if self.handle is None:  # never launched: its queue place is all there is to free
+            services.slots.release(self.id)
+            self._gone()
+
+    def child_finished(self, child: RunSupervisor, outcome: RunOutcome) -> None:
+        self.pool.done(child.id)
+        if self.clock is not None:
+            self._unfreeze("delegation")
+        if not self.ended and child.reply_to is not None:
+            self.send(DelegateResult(id=child.reply_to, outcome=outcome))
+
+    def _on_process_exit(self) -> None:
+        assert self.handle is not None
+        asyncio.get_running_loop().remove_reader(self.handle.sentinel)
+        code = self.handle.exitcode()
+        self.handle.close()
+        self.exited.set()
+        services = self.services
+        services.slots.release(self.id)
+        services.leases.drop_run(self.id)
+        if not self.ended:
+            note = f"worker process exited with code {code}" if code is None or code >= 0 else (
+                f"worker process was killed by signal {-code} ({_signal_name(-code)})")
+            self.finish(self._outcome(None, exit_note=note))
+        # Tool processes that left the worker's group (setsid, a daemonising command) outlive even a clean
+        # exit; they still carry the run id in their environment, so sweep for them after every run.
+        services.scope.spawn(f"reap-{self.id}", asyncio.to_thread(kill_run_tree, self.id, None, signal.SIGKILL))
+        self._gone()
+
+    def _gone(self) -> None:
+        self._move(RunPhase.GONE)
+        self.exited.set()
+        self.services.forget_run(self.id)
+        self.turn.run_gone(self)
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+

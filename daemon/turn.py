@@ -1,0 +1,235 @@
+"""A task's turn, from the user's message to its end: its runs, pause and continue, questions, the task
+timeout, and the moment it is over.
+
+`TurnController` lives while its task has anything alive — the turn in flight, or runs of an earlier
+turn whose processes are still exiting — and is forgotten after that (the registry keeps the record).
+A turn ends when its root run and every run it started have ended; then `turn_finished` is published
+with the root's outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from yagent.ipc.daemon_events import TaskPaused, TaskResumed, TurnFinished, TurnStarted, UserHelpResponse
+from yagent.ipc.messages import AskUser, Question, RunOutcome, RunSpec, UserAnswer
+from yagent.ipc.vocabulary import RunStatus, StopReason, TaskState
+
+from .registry import TaskRow, new_run_id
+from .run_clock import RunClock
+from .run_services import RunServices
+from .run_supervisor import RunSupervisor
+from .schedule import Timer
+
+__all__ = ["INHERITED_OPTIONS", "PendingQuestion", "TurnController"]
+
+log = logging.getLogger(__name__)
+
+# Submit options that hold for the whole turn, so delegations carry them too (a /model choice, say).
+INHERITED_OPTIONS = ("model_override",)
+
+_TASK_STATE = {RunStatus.DONE: TaskState.DONE, RunStatus.CANCELLED: TaskState.CANCELLED,
+               RunStatus.INTERRUPTED: TaskState.INTERRUPTED}
+
+
+@dataclass(slots=True)
+class PendingQuestion:
+    question: Question
+    run: RunSupervisor
+    reply_to: int  # the worker's AskUser request id
+
+
+class TurnController:
+    def __init__(self, services: RunServices, row: TaskRow, forget: Callable[[TurnController], None]) -> None:
+        self.services = services
+        self.row = row
+        self._forget = forget
+        self.turn = 0
+        self.paused = False
+        self.root: RunSupervisor | None = None
+        self.runs: dict[str, RunSupervisor] = {}  # runs of this task not yet gone, every turn's
+        self.questions: dict[str, PendingQuestion] = {}
+        self._clock: RunClock | None = None  # the turn's total clock, for the task timeout
+        self._timeout: Timer | None = None
+        self._root_outcome: RunOutcome | None = None  # set when the root ends; the turn ends with its last run
+
+    @property
+    def id(self) -> str:
+        return self.row.id
+
+    @property
+    def in_flight(self) -> bool:
+        """A turn is in flight until its root run and every run it started have ended."""
+        if self.root is None:
+            return False
+        return not self.root.ended or any(not r.ended for r in self.runs.values() if r.turn_number == self.turn)
+
+    # -- starting -----------------------------------------------------------------------------------
+
+    def start(self, text: str, agent: str, *, yolo: str, options: dict[str, Any]) -> RunSupervisor:
+        """Begin a turn: record it, create its root run and queue it for a worker."""
+        registry = self.services.registry
+        self.turn = registry.add_turn(self.id, text)
+        self.paused = False
+        self._clock = RunClock(self.services.clock())
+        root = self.create_run(agent, text, yolo=yolo, options=options)
+        self.root = root
+        registry.set_turn_root(self.id, self.turn, root.id)
+        registry.set_task_state(self.id, TaskState.RUNNING)
+        self.row.state = TaskState.RUNNING
+        self.services.publish(self.id, TurnStarted(turn=self.turn, text=text, agent=agent,
+                                                   project=self.row.project_path), root)
+        self._arm_timeout()
+        root.admit()
+        return root
+
+    def create_run(self, agent: str, text: str, *, parent: RunSupervisor | None = None, call_id: str = "",
+                   yolo: str = "none", options: dict[str, Any] | None = None, context: str = "") -> RunSupervisor:
+        """A run of this turn, recorded and known to the daemon; `admit` it to start it."""
+        run_id = new_run_id()
+        if parent is not None:
+            options = {k: parent.spec.options[k] for k in INHERITED_OPTIONS if k in parent.spec.options}
+        settings = self.services.settings
+        spec = RunSpec(
+            run=run_id, task=self.id, turn=self.turn, project=self.row.project_id,
+            project_root=self.row.project_path, agent=agent, input=text, home=str(self.services.home),
+            parent_run=parent.id if parent else None, call_id=call_id or None, context=context,
+            depth=(parent.spec.depth + 1) if parent else 0, yolo=parent.spec.yolo if parent else yolo,
+            config=settings.table, options=options or {}, heartbeat_interval=settings.heartbeat_interval,
+            daemon_loss_timeout=settings.daemon_loss_timeout,
+        )
+        self.services.registry.add_run(run_id, self.id, self.turn, parent.id if parent else None, agent, call_id,
+                                       text)
+        run = RunSupervisor(self.services, self, spec, parent=parent)
+        self.services.runs[run_id] = run
+        self.runs[run_id] = run
+        if parent is not None:
+            parent.children[run_id] = run
+        return run
+
+    # -- the task timeout -----------------------------------------------------------------------------
+
+    def _arm_timeout(self) -> None:
+        if self._timeout is not None:
+            self._timeout.cancel()
+            self._timeout = None
+        limit = self.services.settings.task_timeout
+        if limit <= 0 or self._clock is None or self.paused:
+            return
+        left = limit - self._clock.total_for(self.services.clock())
+        self._timeout = self.services.scheduler.after(left + 0.01, self._check_timeout, f"task-timeout-{self.id}")
+
+    def _check_timeout(self) -> None:
+        self._timeout = None
+        root, limit = self.root, self.services.settings.task_timeout
+        if not self.in_flight or root is None or self._clock is None or limit <= 0:
+            return
+        if self._clock.total_for(self.services.clock()) > limit:
+            root.stop(StopReason.TOTAL_TIMEOUT, f"the task ran longer than {limit:g}s (task_timeout)")
+        else:
+            self._arm_timeout()
+
+    def rearm(self) -> None:
+        """The configuration changed: the task timeout and every run's watchdog are scheduled anew."""
+        if self.in_flight:
+            self._arm_timeout()
+        for run in self.runs.values():
+            run.rearm()
+
+    # -- pause, continue, cancel -----------------------------------------------------------------------
+
+    def pause(self) -> None:
+        if self.paused:
+            return
+        self.paused = True
+        if self._clock is not None:
+            self._clock.freeze("paused", self.services.clock())
+        self._arm_timeout()
+        for run in self.runs.values():
+            run.pause()
+        self._sync_state()
+        self.services.publish(self.id, TaskPaused(turn=self.turn))
+
+    def resume(self) -> None:
+        if not self.paused:
+            return
+        self.paused = False
+        if self._clock is not None:
+            self._clock.unfreeze("paused", self.services.clock())
+        self._arm_timeout()
+        for run in self.runs.values():
+            run.resume()
+        self._sync_state()
+        self.services.publish(self.id, TaskResumed(turn=self.turn))
+
+    def cancel(self, detail: str = "cancelled by the user") -> None:
+        if self.root is not None:
+            self.root.stop(StopReason.CANCELLED, detail)
+
+    # -- questions ----------------------------------------------------------------------------------
+
+    def ask(self, run: RunSupervisor, msg: AskUser) -> None:
+        """A run asks the user: the question waits here until a client answers or the run ends."""
+        q = msg.question
+        q.request_id = f"{run.id}.{msg.id}"
+        q.task, q.run, q.agent, q.asked_at = self.id, run.id, run.agent, time.time()
+        self.questions[q.request_id] = PendingQuestion(question=q, run=run, reply_to=msg.id)
+        self._sync_state()
+        self.services.publish_question(self.id, q, run)
+
+    def answer(self, request_id: str, answer: dict[str, Any], by: str) -> None:
+        pending = self.questions.pop(request_id)
+        run = pending.run
+        run.answered()
+        run.send(UserAnswer(id=pending.reply_to, answer=answer))
+        self.services.publish(self.id, UserHelpResponse(request_id=request_id, answer=answer, by=by), run)
+        self._sync_state()
+
+    def withdraw_questions(self, run: RunSupervisor) -> None:
+        """The run ended: its questions close for every client, answered by nobody."""
+        withdrawn = [rid for rid, pending in self.questions.items() if pending.run is run]
+        for rid in withdrawn:
+            del self.questions[rid]
+            self.services.publish(self.id, UserHelpResponse.withdrawn(rid), run)
+        if withdrawn:
+            self._sync_state()
+
+    # -- the end ------------------------------------------------------------------------------------
+
+    def run_finished(self, run: RunSupervisor, outcome: RunOutcome) -> None:
+        if run is self.root:
+            self._root_outcome = outcome
+        if self._root_outcome is not None and not self.in_flight:
+            outcome, self._root_outcome = self._root_outcome, None
+            self._finish(outcome)
+
+    def _finish(self, outcome: RunOutcome) -> None:
+        if self._timeout is not None:
+            self._timeout.cancel()
+            self._timeout = None
+        state = _TASK_STATE.get(outcome.status, TaskState.FAILED)
+        registry = self.services.registry
+        registry.finish_turn(self.id, self.turn, state, outcome.output or outcome.error)
+        registry.set_task_state(self.id, state)
+        self.row.state = state
+        self.paused = False
+        self.services.publish(self.id, TurnFinished(
+            turn=self.turn, state=state, status=outcome.status, stop_reason=outcome.stop_reason,
+            output=outcome.output, error=outcome.error, run=outcome.run), self.root)
+
+    def run_gone(self, run: RunSupervisor) -> None:
+        self.runs.pop(run.id, None)
+        if not self.in_flight and not self.runs:
+            self._forget(self)
+
+    def _sync_state(self) -> None:
+        if not self.in_flight:
+            return
+        state = TaskState.PAUSED if self.paused else (TaskState.WAITING if self.questions else TaskState.RUNNING)
+        if self.row.state != state:
+            self.row.state = state
+            self.services.registry.set_task_state(self.id, state)
