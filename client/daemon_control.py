@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from yagent.ipc import DaemonClient, DaemonNotRunning, IpcError, daemon_listening
+from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.home import yagent_home
 from yagent.ipc.messages import Ack, DaemonStatus, Shutdown, StatusRequest
 from yagent.ipc.runtime_dir import RuntimePaths, ensure_runtime_dir, resolve_runtime_dir, runtime_paths
@@ -206,9 +207,7 @@ def daemon_install_unit(force: bool = False, print_only: bool = False) -> int:
         _err(f"{target} exists and differs; rerun with --force to replace it")
         return exit_codes.FAILED
     target_dir.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".service.tmp")
-    tmp.write_text(text)
-    tmp.replace(target)
+    write_atomic(target, text.encode())
     print(f"wrote {target}")
     carried = [name for name in CARRIED_VARIABLES if os.environ.get(name)]
     if carried:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import itertools
 import os
 import socket
 from pathlib import Path
@@ -19,8 +18,9 @@ from typing import TypeVar
 import zmq
 import zmq.asyncio
 
-from .errors import DaemonNotRunning, MalformedMessage, ProtocolError, ProtocolMismatch, RemoteError, RequestTimeout
-from .messages import PROTOCOL_VERSION, ErrorReply, Hello, HelloReply
+from .errors import DaemonNotRunning, ProtocolError, ProtocolMismatch, RemoteError, RequestTimeout
+from .messages import PROTOCOL_VERSION, Hello, HelloReply
+from .pending_replies import PendingReplies
 from .records import Message, decode, encode
 from .runtime_dir import RuntimePaths, ensure_runtime_dir, resolve_runtime_dir
 from .sockets import connect_dealer
@@ -61,8 +61,7 @@ class DaemonClient:
         self.connect_timeout = connect_timeout
         self._ctx = context or zmq.asyncio.Context.instance()
         self._sock: zmq.asyncio.Socket | None = None
-        self._pending: dict[int, asyncio.Future[Message]] = {}
-        self._ids = itertools.count(1)
+        self._pending = PendingReplies()
         self._reader: asyncio.Task[None] | None = None
         self.paths: RuntimePaths | None = None
         self.hello: HelloReply | None = None
@@ -104,10 +103,7 @@ class DaemonClient:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
             self._reader = None
-        for fut in self._pending.values():
-            if not fut.done():
-                fut.cancel()
-        self._pending.clear()
+        self._pending.cancel_all()
         if self._sock is not None:
             self._sock.close(linger=0)
             self._sock = None
@@ -116,26 +112,9 @@ class DaemonClient:
         """Send `msg` (its `id` is assigned here) and wait for the reply of type `expect`."""
         if self._sock is None:
             raise DaemonNotRunning(str(self.runtime_dir))
-        req_id = next(self._ids)
-        msg.id = req_id  # type: ignore[attr-defined]
-        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        self._pending[req_id] = fut
-        try:
+        with self._pending.expect(msg) as reply:
             await self._sock.send(encode(msg))
-            try:
-                reply = await asyncio.wait_for(fut, timeout if timeout is not None else self.timeout)
-            except TimeoutError:
-                raise RequestTimeout(
-                    f"yagentd did not answer the {msg.kind} request within "
-                    f"{timeout if timeout is not None else self.timeout:.0f}s"
-                ) from None
-        finally:
-            self._pending.pop(req_id, None)
-        if isinstance(reply, ErrorReply):
-            raise RemoteError(reply.code, reply.message)
-        if not isinstance(reply, expect):
-            raise MalformedMessage(f"expected {expect.kind} in reply to {msg.kind}, got {reply.kind}")
-        return reply
+            return await reply.get(expect, timeout=timeout if timeout is not None else self.timeout)
 
     async def _read_replies(self) -> None:
         assert self._sock is not None
@@ -145,6 +124,4 @@ class DaemonClient:
                 reply = decode(frame)
             except ProtocolError:  # malformed or over the cap
                 continue  # a daemon bug must not kill the client; the request will time out
-            fut = self._pending.get(getattr(reply, "id", -1))
-            if fut is not None and not fut.done():
-                fut.set_result(reply)
+            self._pending.resolve(reply)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import itertools
 import logging
 import os
 import time
@@ -24,7 +23,7 @@ import msgpack
 import zmq
 import zmq.asyncio
 
-from yagent.ipc.errors import MalformedMessage, MessageTooLarge, ProtocolError, RemoteError
+from yagent.ipc.errors import MessageTooLarge, ProtocolError, RemoteError
 from yagent.ipc.messages import (
     PROTOCOL_VERSION,
     AskUser,
@@ -47,6 +46,7 @@ from yagent.ipc.messages import (
     UserAnswer,
     WorkerHello,
 )
+from yagent.ipc.pending_replies import PendingReplies
 from yagent.ipc.records import MAX_FRAME_BYTES, Message, cut_to_frame, decode, encode
 from yagent.ipc.sockets import connect_dealer
 from yagent.ipc.vocabulary import ControlAction
@@ -79,8 +79,7 @@ class DaemonChannel:
         self._sends: set[asyncio.Future[Any]] = set()
         self._batch: list[list[Any]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
-        self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[Message]] = {}
+        self._pending = PendingReplies()
         self._start: asyncio.Future[RunSpec] | None = None
         self._ack: asyncio.Future[None] | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -133,9 +132,7 @@ class DaemonChannel:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-        for fut in self._pending.values():
-            if not fut.done():
-                fut.cancel()
+        self._pending.cancel_all()
         self._sock.close(linger=0 if self.lost else 2000)
         if self._owns_ctx:
             self._ctx.term()
@@ -227,27 +224,16 @@ class DaemonChannel:
     async def _request(self, msg: Message, expect: type[Message]) -> Message:
         if self.lost:
             raise DaemonLost("yagentd is gone")
-        req_id = next(self._ids)
-        msg.id = req_id  # type: ignore[attr-defined]
-        try:
-            frame = encode(msg)
-        except _UNENCODABLE as exc:  # sent anyway, the daemon would drop it and we would wait forever
-            raise ValueError(
-                f"cannot send {msg.kind} to yagentd: it carries data the daemon cannot read ({exc}); pass only "
-                "maps with str keys of str, numbers, bools, lists and maps") from None
-        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        self._pending[req_id] = fut
-        self.flush()  # events emitted before the request must be seen before it
-        self._send(frame)
-        try:
-            reply = await fut
-        finally:
-            self._pending.pop(req_id, None)
-        if isinstance(reply, ErrorReply):
-            raise RemoteError(reply.code, reply.message)
-        if not isinstance(reply, expect):
-            raise MalformedMessage(f"expected {expect.kind}, got {reply.kind}")
-        return reply
+        with self._pending.expect(msg) as reply:
+            try:
+                frame = encode(msg)
+            except _UNENCODABLE as exc:  # sent anyway, the daemon would drop it and we would wait forever
+                raise ValueError(
+                    f"cannot send {msg.kind} to yagentd: it carries data the daemon cannot read ({exc}); pass "
+                    "only maps with str keys of str, numbers, bools, lists and maps") from None
+            self.flush()  # events emitted before the request must be seen before it
+            self._send(frame)
+            return await reply.get(expect)
 
     # -- services -----------------------------------------------------------------------------------
 
@@ -340,10 +326,9 @@ class DaemonChannel:
             if self._ack is not None and not self._ack.done():
                 self._ack.set_result(None)
             return
-        fut = self._pending.get(getattr(msg, "id", -1))
-        if fut is not None and not fut.done():
-            fut.set_result(msg)
-        elif isinstance(msg, ErrorReply) and self._start is not None and not self._start.done():
+        if self._pending.resolve(msg):
+            return
+        if isinstance(msg, ErrorReply) and self._start is not None and not self._start.done():
             self._start.set_exception(RemoteError(msg.code, msg.message))
 
     async def _watch_daemon(self, loss_timeout: float) -> None:
@@ -360,9 +345,7 @@ class DaemonChannel:
             return
         log.warning("run %s: daemon lost (%s); wrapping up", self.run_id, why)
         self.lost = True
-        for fut in self._pending.values():
-            if not fut.done():
-                fut.set_exception(DaemonLost(why))
+        self._pending.fail_all(DaemonLost(why))
         self.cancel("interrupted")
 
 

@@ -10,10 +10,8 @@ Nothing is written until `write()` is called with the whole queue (the wizard's 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import tempfile
 import time
 import tomllib
 from collections.abc import Mapping
@@ -26,6 +24,7 @@ from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import InlineTable
 from tomlkit.toml_document import TOMLDocument
 
+from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.config import ConfigError, settings_from_table
 from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config, referenced_providers
 
@@ -414,7 +413,7 @@ def write(config: ConfigFile, ops: list[Op], environ: Mapping[str, str] | None =
         for op in ops:
             if isinstance(op, StartFresh) and current is not None:
                 _write_new(op.backup, current)
-        _atomic_write(target, text)
+        _replace(target, text)
     except OSError as exc:
         return WriteResult(False, f"writing {path} failed: {exc.strerror or exc}; the file was not changed")
     return WriteResult(True, f"wrote {len(ops)} change{'s' if len(ops) != 1 else ''} to {path}", warnings)
@@ -427,20 +426,12 @@ def _write_new(path: Path, data: bytes) -> None:
         fh.write(data)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+def _replace(path: Path, text: str) -> None:
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o600  # a new config may hold API keys
+    write_atomic(path, text.encode("utf-8"), mode=mode)
 
 
 def backup_path(path: Path, clock: float | None = None) -> Path:

@@ -7,13 +7,13 @@ design as its own `delegate_<name>` tool, and the `custom:<name>` worker reads i
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from yagent.ipc.atomic_file import write_atomic
 from yagent.workers.tools import ToolSpec, custom_delegate_spec, palette
 
 __all__ = ["BUILTIN_AGENTS", "CustomAgentRegistry", "Design", "DesignError", "parse_design"]
@@ -105,9 +105,8 @@ class CustomAgentRegistry:
         earlier = self._designs.get(design.name)
         self._designs[design.name] = design
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({n: asdict(d) for n, d in self._designs.items()}, ensure_ascii=False, indent=1))
-        os.replace(tmp, self.path)
+        text = json.dumps({n: asdict(d) for n, d in self._designs.items()}, ensure_ascii=False, indent=1)
+        write_atomic(self.path, text.encode("utf-8"))
         return earlier
 
     def specs(self) -> list[ToolSpec]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from yagent.ipc import event_data
+from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.config import parse_duration
 from yagent.ipc.messages import RunOutcome
 from yagent.ipc.provider_config import parse_llm_config
@@ -30,7 +31,6 @@ from yagent.workers.tools import (
     build_surface,
     normalize_max_parallel,
 )
-from yagent.workers.tools.atomic import write_atomic
 
 from .circuit_breaker import ProviderBreakers
 from .loop import LoopConfig, LoopPolicy, LoopResult, run_agent_loop

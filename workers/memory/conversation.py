@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from yagent.ipc.atomic_file import write_atomic
 from yagent.workers.llm import Message
 
 __all__ = ["ConversationMemory", "MemoryFileError", "load_memory", "memory_path"]
@@ -69,12 +70,7 @@ class ConversationMemory:
             self._persisted = len(messages)
         self._path.parent.mkdir(parents=True, exist_ok=True)
         if rewrite:
-            tmp = self._path.with_suffix(".jsonl.tmp")
-            with tmp.open("w", encoding="utf-8") as fh:
-                fh.write(lines)
-                fh.flush()
-                os.fsync(fh.fileno())
-            tmp.replace(self._path)
+            write_atomic(self._path, lines.encode("utf-8"))
         elif lines:
             with self._path.open("a", encoding="utf-8") as fh:
                 fh.write(lines)

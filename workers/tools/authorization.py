@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from yagent.ipc.atomic_file import write_atomic
+
 # How much the user pre-approved for a run (`--yolo` / `--full-yolo`): the one enum the daemon and clients use.
 from yagent.ipc.vocabulary import YoloLevel as YoloLevel
-
-from .atomic import write_atomic
 
 SETTINGS_KEY = "authorized_projects"
 

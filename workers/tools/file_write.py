@@ -14,7 +14,8 @@ import re
 import shutil
 from pathlib import Path
 
-from .atomic import write_atomic
+from yagent.ipc.atomic_file import write_atomic
+
 from .file_read import not_found, split_lines
 from .limits import MAX_FILE_BYTES
 from .registry import register
