@@ -20,6 +20,8 @@ from typing import Any, BinaryIO
 
 import msgpack
 
+from yagent.ipc.atomic_file import write_atomic
+
 __all__ = ["DEFAULT_LOG_MAX_BYTES", "EventLogDir", "TaskLog"]
 
 DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024
@@ -160,13 +162,10 @@ class TaskLog:
         if keep_from <= 0:
             return
         self.close()
-        tmp = self.path.with_suffix(".log.tmp")
-        with self.path.open("rb") as src, tmp.open("wb") as dst:
+        with self.path.open("rb") as src:
             src.seek(keep_from)
-            while chunk := src.read(1 << 20):
-                dst.write(chunk)
-            kept = dst.tell()
-        os.replace(tmp, self.path)
+            write_atomic(self.path, iter(lambda: src.read(1 << 20), b""))
+        kept = self.size - keep_from
         self.index = [(seq, off - keep_from) for seq, off in self.index if off >= keep_from]
         self.size = kept
         log.info("event log %s passed %d bytes; kept the newest %d bytes (from seq %d)", self.path,
@@ -182,8 +181,6 @@ class TaskLog:
         with contextlib.suppress(OSError):
             if self.path.is_file() and self.path.stat().st_size > self.size:
                 os.truncate(self.path, self.size)
-        with contextlib.suppress(OSError):
-            self.path.with_suffix(".log.tmp").unlink(missing_ok=True)
 
 
 class EventLogDir:
