@@ -16,7 +16,7 @@ import os
 import signal
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from .settings_source import SettingsSource
 from .task_scope import TaskScope
 from .turn import TurnController
 
-__all__ = ["Daemon"]
+__all__ = ["Daemon", "LoopEnded"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,10 @@ EVENT_LOG_PRUNE_INTERVAL = 3600.0  # seconds between passes deleting event logs 
 STATUS_INTERVAL = 5.0  # seconds between status lines for systemd
 SHUTDOWN_SLACK = 2.0  # seconds beyond two stop graces that runs get to exit at shutdown
 _PING = Ping()  # one instance: a ping carries nothing
+
+
+class LoopEnded(Exception):
+    """A loop the daemon needs stopped while the daemon was not stopping."""
 
 
 class Daemon:
@@ -89,6 +93,7 @@ class Daemon:
         self._stop = asyncio.Event()
         self._runs_empty = asyncio.Event()
         self._shutdown_done = False
+        self._loops_done = False  # set once the loops are meant to end
         self._control_stamp: tuple[int, int] | None = None
         self._registry_retry: Timer | None = None
 
@@ -171,11 +176,12 @@ class Daemon:
         try:
             try:
                 async with asyncio.TaskGroup() as group:
-                    loops = [group.create_task(self._control_loop(), name="control"),
-                             group.create_task(self._worker_loop(), name="workers"),
-                             group.create_task(self.scheduler.run(), name="timers")]
+                    loops = [group.create_task(self._essential(name, coro), name=name) for name, coro in (
+                        ("control", self._control_loop()), ("workers", self._worker_loop()),
+                        ("timers", self.scheduler.run()))]
                     await self._stop.wait()
                     await self._shutdown()
+                    self._loops_done = True
                     for task in loops:
                         task.cancel()
             except* Exception as failed:  # a loop died: end the daemon rather than run on half-deaf
@@ -196,6 +202,17 @@ class Daemon:
             self._ctx.term()
             self.registry.close()
             log.info("yagentd stopped")
+
+    async def _essential(self, name: str, loop: Coroutine[Any, Any, None]) -> None:
+        """Run one of the loops the daemon cannot live without; its end, unless asked for, is a failure."""
+        try:
+            await loop
+        except asyncio.CancelledError:
+            if self._loops_done:
+                raise
+            raise LoopEnded(f"the {name} loop was cancelled") from None
+        if not self._loops_done:
+            raise LoopEnded(f"the {name} loop returned")
 
     def _schedule_jobs(self) -> None:
         every = self.scheduler.every

@@ -25,6 +25,8 @@ class TaskScope:
         task = asyncio.get_running_loop().create_task(self._guard(name, coro), name=f"{self.name}:{name}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        # Cancelled before its first step, the task never awaits `coro`: close it, or Python warns at exit.
+        task.add_done_callback(lambda _t: coro.close())
         return task
 
     async def _guard(self, name: str, coro: Coroutine[Any, Any, Any]) -> Any:

@@ -1,0 +1,50 @@
+"""Seams the daemon takes, for in-process tests: a launcher whose 'processes' the test ends itself."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+from yagent.daemon.launcher import Launcher, RunHandle
+
+__all__ = ["PipeHandle", "ScriptedLauncher"]
+
+
+class PipeHandle(RunHandle):
+    """A 'process' that exits when the test calls `exit(code)`: the sentinel is a pipe's read end."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._read, self._write = os.pipe()
+        self.code: int | None = None
+
+    @property
+    def sentinel(self) -> int:
+        return self._read
+
+    def exitcode(self) -> int | None:
+        return self.code
+
+    def exit(self, code: int = 0) -> None:
+        self.code = code
+        os.close(self._write)
+
+    def close(self) -> None:
+        os.close(self._read)
+
+
+class ScriptedLauncher(Launcher):
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.handles: dict[str, PipeHandle] = {}
+        self._pids = itertools.count(900_000)  # no real process has these: a stray signal hits nothing
+
+    def start(self) -> None:
+        pass
+
+    def launch(self, run_id: str, agent: str, workers_endpoint: str) -> RunHandle:
+        if self.fail:
+            raise OSError("no more processes")
+        handle = PipeHandle(next(self._pids))
+        self.handles[run_id] = handle
+        return handle

@@ -1,0 +1,349 @@
+"""Run supervisors and turn controllers in-process: a real registry, a real event hub on a real PUB socket,
+and the launcher seam handing out processes the test ends itself (a pipe whose closing is the exit)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import zmq
+
+from tests.daemon.seams import ScriptedLauncher
+from yagent.daemon.admission import WorkerSlots
+from yagent.daemon.event_hub import EventHub
+from yagent.daemon.leases import LeaseManager
+from yagent.daemon.registry import Registry
+from yagent.daemon.run_services import RunServices
+from yagent.daemon.run_supervisor import _HANDLERS, MOVES, IllegalTransition, RunPhase, RunSupervisor
+from yagent.daemon.schedule import Scheduler
+from yagent.daemon.settings_source import SettingsSource
+from yagent.daemon.task_scope import TaskScope
+from yagent.daemon.turn import TurnController
+from yagent.ipc.config import Settings
+from yagent.ipc.messages import (
+    PROTOCOL_VERSION,
+    AskUser,
+    DelegateRequest,
+    DelegateResult,
+    ErrorReply,
+    EventBatch,
+    Heartbeat,
+    LeaseRelease,
+    LeaseRequest,
+    Question,
+    ResultAck,
+    RunControl,
+    RunOutcome,
+    RunResult,
+    StartRun,
+    UserAnswer,
+    WorkerHello,
+)
+from yagent.ipc.records import Message
+from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, QuestionKind, RunStatus, StopReason, TaskState
+
+# -- seams -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _World:
+    services: RunServices
+    launcher: ScriptedLauncher
+    sent: list[tuple[str, Message]] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)
+
+    def to(self, run: RunSupervisor) -> list[Message]:
+        return [m for rid, m in self.sent if rid == run.id]
+
+    def events(self, task: str) -> list[list]:
+        return self.services.hub.replay(task, 0, 1000).events
+
+    def types(self, task: str) -> list[str]:
+        return [e[3] for e in self.events(task)]
+
+    def turn(self) -> TurnController:
+        registry = self.services.registry
+        row = registry.create_task(registry.ensure_project(self.services.home), "t")
+        return TurnController(self.services, row, lambda t: self.forgotten.append(t.id))
+
+
+@contextlib.asynccontextmanager
+async def _world(tmp_path: Path, *, fail_launch: bool = False, **settings: object) -> AsyncIterator[_World]:
+    ctx = zmq.Context()
+    pub = ctx.socket(zmq.PUB)
+    pub.bind(f"ipc://{tmp_path}/ev.sock")
+    home = tmp_path / "home"
+    home.mkdir()
+    registry = Registry(home / "state.db")
+    hub = EventHub(pub, home / "events", 1000)
+    config = SettingsSource(home, Settings(**{"stop_grace": 0.2, **settings}))
+    launcher = ScriptedLauncher(fail=fail_launch)
+    scope = TaskScope("test")
+    world: _World
+
+    def send(run_id: str, msg: Message) -> None:
+        world.sent.append((run_id, msg))
+
+    services = RunServices(
+        config=config, clock=asyncio.get_running_loop().time, registry=registry, hub=hub,
+        leases=LeaseManager(1), slots=WorkerSlots(8, lambda: False), launcher=launcher, scheduler=Scheduler(),
+        scope=scope, workers_endpoint="ipc://unused", home=home, send_worker=send, is_shutting_down=lambda: False)
+    world = _World(services, launcher)
+    try:
+        yield world
+    finally:
+        await scope.drain(2.0)
+        hub.close()
+        registry.close()
+        pub.close(0)
+        ctx.term()
+
+
+async def _until(predicate, what: str, timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.005)  # the loop must turn for the pipe's reader to fire
+    assert predicate(), what
+
+
+def _hello(run: RunSupervisor) -> None:
+    run.receive(WorkerHello(version=PROTOCOL_VERSION, run=run.id, pid=run.pid))
+
+
+def _done(output: str = "ok") -> RunResult:
+    return RunResult(outcome=RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, output=output))
+
+
+# -- the phase table --------------------------------------------------------------------------------------
+
+
+def test_runs_move_only_along_the_declared_edges(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            run = w.turn().create_run("scripted", "x")
+            for start in RunPhase:
+                for target in RunPhase:
+                    run.phase = start
+                    if target in MOVES[start]:
+                        run._move(target)
+                        assert run.phase is target
+                    else:
+                        with pytest.raises(IllegalTransition):
+                            run._move(target)
+                        assert run.phase is start
+
+    asyncio.run(main())
+    # Every phase is reachable from QUEUED, and every path ends in GONE, which is final.
+    reach, todo = {RunPhase.QUEUED}, [RunPhase.QUEUED]
+    while todo:
+        for nxt in MOVES[todo.pop()] - reach:
+            reach.add(nxt)
+            todo.append(nxt)
+    assert reach == set(RunPhase)
+    assert MOVES[RunPhase.GONE] == frozenset()
+    assert all(RunPhase.ENDED in MOVES[p] or p in (RunPhase.ENDED, RunPhase.GONE) for p in RunPhase)
+
+
+def test_every_message_a_worker_sends_has_a_handler() -> None:
+    sent_by_workers = {WorkerHello, EventBatch, Heartbeat, LeaseRequest, LeaseRelease, DelegateRequest, AskUser,
+                       RunResult}
+    assert set(_HANDLERS) == sent_by_workers
+    needs_hello = {kind for kind, (_fn, after_hello) in _HANDLERS.items() if after_hello}
+    assert needs_hello == {LeaseRequest, LeaseRelease, DelegateRequest, AskUser, RunResult}
+
+
+# -- a run's life -----------------------------------------------------------------------------------------
+
+
+def test_a_run_goes_queued_starting_running_ended_gone_and_its_turn_finishes(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            assert root.phase is RunPhase.STARTING and turn.in_flight
+            _hello(root)
+            assert root.phase is RunPhase.RUNNING
+            assert isinstance(w.to(root)[0], StartRun)
+            root.receive(_done("the answer"))
+            assert root.phase is RunPhase.ENDED and isinstance(w.to(root)[-1], ResultAck)
+            assert not turn.in_flight and turn.row.state == TaskState.DONE
+            assert w.forgotten == []  # its process is still exiting
+            w.launcher.handles[root.id].exit(0)
+            await _until(lambda: root.phase is RunPhase.GONE, "the exit to be seen")
+            assert w.forgotten == [turn.id] and root.id not in w.services.runs
+            types = w.types(turn.id)
+            assert types == [EventType.TURN_STARTED, EventType.RUN_STARTED, EventType.RUN_FINISHED,
+                             EventType.TURN_FINISHED]
+            assert w.events(turn.id)[-1][5]["output"] == "the answer"
+
+    asyncio.run(main())
+
+
+def test_a_queued_run_that_is_stopped_ends_without_a_process(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            root = turn.create_run("scripted", "x")  # created, never admitted: it holds no slot yet
+            turn.root = root
+            root.stop(StopReason.CANCELLED, "cancelled by the user")
+            assert root.phase is RunPhase.GONE and root.exited.is_set()
+            assert root.outcome is not None and root.outcome.status == RunStatus.CANCELLED
+            assert root.outcome.error == "cancelled by the user" and w.launcher.handles == {}
+
+    asyncio.run(main())
+
+
+def test_a_launch_that_fails_ends_the_run_saying_why(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path, fail_launch=True) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            assert root.phase is RunPhase.GONE
+            assert root.outcome is not None and root.outcome.stop_reason == StopReason.PANIC
+            assert "could not start a worker process: no more processes" in root.outcome.error
+            assert w.services.slots.live == set() and w.forgotten == [turn.id]
+
+    asyncio.run(main())
+
+
+def test_a_worker_that_dies_before_its_result_ends_as_a_crash_naming_the_signal(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            _hello(root)
+            w.launcher.handles[root.id].exit(-9)
+            await _until(lambda: root.phase is RunPhase.GONE, "the exit to be seen")
+            assert root.outcome is not None and root.outcome.stop_reason == StopReason.PANIC
+            assert "killed by signal 9 (SIGKILL) before reporting a result" in root.outcome.error
+
+    asyncio.run(main())
+
+
+def test_messages_before_hello_are_ignored_and_a_second_result_changes_nothing(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            root.receive(_done("too early"))  # before hello: no outcome from an unstarted run
+            root.receive(LeaseRequest(id=1))
+            assert root.phase is RunPhase.STARTING and w.to(root) == []
+            _hello(root)
+            root.receive(_done("first"))
+            root.receive(_done("second"))
+            assert root.outcome is not None and root.outcome.output == "first"
+
+    asyncio.run(main())
+
+
+def test_a_stop_while_starting_cancels_right_after_the_start_message(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            turn.cancel()
+            assert root.phase is RunPhase.STOPPING
+            _hello(root)
+            sent = w.to(root)
+            assert isinstance(sent[0], StartRun) and sent[1] == RunControl(action=ControlAction.CANCEL,
+                                                                           reason="cancelled")
+            root.receive(_done("partial"))  # the worker reports what it had: the stop is what counts
+            assert root.outcome is not None and root.outcome.status == RunStatus.CANCELLED
+            assert root.outcome.output == "partial" and root.outcome.error == "cancelled by the user"
+            w.launcher.handles[root.id].exit(0)
+            await _until(lambda: root.phase is RunPhase.GONE, "the exit to be seen")
+
+    asyncio.run(main())
+
+
+# -- delegation and questions ------------------------------------------------------------------------------
+
+
+def test_a_child_outcome_reaches_its_parent_unchanged_and_stopping_the_parent_stops_the_child(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={"model_override": "m"})
+            _hello(root)
+            root.receive(DelegateRequest(id=5, agent="scripted", task="look", call_id="c1", context="facts"))
+            (child,) = root.children.values()
+            assert child.spec.context == "facts" and child.spec.options == {"model_override": "m"}
+            assert root.clock is not None and root.clock.frozen_by("delegation")
+            _hello(child)
+            handoff = {"conclusion": "seen", "status": "ok"}
+            child.receive(RunResult(outcome=RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT,
+                                                       output="report", handoff=handoff, steps=3)))
+            (reply,) = [m for m in w.to(root) if isinstance(m, DelegateResult)]
+            assert reply.id == 5 and reply.outcome == child.outcome
+            assert (reply.outcome.run, reply.outcome.agent, reply.outcome.handoff, reply.outcome.steps) == (
+                child.id, "scripted", handoff, 3)
+            assert not root.clock.frozen_by("delegation")
+
+            root.receive(DelegateRequest(id=6, agent="scripted", task="more"))
+            second = [c for c in root.children.values() if c is not child][0]
+            _hello(second)
+            turn.cancel()
+            assert second.phase is RunPhase.STOPPING and second.stop_reason == StopReason.CANCELLED
+
+    asyncio.run(main())
+
+
+def test_bad_delegations_are_refused_with_a_code(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            _hello(root)
+            root.receive(DelegateRequest(id=1, agent="", task="x"))
+            root.spec.depth = 4
+            root.receive(DelegateRequest(id=2, agent="scripted", task="x"))
+            codes = [(m.id, m.code) for m in w.to(root) if isinstance(m, ErrorReply)]
+            assert codes == [(1, ErrorCode.BAD_REQUEST), (2, ErrorCode.TOO_DEEP)] and not root.children
+
+    asyncio.run(main())
+
+
+def test_a_question_waits_for_an_answer_and_closes_for_everyone_when_its_run_ends(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            _hello(root)
+            ask = Question(request_id="", kind=QuestionKind.CONFIRM, prompt="Deploy?")
+            root.receive(AskUser(id=3, question=ask))
+            root.receive(AskUser(id=4, question=Question(request_id="", kind=QuestionKind.INPUT, prompt="Name?")))
+            assert turn.row.state == TaskState.WAITING and root.clock is not None and root.clock.idle_frozen
+            turn.answer(f"{root.id}.3", {"value": "yes"}, by="tester")
+            assert UserAnswer(id=3, answer={"value": "yes"}) in w.to(root)
+            root.receive(_done())
+            assert turn.questions == {}
+            closes = [e[5] for e in w.events(turn.id) if e[3] == EventType.USER_HELP_RESPONSE]
+            assert closes == [{"request_id": f"{root.id}.3", "answer": {"value": "yes"}, "by": "tester"},
+                              {"request_id": f"{root.id}.4", "answer": {"cancelled": True}, "by": "daemon"}]
+
+    asyncio.run(main())
+
+
+def test_a_lease_withdrawn_while_queued_ends_the_slot_wait(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            a = turn.start("go", "scripted", yolo="none", options={})
+            b = turn.create_run("scripted", "other")
+            b.admit()
+            _hello(a)
+            _hello(b)
+            a.receive(LeaseRequest(id=1))  # the only slot
+            b.receive(LeaseRequest(id=1))
+            assert b.queued_leases == {1} and b.clock is not None and b.clock.frozen_by("lease")
+            b.receive(LeaseRelease(id=1))
+            assert b.queued_leases == set() and not b.clock.frozen_by("lease")
+            waits = [e[5]["waiting"] for e in w.events(turn.id) if e[3] == EventType.LLM_SLOT_WAIT]
+            assert waits == [True, False]
+
+    asyncio.run(main())
