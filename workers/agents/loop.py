@@ -228,7 +228,7 @@ async def _call_model(cfg: LoopConfig, state: LoopState, messages: list[Message]
         state.step, response.provider, response.model,
         event_data.usage_data(usage.total_input_tokens, usage.output_tokens, usage.cached_input_tokens,
                               usage.estimated),
-        time.monotonic() - started, stop_reason=str(response.stop_reason)))
+        time.monotonic() - started, stop_reason=str(response.finish_reason)))
     emit(EventType.AI_RESPONSE, event_data.ai_response(state.step, response.text, len(response.tool_calls)))
     return response
 
