@@ -49,7 +49,7 @@ from yagent.ipc.messages import (
 )
 from yagent.ipc.records import MAX_FRAME_BYTES, Message, cut_to_frame, decode, encode
 from yagent.ipc.sockets import connect_dealer
-from yagent.ipc.vocabulary import ControlAction
+from yagent.ipc.vocabulary import ControlAction, QuestionKind
 
 __all__ = ["DaemonChannel", "DaemonLost"]
 
@@ -277,7 +277,7 @@ class DaemonChannel:
         assert isinstance(reply, DelegateResult)
         return reply.outcome
 
-    async def ask_user(self, kind: str, prompt: str, *, options: list[str], default: str | None,
+    async def ask_user(self, kind: QuestionKind, prompt: str, *, options: list[str], default: str | None,
                        details: dict[str, Any]) -> dict[str, Any]:
         question = Question(request_id="", kind=kind, prompt=prompt, options=options, default=default,
                             details=details)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from yagent.ipc.messages import RunOutcome, RunSpec
+from yagent.ipc.vocabulary import QuestionKind
 
 if TYPE_CHECKING:
     from .channel import DaemonChannel
@@ -63,7 +64,7 @@ class RunContext:
     async def delegate(self, agent: str, task: str, *, call_id: str = "", context: str = "") -> RunOutcome:
         return await self.channel.delegate(agent, task, call_id=call_id, context=context)
 
-    async def ask_user(self, kind: str, prompt: str, *, options: list[str] | None = None,
+    async def ask_user(self, kind: QuestionKind, prompt: str, *, options: list[str] | None = None,
                        default: str | None = None, details: dict[str, Any] | None = None) -> dict[str, Any]:
         return await self.channel.ask_user(kind, prompt, options=options or [], default=default,
                                            details=details or {})

@@ -33,6 +33,7 @@ import subprocess
 import time
 from typing import Any
 
+from yagent.ipc.vocabulary import QuestionKind
 from yagent.workers.kinds import AgentOutcome, RunContext, agent_kind
 
 
@@ -102,8 +103,8 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
                        "error": o.error} for o in outcomes])
     elif "ask" in step:
         q = step["ask"]
-        answer = await ctx.ask_user(q.get("kind", "input"), q.get("prompt", "?"), options=q.get("options"),
-                                    default=q.get("default"), details=q.get("details"))
+        answer = await ctx.ask_user(QuestionKind(q.get("kind", "input")), q.get("prompt", "?"),
+                                    options=q.get("options"), default=q.get("default"), details=q.get("details"))
         notes.append({"answer": answer})
     elif "spawn" in step:
         child = subprocess.Popen(["/bin/sh", "-c", step["spawn"]], start_new_session=True)

@@ -353,12 +353,13 @@ def test_session_grants_saved_by_a_child_survive_the_parent_saving_its_own(tmp_p
 
 
 def test_a_confirm_with_its_own_wording_is_answered_with_the_option_picked() -> None:
+    from yagent.ipc.vocabulary import QuestionKind
     from yagent.workers.agents.ports import confirm_value
-    from yagent.workers.tools import AskKind, Question
+    from yagent.workers.tools import AskRequest
 
-    deploy = Question(kind=AskKind.CONFIRM, prompt="Deploy now?", options=("Deploy", "Abort"))
+    deploy = AskRequest(kind=QuestionKind.CONFIRM, prompt="Deploy now?", options=("Deploy", "Abort"))
     assert [confirm_value(deploy, v) for v in ("Deploy", "abort", "y", "n")] == ["Deploy", "Abort", "Deploy", "Abort"]
-    plain = Question(kind=AskKind.CONFIRM, prompt="Go on?")
+    plain = AskRequest(kind=QuestionKind.CONFIRM, prompt="Go on?")
     assert [confirm_value(plain, v) for v in ("yes", "Y", "ok", "no", "nope")] == ["yes", "yes", "yes", "no", "no"]
-    pick = Question(kind=AskKind.SELECT, prompt="Which?", options=("a", "b"))
+    pick = AskRequest(kind=QuestionKind.SELECT, prompt="Which?", options=("a", "b"))
     assert confirm_value(pick, "b") == "b"

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from yagent.workers.tools import (
-    Answer,
+    AskReply,
+    AskRequest,
     AuthDecision,
     AuthRequest,
     DelegationResult,
-    Question,
     ToolCall,
     ToolContext,
     ToolResult,
@@ -36,11 +36,11 @@ class ScriptedAuthorizer:
 
 @dataclass
 class ScriptedAsker:
-    answer: Answer = field(default_factory=lambda: Answer("yes"))
-    questions: list[Question] = field(default_factory=list)
+    answer: AskReply = field(default_factory=lambda: AskReply("yes"))
+    questions: list[AskRequest] = field(default_factory=list)
 
-    async def ask(self, question: Question) -> Answer:
-        self.questions.append(question)
+    async def ask(self, request: AskRequest) -> AskReply:
+        self.questions.append(request)
         return self.answer
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from yagent.workers.tools import Answer, AskKind, DelegationResult, YoloLevel
+from yagent.ipc.vocabulary import QuestionKind
+from yagent.workers.tools import AskReply, DelegationResult, YoloLevel
 
 from .doubles import ScriptedAsker, ScriptedDelegator, ScriptedLLM, call_tool, make_ctx
 
@@ -41,25 +42,25 @@ def test_agent_exit_data_is_a_copy(project: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "answer", "expected"),
     [
-        ({"kind": "confirm", "question": "Delete the cache dir?"}, Answer("yes"), "The user answered: yes"),
-        ({"kind": "select", "question": "Which DB?", "options": ["sqlite", "postgres"]}, Answer("postgres"),
+        ({"kind": "confirm", "question": "Delete the cache dir?"}, AskReply("yes"), "The user answered: yes"),
+        ({"kind": "select", "question": "Which DB?", "options": ["sqlite", "postgres"]}, AskReply("postgres"),
          "The user answered: postgres"),
-        ({"kind": "input", "question": "Port?", "default": "8080"}, Answer("9090"), "The user answered: 9090"),
+        ({"kind": "input", "question": "Port?", "default": "8080"}, AskReply("9090"), "The user answered: 9090"),
     ],
 )
 def test_ask_user_for_help_kinds(
-    project: Path, tmp_path: Path, args: dict, answer: Answer, expected: str
+    project: Path, tmp_path: Path, args: dict, answer: AskReply, expected: str
 ) -> None:
     asker = ScriptedAsker(answer)
     result = call_tool(make_ctx(project, tmp_path, asker=asker), "ask_user_for_help", args)
     assert result.content == expected and result.data["answer"] == answer.value
     [question] = asker.questions
-    assert question.kind is AskKind(args["kind"]) and question.prompt == args["question"]
+    assert question.kind is QuestionKind(args["kind"]) and question.prompt == args["question"]
     assert question.options == tuple(args.get("options", ())) and question.default == args.get("default")
 
 
 def test_ask_user_for_help_edge_cases(project: Path, tmp_path: Path) -> None:
-    asker = ScriptedAsker(Answer("", dismissed=True))
+    asker = ScriptedAsker(AskReply("", dismissed=True))
     ctx = make_ctx(project, tmp_path, asker=asker)
     dismissed = call_tool(ctx, "ask_user_for_help", {"kind": "confirm", "question": "Go?"})
     assert "without answering" in dismissed.content and dismissed.data["dismissed"]

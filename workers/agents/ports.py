@@ -10,16 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from yagent.ipc.messages import RunOutcome
-from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, RunStatus
+from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, QuestionKind, RunStatus
 from yagent.workers.kinds import RunContext
 from yagent.workers.llm import CallOptions, Engine, Message
 from yagent.workers.tools import (
-    Answer,
-    AskKind,
+    AskReply,
+    AskRequest,
     AuthDecision,
     AuthRequest,
     DelegationResult,
-    Question,
 )
 
 from .handoff_format import format_for_parent, handoff_status
@@ -41,7 +40,7 @@ class ChannelAuthorizer:
         if request.reasons:
             prompt += " — " + "; ".join(request.reasons)
         answer = await self._ctx.ask_user(
-            "authorize", prompt, options=AUTHORIZE_OPTIONS, default="once",
+            QuestionKind.AUTHORIZE, prompt, options=AUTHORIZE_OPTIONS, default="once",
             details={"tool": request.tool, "summary": request.summary, "reasons": list(request.reasons),
                      "outside_paths": list(request.outside_paths), "dangerous": request.dangerous_reason,
                      "project_root": request.project_root})
@@ -52,24 +51,24 @@ class ChannelAsker:
     def __init__(self, ctx: RunContext) -> None:
         self._ctx = ctx
 
-    async def ask(self, question: Question) -> Answer:
-        answer = await self._ctx.ask_user(question.kind.value, question.prompt, options=list(question.options),
-                                          default=question.default)
+    async def ask(self, request: AskRequest) -> AskReply:
+        answer = await self._ctx.ask_user(request.kind, request.prompt, options=list(request.options),
+                                          default=request.default)
         if answer.get("cancelled") or "value" not in answer:
-            return Answer(value="", dismissed=True)
-        return Answer(value=confirm_value(question, str(answer["value"])))
+            return AskReply(value="", dismissed=True)
+        return AskReply(value=confirm_value(request, str(answer["value"])))
 
 
-def confirm_value(question: Question, value: str) -> str:
+def confirm_value(request: AskRequest, value: str) -> str:
     """A confirm answer as the model should read it: the option the user picked, else yes or no."""
-    if question.kind is not AskKind.CONFIRM:
+    if request.kind is not QuestionKind.CONFIRM:
         return value
     picked = value.strip().lower()
-    for option in question.options:  # custom wording (Deploy / Abort) is answered with the option itself
+    for option in request.options:  # custom wording (Deploy / Abort) is answered with the option itself
         if option.strip().lower() == picked:
             return option
-    if question.options and picked in ("y", "n"):  # the dialog's y / n keys stand for the two options
-        return question.options[0 if picked == "y" or len(question.options) < 2 else 1]
+    if request.options and picked in ("y", "n"):  # the dialog's y / n keys stand for the two options
+        return request.options[0 if picked == "y" or len(request.options) < 2 else 1]
     return "yes" if picked in ("y", "yes", "true", "ok", "1") else "no"
 
 

@@ -7,34 +7,31 @@ returns an error result saying so instead of crashing the run.
 
 from __future__ import annotations
 
-import enum
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from yagent.ipc.vocabulary import QuestionKind
+
 from .authorization import Authorizer, AuthRequest, YoloLevel
 from .guard import WorkspaceGuard
 from .processes import ProcessRegistry
 
 
-class AskKind(enum.Enum):
-    CONFIRM = "confirm"  # yes / no
-    SELECT = "select"  # one of `options`
-    INPUT = "input"  # free text
-
-
 @dataclass(frozen=True)
-class Question:
-    kind: AskKind
+class AskRequest:
+    """What `ask_user_for_help` puts to the user; the daemon's `Question` is built from it by the port."""
+
+    kind: QuestionKind  # confirm, select or input: authorisation prompts go through the `Authorizer`
     prompt: str
     options: tuple[str, ...] = ()
     default: str | None = None
 
 
 @dataclass(frozen=True)
-class Answer:
+class AskReply:
     """The user's reply: `yes`/`no` for confirm, the chosen option for select, the text for input."""
 
     value: str
@@ -45,7 +42,7 @@ class Answer:
 class Asker(Protocol):
     """Puts a question to the attached clients through the daemon and waits for the answer."""
 
-    async def ask(self, question: Question) -> Answer: ...
+    async def ask(self, request: AskRequest) -> AskReply: ...
 
 
 @dataclass(frozen=True)
