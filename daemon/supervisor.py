@@ -390,7 +390,7 @@ class Daemon:
             run=run_id, task=task.id, turn=turn, project=task.row.project_id, project_root=task.row.project_path,
             agent=agent, input=text, home=str(self.home), parent_run=parent.id if parent else None,
             call_id=call_id or None, context=context, depth=(parent.spec.depth + 1) if parent else 0,
-            yolo=parent.spec.yolo if parent else yolo, config=self.settings.table,
+            yolo=parent.spec.yolo if parent else yolo, settings=self.settings.run_settings,
             options=options or {}, heartbeat_interval=self.settings.heartbeat_interval,
             daemon_loss_timeout=self.settings.daemon_loss_timeout,
         )

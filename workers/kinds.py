@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from yagent.ipc.messages import RunOutcome, RunSpec
+from yagent.ipc.run_settings import RunSettings
 from yagent.ipc.vocabulary import QuestionKind
 
 if TYPE_CHECKING:
@@ -48,8 +49,9 @@ class RunContext:
         return Path(self.spec.home)
 
     @property
-    def config(self) -> dict[str, Any]:
-        return self.spec.config
+    def settings(self) -> RunSettings:
+        """The configuration as this run needs it, resolved by the daemon (workers never read config.toml)."""
+        return self.spec.settings
 
     def emit(self, type_: str, data: dict[str, Any] | None = None) -> None:
         self.channel.emit(type_, data or {})

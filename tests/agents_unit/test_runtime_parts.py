@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from yagent.ipc.config import settings_from_table
 from yagent.ipc.messages import RunOutcome, RunSpec
 from yagent.workers.agents import AGENT_SPECS
 from yagent.workers.agents.circuit_breaker import CircuitBreaker, ProviderBreakers
@@ -222,7 +223,8 @@ def test_every_agent_run_holds_a_routing_engine(tmp_path: Path) -> None:
               "agents": {"llm": {"coding": {"use_provider": "b"}}}}
     for role in ("director", "coding", "repo", "chat", "devops", "meta"):
         spec = RunSpec(run="r", task="t", turn=1, project="p", project_root=str(tmp_path), agent=role, input="x",
-                       home=str(tmp_path), config=config, options={"model_override": "b"} if role == "repo" else {})
+                       home=str(tmp_path), settings=settings_from_table(config).run_settings,
+                       options={"model_override": "b"} if role == "repo" else {})
         run = AgentRun(RunContext(spec, Channel()), role)
         assert isinstance(run.engine, RoutingEngine), role
         assert isinstance(run._engine_for_tool("deepthinking"), RoutingEngine), role
@@ -253,7 +255,7 @@ class _Channel:
 def _run_spec(tmp_path: Path, agent: str, config: dict, *, task: str = "t", run: str = "r",
               yolo: str = "none") -> RunSpec:
     return RunSpec(run=run, task=task, turn=1, project="p", project_root=str(tmp_path), agent=agent, input="x",
-                   home=str(tmp_path), config=config, yolo=yolo)
+                   home=str(tmp_path), settings=settings_from_table(config).run_settings, yolo=yolo)
 
 
 def test_the_breaker_is_the_one_of_the_provider_routing_chose(tmp_path: Path) -> None:

@@ -116,8 +116,6 @@ async def custom(ctx: RunContext) -> AgentOutcome:
     if design is None:
         return AgentOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
                             error=f"custom agent {name!r} is not registered for this task; delegate_meta designs it")
-    lang = str(ctx.config.get("agent", {}).get("lang") or "English") if isinstance(ctx.config.get("agent"),
-                                                                                     dict) else "English"
     prompt = render_prompt("custom", name=design.name, description=design.description,
-                           instructions=design.system_prompt, lang=lang)
+                           instructions=design.system_prompt, lang=ctx.settings.lang)
     return await run_subagent(ctx, AGENT_SPECS["custom"], system_prompt=prompt, pick=design.tools)

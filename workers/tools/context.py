@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from yagent.ipc.run_settings import DEFAULT_TOOL_HEARTBEAT_INTERVAL
 from yagent.ipc.vocabulary import QuestionKind
 
 from .authorization import Authorizer, AuthRequest, YoloLevel
@@ -102,7 +103,7 @@ class ToolContext:
     # Session approvals earlier runs of the same task collected (see `guard.approvals.session_grants()`).
     session_grants: frozenset[str] = frozenset()
     processes: ProcessRegistry = field(default_factory=ProcessRegistry)
-    heartbeat_interval: float = 5.0  # seconds between heartbeats from long-running tools
+    heartbeat_interval: float = DEFAULT_TOOL_HEARTBEAT_INTERVAL  # seconds between beats of long-running tools
     guard: WorkspaceGuard = field(init=False)
 
     def __post_init__(self) -> None:
