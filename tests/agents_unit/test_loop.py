@@ -12,6 +12,7 @@ import pytest
 
 from tests.agent_harness import MARKERS
 from tests.fake_provider import Failure, FakeProvider, Step, ToolCallSpec
+from yagent.ipc.provider_config import parse_llm_config
 from yagent.ipc.vocabulary import StopReason
 from yagent.workers.agents.loop import LoopConfig, LoopPolicy, run_agent_loop
 from yagent.workers.agents.subagents import AGENT_SPECS, DELIVER_NOW, KEEP_WORKING, ReminderPolicy
@@ -35,7 +36,7 @@ def _config(fake: FakeProvider, root: Path, agent: str, policy: LoopPolicy, **ov
         steps_seen.append(1)
 
     cfg = LoopConfig(
-        agent=agent, engine=build_engine(config, agent=agent), surface=build_surface(agent),
+        agent=agent, engine=build_engine(parse_llm_config(config, {}), agent=agent), surface=build_surface(agent),
         tool_ctx=ToolContext(project_root=root, run_id="r-test", emit=lambda t, d: events.append((t, dict(d)))),
         messages=[Message.system(MARKERS[agent] + " (test)"), Message.user("do the thing")],
         max_steps=over.pop("max_steps", 10), emit=lambda t, d: events.append((t, d)), step_boundary=boundary,
@@ -107,7 +108,7 @@ def test_a_step_the_engine_already_retried_to_its_limit_is_not_retried_again(
     cfg, _ = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=2, sleep=no_wait)
     config = {"global": {"llm": {"use_provider": "fake", "providers": {"fake": fake.provider_table()}}},
               "llm": {"max_retries": 2}}
-    cfg.engine = build_engine(config, agent="chat")
+    cfg.engine = build_engine(parse_llm_config(config, {}), agent="chat")
     result = asyncio.run(run_agent_loop(cfg))
     assert result.stop_reason == StopReason.LLM_ERROR and "after 3 attempts" in result.error
     assert len(fake.requests_for("chat")) == 3 and delays == []
