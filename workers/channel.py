@@ -271,7 +271,9 @@ class DaemonChannel:
     def hold(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self.hold_lease()
 
-    async def delegate(self, agent: str, task: str, *, call_id: str = "", context: str = "") -> RunOutcome:
+    async def request_delegation(self, agent: str, task: str, call_id: str, context: str) -> RunOutcome:
+        """Ask the daemon to run `agent` on `task` as a child of this run; returns the child's outcome once it
+        has ended (the daemon fills in its run, agent and, when it stopped the child, status and stop reason)."""
         reply = await self._request(
             DelegateRequest(id=0, agent=agent, task=task, call_id=call_id, context=context), DelegateResult)
         assert isinstance(reply, DelegateResult)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,7 +54,7 @@ def test_coding_is_reminded_twice_then_finishes_as_plain_text(fake: FakeProvider
     spec = AGENT_SPECS["coding"]
     cfg, _ = _config(fake, tmp_path, "coding", ReminderPolicy(spec.reminder, spec.reminder_limit))
     result = asyncio.run(run_agent_loop(cfg))
-    assert result.stop_reason == StopReason.PLAIN_TEXT and result.deliverable == "reply 2"
+    assert result.stop_reason == StopReason.PLAIN_TEXT and result.output == "reply 2"
     calls = fake.requests_for("coding")
     assert [_user_texts(c)[-1] for c in calls] == ["do the thing", KEEP_WORKING, KEEP_WORKING]
     assert all(m.content != KEEP_WORKING for m in cfg.messages)  # reminders are never stored
@@ -72,9 +73,9 @@ def test_repo_is_told_to_deliver_once(fake: FakeProvider, tmp_path: Path) -> Non
     assert result.stop_reason == StopReason.AGENT_EXIT
     assert _user_texts(fake.requests_for("repo")[1])[-1] == DELIVER_NOW
     # The deliverable is the last assistant text with words in it (the exit reply only had a thought).
-    assert result.deliverable == "The answer is in a.py."
+    assert result.output == "The answer is in a.py."
     assert result.handoff == {"conclusion": "a.py", "status": "ok"}
-    assert result.exit_args["blueprint"] == [{"claim": "kept"}]  # extra exit arguments survive
+    assert result.data["exit"]["blueprint"] == [{"claim": "kept"}]  # extra exit arguments survive
     assert [t for t, _ in events].count("thinklink_entry") == 1
 
 
@@ -87,7 +88,7 @@ def test_a_failed_step_is_retried_then_the_run_stops_with_llm_error(fake: FakePr
         delays.append(seconds)
 
     cfg, _ = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=1, sleep=no_wait)
-    assert asyncio.run(run_agent_loop(cfg)).deliverable == "recovered"
+    assert asyncio.run(run_agent_loop(cfg)).output == "recovered"
     cfg2, events = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=1, sleep=no_wait)
     failed = asyncio.run(run_agent_loop(cfg2))
     assert failed.stop_reason == StopReason.LLM_ERROR and "503" in failed.error
@@ -168,7 +169,7 @@ def test_the_exit_deliverable_is_never_narration_from_an_earlier_tool_step(fake:
     result = asyncio.run(run_agent_loop(cfg))
     assert result.stop_reason == StopReason.AGENT_EXIT
     # The exit reply had no words: the summary stands, not what was said before reading the file.
-    assert result.deliverable == "a.py defines main."
+    assert result.output == "a.py defines main."
     fake.assert_no_problems()
 
 
@@ -183,7 +184,7 @@ def test_the_exit_deliverable_falls_back_to_the_handoff_conclusion(fake: FakePro
     cfg, _ = _config(fake, tmp_path, "coding", ReminderPolicy(spec.reminder, spec.reminder_limit))
     result = asyncio.run(run_agent_loop(cfg))
     assert result.stop_reason == StopReason.AGENT_EXIT
-    assert result.deliverable == "The directory is empty."
+    assert result.output == "The directory is empty."
 
 
 def test_the_exit_deliverable_is_the_final_message_when_it_has_words(fake: FakeProvider, tmp_path: Path) -> None:
@@ -193,7 +194,7 @@ def test_the_exit_deliverable_is_the_final_message_when_it_has_words(fake: FakeP
     ])
     cfg, _ = _config(fake, tmp_path, "chat", ReminderPolicy("deliver it", 1))
     result = asyncio.run(run_agent_loop(cfg))
-    assert (result.stop_reason, result.deliverable) == (StopReason.AGENT_EXIT, "The final answer.")
+    assert (result.stop_reason, result.output) == (StopReason.AGENT_EXIT, "The final answer.")
 
 
 def test_a_retried_step_marks_its_partial_stream_restarted(fake: FakeProvider, tmp_path: Path) -> None:
@@ -208,7 +209,7 @@ def test_a_retried_step_marks_its_partial_stream_restarted(fake: FakeProvider, t
 
     cfg, events = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=1, sleep=no_wait)
     result = asyncio.run(run_agent_loop(cfg))
-    assert result.deliverable == "The whole reply."
+    assert result.output == "The whole reply."
     stream = [(t, d) for t, d in events if t in ("ai_chunk", "ai_stream_end")]
     first_end = next(i for i, (t, _) in enumerate(stream) if t == "ai_stream_end")
     assert "".join(d["text"] for t, d in stream[:first_end])  # the first attempt did stream something
@@ -268,9 +269,7 @@ def test_an_exit_with_a_malformed_handoff_is_refused_once_with_what_to_fix(fake:
 
 def test_a_second_malformed_handoff_ends_the_run_and_the_parent_still_sees_every_fact(
         fake: FakeProvider, tmp_path: Path) -> None:
-    from yagent.ipc.messages import RunOutcome
-    from yagent.workers.agents.handoff_format import format_for_parent
-    from yagent.workers.agents.runtime import outcome_from_loop
+    from yagent.workers.tools.handoff import format_for_parent
 
     bad = {"summary": "s", "handoff": {"conclusion": "c", "status": "finished", "facts": ["plain fact"]}}
     fake.script("chat", MARKERS["chat"], [
@@ -278,10 +277,7 @@ def test_a_second_malformed_handoff_ends_the_run_and_the_parent_still_sees_every
     cfg, _ = _config(fake, tmp_path, "chat", LoopPolicy())
     result = asyncio.run(run_agent_loop(cfg))
     assert result.stop_reason == StopReason.AGENT_EXIT and len(fake.requests_for("chat")) == 2
-    outcome = outcome_from_loop(result)
-    text = format_for_parent(RunOutcome(run="r", agent="chat", status=outcome.status,
-                                        stop_reason=outcome.stop_reason, output=outcome.output,
-                                            handoff=outcome.data.get("handoff")))
+    text = format_for_parent(dataclasses.replace(result, run="r", agent="chat"))
     assert "- plain fact (no location given)" in text
     assert "status unclear ('finished')" in text
 
@@ -302,5 +298,5 @@ def test_a_reply_with_no_words_and_no_tool_call_is_nudged_once_and_never_answere
     assert len(calls) == 3 and _user_texts(calls[2])[-1] == EMPTY_REPLY_REMINDER
     assert all(m.content != EMPTY_REPLY_REMINDER for m in cfg.messages)  # sent with that call only
     # The run ends as plain text without words: the narration of the tool step is not passed off as the answer.
-    assert result.stop_reason == StopReason.PLAIN_TEXT and result.deliverable == ""
+    assert result.stop_reason == StopReason.PLAIN_TEXT and result.output == ""
     fake.assert_no_problems()

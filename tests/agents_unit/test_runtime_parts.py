@@ -14,12 +14,12 @@ from yagent.ipc.messages import RunOutcome, RunSpec
 from yagent.workers.agents import AGENT_SPECS
 from yagent.workers.agents.circuit_breaker import CircuitBreaker, ProviderBreakers
 from yagent.workers.agents.custom_agents import CustomAgentRegistry, DesignError, parse_design
-from yagent.workers.agents.handoff_format import format_for_parent
 from yagent.workers.agents.loop import LoopConfig
 from yagent.workers.context.thought import parse_thought, strip_thought
 from yagent.workers.kinds import RunContext, known_kinds
 from yagent.workers.llm import Message, ToolCall
 from yagent.workers.memory import ConversationMemory, MemoryFileError, load_memory
+from yagent.workers.tools.handoff import format_for_parent
 
 
 class Clock:
@@ -172,7 +172,7 @@ def test_parent_sees_deliverable_handoff_and_stop_reasons() -> None:
 
 
 def test_a_huge_partial_output_is_shortened_and_the_reason_it_stopped_stays_in_front() -> None:
-    from yagent.workers.agents.handoff_format import PARENT_RESULT_BUDGET
+    from yagent.workers.tools.handoff import PARENT_RESULT_BUDGET
 
     output = "".join(f"step {i} narration\n" for i in range(20_000))
     stuck = RunOutcome(run="r3", agent="coding", status="failed", stop_reason="max_steps", output=output,
@@ -289,7 +289,7 @@ def test_the_breaker_is_the_one_of_the_provider_routing_chose(tmp_path: Path) ->
 
         result = asyncio.run(go())
         fake.assert_no_problems()
-    assert (result.stop_reason, result.deliverable) == (StopReason.PLAIN_TEXT, "answered by the high tier")
+    assert (result.stop_reason, result.output) == (StopReason.PLAIN_TEXT, "answered by the high tier")
     assert CircuitBreaker(1, 600, path=tmp_path / "breaker" / "mid.json").state == "open"  # untouched
     assert CircuitBreaker(1, 600, path=tmp_path / "breaker" / "smart.json").state == "closed"  # the one asked
 

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from yagent.ipc.messages import RunOutcome
+from yagent.ipc.vocabulary import RunStatus, StopReason
 from yagent.workers.tools import (
     AskReply,
     AskRequest,
     AuthDecision,
     AuthRequest,
-    DelegationResult,
     ToolCall,
     ToolContext,
     ToolResult,
@@ -46,12 +47,14 @@ class ScriptedAsker:
 
 @dataclass
 class ScriptedDelegator:
-    result: DelegationResult = field(default_factory=lambda: DelegationResult(text="child report"))
+    outcome: RunOutcome = field(default_factory=lambda: RunOutcome(status=RunStatus.DONE,
+                                                                   stop_reason=StopReason.AGENT_EXIT,
+                                                                   output="child report"))
     calls: list[dict[str, Any]] = field(default_factory=list)
 
-    async def delegate(self, agent: str, task: str, call_id: str, *, context: str | None = None) -> DelegationResult:
+    async def run_child(self, agent: str, task: str, call_id: str, context: str) -> RunOutcome:
         self.calls.append({"agent": agent, "task": task, "call_id": call_id, "context": context})
-        return self.result
+        return self.outcome
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from yagent.ipc.messages import RunOutcome
-from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, QuestionKind, RunStatus
+from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, QuestionKind
 from yagent.workers.kinds import RunContext
 from yagent.workers.llm import CallOptions, Engine, Message
 from yagent.workers.tools import (
@@ -18,10 +18,7 @@ from yagent.workers.tools import (
     AskRequest,
     AuthDecision,
     AuthRequest,
-    DelegationResult,
 )
-
-from .handoff_format import format_for_parent, handoff_status
 
 __all__ = ["ChannelAsker", "ChannelAuthorizer", "ChannelDelegator", "EngineTextLLM"]
 
@@ -73,25 +70,14 @@ def confirm_value(request: AskRequest, value: str) -> str:
 
 
 class ChannelDelegator:
-    """Delegations as daemon requests; `on_result` lets the agent react (e.g. Meta registrations)."""
+    """The `Delegator` port over the daemon channel: each child is a `delegate` request the daemon admits into
+    this run's delegation pool, answered with the child's `RunOutcome` once it has ended."""
 
-    def __init__(self, ctx: RunContext, on_result: Callable[[str, RunOutcome], None] | None = None) -> None:
+    def __init__(self, ctx: RunContext) -> None:
         self._ctx = ctx
-        self._on_result = on_result
-        self.delegated = 0
 
-    async def delegate(self, agent: str, task: str, call_id: str, *, context: str | None = None) -> DelegationResult:
-        self.delegated += 1
-        outcome = await self._ctx.delegate(agent, task, call_id=call_id, context=context or "")
-        if self._on_result is not None:
-            self._on_result(agent, outcome)
-        handoff = outcome.handoff
-        if outcome.status == RunStatus.DONE:
-            status = handoff_status(handoff)
-        else:
-            status = "error" if outcome.status == RunStatus.FAILED else "stopped"
-        return DelegationResult(text=format_for_parent(outcome), status=status, handoff=handoff,
-                                stop_reason=outcome.stop_reason, data={"run": outcome.run})
+    async def run_child(self, agent: str, task: str, call_id: str, context: str) -> RunOutcome:
+        return await self._ctx.channel.request_delegation(agent, task, call_id, context)
 
 
 class EngineTextLLM:

@@ -10,14 +10,14 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from yagent.ipc import event_data
 from yagent.ipc.messages import RunOutcome
-from yagent.ipc.vocabulary import EventType, RunStatus, StopReason
-from yagent.workers.kinds import AgentOutcome, RunContext
+from yagent.ipc.vocabulary import EventType
+from yagent.workers.kinds import RunContext
 from yagent.workers.llm import Engine, EngineFactory, RoutingEngine, build_engine
 from yagent.workers.tools import (
     Surface,
@@ -30,18 +30,17 @@ from yagent.workers.tools import (
 from yagent.workers.tools.atomic import write_atomic
 
 from .circuit_breaker import ProviderBreakers
-from .loop import LoopConfig, LoopPolicy, LoopResult, run_agent_loop
+from .loop import LoopConfig, LoopPolicy, run_agent_loop
 from .ports import ChannelAsker, ChannelAuthorizer, ChannelDelegator, EngineTextLLM
 
-__all__ = ["AgentRun", "outcome_from_loop"]
+__all__ = ["AgentRun"]
 
 
 class AgentRun:
     """One run's assembled parts. `role` picks the profile, prompt and engine configuration."""
 
     def __init__(self, ctx: RunContext, role: str, *, extra_specs: Iterable[ToolSpec] = (),
-                 pick: Iterable[str] | None = None,
-                 on_delegation: Callable[[str, RunOutcome], None] | None = None) -> None:
+                 pick: Iterable[str] | None = None) -> None:
         self.ctx = ctx
         self.role = role
         self.settings = ctx.settings
@@ -54,7 +53,7 @@ class AgentRun:
         self.engine: RoutingEngine = build_engine(self._llm_config, agent=role, gate=ctx.channel,
                                                   override=override, factory=self._factory)
         self._tool_engines: dict[str, Engine] = {}
-        self.delegator = ChannelDelegator(ctx, on_result=on_delegation)
+        self.delegator = ChannelDelegator(ctx)
         # Tools a design picked that this run may not hold (ask_user_for_help under --full-yolo, a tool
         # gone from the palette) are left out and reported, rather than failing the run.
         self.dropped_tools: list[str] = []
@@ -147,7 +146,7 @@ class AgentRun:
             route_task=route_task,
         )
 
-    async def run_loop(self, config: LoopConfig) -> LoopResult:
+    async def run_loop(self, config: LoopConfig) -> RunOutcome:
         try:
             return await run_agent_loop(config)
         finally:
@@ -180,14 +179,3 @@ def _locked(lock_path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
-
-
-def outcome_from_loop(result: LoopResult) -> AgentOutcome:
-    ok = result.stop_reason in (StopReason.AGENT_EXIT, StopReason.PLAIN_TEXT)
-    data: dict[str, Any] = {"steps": result.steps, "usage": result.usage}
-    if result.handoff is not None:
-        data["handoff"] = result.handoff
-    if result.exit_args:
-        data["exit"] = {k: v for k, v in result.exit_args.items() if k != "handoff"}
-    return AgentOutcome(status=RunStatus.DONE if ok else RunStatus.FAILED, stop_reason=result.stop_reason,
-                        output=result.deliverable, error=result.error, data=data)

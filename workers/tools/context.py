@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from yagent.ipc.messages import RunOutcome
 from yagent.ipc.run_settings import DEFAULT_TOOL_HEARTBEAT_INTERVAL
 from yagent.ipc.vocabulary import QuestionKind
 
@@ -46,24 +47,15 @@ class Asker(Protocol):
     async def ask(self, request: AskRequest) -> AskReply: ...
 
 
-@dataclass(frozen=True)
-class DelegationResult:
-    """What a delegated run handed back. `text` is what the delegating model reads."""
-
-    text: str
-    status: str = "ok"  # ok | partial | error | stopped
-    handoff: Mapping[str, Any] | None = None
-    stop_reason: str | None = None
-    data: Mapping[str, Any] = field(default_factory=dict)
-
-
 @runtime_checkable
 class Delegator(Protocol):
-    """Asks the daemon to run `agent` on `task` as a child of this run; `call_id` links parent and child."""
+    """Runs `agent` on `task` as a child of this run and returns how the child ended.
 
-    async def delegate(
-        self, agent: str, task: str, call_id: str, *, context: str | None = None
-    ) -> DelegationResult: ...
+    `call_id` is the parent's tool call (it links parent and child); `context` holds the facts the parent
+    hands over with the task, empty for none.
+    """
+
+    async def run_child(self, agent: str, task: str, call_id: str, context: str) -> RunOutcome: ...
 
 
 @runtime_checkable

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 
-from yagent.ipc.vocabulary import QuestionKind
+from yagent.ipc.vocabulary import WRITABLE_HANDOFF_STATUSES, QuestionKind
 
 from .context import AskRequest
 from .registry import register
@@ -13,7 +13,6 @@ from .result import ToolResult
 from .spec import AuthPolicy, Effect, Invocation, ToolSpec, Truncation
 from .surface import LOAD_TOOL
 
-HANDOFF_STATUSES = ("ok", "partial", "error")
 # What the model may ask the user; authorisation prompts (QuestionKind.AUTHORIZE) are the guard's.
 ASK_KINDS = (QuestionKind.CONFIRM, QuestionKind.SELECT, QuestionKind.INPUT)
 
@@ -68,7 +67,7 @@ register(
                         },
                         "status": {
                             "type": "string",
-                            "enum": list(HANDOFF_STATUSES),
+                            "enum": [s.value for s in WRITABLE_HANDOFF_STATUSES],
                             "description": "ok: done; partial: some of it; error: could not do it.",
                         },
                     },
