@@ -300,3 +300,35 @@ def test_a_reply_with_no_words_and_no_tool_call_is_nudged_once_and_never_answere
     # The run ends as plain text without words: the narration of the tool step is not passed off as the answer.
     assert result.stop_reason == StopReason.PLAIN_TEXT and result.output == ""
     fake.assert_no_problems()
+
+
+def test_delegations_are_counted_by_what_a_tool_declares_not_by_its_name(tmp_path: Path) -> None:
+    from yagent.workers.agents.director import FIRST_REMINDER, DirectorPolicy
+    from yagent.workers.tools import Effect, ToolResult, ToolSpec
+    from yagent.workers.tools.delegation import execute_delegation
+
+    async def lookup(inv: Any) -> ToolResult:
+        return ToolResult.ok("looked up")
+
+    no_params = {"type": "object", "properties": {}}
+    named_like_one = ToolSpec(name="delegate_lookup", description="Look up the docs.", parameters=no_params,
+                              effects=Effect.EXTERNAL, executor=lookup)
+    declared = ToolSpec(name="ask_the_repo", description="Ask the Repo agent.", parameters=no_params,
+                        effects=Effect.DELEGATE, executor=execute_delegation, audience=frozenset({"director"}),
+                        delegate_target="repo")
+
+    def director_run(tool: str) -> tuple[int, list[str]]:
+        """Model calls for a Director that calls `tool` once, then answers twice the same way."""
+        with FakeProvider() as fake:
+            fake.script("director", MARKERS["director"], [
+                Step(text="", tool_calls=[ToolCallSpec(tool, {})]), Step(text="answer"), Step(text="answer")])
+            cfg, _ = _config(fake, tmp_path, "director", DirectorPolicy())
+            assert set(cfg.surface.join([named_like_one, declared])) == {"delegate_lookup", "ask_the_repo"}
+            assert asyncio.run(run_agent_loop(cfg)).stop_reason == StopReason.PLAIN_TEXT
+            fake.assert_no_problems()
+            return len(fake.requests_for("director")), _user_texts(fake.requests_for("director")[-1])
+
+    calls, users = director_run("delegate_lookup")  # not a delegation: the reply earns the reminder
+    assert calls == 3 and users[-1] == FIRST_REMINDER
+    calls, users = director_run("ask_the_repo")  # a delegation by declaration: the reply stands
+    assert calls == 2 and FIRST_REMINDER not in users

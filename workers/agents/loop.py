@@ -243,6 +243,12 @@ async def call_model_with_retries(cfg: LoopConfig, state: LoopState, messages: l
             await cfg.sleep(delay)
 
 
+def _declared_delegation(surface: Surface, name: str) -> bool:
+    # What the tool declares (Effect.DELEGATE), not what it is called: a dynamic tool may be named anything.
+    spec = surface.resolve(name)
+    return spec is not None and spec.is_delegation
+
+
 def _thinklink(cfg: LoopConfig, text: str) -> None:
     plan = parse_thought(text)
     if plan is not None:
@@ -310,7 +316,7 @@ async def run_agent_loop(cfg: LoopConfig) -> RunOutcome:
 
         if response.tool_calls:
             calls = [ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in response.tool_calls]
-            state.delegations += sum(1 for c in calls if c.name.startswith("delegate_"))
+            state.delegations += sum(1 for c in calls if _declared_delegation(cfg.surface, c.name))
             batch = ToolBatch(cfg.surface, calls, cfg.tool_ctx, max_parallel=cfg.max_parallel_readonly)
             try:
                 await batch.run()
