@@ -43,8 +43,8 @@ def handoff_problems(handoff: Any) -> list[str]:
     """What keeps a hand-off from the shape the parent relies on; empty when it is fine.
 
     The shape: `conclusion` (text), `status` (ok, partial or error), `facts` (each an object with a
-    `claim` and the `where` it can be checked), `open_questions` (texts). The tool layer checks only
-    that `handoff` is an object; this is the agent layer's reading of its inside.
+    `claim` and the `where` it can be checked), `open_questions` (texts). The `agent_exit` schema checks
+    only that `handoff` is an object; this is the reading of its inside the agent loop applies at the exit.
     """
     if not isinstance(handoff, dict):
         return ["handoff must be an object"]
