@@ -76,6 +76,9 @@ class _Channel:
     def heartbeat(self) -> None:
         pass
 
+    async def pause_gate(self) -> None:
+        pass
+
 
 def _as_the_worker_gets_it(settings: RunSettings, tmp_path: Path, agent: str) -> RunContext:
     """The run's context after the start message crossed the codec, as in a worker process."""
@@ -181,3 +184,26 @@ def test_a_run_setting_the_workers_would_ignore_is_reported_and_never_stops_the_
     ]
     assert settings_from_table({"agent": {"reviewer_max_steps": 12}}, environ={}).run_settings.max_steps_for(
         "reviewer") == 12  # a third-party agent's own limit travels too
+
+
+def test_the_language_reaches_a_custom_agent_designed_by_meta(tmp_path: Path) -> None:
+    import asyncio
+    import json
+
+    from tests.agent_harness import MARKERS
+    from tests.fake_provider import FakeProvider, Step, ToolCallSpec
+    from yagent.workers.agents.custom_agents import CustomAgentRegistry, parse_design
+    from yagent.workers.agents.subagents import custom
+
+    CustomAgentRegistry(tmp_path, "t").add(parse_design(json.dumps({
+        "name": "reader", "description": "Reads.", "system_prompt": "Read files.", "tools": ["read_file"]}), "read"))
+    with FakeProvider() as fake:
+        fake.script("custom", MARKERS["custom"], [Step(text="Gelesen.", tool_calls=[
+            ToolCallSpec("agent_exit", {"summary": "done"})])])
+        table = {"global": {"llm": {"use_provider": "fake", "providers": {"fake": fake.provider_table()}}},
+                 "agent": {"lang": "German"}}
+        settings = settings_from_table(table, environ={}).run_settings
+        outcome = asyncio.run(custom(_as_the_worker_gets_it(settings, tmp_path, "custom:reader")))
+        fake.assert_no_problems()
+        system = fake.requests_for("custom")[0].body["messages"][0]["content"]
+    assert outcome.output == "Gelesen." and "Write in German." in system
