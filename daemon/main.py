@@ -15,7 +15,6 @@ from pathlib import Path
 from yagent.ipc.config import ConfigError, load_settings
 from yagent.ipc.errors import RuntimeDirError
 from yagent.ipc.home import config_path, yagent_home
-from yagent.ipc.provider_config import parse_llm_config
 from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
 
 from .arbiter import Daemon
@@ -96,13 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         _setup_logging(home, args.log_level)
         # `kill -USR1 <pid>` writes every thread's stack to the log: the first question about a stuck daemon.
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-        for warning in [*settings.warnings, *parse_llm_config(settings.table, os.environ).warnings]:
+        for warning in [*settings.warnings, *settings.run_settings.llm.warnings]:
             logging.getLogger("yagent.config").warning("%s: %s", config_path(home), warning)
-        agent_modules = settings.table.get("daemon", {}).get("agent_modules", [])
-        if not isinstance(agent_modules, list) or not all(isinstance(m, str) for m in agent_modules):
-            return _fail(["configuration error: [daemon] agent_modules must be a list of module names",
-                          f"file: {config_path(home)}", "run `yagent setup` to fix it"])
-        launcher = MultiprocessingLauncher("forkserver", preload=(*PRELOAD, *agent_modules))
+        launcher = MultiprocessingLauncher("forkserver", preload=(*PRELOAD, *settings.agent_modules))
         # Before any ZeroMQ context exists: libzmq's threads must not be inherited by a fork.
         launcher.start()
         try:

@@ -99,7 +99,7 @@ class TurnController:
             project_root=self.row.project_path, agent=agent, input=text, home=str(self.services.home),
             parent_run=parent.id if parent else None, call_id=call_id or None, context=context,
             depth=(parent.spec.depth + 1) if parent else 0, yolo=parent.spec.yolo if parent else yolo,
-            config=settings.table, options=options or {}, heartbeat_interval=settings.heartbeat_interval,
+            settings=settings.run_settings, options=options or {}, heartbeat_interval=settings.heartbeat_interval,
             daemon_loss_timeout=settings.daemon_loss_timeout,
         )
         self.services.registry.add_run(run_id, self.id, self.turn, parent.id if parent else None, agent, call_id,

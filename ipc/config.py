@@ -1,9 +1,9 @@
 """The configuration file `$YAGENT_HOME/config/config.toml`: loading, defaults, validation.
 
 The file is a contract between processes: the client's setup wizard writes it, the daemon reads it at
-start and hands the parsed table to every worker in its start message. So its schema lives here, in
-the one package all three may import. Writes go through comment-preserving edits (tomlkit) in the
-client; this module only reads (tomllib).
+start and hands every worker what it needs of it, resolved (`RunSettings`, in its start message). So its
+schema lives here, in the one package all three may import, and this is its one parser. Writes go through
+comment-preserving edits (tomlkit) in the client; this module only reads (tomllib).
 
 Key-existence matters where zero has a meaning: `[llm] max_in_flight_requests = 0` is "unlimited",
 while a missing key is "8".
@@ -19,9 +19,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .provider_config import validate_table
+from .provider_config import parse_llm_config
+from .run_settings import (
+    DEFAULT_BREAKER_RESET,
+    DEFAULT_LANG,
+    DEFAULT_MAX_STEPS,
+    DEFAULT_PARALLEL_READONLY_TOOLS,
+    DEFAULT_STEP_RETRIES,
+    DEFAULT_TOOL_HEARTBEAT_INTERVAL,
+    OTHER_ROLE_MAX_STEPS,
+    ResolvedLLM,
+    RunSettings,
+)
 
 __all__ = [
+    "DEFAULT_PARALLEL_READONLY_TOOLS",
     "ConfigError",
     "Settings",
     "clamp_parallel",
@@ -33,11 +45,11 @@ __all__ = [
 
 DEFAULT_MAX_IN_FLIGHT = 8
 DEFAULT_PARALLEL_DELEGATIONS = 2
-DEFAULT_PARALLEL_READONLY_TOOLS = 4
+DEFAULT_IDLE_TIMEOUT = 60.0
 PARALLEL_CLAMP = 8
 
-# Where each key the daemon reads lives ("" = the top level). A key from this list found in another of
-# these sections is reported: TOML accepts it anywhere, and a misplaced limit silently does nothing.
+# Where each key of the daemon's and the runs' settings lives ("" = the top level). A key from this list found
+# in another of these sections is reported: TOML accepts it anywhere, and a misplaced limit silently does nothing.
 DAEMON_KEYS: Mapping[str, str] = {
     "delegate_idle_timeout": "agent", "delegate_total_timeout": "agent", "max_parallel_delegations": "agent",
     "max_parallel_readonly_tools": "agent", "max_in_flight_requests": "llm", "task_timeout": "",
@@ -45,6 +57,7 @@ DAEMON_KEYS: Mapping[str, str] = {
     "heartbeat_interval": "daemon", "daemon_loss_timeout": "daemon", "event_log_max_bytes": "daemon",
     "event_log_retention": "daemon",
     "agent_modules": "daemon",
+    "lang": "agent", "step_retries": "llm", "circuit_breaker_threshold": "llm", "circuit_breaker_reset_timeout": "llm",
 }
 
 
@@ -104,11 +117,14 @@ def clamp_parallel(value: Any, default: int, environ: Mapping[str, str]) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """The values the daemon itself acts on; `table` is the whole parsed file for workers."""
+    """The values the daemon itself acts on, and `run_settings`, what it hands every run.
+
+    `table` is the whole parsed file, kept for reference; it never goes to a worker.
+    """
 
     table: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
-    delegate_idle_timeout: float = 60.0
+    delegate_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     delegate_total_timeout: float = 20 * 60.0
     task_timeout: float = 0.0  # 0 = no per-task limit
     max_parallel_delegations: int = DEFAULT_PARALLEL_DELEGATIONS
@@ -122,7 +138,9 @@ class Settings:
     pub_hwm: int = 100_000  # frames queued per subscriber before PUB drops (clients refill gaps by replay)
     heartbeat_interval: float = 1.0
     daemon_loss_timeout: float = 10.0
-    warnings: tuple[str, ...] = ()  # problems that do not stop the daemon (misplaced keys)
+    agent_modules: tuple[str, ...] = ()  # modules the forkserver imports so workers find their agent kinds
+    warnings: tuple[str, ...] = ()  # problems that do not stop the daemon (misplaced keys, ignored values)
+    run_settings: RunSettings = field(default_factory=RunSettings)
 
 
 def _section(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -179,10 +197,62 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         if "daemon_loss_timeout" in daemon:
             kwargs["daemon_loss_timeout"] = max(0.2, parse_duration(daemon["daemon_loss_timeout"],
                                                                     "[daemon] daemon_loss_timeout"))
-        _validate_providers(table, env)
+        modules = daemon.get("agent_modules", [])
+        if not isinstance(modules, list) or not all(isinstance(m, str) and m.strip() for m in modules):
+            raise ValueError("[daemon] agent_modules must be a list of module names, "
+                             'e.g. ["my_agents.reviewer"]')
+        kwargs["agent_modules"] = tuple(modules)
+        llm_config = parse_llm_config(table, env)  # validates the provider tables, expands api_key_env
+        ignored: list[str] = []
+        run = _run_settings(agent, llm, ResolvedLLM.of(llm_config), ignored,
+                            idle_timeout=kwargs.get("delegate_idle_timeout", DEFAULT_IDLE_TIMEOUT),
+                            readonly_tools=kwargs["max_parallel_readonly_tools"])
     except ValueError as exc:
         raise ConfigError(str(exc), path) from None
-    return Settings(table=table, path=path, warnings=tuple(misplaced_keys(table)), **kwargs)
+    return Settings(table=table, path=path, warnings=(*misplaced_keys(table), *ignored), run_settings=run, **kwargs)
+
+
+def _whole(section: Mapping[str, Any], key: str, where: str, minimum: int, ignored: list[str]) -> int | None:
+    """An integer setting read leniently: a value that is not a whole number >= `minimum` is reported and
+    left out (the caller's default applies), as workers always did — it never stops the daemon."""
+    if key not in section:
+        return None
+    value = section[key]
+    if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
+        return value
+    ignored.append(f"{where} {key} = {value!r} is not a whole number >= {minimum}; the default is used")
+    return None
+
+
+def _run_settings(agent: Mapping[str, Any], llm: Mapping[str, Any], resolved: ResolvedLLM, ignored: list[str], *,
+                  idle_timeout: float, readonly_tools: int) -> RunSettings:
+    """The settings every worker gets: what `[agent]` and `[llm]` say about running an agent."""
+    max_steps = dict(DEFAULT_MAX_STEPS)
+    for key in agent:
+        if key.endswith("_max_steps") and key != "_max_steps":
+            steps = _whole(agent, key, "[agent]", 1, ignored)
+            role = key.removesuffix("_max_steps")
+            max_steps[role] = steps if steps is not None else DEFAULT_MAX_STEPS.get(role, OTHER_ROLE_MAX_STEPS)
+    retries = _whole(llm, "step_retries", "[llm]", 0, ignored)
+    threshold = _whole(llm, "circuit_breaker_threshold", "[llm]", 0, ignored) or 0
+    reset = DEFAULT_BREAKER_RESET
+    if threshold > 0 and "circuit_breaker_reset_timeout" in llm:  # unread without a breaker, as before
+        reset = parse_duration(llm["circuit_breaker_reset_timeout"],
+                               "[llm] circuit_breaker_reset_timeout") or DEFAULT_BREAKER_RESET
+    # A tool that prints nothing must still beat well within the idle timeout, or its run is stopped as idle.
+    beat = DEFAULT_TOOL_HEARTBEAT_INTERVAL
+    if idle_timeout > 0:
+        beat = min(DEFAULT_TOOL_HEARTBEAT_INTERVAL, max(0.25, idle_timeout / 4))
+    return RunSettings(
+        max_steps=max_steps,
+        step_retries=DEFAULT_STEP_RETRIES if retries is None else retries,
+        max_parallel_readonly_tools=readonly_tools,
+        tool_heartbeat_interval=beat,
+        lang=str(agent.get("lang") or DEFAULT_LANG),
+        circuit_breaker_threshold=threshold,
+        circuit_breaker_reset=reset,
+        llm=resolved,
+    )
 
 
 def misplaced_keys(table: Mapping[str, Any]) -> list[str]:
@@ -198,11 +268,6 @@ def misplaced_keys(table: Mapping[str, Any]) -> list[str]:
             belongs = f"in [{home}]" if home else "at the top level, before any [section]"
             found.append(f"{where} has no effect there: it belongs {belongs}")
     return found
-
-
-def _validate_providers(table: dict[str, Any], environ: Mapping[str, str]) -> None:
-    """Provider tables are validated by their own module (shared with the setup wizard)."""
-    validate_table(table, environ)
 
 
 def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:

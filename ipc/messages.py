@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .records import Message, Record, message, record
+from .run_settings import RunSettings
 from .vocabulary import QuestionKind, RunStatus, StopReason
 
 __all__ = [
@@ -168,7 +169,7 @@ class RunSpec(Record):
     depth: int = 0
     paused: bool = False
     yolo: str = "none"
-    config: dict = field(default_factory=dict)  # the parsed config file
+    settings: RunSettings = field(default_factory=RunSettings)  # what the run needs of config.toml, resolved
     options: dict = field(default_factory=dict)  # per-submit options (agent kinds may read them)
     heartbeat_interval: float = 1.0
     daemon_loss_timeout: float = 10.0

@@ -1,7 +1,7 @@
 """The provider part of `config.toml`: which LLM endpoints exist and which one each agent or tool uses.
 
-It works on the plain dict `tomllib` returns, so the daemon (which loads the file), the workers (which
-receive the parsed dict in their start message) and the client's setup wizard share one validator.
+It works on the plain dict `tomllib` returns, so the daemon (which loads the file and hands workers the
+result, `yagent.ipc.run_settings.ResolvedLLM`) and the client's setup wizard share one validator.
 Only the standard library is imported here.
 
 Tables read::
@@ -463,7 +463,7 @@ def parse_llm_config(raw: Mapping[str, Any], environ: Mapping[str, str]) -> LLMC
 
 
 def validate_table(raw: Mapping[str, Any], environ: Mapping[str, str]) -> None:
-    """The hook `ipc/config.py` calls while loading the file; raises `ProviderConfigError` (a ValueError)."""
+    """Check the provider tables only; raises `ProviderConfigError` (a ValueError) listing every problem."""
     parse_llm_config(raw, environ)
 
 

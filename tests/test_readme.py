@@ -8,7 +8,7 @@ from pathlib import Path
 
 from yagent.ipc.config import settings_from_table
 from yagent.ipc.provider_config import parse_llm_config
-from yagent.workers.agents.runtime import DEFAULT_MAX_STEPS
+from yagent.ipc.run_settings import DEFAULT_MAX_STEPS
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")

@@ -49,7 +49,7 @@ from yagent.ipc.messages import (
 from yagent.ipc.pending_replies import PendingReplies
 from yagent.ipc.records import MAX_FRAME_BYTES, Message, cut_to_frame, decode, encode
 from yagent.ipc.sockets import connect_dealer
-from yagent.ipc.vocabulary import ControlAction
+from yagent.ipc.vocabulary import ControlAction, QuestionKind
 
 __all__ = ["DaemonChannel", "DaemonLost"]
 
@@ -257,13 +257,15 @@ class DaemonChannel:
     def hold(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self.hold_lease()
 
-    async def delegate(self, agent: str, task: str, *, call_id: str = "", context: str = "") -> RunOutcome:
+    async def request_delegation(self, agent: str, task: str, call_id: str, context: str) -> RunOutcome:
+        """Ask the daemon to run `agent` on `task` as a child of this run; returns the child's outcome once it
+        has ended (the daemon fills in its run, agent and, when it stopped the child, status and stop reason)."""
         reply = await self._request(
             DelegateRequest(id=0, agent=agent, task=task, call_id=call_id, context=context), DelegateResult)
         assert isinstance(reply, DelegateResult)
         return reply.outcome
 
-    async def ask_user(self, kind: str, prompt: str, *, options: list[str], default: str | None,
+    async def ask_user(self, kind: QuestionKind, prompt: str, *, options: list[str], default: str | None,
                        details: dict[str, Any]) -> dict[str, Any]:
         question = Question(request_id="", kind=kind, prompt=prompt, options=options, default=default,
                             details=details)

@@ -11,19 +11,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import dataclasses
 import importlib
 import logging
 import os
+import reprlib
 import resource
 import signal
 import sys
 import traceback
+from collections.abc import Mapping
 
+from yagent.ipc.errors import MalformedMessage
 from yagent.ipc.messages import RunOutcome, RunResult
 from yagent.ipc.vocabulary import RunStatus, StopReason
 
 from .channel import DaemonChannel, DaemonLost
-from .kinds import AgentOutcome, RunContext, known_kinds, resolve_kind
+from .kinds import RunContext, known_kinds, resolve_kind
 
 __all__ = ["worker_main"]
 
@@ -77,9 +81,9 @@ def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ..
     os._exit(code)
 
 
-def _outcome_from_exception(exc: BaseException) -> AgentOutcome:
+def _outcome_from_exception(exc: BaseException) -> RunOutcome:
     tb = "".join(traceback.format_exception(exc)).strip()
-    return AgentOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
+    return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
                         error=f"agent raised {exc.__class__.__name__}: {exc}", data={"traceback": tb[-4000:]})
 
 
@@ -95,18 +99,18 @@ async def _serve(run_id: str, endpoint: str) -> int:
     try:
         os.chdir(spec.project_root)
     except OSError as exc:
-        outcome = AgentOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
-                               error=f"cannot enter project directory {spec.project_root}: {exc.strerror}")
-        await channel.finish(_result(outcome))
+        outcome = RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
+                             error=f"cannot enter project directory {spec.project_root}: {exc.strerror}")
+        await channel.finish(_result(outcome, spec.agent))
         await channel.close()
         return EXIT_OK
 
     kind = resolve_kind(spec.agent)
     if kind is None:
-        outcome = AgentOutcome(
+        outcome = RunOutcome(
             status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
             error=f"unknown agent kind {spec.agent!r}; this worker knows: {', '.join(known_kinds()) or 'none'}")
-        await channel.finish(_result(outcome))
+        await channel.finish(_result(outcome, spec.agent))
         await channel.close()
         return EXIT_OK
 
@@ -116,31 +120,72 @@ async def _serve(run_id: str, endpoint: str) -> int:
     if channel.cancel_reason is not None:  # the cancel arrived with the start message, before on_cancel
         agent_task.cancel(channel.cancel_reason)
     loop.add_signal_handler(signal.SIGTERM, lambda: channel.cancel("interrupted"))
+    returned: object
     try:
-        outcome = await agent_task
+        returned = await agent_task
     except asyncio.CancelledError:
         reason = channel.cancel_reason or "cancelled"
         stop = StopReason.INTERRUPTED if reason == "interrupted" else StopReason.CANCELLED
-        outcome = AgentOutcome(status=RunStatus.CANCELLED, stop_reason=stop, error=f"run {reason}")
+        returned = RunOutcome(status=RunStatus.CANCELLED, stop_reason=stop, error=f"run {reason}")
     except Exception as exc:
-        outcome = _outcome_from_exception(exc)
+        returned = _outcome_from_exception(exc)
     loop.remove_signal_handler(signal.SIGTERM)
-    delivered = await channel.finish(_result(outcome), timeout=1.0 if channel.lost else 5.0)
+    delivered = await channel.finish(_result(returned, spec.agent), timeout=1.0 if channel.lost else 5.0)
     await channel.close()
     if channel.lost or not delivered:
         return EXIT_DAEMON_LOST
     return EXIT_OK
 
 
-def _result(outcome: AgentOutcome) -> RunResult:
+def _result(returned: object, agent: str) -> RunResult:
+    """The result message for what the agent kind returned, with the worker's own CPU time."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    data = dict(outcome.data)
-    handoff = data.pop("handoff", None)
+    outcome = dataclasses.replace(_readable(returned, agent), cpu_seconds=round(usage.ru_utime + usage.ru_stime, 4))
+    return RunResult(outcome=outcome)
+
+
+def _readable(returned: object, agent: str) -> RunOutcome:
+    """`returned` as an outcome yagentd can read and a parent can act on.
+
+    An agent kind — most likely one from `[daemon] agent_modules` — that returns something else (a status
+    string, None, its own class), a field of the wrong type, or a status that is no way to end (`running`)
+    gets a FAILED run with stop reason UNACCOUNTED whose error says what was wrong, keeping every part of the
+    result that could be read: never a worker crash, never a result the daemon drops as malformed.
+    """
+    if not isinstance(returned, RunOutcome):
+        return RunOutcome(
+            status=RunStatus.FAILED, stop_reason=StopReason.UNACCOUNTED, output=_text_of(returned, "output"),
+            error=_joined(f"agent kind {agent!r} returned {_shown(returned)} instead of a RunOutcome "
+                          "(yagent.ipc.messages.RunOutcome)", _text_of(returned, "error")))
+    wire = returned.to_wire()
     try:
-        status, stop = RunStatus(outcome.status), StopReason(outcome.stop_reason)
-    except ValueError:
-        status, stop = RunStatus.FAILED, StopReason.UNACCOUNTED
-    return RunResult(outcome=RunOutcome(
-        status=status, stop_reason=stop, output=outcome.output, error=outcome.error,
-        handoff=handoff if isinstance(handoff, dict) else None, steps=int(data.pop("steps", 0) or 0),
-        usage=data.pop("usage", {}) or {}, cpu_seconds=round(usage.ru_utime + usage.ru_stime, 4), data=data))
+        outcome = RunOutcome.from_wire(wire)  # the daemon's own check; converts valid status strings to members
+    except MalformedMessage as exc:
+        kept = RunOutcome.read({**wire, "status": RunStatus.FAILED, "stop_reason": StopReason.UNACCOUNTED})
+        return dataclasses.replace(kept, error=_joined(
+            f"agent kind {agent!r} returned an outcome yagentd cannot read ({exc})", kept.error))
+    if not outcome.status.finished:
+        return dataclasses.replace(outcome, status=RunStatus.FAILED, stop_reason=StopReason.UNACCOUNTED, error=_joined(
+            f"agent kind {agent!r} returned status {outcome.status.value!r}, which does not end a run (use "
+            f"{', '.join(s.value for s in RunStatus if s.finished)})", outcome.error))
+    return outcome
+
+
+def _text_of(value: object, name: str) -> str:
+    """A text attribute or key of an object that is not an outcome, so what it says is not lost."""
+    try:
+        found = value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
+    except Exception:  # an object of any class: its attribute access may raise anything
+        return ""
+    return found if isinstance(found, str) else ""
+
+
+def _shown(value: object) -> str:
+    try:
+        return f"{type(value).__name__} {reprlib.repr(value)}"
+    except Exception:  # a __repr__ that raises
+        return type(value).__name__
+
+
+def _joined(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)

@@ -1,33 +1,28 @@
 """Agent kinds, registered by name, and what a running agent gets to work with.
 
-An agent kind is an async function `(RunContext) -> AgentOutcome`. Kinds register at import time of
-their module; the daemon names the modules to preload (the built-in agents plus any
-`[daemon] agent_modules` from the configuration), so a worker finds its kind already imported.
+An agent kind is an async function `(RunContext) -> RunOutcome` (`yagent.ipc.messages`): the one record
+of how a run ended, which the worker reports and the daemon hands on to the parent unchanged. Kinds
+register at import time of their module; the daemon names the modules to preload (the built-in agents
+plus any `[daemon] agent_modules` from the configuration), so a worker finds its kind already imported.
+An outcome a kind gets wrong (not a `RunOutcome`, a status that is no way to end) is reported as a failed
+run saying what was wrong (`workers/entry.py`), never lost.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from yagent.ipc.messages import RunOutcome, RunSpec
+from yagent.ipc.run_settings import RunSettings
+from yagent.ipc.vocabulary import QuestionKind
 
 if TYPE_CHECKING:
     from .channel import DaemonChannel
 
-__all__ = ["AgentFn", "AgentOutcome", "RunContext", "agent_kind", "known_kinds", "resolve_kind"]
-
-
-@dataclass(slots=True)
-class AgentOutcome:
-    status: str  # a RunStatus value: done | failed | cancelled
-    stop_reason: str  # a StopReason value
-    output: str = ""
-    error: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
+__all__ = ["AgentFn", "RunContext", "agent_kind", "known_kinds", "resolve_kind"]
 
 
 class RunContext:
@@ -47,8 +42,9 @@ class RunContext:
         return Path(self.spec.home)
 
     @property
-    def config(self) -> dict[str, Any]:
-        return self.spec.config
+    def settings(self) -> RunSettings:
+        """The configuration as this run needs it, resolved by the daemon (workers never read config.toml)."""
+        return self.spec.settings
 
     def emit(self, type_: str, data: dict[str, Any] | None = None) -> None:
         self.channel.emit(type_, data or {})
@@ -60,16 +56,13 @@ class RunContext:
         """Block here while the task is paused; raises CancelledError if the run is cancelled."""
         await self.channel.pause_gate()
 
-    async def delegate(self, agent: str, task: str, *, call_id: str = "", context: str = "") -> RunOutcome:
-        return await self.channel.delegate(agent, task, call_id=call_id, context=context)
-
-    async def ask_user(self, kind: str, prompt: str, *, options: list[str] | None = None,
+    async def ask_user(self, kind: QuestionKind, prompt: str, *, options: list[str] | None = None,
                        default: str | None = None, details: dict[str, Any] | None = None) -> dict[str, Any]:
         return await self.channel.ask_user(kind, prompt, options=options or [], default=default,
                                            details=details or {})
 
 
-AgentFn = Callable[[RunContext], Awaitable[AgentOutcome]]
+AgentFn = Callable[[RunContext], Awaitable[RunOutcome]]
 
 _KINDS: dict[str, AgentFn] = {}
 

@@ -33,11 +33,13 @@ import subprocess
 import time
 from typing import Any
 
-from yagent.workers.kinds import AgentOutcome, RunContext, agent_kind
+from yagent.ipc.messages import RunOutcome
+from yagent.ipc.vocabulary import QuestionKind, RunStatus, StopReason
+from yagent.workers.kinds import RunContext, agent_kind
 
 
 @agent_kind("scripted")
-async def scripted(ctx: RunContext) -> AgentOutcome:
+async def scripted(ctx: RunContext) -> RunOutcome:
     try:
         script = json.loads(ctx.spec.input)
     except json.JSONDecodeError:
@@ -54,7 +56,7 @@ async def scripted(ctx: RunContext) -> AgentOutcome:
     output = script.get("output", "done")
     if notes:
         output = json.dumps({"output": output, "notes": notes})
-    return AgentOutcome(status="done", stop_reason="agent_exit", output=output)
+    return RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, output=output)
 
 
 async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
@@ -94,16 +96,17 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
             ctx.emit("lease_gave_up", {})
     elif "delegate" in step:
         outcomes = await asyncio.gather(*(
-            ctx.delegate(d["agent"], d["task"] if isinstance(d["task"], str) else json.dumps(d["task"]),
-                         call_id=d.get("call_id", f"call_{i}"))
+            ctx.channel.request_delegation(
+                d["agent"], d["task"] if isinstance(d["task"], str) else json.dumps(d["task"]),
+                d.get("call_id", f"call_{i}"), "")
             for i, d in enumerate(step["delegate"])
         ))
         notes.append([{"agent": o.agent, "status": o.status, "stop_reason": o.stop_reason, "output": o.output,
                        "error": o.error} for o in outcomes])
     elif "ask" in step:
         q = step["ask"]
-        answer = await ctx.ask_user(q.get("kind", "input"), q.get("prompt", "?"), options=q.get("options"),
-                                    default=q.get("default"), details=q.get("details"))
+        answer = await ctx.ask_user(QuestionKind(q.get("kind", "input")), q.get("prompt", "?"),
+                                    options=q.get("options"), default=q.get("default"), details=q.get("details"))
         notes.append({"answer": answer})
     elif "spawn" in step:
         child = subprocess.Popen(["/bin/sh", "-c", step["spawn"]], start_new_session=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from tests.agent_harness import MARKERS
 from tests.fake_provider import Failure, FakeProvider, Step, ToolCallSpec
+from yagent.ipc.provider_config import parse_llm_config
 from yagent.ipc.vocabulary import StopReason
 from yagent.workers.agents.loop import LoopConfig, LoopPolicy, run_agent_loop
 from yagent.workers.agents.subagents import AGENT_SPECS, DELIVER_NOW, KEEP_WORKING, ReminderPolicy
@@ -35,7 +37,7 @@ def _config(fake: FakeProvider, root: Path, agent: str, policy: LoopPolicy, **ov
         steps_seen.append(1)
 
     cfg = LoopConfig(
-        agent=agent, engine=build_engine(config, agent=agent), surface=build_surface(agent),
+        agent=agent, engine=build_engine(parse_llm_config(config, {}), agent=agent), surface=build_surface(agent),
         tool_ctx=ToolContext(project_root=root, run_id="r-test", emit=lambda t, d: events.append((t, dict(d)))),
         messages=[Message.system(MARKERS[agent] + " (test)"), Message.user("do the thing")],
         max_steps=over.pop("max_steps", 10), emit=lambda t, d: events.append((t, d)), step_boundary=boundary,
@@ -52,7 +54,7 @@ def test_coding_is_reminded_twice_then_finishes_as_plain_text(fake: FakeProvider
     spec = AGENT_SPECS["coding"]
     cfg, _ = _config(fake, tmp_path, "coding", ReminderPolicy(spec.reminder, spec.reminder_limit))
     result = asyncio.run(run_agent_loop(cfg))
-    assert result.stop_reason == StopReason.PLAIN_TEXT and result.deliverable == "reply 2"
+    assert result.stop_reason == StopReason.PLAIN_TEXT and result.output == "reply 2"
     calls = fake.requests_for("coding")
     assert [_user_texts(c)[-1] for c in calls] == ["do the thing", KEEP_WORKING, KEEP_WORKING]
     assert all(m.content != KEEP_WORKING for m in cfg.messages)  # reminders are never stored
@@ -71,9 +73,9 @@ def test_repo_is_told_to_deliver_once(fake: FakeProvider, tmp_path: Path) -> Non
     assert result.stop_reason == StopReason.AGENT_EXIT
     assert _user_texts(fake.requests_for("repo")[1])[-1] == DELIVER_NOW
     # The deliverable is the last assistant text with words in it (the exit reply only had a thought).
-    assert result.deliverable == "The answer is in a.py."
+    assert result.output == "The answer is in a.py."
     assert result.handoff == {"conclusion": "a.py", "status": "ok"}
-    assert result.exit_args["blueprint"] == [{"claim": "kept"}]  # extra exit arguments survive
+    assert result.data["exit"]["blueprint"] == [{"claim": "kept"}]  # extra exit arguments survive
     assert [t for t, _ in events].count("thinklink_entry") == 1
 
 
@@ -86,7 +88,7 @@ def test_a_failed_step_is_retried_then_the_run_stops_with_llm_error(fake: FakePr
         delays.append(seconds)
 
     cfg, _ = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=1, sleep=no_wait)
-    assert asyncio.run(run_agent_loop(cfg)).deliverable == "recovered"
+    assert asyncio.run(run_agent_loop(cfg)).output == "recovered"
     cfg2, events = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=1, sleep=no_wait)
     failed = asyncio.run(run_agent_loop(cfg2))
     assert failed.stop_reason == StopReason.LLM_ERROR and "503" in failed.error
@@ -107,7 +109,7 @@ def test_a_step_the_engine_already_retried_to_its_limit_is_not_retried_again(
     cfg, _ = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=2, sleep=no_wait)
     config = {"global": {"llm": {"use_provider": "fake", "providers": {"fake": fake.provider_table()}}},
               "llm": {"max_retries": 2}}
-    cfg.engine = build_engine(config, agent="chat")
+    cfg.engine = build_engine(parse_llm_config(config, {}), agent="chat")
     result = asyncio.run(run_agent_loop(cfg))
     assert result.stop_reason == StopReason.LLM_ERROR and "after 3 attempts" in result.error
     assert len(fake.requests_for("chat")) == 3 and delays == []
@@ -167,7 +169,7 @@ def test_the_exit_deliverable_is_never_narration_from_an_earlier_tool_step(fake:
     result = asyncio.run(run_agent_loop(cfg))
     assert result.stop_reason == StopReason.AGENT_EXIT
     # The exit reply had no words: the summary stands, not what was said before reading the file.
-    assert result.deliverable == "a.py defines main."
+    assert result.output == "a.py defines main."
     fake.assert_no_problems()
 
 
@@ -182,7 +184,7 @@ def test_the_exit_deliverable_falls_back_to_the_handoff_conclusion(fake: FakePro
     cfg, _ = _config(fake, tmp_path, "coding", ReminderPolicy(spec.reminder, spec.reminder_limit))
     result = asyncio.run(run_agent_loop(cfg))
     assert result.stop_reason == StopReason.AGENT_EXIT
-    assert result.deliverable == "The directory is empty."
+    assert result.output == "The directory is empty."
 
 
 def test_the_exit_deliverable_is_the_final_message_when_it_has_words(fake: FakeProvider, tmp_path: Path) -> None:
@@ -192,7 +194,7 @@ def test_the_exit_deliverable_is_the_final_message_when_it_has_words(fake: FakeP
     ])
     cfg, _ = _config(fake, tmp_path, "chat", ReminderPolicy("deliver it", 1))
     result = asyncio.run(run_agent_loop(cfg))
-    assert (result.stop_reason, result.deliverable) == (StopReason.AGENT_EXIT, "The final answer.")
+    assert (result.stop_reason, result.output) == (StopReason.AGENT_EXIT, "The final answer.")
 
 
 def test_a_retried_step_marks_its_partial_stream_restarted(fake: FakeProvider, tmp_path: Path) -> None:
@@ -207,7 +209,7 @@ def test_a_retried_step_marks_its_partial_stream_restarted(fake: FakeProvider, t
 
     cfg, events = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=1, sleep=no_wait)
     result = asyncio.run(run_agent_loop(cfg))
-    assert result.deliverable == "The whole reply."
+    assert result.output == "The whole reply."
     stream = [(t, d) for t, d in events if t in ("ai_chunk", "ai_stream_end")]
     first_end = next(i for i, (t, _) in enumerate(stream) if t == "ai_stream_end")
     assert "".join(d["text"] for t, d in stream[:first_end])  # the first attempt did stream something
@@ -267,9 +269,7 @@ def test_an_exit_with_a_malformed_handoff_is_refused_once_with_what_to_fix(fake:
 
 def test_a_second_malformed_handoff_ends_the_run_and_the_parent_still_sees_every_fact(
         fake: FakeProvider, tmp_path: Path) -> None:
-    from yagent.ipc.messages import RunOutcome
-    from yagent.workers.agents.handoff_format import format_for_parent
-    from yagent.workers.agents.runtime import outcome_from_loop
+    from yagent.workers.tools.handoff import format_for_parent
 
     bad = {"summary": "s", "handoff": {"conclusion": "c", "status": "finished", "facts": ["plain fact"]}}
     fake.script("chat", MARKERS["chat"], [
@@ -277,10 +277,7 @@ def test_a_second_malformed_handoff_ends_the_run_and_the_parent_still_sees_every
     cfg, _ = _config(fake, tmp_path, "chat", LoopPolicy())
     result = asyncio.run(run_agent_loop(cfg))
     assert result.stop_reason == StopReason.AGENT_EXIT and len(fake.requests_for("chat")) == 2
-    outcome = outcome_from_loop(result)
-    text = format_for_parent(RunOutcome(run="r", agent="chat", status=outcome.status,
-                                        stop_reason=outcome.stop_reason, output=outcome.output,
-                                            handoff=outcome.data.get("handoff")))
+    text = format_for_parent(dataclasses.replace(result, run="r", agent="chat"))
     assert "- plain fact (no location given)" in text
     assert "status unclear ('finished')" in text
 
@@ -301,5 +298,37 @@ def test_a_reply_with_no_words_and_no_tool_call_is_nudged_once_and_never_answere
     assert len(calls) == 3 and _user_texts(calls[2])[-1] == EMPTY_REPLY_REMINDER
     assert all(m.content != EMPTY_REPLY_REMINDER for m in cfg.messages)  # sent with that call only
     # The run ends as plain text without words: the narration of the tool step is not passed off as the answer.
-    assert result.stop_reason == StopReason.PLAIN_TEXT and result.deliverable == ""
+    assert result.stop_reason == StopReason.PLAIN_TEXT and result.output == ""
     fake.assert_no_problems()
+
+
+def test_delegations_are_counted_by_what_a_tool_declares_not_by_its_name(tmp_path: Path) -> None:
+    from yagent.workers.agents.director import FIRST_REMINDER, DirectorPolicy
+    from yagent.workers.tools import Effect, ToolResult, ToolSpec
+    from yagent.workers.tools.delegation import execute_delegation
+
+    async def lookup(inv: Any) -> ToolResult:
+        return ToolResult.ok("looked up")
+
+    no_params = {"type": "object", "properties": {}}
+    named_like_one = ToolSpec(name="delegate_lookup", description="Look up the docs.", parameters=no_params,
+                              effects=Effect.EXTERNAL, executor=lookup)
+    declared = ToolSpec(name="ask_the_repo", description="Ask the Repo agent.", parameters=no_params,
+                        effects=Effect.DELEGATE, executor=execute_delegation, audience=frozenset({"director"}),
+                        delegate_target="repo")
+
+    def director_run(tool: str) -> tuple[int, list[str]]:
+        """Model calls for a Director that calls `tool` once, then answers twice the same way."""
+        with FakeProvider() as fake:
+            fake.script("director", MARKERS["director"], [
+                Step(text="", tool_calls=[ToolCallSpec(tool, {})]), Step(text="answer"), Step(text="answer")])
+            cfg, _ = _config(fake, tmp_path, "director", DirectorPolicy())
+            assert set(cfg.surface.join([named_like_one, declared])) == {"delegate_lookup", "ask_the_repo"}
+            assert asyncio.run(run_agent_loop(cfg)).stop_reason == StopReason.PLAIN_TEXT
+            fake.assert_no_problems()
+            return len(fake.requests_for("director")), _user_texts(fake.requests_for("director")[-1])
+
+    calls, users = director_run("delegate_lookup")  # not a delegation: the reply earns the reminder
+    assert calls == 3 and users[-1] == FIRST_REMINDER
+    calls, users = director_run("ask_the_repo")  # a delegation by declaration: the reply stands
+    assert calls == 2 and FIRST_REMINDER not in users

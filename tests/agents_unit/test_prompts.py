@@ -11,8 +11,8 @@ import re
 
 import pytest
 
+from yagent.ipc.vocabulary import WRITABLE_HANDOFF_STATUSES
 from yagent.workers.agents.director import FIRST_REMINDER, LATER_REMINDER
-from yagent.workers.agents.handoff_format import HANDOFF_STATUSES
 from yagent.workers.agents.prompts import load_prompt, render_prompt
 from yagent.workers.agents.subagents import AGENT_SPECS
 from yagent.workers.context.thought import parse_thought
@@ -92,7 +92,7 @@ def _exit_contract_words() -> set[str]:
     handoff = schema["properties"]["handoff"]
     fact = handoff["properties"]["facts"]["items"]
     return ({*schema["required"], "handoff", *handoff["properties"], *fact["required"]}
-            | set(HANDOFF_STATUSES))
+            | set(WRITABLE_HANDOFF_STATUSES))
 
 
 @pytest.mark.parametrize("agent", [a for a in PROMPTS if "`handoff`" in _rendered(a)])

@@ -9,16 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from yagent.ipc.config import settings_from_table
 from yagent.ipc.messages import RunOutcome, RunSpec
 from yagent.workers.agents import AGENT_SPECS
 from yagent.workers.agents.circuit_breaker import CircuitBreaker, ProviderBreakers
 from yagent.workers.agents.custom_agents import CustomAgentRegistry, DesignError, parse_design
-from yagent.workers.agents.handoff_format import format_for_parent
 from yagent.workers.agents.loop import LoopConfig
 from yagent.workers.context.thought import parse_thought, strip_thought
 from yagent.workers.kinds import RunContext, known_kinds
 from yagent.workers.llm import Message, ToolCall
 from yagent.workers.memory import ConversationMemory, MemoryFileError, load_memory
+from yagent.workers.tools.handoff import format_for_parent
 
 
 class Clock:
@@ -171,7 +172,7 @@ def test_parent_sees_deliverable_handoff_and_stop_reasons() -> None:
 
 
 def test_a_huge_partial_output_is_shortened_and_the_reason_it_stopped_stays_in_front() -> None:
-    from yagent.workers.agents.handoff_format import PARENT_RESULT_BUDGET
+    from yagent.workers.tools.handoff import PARENT_RESULT_BUDGET
 
     output = "".join(f"step {i} narration\n" for i in range(20_000))
     stuck = RunOutcome(run="r3", agent="coding", status="failed", stop_reason="max_steps", output=output,
@@ -222,7 +223,8 @@ def test_every_agent_run_holds_a_routing_engine(tmp_path: Path) -> None:
               "agents": {"llm": {"coding": {"use_provider": "b"}}}}
     for role in ("director", "coding", "repo", "chat", "devops", "meta"):
         spec = RunSpec(run="r", task="t", turn=1, project="p", project_root=str(tmp_path), agent=role, input="x",
-                       home=str(tmp_path), config=config, options={"model_override": "b"} if role == "repo" else {})
+                       home=str(tmp_path), settings=settings_from_table(config).run_settings,
+                       options={"model_override": "b"} if role == "repo" else {})
         run = AgentRun(RunContext(spec, Channel()), role)
         assert isinstance(run.engine, RoutingEngine), role
         assert isinstance(run._engine_for_tool("deepthinking"), RoutingEngine), role
@@ -253,7 +255,7 @@ class _Channel:
 def _run_spec(tmp_path: Path, agent: str, config: dict, *, task: str = "t", run: str = "r",
               yolo: str = "none") -> RunSpec:
     return RunSpec(run=run, task=task, turn=1, project="p", project_root=str(tmp_path), agent=agent, input="x",
-                   home=str(tmp_path), config=config, yolo=yolo)
+                   home=str(tmp_path), settings=settings_from_table(config).run_settings, yolo=yolo)
 
 
 def test_the_breaker_is_the_one_of_the_provider_routing_chose(tmp_path: Path) -> None:
@@ -287,7 +289,7 @@ def test_the_breaker_is_the_one_of_the_provider_routing_chose(tmp_path: Path) ->
 
         result = asyncio.run(go())
         fake.assert_no_problems()
-    assert (result.stop_reason, result.deliverable) == (StopReason.PLAIN_TEXT, "answered by the high tier")
+    assert (result.stop_reason, result.output) == (StopReason.PLAIN_TEXT, "answered by the high tier")
     assert CircuitBreaker(1, 600, path=tmp_path / "breaker" / "mid.json").state == "open"  # untouched
     assert CircuitBreaker(1, 600, path=tmp_path / "breaker" / "smart.json").state == "closed"  # the one asked
 
@@ -353,12 +355,13 @@ def test_session_grants_saved_by_a_child_survive_the_parent_saving_its_own(tmp_p
 
 
 def test_a_confirm_with_its_own_wording_is_answered_with_the_option_picked() -> None:
+    from yagent.ipc.vocabulary import QuestionKind
     from yagent.workers.agents.ports import confirm_value
-    from yagent.workers.tools import AskKind, Question
+    from yagent.workers.tools import AskRequest
 
-    deploy = Question(kind=AskKind.CONFIRM, prompt="Deploy now?", options=("Deploy", "Abort"))
+    deploy = AskRequest(kind=QuestionKind.CONFIRM, prompt="Deploy now?", options=("Deploy", "Abort"))
     assert [confirm_value(deploy, v) for v in ("Deploy", "abort", "y", "n")] == ["Deploy", "Abort", "Deploy", "Abort"]
-    plain = Question(kind=AskKind.CONFIRM, prompt="Go on?")
+    plain = AskRequest(kind=QuestionKind.CONFIRM, prompt="Go on?")
     assert [confirm_value(plain, v) for v in ("yes", "Y", "ok", "no", "nope")] == ["yes", "yes", "yes", "no", "no"]
-    pick = Question(kind=AskKind.SELECT, prompt="Which?", options=("a", "b"))
+    pick = AskRequest(kind=QuestionKind.SELECT, prompt="Which?", options=("a", "b"))
     assert confirm_value(pick, "b") == "b"

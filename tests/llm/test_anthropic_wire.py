@@ -14,10 +14,10 @@ from yagent.workers.llm import (
     ANTHROPIC_VERSION,
     AnthropicEngine,
     CallOptions,
+    FinishReason,
     LLMServerError,
     Message,
     ReasoningDelta,
-    StopReason,
     TextDelta,
     ThinkingBlock,
     ToolCall,
@@ -181,7 +181,7 @@ def test_raw_events_are_parsed_and_usage_is_normalised(fake: FakeProvider) -> No
     assert response.reasoning == "Let me see"
     assert response.reasoning_signature == "EqQBCgIYAh"
     assert response.tool_calls == (ToolCall("toolu_01", "read_file", '{"path": "a.py"}'),)
-    assert response.stop_reason is StopReason.TOOL_USE
+    assert response.finish_reason is FinishReason.TOOL_USE
     # input_tokens (200) excludes cache reads (1000) and writes (50); the normalised total includes both.
     assert response.usage == Usage(total_input_tokens=1250, output_tokens=89, cached_input_tokens=1000)
 
@@ -288,7 +288,7 @@ def test_a_tool_input_sent_whole_in_content_block_start_is_used(fake: FakeProvid
     assert response.tool_calls == (ToolCall("toolu_1", "read_file", '{"path": "a.py", "limit": 10}'),
                                    ToolCall("toolu_2", "read_file", '{"path": "b.py"}'))
     assert deltas[0] == ToolCallDelta(0, "toolu_1", "read_file", '{"path": "a.py", "limit": 10}')
-    assert response.stop_reason is StopReason.TOOL_USE
+    assert response.finish_reason is FinishReason.TOOL_USE
 
 
 def test_error_event_mid_stream_is_classified_and_retried(fake: FakeProvider) -> None:

@@ -13,10 +13,10 @@ from tests.fake_provider import Failure, FakeProvider, Step, ToolCallSpec, Usage
 from tests.llm.conftest import SYSTEM, make_engine, openai_chunk
 from yagent.workers.llm import (
     CallOptions,
+    FinishReason,
     LLMBadRequestError,
     Message,
     ReasoningDelta,
-    StopReason,
     TextDelta,
     ToolCall,
     ToolCallDelta,
@@ -158,8 +158,8 @@ def test_raw_stream_is_parsed_and_cached_tokens_stay_inside_the_input_total(fake
     assert deltas == [ReasoningDelta("Think"), TextDelta("Hel"), TextDelta("lo")]
     assert response.text == "Hello"
     assert response.reasoning == "Think"
-    assert response.stop_reason is StopReason.END_TURN
-    assert response.raw_stop_reason == "stop"
+    assert response.finish_reason is FinishReason.END_TURN
+    assert response.raw_finish_reason == "stop"
     assert response.usage == Usage(total_input_tokens=1200, output_tokens=34, cached_input_tokens=1000)
 
 
@@ -181,7 +181,7 @@ def test_many_small_fragments_assemble_into_complete_tool_calls(fake: FakeProvid
     assert response.tool_calls == (ToolCall("call_a", "read_file", json.dumps(args_a)),
                                    ToolCall("call_b", "run_bash", json.dumps(args_b)))
     assert response.tool_calls[0].parsed_arguments() == args_a
-    assert response.stop_reason is StopReason.TOOL_USE
+    assert response.finish_reason is FinishReason.TOOL_USE
     assert {d.index for d in progress} == {0, 1}
 
 
@@ -207,7 +207,7 @@ def test_interleaved_fragments_of_parallel_calls_are_keyed_by_index(fake: FakePr
     response = asyncio.run(main())
     assert response.tool_calls == (ToolCall("call_0", "read_file", '{"path": "a.py"}'),
                                    ToolCall("call_1", "read_file", '{"path": "b.py"}'))
-    assert response.stop_reason is StopReason.TOOL_USE
+    assert response.finish_reason is FinishReason.TOOL_USE
 
 
 def test_fragments_without_index_or_id_still_assemble(fake: FakeProvider) -> None:

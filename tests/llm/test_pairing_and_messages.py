@@ -12,9 +12,9 @@ from tests.fake_provider import FakeProvider, Step
 from tests.llm.conftest import SYSTEM, make_engine
 from yagent.workers.llm import (
     MISSING_TOOL_RESULT,
+    FinishReason,
     Message,
     Response,
-    StopReason,
     ThinkingBlock,
     ToolCall,
     ToolDefinition,
@@ -132,7 +132,7 @@ def test_the_conversation_is_snapshotted_when_complete_is_called(fake: FakeProvi
 
 
 def _response(*calls: ToolCall) -> Response:
-    return Response(text="", reasoning="", tool_calls=calls, stop_reason=StopReason.TOOL_USE, usage=Usage(),
+    return Response(text="", reasoning="", tool_calls=calls, finish_reason=FinishReason.TOOL_USE, usage=Usage(),
                     provider="p", model="m")
 
 

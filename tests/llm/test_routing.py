@@ -12,7 +12,7 @@ import pytest
 from tests.fake_provider import Failure, FakeProvider, Step
 from tests.llm.conftest import SYSTEM
 from tests.llm.seams import FakeClock, RecordingSleep
-from yagent.ipc.provider_config import AGENT_NAMES, TOOL_NAMES, ProviderConfig
+from yagent.ipc.provider_config import AGENT_NAMES, TOOL_NAMES, ProviderConfig, parse_llm_config
 from yagent.workers.llm import (
     FallbackEngine,
     Message,
@@ -41,7 +41,7 @@ def _config(fake: FakeProvider, *, mode: str = "auto", baselines: dict[str, str]
 
 def _build(fake: FakeProvider, agent: str | None = "coding", tool: str | None = None, **config: Any) -> RoutingEngine:
     retry = RetryPolicy(jitter=0.0, sleep=RecordingSleep(), clock=FakeClock())
-    return build_engine(_config(fake, **config), agent, tool, environ={}, retry=retry)
+    return build_engine(parse_llm_config(_config(fake, **config), {}), agent, tool, retry=retry)
 
 
 def test_every_engine_handed_out_is_a_routing_engine(fake: FakeProvider) -> None:
@@ -50,7 +50,7 @@ def test_every_engine_handed_out_is_a_routing_engine(fake: FakeProvider) -> None
     built += [_build(fake, "coding", tool) for tool in TOOL_NAMES]
     built += [_build(fake, "coding", mode="fixed"), _build(fake, "chat", use="cheap")]
     assert all(type(engine) is RoutingEngine for engine in built)
-    override = build_engine(_config(fake), "coding", environ={}, override="smart")
+    override = build_engine(parse_llm_config(_config(fake), {}), "coding", override="smart")
     assert type(override) is RoutingEngine and override.provider == "smart"
 
 
@@ -167,7 +167,7 @@ def test_waiting_for_an_in_flight_slot_does_not_count_against_the_classification
 
         clock = FakeClock()
         retry = RetryPolicy(jitter=0.0, sleep=RecordingSleep(clock), clock=clock)
-        engine = build_engine(_config(fake), "coding", environ={}, retry=retry, gate=QueuedGate())
+        engine = build_engine(parse_llm_config(_config(fake), {}), "coding", retry=retry, gate=QueuedGate())
         try:
             return await engine.route("Redesign the scheduler across twelve modules")
         finally:
@@ -211,7 +211,7 @@ def test_failed_classification_without_baseline_uses_the_configured_provider(fak
 
 def test_single_provider_skips_classification(fake: FakeProvider) -> None:
     config = {"global": {"llm": {"providers": {"only": fake.provider_table(model="deepseek-chat")}}}}
-    engine = build_engine(config, "coding", environ={})
+    engine = build_engine(parse_llm_config(config, {}), "coding")
 
     async def main() -> Any:
         decision = await engine.route("task")
@@ -233,7 +233,7 @@ def test_single_tier_never_moves_a_role_off_its_configured_provider(fake: FakePr
         "agents": {"llm": {"director": {"use_provider": "local"}}},
         "llm": {"max_retries": 0},
     }
-    engine = build_engine(config, "director", environ={})
+    engine = build_engine(parse_llm_config(config, {}), "director")
     assert engine.tiers == {"fast": "cheap", "balanced": "cheap", "high": "cheap"}  # precondition
 
     async def main() -> tuple[Any, Any]:
@@ -252,7 +252,7 @@ def test_single_tier_never_moves_a_role_off_its_configured_provider(fake: FakePr
     fake.assert_no_problems()
 
     # Control: a role whose configured provider is the tiered one still gets the single tier.
-    coding = build_engine(config, "coding", environ={})
+    coding = build_engine(parse_llm_config(config, {}), "coding")
 
     async def route_coding() -> Any:
         decision = await coding.route("task")
@@ -265,12 +265,12 @@ def test_single_tier_never_moves_a_role_off_its_configured_provider(fake: FakePr
 def test_fallback_providers_are_wired_inside_the_router(fake: FakeProvider) -> None:
     config = _config(fake)
     config["global"]["llm"]["providers"]["mid"]["fallback_providers"] = ["cheap", {"provider": "smart", "weight": 2}]
-    engine = build_engine(config, "coding", environ={})
+    engine = build_engine(parse_llm_config(config, {}), "coding")
     inner = engine.resolve()
     assert isinstance(inner, FallbackEngine)
     assert [(e.provider, w) for e, w in inner.fallbacks] == [("cheap", 1), ("smart", 2)]
     config["llm"]["enable_fallback"] = False
-    assert not isinstance(build_engine(config, "coding", environ={}).resolve(), FallbackEngine)
+    assert not isinstance(build_engine(parse_llm_config(config, {}), "coding").resolve(), FallbackEngine)
 
 
 def test_parse_tier() -> None:

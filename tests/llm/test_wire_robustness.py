@@ -19,13 +19,13 @@ from tests.llm.conftest import SYSTEM, make_engine, openai_chunk
 from tests.llm.seams import FakeClock
 from yagent.workers.llm import (
     CallOptions,
+    FinishReason,
     LLMAuthError,
     LLMNetworkError,
     LLMServerError,
     LLMTimeoutError,
     Message,
     ReasoningDelta,
-    StopReason,
     TextDelta,
     ToolCall,
     ToolCallDelta,
@@ -73,7 +73,7 @@ def test_sse_framing_variants_and_chunk_boundaries_anywhere_are_read_alike(fake:
     response, deltas = _call(fake, max_retries=0)
     assert response.text == "héllo wörld!"
     assert [d.text for d in deltas if isinstance(d, TextDelta)] == ["héllo ", "wörld", "!"]
-    assert response.stop_reason is StopReason.END_TURN
+    assert response.finish_reason is FinishReason.END_TURN
 
 
 def _multiline(payload: dict[str, Any], newline: str = "\n") -> str:
@@ -111,7 +111,7 @@ def test_an_event_whose_data_spans_several_lines_is_joined(fake: FakeProvider, a
     response, deltas = _call(fake, api_format, max_retries=0)
     assert response.text == "line one\nl\u2028ine!"
     assert [d.text for d in deltas if isinstance(d, TextDelta)] == ["line one\nl\u2028ine", "!"]
-    assert response.stop_reason is StopReason.END_TURN
+    assert response.finish_reason is FinishReason.END_TURN
 
 
 def test_invalid_utf8_in_a_stream_is_replaced_not_fatal(fake: FakeProvider) -> None:
@@ -238,7 +238,7 @@ def test_content_sent_as_a_list_of_parts_keeps_the_text_parts(fake: FakeProvider
     assert response.text == "Hello world"
     if stream:
         assert [d.text for d in deltas if isinstance(d, TextDelta)] == ["Hello ", "world"]
-    assert response.stop_reason is StopReason.END_TURN
+    assert response.finish_reason is FinishReason.END_TURN
 
 
 def test_litellm_error_chunk_with_a_string_code_is_classified_by_that_code(fake: FakeProvider) -> None:
@@ -302,13 +302,13 @@ def test_a_tool_use_finish_without_tool_calls_is_an_end_of_turn(fake: FakeProvid
     fake.script("coding", "Coding agent", [Step(text="nothing to call", stop_reason="tool_use")])
     response, _ = _call(fake, api_format, max_retries=0)
     assert response.tool_calls == ()
-    assert response.stop_reason is StopReason.END_TURN
-    assert response.raw_stop_reason in ("tool_calls", "tool_use")
+    assert response.finish_reason is FinishReason.END_TURN
+    assert response.raw_finish_reason in ("tool_calls", "tool_use")
 
 
 def test_tool_calls_finished_with_stop_are_a_tool_use(fake: FakeProvider) -> None:
     fake.script("coding", "Coding agent", [Step(tool_calls=[ToolCallSpec("read_file", {"path": "a"})],
                                                 stop_reason="stop")])
     response, _ = _call(fake, max_retries=0)
-    assert response.raw_stop_reason == "stop"
-    assert response.stop_reason is StopReason.TOOL_USE
+    assert response.raw_finish_reason == "stop"
+    assert response.finish_reason is FinishReason.TOOL_USE

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from yagent.ipc.messages import RunOutcome
+from yagent.ipc.vocabulary import RunStatus, StopReason
 from yagent.workers.tools import (
-    Answer,
+    AskReply,
+    AskRequest,
     AuthDecision,
     AuthRequest,
-    DelegationResult,
-    Question,
     ToolCall,
     ToolContext,
     ToolResult,
@@ -36,22 +37,24 @@ class ScriptedAuthorizer:
 
 @dataclass
 class ScriptedAsker:
-    answer: Answer = field(default_factory=lambda: Answer("yes"))
-    questions: list[Question] = field(default_factory=list)
+    answer: AskReply = field(default_factory=lambda: AskReply("yes"))
+    questions: list[AskRequest] = field(default_factory=list)
 
-    async def ask(self, question: Question) -> Answer:
-        self.questions.append(question)
+    async def ask(self, request: AskRequest) -> AskReply:
+        self.questions.append(request)
         return self.answer
 
 
 @dataclass
 class ScriptedDelegator:
-    result: DelegationResult = field(default_factory=lambda: DelegationResult(text="child report"))
+    outcome: RunOutcome = field(default_factory=lambda: RunOutcome(status=RunStatus.DONE,
+                                                                   stop_reason=StopReason.AGENT_EXIT,
+                                                                   output="child report"))
     calls: list[dict[str, Any]] = field(default_factory=list)
 
-    async def delegate(self, agent: str, task: str, call_id: str, *, context: str | None = None) -> DelegationResult:
+    async def run_child(self, agent: str, task: str, call_id: str, context: str) -> RunOutcome:
         self.calls.append({"agent": agent, "task": task, "call_id": call_id, "context": context})
-        return self.result
+        return self.outcome
 
 
 @dataclass

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from yagent.workers.tools import Answer, AskKind, DelegationResult, YoloLevel
+from yagent.ipc.messages import RunOutcome
+from yagent.ipc.vocabulary import QuestionKind, RunStatus, StopReason
+from yagent.workers.tools import AskReply, YoloLevel
+from yagent.workers.tools.handoff import format_for_parent
 
 from .doubles import ScriptedAsker, ScriptedDelegator, ScriptedLLM, call_tool, make_ctx
 
@@ -41,25 +44,25 @@ def test_agent_exit_data_is_a_copy(project: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "answer", "expected"),
     [
-        ({"kind": "confirm", "question": "Delete the cache dir?"}, Answer("yes"), "The user answered: yes"),
-        ({"kind": "select", "question": "Which DB?", "options": ["sqlite", "postgres"]}, Answer("postgres"),
+        ({"kind": "confirm", "question": "Delete the cache dir?"}, AskReply("yes"), "The user answered: yes"),
+        ({"kind": "select", "question": "Which DB?", "options": ["sqlite", "postgres"]}, AskReply("postgres"),
          "The user answered: postgres"),
-        ({"kind": "input", "question": "Port?", "default": "8080"}, Answer("9090"), "The user answered: 9090"),
+        ({"kind": "input", "question": "Port?", "default": "8080"}, AskReply("9090"), "The user answered: 9090"),
     ],
 )
 def test_ask_user_for_help_kinds(
-    project: Path, tmp_path: Path, args: dict, answer: Answer, expected: str
+    project: Path, tmp_path: Path, args: dict, answer: AskReply, expected: str
 ) -> None:
     asker = ScriptedAsker(answer)
     result = call_tool(make_ctx(project, tmp_path, asker=asker), "ask_user_for_help", args)
     assert result.content == expected and result.data["answer"] == answer.value
     [question] = asker.questions
-    assert question.kind is AskKind(args["kind"]) and question.prompt == args["question"]
+    assert question.kind is QuestionKind(args["kind"]) and question.prompt == args["question"]
     assert question.options == tuple(args.get("options", ())) and question.default == args.get("default")
 
 
 def test_ask_user_for_help_edge_cases(project: Path, tmp_path: Path) -> None:
-    asker = ScriptedAsker(Answer("", dismissed=True))
+    asker = ScriptedAsker(AskReply("", dismissed=True))
     ctx = make_ctx(project, tmp_path, asker=asker)
     dismissed = call_tool(ctx, "ask_user_for_help", {"kind": "confirm", "question": "Go?"})
     assert "without answering" in dismissed.content and dismissed.data["dismissed"]
@@ -154,23 +157,36 @@ def test_deepthinking_keeps_the_draft_when_the_critique_fails(project: Path, tmp
 
 
 def test_delegation_goes_through_the_delegator(project: Path, tmp_path: Path) -> None:
-    delegator = ScriptedDelegator(DelegationResult(text="repo report", status="ok", handoff=HANDOFF))
+    child = RunOutcome(run="d1", agent="repo", status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT,
+                       output="repo report", handoff=HANDOFF)
+    delegator = ScriptedDelegator(child)
     ctx = make_ctx(project, tmp_path, delegator=delegator)
     result = call_tool(ctx, "delegate_repo", {"task": "map the cache", "context": "see src/cache.py"},
                        agent="director", call_id="call_7")
-    assert result.content == "repo report" and not result.is_error
+    assert result.content == format_for_parent(child) and "repo report" in result.content and not result.is_error
     assert delegator.calls == [{"agent": "repo", "task": "map the cache", "call_id": "call_7",
                                 "context": "see src/cache.py"}]
-    assert result.data["handoff"] == HANDOFF and result.data["agent"] == "repo"
+    assert result.data == {"agent": "repo", "status": "partial", "handoff": HANDOFF, "stop_reason": "agent_exit",
+                           "run": "d1"}
 
 
 def test_failed_delegation_is_an_error_result(project: Path, tmp_path: Path) -> None:
-    delegator = ScriptedDelegator(DelegationResult(text="stopped: idle timeout", status="error",
-                                                   stop_reason="idle_timeout"))
+    delegator = ScriptedDelegator(RunOutcome(run="d2", agent="devops", status=RunStatus.FAILED,
+                                             stop_reason=StopReason.IDLE_TIMEOUT, error="no progress for 60s"))
     ctx = make_ctx(project, tmp_path, delegator=delegator)
     result = call_tool(ctx, "delegate_devops", {"task": "check disk"}, agent="repo")
-    assert result.is_error and result.data["stop_reason"] == "idle_timeout"
-    assert delegator.calls[0]["context"] is None
+    assert result.is_error and result.data["stop_reason"] == "idle_timeout" and result.data["status"] == "error"
+    assert "did not finish: idle_timeout" in result.content
+    assert delegator.calls[0]["context"] == ""  # no context handed over
+
+
+def test_a_child_the_daemon_stopped_reads_as_stopped_not_as_an_error(project: Path, tmp_path: Path) -> None:
+    delegator = ScriptedDelegator(RunOutcome(run="d3", agent="repo", status=RunStatus.CANCELLED,
+                                             stop_reason=StopReason.CANCELLED, output="half of it"))
+    result = call_tool(make_ctx(project, tmp_path, delegator=delegator), "delegate_repo", {"task": "map"},
+                       agent="director")
+    assert not result.is_error and result.data["status"] == "stopped"
+    assert "Partial output:\nhalf of it" in result.content
 
 
 def test_delegation_without_a_channel(project: Path, tmp_path: Path) -> None:

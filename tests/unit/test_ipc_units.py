@@ -12,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from yagent.ipc import MessageTooLarge, RuntimeDirError
-from yagent.ipc.config import ConfigError, clamp_parallel, load_settings, misplaced_keys, parse_duration
+from yagent.ipc.config import (
+    ConfigError,
+    clamp_parallel,
+    load_settings,
+    misplaced_keys,
+    parse_duration,
+    settings_from_table,
+)
 from yagent.ipc.errors import MalformedMessage
 from yagent.ipc.messages import Event, EventBatch, RunSpec, StartRun, Submit, TaskList, TaskSummary
 from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode, message_kinds
@@ -60,8 +67,9 @@ def test_nested_records_round_trip() -> None:
     msg = TaskList(id=3, tasks=[summary, summary])
     assert decode(encode(msg)) == msg
     start = StartRun(spec=RunSpec(run="r", task="t", turn=2, project="p", project_root="/x", agent="coding",
-                                  input="do it", home="/h", config={"agent": {"lang": "en"}}))
-    assert decode(encode(start)).spec.config == {"agent": {"lang": "en"}}
+                                  input="do it", home="/h",
+                                  settings=settings_from_table({"agent": {"lang": "en"}}, environ={}).run_settings))
+    assert decode(encode(start)).spec.settings.lang == "en"
 
 
 @pytest.mark.parametrize("frame", [

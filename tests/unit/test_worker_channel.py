@@ -21,22 +21,23 @@ from yagent.ipc.messages import (
     EventBatch,
     ResultAck,
     RunControl,
+    RunOutcome,
     RunResult,
     RunSpec,
     StartRun,
     WorkerHello,
 )
 from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode
-from yagent.ipc.vocabulary import ControlAction, StopReason
+from yagent.ipc.vocabulary import ControlAction, RunStatus, StopReason
 from yagent.workers import entry
 from yagent.workers.channel import DaemonChannel
-from yagent.workers.kinds import AgentOutcome, RunContext, agent_kind
+from yagent.workers.kinds import RunContext, agent_kind
 
 
 @agent_kind("test-waits-forever")
-async def _waits_forever(ctx: RunContext) -> AgentOutcome:
+async def _waits_forever(ctx: RunContext) -> RunOutcome:
     await asyncio.Event().wait()
-    return AgentOutcome(status="done", stop_reason="agent_exit")
+    return RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT)
 
 
 def _spec(run: str, **kw) -> RunSpec:
@@ -120,17 +121,17 @@ def test_a_cancel_that_arrives_with_the_start_message_stops_the_run(tmp_path: Pa
 
 
 @agent_kind("test-emits-awkward-data")
-async def _emits_awkward_data(ctx: RunContext) -> AgentOutcome:
+async def _emits_awkward_data(ctx: RunContext) -> RunOutcome:
     ctx.emit("note", {"n": 1})
     ctx.emit("note", {"set": {3}, "path": Path("/x"), "name": "caf\udce9", "keys": {1: "one"}, "huge": 2**70})
     ctx.emit("note", {"n": 2, "blob": "x" * (MAX_FRAME_BYTES + 10)})
     ctx.emit("note", {"n": 3})
-    return AgentOutcome(status="done", stop_reason="agent_exit", output="ok")
+    return RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, output="ok")
 
 
 @agent_kind("test-returns-a-huge-result")
-async def _returns_a_huge_result(ctx: RunContext) -> AgentOutcome:
-    return AgentOutcome(status="done", stop_reason="agent_exit", output="y" * (MAX_FRAME_BYTES + 10),
+async def _returns_a_huge_result(ctx: RunContext) -> RunOutcome:
+    return RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, output="y" * (MAX_FRAME_BYTES + 10),
                         data={"files": {Path("/a")}})
 
 
@@ -179,6 +180,62 @@ def test_a_result_too_big_for_a_frame_still_reaches_the_daemon_cut_and_saying_so
     assert "frame cap" in result.outcome.data["truncated"]
 
 
+# -- what a (third-party) agent kind returns that is not a valid outcome --------------------------------
+
+
+class _OwnOutcome:
+    """An agent module's own result class, the shape of the kind API before RunOutcome."""
+
+    status = "done"
+    output = "the answer, in the module's own class"
+    error = ""
+
+
+_BAD_RETURNS: dict[str, object] = {
+    "status-string": "done",
+    "none": None,
+    "own-class": _OwnOutcome(),
+    "unfinished-status": RunOutcome(status=RunStatus.RUNNING, stop_reason=StopReason.AGENT_EXIT, output="half"),
+    "unknown-status": RunOutcome(status="finished", stop_reason=StopReason.AGENT_EXIT,  # type: ignore[arg-type]
+                                 output="kept", handoff={"conclusion": "c", "status": "ok"}),
+    "wrong-field-type": RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT,
+                                   output="kept", steps="three"),  # type: ignore[arg-type]
+}
+
+
+def _returning(value: object) -> Any:
+    async def kind(ctx: RunContext) -> Any:
+        return value
+
+    return kind
+
+
+for _name, _value in _BAD_RETURNS.items():
+    agent_kind(f"test-returns-{_name}")(_returning(_value))
+
+
+@pytest.mark.parametrize(("name", "output", "says"), [
+    ("status-string", "", "returned str 'done' instead of a RunOutcome"),
+    ("none", "", "returned NoneType None instead of a RunOutcome"),
+    ("own-class", "the answer, in the module's own class", "returned _OwnOutcome"),
+    ("unfinished-status", "half", "returned status 'running', which does not end a run"),
+    ("unknown-status", "kept", "RunOutcome.status: expected one of"),
+    ("wrong-field-type", "kept", "RunOutcome.steps: expected int"),
+])
+def test_an_agent_kind_returning_no_valid_outcome_fails_its_run_saying_what_was_wrong(
+        tmp_path: Path, name: str, output: str, says: str) -> None:
+    agent = f"test-returns-{name}"
+    _events, result, code = asyncio.run(_serve_until_result(tmp_path, f"r-{name}", agent))
+    outcome = result.outcome
+    assert code == entry.EXIT_OK  # the worker did not crash, and the daemon could read the result
+    assert (outcome.status, outcome.stop_reason) == (RunStatus.FAILED, StopReason.UNACCOUNTED)
+    assert says in outcome.error and repr(agent) in outcome.error
+    assert outcome.output == output  # what could be read of the result is kept
+    assert outcome.cpu_seconds > 0
+    if name == "unknown-status":
+        assert outcome.handoff == {"conclusion": "c", "status": "ok"}
+
+
 # -- frames the worker and the client do not expect ----------------------------------------------------
 
 
@@ -222,11 +279,11 @@ def test_a_request_the_daemon_could_not_read_fails_at_once_saying_why(tmp_path: 
 
 
 @agent_kind("test-stuck-in-a-thread")
-async def _stuck_in_a_thread(ctx: RunContext) -> AgentOutcome:
+async def _stuck_in_a_thread(ctx: RunContext) -> RunOutcome:
     import threading
 
     await asyncio.to_thread(threading.Event().wait)  # a tool blocked for good (a read from a FIFO, say)
-    return AgentOutcome(status="done", stop_reason="agent_exit")
+    return RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT)
 
 
 def test_a_worker_whose_daemon_is_gone_exits_even_with_a_thread_stuck_in_a_tool(tmp_path: Path) -> None:

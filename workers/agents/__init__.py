@@ -4,7 +4,7 @@ Importing this package registers every agent kind with `yagent.workers.kinds`.
 """
 
 from . import director, meta, subagents  # noqa: F401 - importing registers the agent kinds
-from .loop import LoopConfig, LoopPolicy, LoopResult, run_agent_loop
+from .loop import LoopConfig, LoopPolicy, run_agent_loop
 from .subagents import AGENT_SPECS
 
-__all__ = ["AGENT_SPECS", "LoopConfig", "LoopPolicy", "LoopResult", "run_agent_loop"]
+__all__ = ["AGENT_SPECS", "LoopConfig", "LoopPolicy", "run_agent_loop"]

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from yagent.ipc.messages import RunOutcome
 from yagent.ipc.provider_config import ProviderConfigError
 from yagent.ipc.vocabulary import RunStatus, StopReason
-from yagent.workers.kinds import AgentOutcome, RunContext, agent_kind
+from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import Message
 from yagent.workers.memory import load_memory, memory_path
 from yagent.workers.tools import ToolCall, ToolResult
@@ -27,7 +28,7 @@ from yagent.workers.tools import ToolCall, ToolResult
 from .custom_agents import CustomAgentRegistry
 from .loop import LoopPolicy, LoopState
 from .prompts import render_prompt
-from .runtime import AgentRun, outcome_from_loop
+from .runtime import AgentRun
 
 __all__ = ["MAX_NON_DELEGATION_REMINDERS", "DirectorPolicy", "director", "load_project_context"]
 
@@ -94,7 +95,7 @@ def _system_prompt(run: AgentRun, registry: CustomAgentRegistry) -> str:
 
 
 @agent_kind("director")
-async def director(ctx: RunContext) -> AgentOutcome:
+async def director(ctx: RunContext) -> RunOutcome:
     registry = CustomAgentRegistry(ctx.home, ctx.spec.task)
     memory = load_memory(memory_path(ctx.home, ctx.spec.task))
     first_turn = not memory.has_exchange()
@@ -111,7 +112,7 @@ async def director(ctx: RunContext) -> AgentOutcome:
     try:
         run = AgentRun(ctx, "director", extra_specs=registry.specs())
     except ProviderConfigError as exc:
-        return AgentOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
+        return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
                             error=f"no usable LLM provider: {exc} — run `yagent setup` to configure one")
     run_holder.append(run)
     text = ctx.spec.input
@@ -131,4 +132,4 @@ async def director(ctx: RunContext) -> AgentOutcome:
         memory.append(user, *messages[start:])
         memory.save()
         await run.close()
-    return outcome_from_loop(result)
+    return result

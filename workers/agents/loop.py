@@ -16,7 +16,9 @@ Per step:
    block, an empty completion) is first asked once for its answer; the run's answer is never text
    from an earlier step.
 
-Director and sub-agents share this loop; what differs is the `LoopPolicy` they pass in.
+Director and sub-agents share this loop; what differs is the `LoopPolicy` they pass in. The loop ends
+with the run's `RunOutcome`: done for `agent_exit` and `plain_text`, failed for every other stop; the
+answer in `output`, the hand-off in `handoff`, the other `agent_exit` arguments in `data["exit"]`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from yagent.ipc import event_data
-from yagent.ipc.vocabulary import EventType, StopReason
+from yagent.ipc.messages import RunOutcome
+from yagent.ipc.vocabulary import EventType, RunStatus, StopReason
 from yagent.workers.context.thought import parse_thought, strip_thought
 from yagent.workers.llm import (
     CallOptions,
@@ -45,9 +48,9 @@ from yagent.workers.llm import (
     with_unique_call_ids,
 )
 from yagent.workers.tools import Surface, ToolBatch, ToolCall, ToolContext, ToolResult
+from yagent.workers.tools.handoff import handoff_problems
 
 from .circuit_breaker import ProviderBreakers
-from .handoff_format import handoff_problems
 
 __all__ = [
     "EMPTY_REPLY_REMINDER",
@@ -55,7 +58,6 @@ __all__ = [
     "MAX_EXIT_REFUSALS",
     "LoopConfig",
     "LoopPolicy",
-    "LoopResult",
     "LoopState",
     "call_model_with_retries",
     "run_agent_loop",
@@ -127,15 +129,8 @@ class LoopState:
     last_response: Response | None = None
 
 
-@dataclass
-class LoopResult:
-    stop_reason: StopReason
-    deliverable: str  # the run's full answer: the last assistant text, not an exit reason
-    handoff: dict[str, Any] | None = None
-    exit_args: dict[str, Any] | None = None
-    error: str = ""
-    steps: int = 0
-    usage: dict[str, int] = field(default_factory=dict)
+# The stops of a run that finished its work; every other stop reason ends the loop as a failed run.
+_FINISHED = (StopReason.AGENT_EXIT, StopReason.PLAIN_TEXT)
 
 
 def _deliverable(messages: list[Message], exit_args: dict[str, Any] | None, reason: StopReason) -> str:
@@ -228,7 +223,7 @@ async def _call_model(cfg: LoopConfig, state: LoopState, messages: list[Message]
         state.step, response.provider, response.model,
         event_data.usage_data(usage.total_input_tokens, usage.output_tokens, usage.cached_input_tokens,
                               usage.estimated),
-        time.monotonic() - started, stop_reason=str(response.stop_reason)))
+        time.monotonic() - started, stop_reason=str(response.finish_reason)))
     emit(EventType.AI_RESPONSE, event_data.ai_response(state.step, response.text, len(response.tool_calls)))
     return response
 
@@ -246,6 +241,12 @@ async def call_model_with_retries(cfg: LoopConfig, state: LoopState, messages: l
             log.warning("%s step %d: model call failed (%s); retry %d in %.1fs", cfg.agent, state.step, exc,
                         attempt, delay)
             await cfg.sleep(delay)
+
+
+def _declared_delegation(surface: Surface, name: str) -> bool:
+    # What the tool declares (Effect.DELEGATE), not what it is called: a dynamic tool may be named anything.
+    spec = surface.resolve(name)
+    return spec is not None and spec.is_delegation
 
 
 def _thinklink(cfg: LoopConfig, text: str) -> None:
@@ -266,7 +267,7 @@ def _refuse_exit(cfg: LoopConfig, messages: list[Message], exit_result: ToolResu
     cfg.emit(EventType.LOG, event_data.log("warning", f"{cfg.agent}: {text}"))
 
 
-async def run_agent_loop(cfg: LoopConfig) -> LoopResult:
+async def run_agent_loop(cfg: LoopConfig) -> RunOutcome:
     state = LoopState()
     cfg.policy.start_of_run(state)
     messages = cfg.messages
@@ -276,13 +277,15 @@ async def run_agent_loop(cfg: LoopConfig) -> LoopResult:
         cfg.emit(EventType.MODEL_ROUTED, event_data.model_routed(decision.tier or "", decision.provider,
                                                                  decision.model, decision.reason))
 
-    def finish(reason: StopReason, error: str = "", exit_args: dict[str, Any] | None = None) -> LoopResult:
+    def finish(reason: StopReason, error: str = "", exit_args: dict[str, Any] | None = None) -> RunOutcome:
         handoff = exit_args.get("handoff") if exit_args and isinstance(exit_args.get("handoff"), dict) else None
         deliverable = _deliverable(messages, exit_args, reason)
         if reason == StopReason.PLAIN_TEXT and not deliverable and not error:
             error = "the model's final reply had no text"
-        return LoopResult(stop_reason=reason, deliverable=deliverable, handoff=handoff,
-                          exit_args=exit_args, error=error, steps=state.step, usage=dict(state.usage))
+        data = {"exit": {k: v for k, v in exit_args.items() if k != "handoff"}} if exit_args else {}
+        return RunOutcome(status=RunStatus.DONE if reason in _FINISHED else RunStatus.FAILED, stop_reason=reason,
+                          output=deliverable, error=error, handoff=handoff, steps=state.step,
+                          usage=dict(state.usage), data=data)
 
     while True:
         await cfg.step_boundary()
@@ -313,7 +316,7 @@ async def run_agent_loop(cfg: LoopConfig) -> LoopResult:
 
         if response.tool_calls:
             calls = [ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in response.tool_calls]
-            state.delegations += sum(1 for c in calls if c.name.startswith("delegate_"))
+            state.delegations += sum(1 for c in calls if _declared_delegation(cfg.surface, c.name))
             batch = ToolBatch(cfg.surface, calls, cfg.tool_ctx, max_parallel=cfg.max_parallel_readonly)
             try:
                 await batch.run()

@@ -12,13 +12,13 @@ from typing import Any
 
 from yagent.ipc.messages import RunOutcome
 from yagent.ipc.provider_config import ProviderConfigError
-from yagent.ipc.vocabulary import RunStatus, StopReason
-from yagent.workers.kinds import AgentOutcome, RunContext, agent_kind
+from yagent.ipc.vocabulary import HandoffStatus, RunStatus, StopReason
+from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import LLMError, Message
 from yagent.workers.tools import YoloLevel, palette
+from yagent.workers.tools.handoff import format_for_parent
 
 from .custom_agents import CustomAgentRegistry, DesignError, parse_design
-from .handoff_format import format_for_parent
 from .loop import LoopPolicy, LoopState, call_model_with_retries
 from .prompts import render_prompt
 from .runtime import AgentRun
@@ -35,11 +35,11 @@ def _palette_text(yolo: YoloLevel) -> str:
 
 
 @agent_kind("meta")
-async def meta(ctx: RunContext) -> AgentOutcome:
+async def meta(ctx: RunContext) -> RunOutcome:
     try:
         run = AgentRun(ctx, "meta")
     except ProviderConfigError as exc:
-        return AgentOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
+        return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
                             error=f"no usable LLM provider for meta: {exc} — run `yagent setup`")
     request = task_text(ctx)
     messages = [Message.system(render_prompt("meta", lang=run.lang, palette=_palette_text(run.yolo))),
@@ -54,7 +54,7 @@ async def meta(ctx: RunContext) -> AgentOutcome:
             try:
                 response = await call_model_with_retries(config, state, messages)
             except LLMError as exc:
-                return AgentOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR, error=str(exc))
+                return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR, error=str(exc))
             messages.append(response.message())
             try:
                 design = parse_design(response.text, request)
@@ -64,7 +64,7 @@ async def meta(ctx: RunContext) -> AgentOutcome:
                 messages.append(Message.user(f"That design cannot be used: {problem}. Reply with the corrected "
                                              "JSON object only."))
         else:
-            return AgentOutcome(status=RunStatus.FAILED, stop_reason=StopReason.MAX_STEPS,
+            return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.MAX_STEPS,
                                 error=f"no usable agent design after {DESIGN_ATTEMPTS} attempts: {problem}")
     finally:
         await run.close()
@@ -74,18 +74,18 @@ async def meta(ctx: RunContext) -> AgentOutcome:
     verb = "Replaced the earlier design of" if earlier is not None else "Registered"
     header = (f"{verb} custom agent `delegate_{design.name}` for the rest of this task: {design.description}\n"
               f"Tools: {tools}.")
-    outcome = await ctx.delegate(f"custom:{design.name}", design.task, call_id=ctx.spec.call_id or "")
-    return AgentOutcome(
+    outcome = await ctx.channel.request_delegation(f"custom:{design.name}", design.task, ctx.spec.call_id or "", "")
+    return RunOutcome(
         status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT,
         output=f"{header}\n\nFirst run on: {design.task}\n\n{format_for_parent(outcome)}",
-        data={"custom_agent": design.name, "first_run": outcome.to_wire(), **_first_run_handoff(outcome)})
+        handoff=_first_run_handoff(outcome),
+        data={"custom_agent": design.name, "first_run": outcome.to_wire()})
 
 
-def _first_run_handoff(outcome: RunOutcome) -> dict[str, Any]:
+def _first_run_handoff(outcome: RunOutcome) -> dict[str, Any] | None:
     """The parent judges Meta by the work done: the first run's hand-off, or one saying it did not finish."""
-    handoff = outcome.handoff
     if outcome.status == RunStatus.DONE:
-        return {"handoff": handoff} if isinstance(handoff, dict) else {}
+        return outcome.handoff if isinstance(outcome.handoff, dict) else None
     reason = outcome.error or outcome.stop_reason or outcome.status
-    return {"handoff": {"conclusion": f"the agent was registered, but its first run did not finish: {reason}",
-                        "status": "error"}}
+    return {"conclusion": f"the agent was registered, but its first run did not finish: {reason}",
+            "status": HandoffStatus.ERROR}

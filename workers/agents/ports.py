@@ -10,19 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from yagent.ipc.messages import RunOutcome
-from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, RunStatus
+from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, QuestionKind
 from yagent.workers.kinds import RunContext
 from yagent.workers.llm import CallOptions, Engine, Message
 from yagent.workers.tools import (
-    Answer,
-    AskKind,
+    AskReply,
+    AskRequest,
     AuthDecision,
     AuthRequest,
-    DelegationResult,
-    Question,
 )
-
-from .handoff_format import format_for_parent, handoff_status
 
 __all__ = ["ChannelAsker", "ChannelAuthorizer", "ChannelDelegator", "EngineTextLLM"]
 
@@ -41,7 +37,7 @@ class ChannelAuthorizer:
         if request.reasons:
             prompt += " — " + "; ".join(request.reasons)
         answer = await self._ctx.ask_user(
-            "authorize", prompt, options=AUTHORIZE_OPTIONS, default="once",
+            QuestionKind.AUTHORIZE, prompt, options=AUTHORIZE_OPTIONS, default="once",
             details={"tool": request.tool, "summary": request.summary, "reasons": list(request.reasons),
                      "outside_paths": list(request.outside_paths), "dangerous": request.dangerous_reason,
                      "project_root": request.project_root})
@@ -52,47 +48,36 @@ class ChannelAsker:
     def __init__(self, ctx: RunContext) -> None:
         self._ctx = ctx
 
-    async def ask(self, question: Question) -> Answer:
-        answer = await self._ctx.ask_user(question.kind.value, question.prompt, options=list(question.options),
-                                          default=question.default)
+    async def ask(self, request: AskRequest) -> AskReply:
+        answer = await self._ctx.ask_user(request.kind, request.prompt, options=list(request.options),
+                                          default=request.default)
         if answer.get("cancelled") or "value" not in answer:
-            return Answer(value="", dismissed=True)
-        return Answer(value=confirm_value(question, str(answer["value"])))
+            return AskReply(value="", dismissed=True)
+        return AskReply(value=confirm_value(request, str(answer["value"])))
 
 
-def confirm_value(question: Question, value: str) -> str:
+def confirm_value(request: AskRequest, value: str) -> str:
     """A confirm answer as the model should read it: the option the user picked, else yes or no."""
-    if question.kind is not AskKind.CONFIRM:
+    if request.kind is not QuestionKind.CONFIRM:
         return value
     picked = value.strip().lower()
-    for option in question.options:  # custom wording (Deploy / Abort) is answered with the option itself
+    for option in request.options:  # custom wording (Deploy / Abort) is answered with the option itself
         if option.strip().lower() == picked:
             return option
-    if question.options and picked in ("y", "n"):  # the dialog's y / n keys stand for the two options
-        return question.options[0 if picked == "y" or len(question.options) < 2 else 1]
+    if request.options and picked in ("y", "n"):  # the dialog's y / n keys stand for the two options
+        return request.options[0 if picked == "y" or len(request.options) < 2 else 1]
     return "yes" if picked in ("y", "yes", "true", "ok", "1") else "no"
 
 
 class ChannelDelegator:
-    """Delegations as daemon requests; `on_result` lets the agent react (e.g. Meta registrations)."""
+    """The `Delegator` port over the daemon channel: each child is a `delegate` request the daemon admits into
+    this run's delegation pool, answered with the child's `RunOutcome` once it has ended."""
 
-    def __init__(self, ctx: RunContext, on_result: Callable[[str, RunOutcome], None] | None = None) -> None:
+    def __init__(self, ctx: RunContext) -> None:
         self._ctx = ctx
-        self._on_result = on_result
-        self.delegated = 0
 
-    async def delegate(self, agent: str, task: str, call_id: str, *, context: str | None = None) -> DelegationResult:
-        self.delegated += 1
-        outcome = await self._ctx.delegate(agent, task, call_id=call_id, context=context or "")
-        if self._on_result is not None:
-            self._on_result(agent, outcome)
-        handoff = outcome.handoff
-        if outcome.status == RunStatus.DONE:
-            status = handoff_status(handoff)
-        else:
-            status = "error" if outcome.status == RunStatus.FAILED else "stopped"
-        return DelegationResult(text=format_for_parent(outcome), status=status, handoff=handoff,
-                                stop_reason=outcome.stop_reason, data={"run": outcome.run})
+    async def run_child(self, agent: str, task: str, call_id: str, context: str) -> RunOutcome:
+        return await self._ctx.channel.request_delegation(agent, task, call_id, context)
 
 
 class EngineTextLLM:

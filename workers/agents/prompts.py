@@ -2,7 +2,7 @@
 
 Two passages several prompts share are written once here and placed with a placeholder, so they cannot
 drift apart: `{thought_contract}` (the `<thought>` block as `workers/context/thought.py` parses it) and
-`{handoff_contract}` (the `agent_exit` arguments as the loop and `handoff_format.py` check them).
+`{handoff_contract}` (the `agent_exit` arguments as the loop and `workers/tools/handoff.py` check them).
 """
 
 from __future__ import annotations

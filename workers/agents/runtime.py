@@ -1,7 +1,7 @@
 """What one agent run is assembled from: engines, tool surface, tool context, loop settings.
 
-Everything comes from the run's spec (the configuration table the daemon handed over, the project
-root, the yolo level, per-submit options) and its channel (events, leases, delegations, questions).
+Everything comes from the run's spec (the settings the daemon resolved from the configuration, the
+project root, the yolo level, per-submit options) and its channel (events, leases, delegations, questions).
 """
 
 from __future__ import annotations
@@ -10,17 +10,15 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from yagent.ipc import event_data
 from yagent.ipc.atomic_file import write_atomic
-from yagent.ipc.config import parse_duration
 from yagent.ipc.messages import RunOutcome
-from yagent.ipc.provider_config import parse_llm_config
-from yagent.ipc.vocabulary import EventType, RunStatus, StopReason
-from yagent.workers.kinds import AgentOutcome, RunContext
+from yagent.ipc.vocabulary import EventType
+from yagent.workers.kinds import RunContext
 from yagent.workers.llm import Engine, EngineFactory, RoutingEngine, build_engine
 from yagent.workers.tools import (
     Surface,
@@ -29,44 +27,33 @@ from yagent.workers.tools import (
     ToolSpec,
     YoloLevel,
     build_surface,
-    normalize_max_parallel,
 )
 
 from .circuit_breaker import ProviderBreakers
-from .loop import LoopConfig, LoopPolicy, LoopResult, run_agent_loop
+from .loop import LoopConfig, LoopPolicy, run_agent_loop
 from .ports import ChannelAsker, ChannelAuthorizer, ChannelDelegator, EngineTextLLM
 
-__all__ = ["DEFAULT_MAX_STEPS", "AgentRun", "outcome_from_loop"]
-
-DEFAULT_MAX_STEPS = {"director": 100, "coding": 150, "repo": 50, "chat": 50, "devops": 50, "custom": 15}
-
-
-def _section(config: dict[str, Any], name: str) -> dict[str, Any]:
-    value = config.get(name, {})
-    return value if isinstance(value, dict) else {}
+__all__ = ["AgentRun"]
 
 
 class AgentRun:
     """One run's assembled parts. `role` picks the profile, prompt and engine configuration."""
 
     def __init__(self, ctx: RunContext, role: str, *, extra_specs: Iterable[ToolSpec] = (),
-                 pick: Iterable[str] | None = None,
-                 on_delegation: Callable[[str, RunOutcome], None] | None = None) -> None:
+                 pick: Iterable[str] | None = None) -> None:
         self.ctx = ctx
         self.role = role
-        config = ctx.config
-        self.agent_cfg = _section(config, "agent")
-        self.llm_cfg = _section(config, "llm")
-        self.lang = str(self.agent_cfg.get("lang") or "English")
+        self.settings = ctx.settings
+        self.lang = self.settings.lang
         self.yolo = YoloLevel(ctx.spec.yolo) if ctx.spec.yolo in {y.value for y in YoloLevel} else YoloLevel.NONE
         override = ctx.spec.options.get("model_override") or None
         # One factory per run: the agent's engine and its tools' engines share connections and the lease gate.
-        self._llm_config = parse_llm_config(config, os.environ)
+        self._llm_config = self.settings.llm.config()
         self._factory = EngineFactory(self._llm_config, gate=ctx.channel)
         self.engine: RoutingEngine = build_engine(self._llm_config, agent=role, gate=ctx.channel,
                                                   override=override, factory=self._factory)
         self._tool_engines: dict[str, Engine] = {}
-        self.delegator = ChannelDelegator(ctx, on_result=on_delegation)
+        self.delegator = ChannelDelegator(ctx)
         # Tools a design picked that this run may not hold (ask_user_for_help under --full-yolo, a tool
         # gone from the palette) are left out and reported, rather than failing the run.
         self.dropped_tools: list[str] = []
@@ -88,7 +75,7 @@ class AgentRun:
             llm=EngineTextLLM(self._engine_for_tool),
             emit=lambda type_, data: ctx.emit(type_, dict(data)),
             heartbeat=ctx.heartbeat,
-            heartbeat_interval=self._heartbeat_interval(),
+            heartbeat_interval=self.settings.tool_heartbeat_interval,
             scratch_dir=ctx.home / "scratch" / ctx.spec.run,
             settings_path=ctx.home / "settings.json",
             session_grants=frozenset(self._load_session_grants()),
@@ -96,39 +83,13 @@ class AgentRun:
 
     # -- configuration ------------------------------------------------------------------------------
 
-    def max_steps(self) -> int:
-        value = self.agent_cfg.get(f"{self.role}_max_steps")
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-        return DEFAULT_MAX_STEPS.get(self.role, 50)
-
-    def step_retries(self) -> int:
-        value = self.llm_cfg.get("step_retries", 2)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 2
-
-    def max_parallel_readonly(self) -> int:
-        value = self.agent_cfg.get("max_parallel_readonly_tools")
-        return normalize_max_parallel(value if isinstance(value, int) and not isinstance(value, bool) else None)
-
     def breakers(self) -> ProviderBreakers | None:
         """The breakers, one per provider: the loop picks the one of the provider each call resolves to,
         after routing — never the provider the engine pointed at when this run was assembled."""
-        threshold = self.llm_cfg.get("circuit_breaker_threshold", 0)
-        if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold <= 0:
+        if self.settings.circuit_breaker_threshold <= 0:
             return None
-        reset = parse_duration(self.llm_cfg.get("circuit_breaker_reset_timeout", "60s"),
-                               "[llm] circuit_breaker_reset_timeout") or 60.0
-        return ProviderBreakers(threshold, reset, directory=self.ctx.home / "breaker")
-
-    def _heartbeat_interval(self) -> float:
-        """How often a long-running tool beats: well within `[agent] delegate_idle_timeout`, or a command
-        printing nothing gets its run killed as idle whenever that timeout is shorter than the default beat (5 s)."""
-        default = ToolContext.heartbeat_interval
-        try:
-            idle = parse_duration(self.agent_cfg.get("delegate_idle_timeout", 60.0), "[agent] delegate_idle_timeout")
-        except ValueError:  # the daemon reports a bad value; it does not use it either
-            return default
-        return min(default, max(0.25, idle / 4)) if idle > 0 else default
+        return ProviderBreakers(self.settings.circuit_breaker_threshold, self.settings.circuit_breaker_reset,
+                                directory=self.ctx.home / "breaker")
 
     def _engine_for_tool(self, tool: str) -> Engine:
         engine = self._tool_engines.get(tool)
@@ -175,17 +136,17 @@ class AgentRun:
             surface=self.surface,
             tool_ctx=self.tool_ctx,
             messages=messages,
-            max_steps=self.max_steps(),
+            max_steps=self.settings.max_steps_for(self.role),
             emit=self.ctx.emit,
             step_boundary=self.ctx.step_boundary,
             policy=policy,
-            step_retries=self.step_retries(),
-            max_parallel_readonly=self.max_parallel_readonly(),
+            step_retries=self.settings.step_retries,
+            max_parallel_readonly=self.settings.max_parallel_readonly_tools,
             breaker=self.breakers() if self.role == "director" else None,
             route_task=route_task,
         )
 
-    async def run_loop(self, config: LoopConfig) -> LoopResult:
+    async def run_loop(self, config: LoopConfig) -> RunOutcome:
         try:
             return await run_agent_loop(config)
         finally:
@@ -218,14 +179,3 @@ def _locked(lock_path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
-
-
-def outcome_from_loop(result: LoopResult) -> AgentOutcome:
-    ok = result.stop_reason in (StopReason.AGENT_EXIT, StopReason.PLAIN_TEXT)
-    data: dict[str, Any] = {"steps": result.steps, "usage": result.usage}
-    if result.handoff is not None:
-        data["handoff"] = result.handoff
-    if result.exit_args:
-        data["exit"] = {k: v for k, v in result.exit_args.items() if k != "handoff"}
-    return AgentOutcome(status=RunStatus.DONE if ok else RunStatus.FAILED, stop_reason=result.stop_reason,
-                        output=result.deliverable, error=result.error, data=data)

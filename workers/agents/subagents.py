@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from yagent.ipc.messages import RunOutcome
 from yagent.ipc.provider_config import ProviderConfigError
 from yagent.ipc.vocabulary import RunStatus, StopReason
-from yagent.workers.kinds import AgentOutcome, RunContext, agent_kind
+from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import Message
 
 from .custom_agents import CustomAgentRegistry
 from .loop import LoopPolicy, LoopState
 from .prompts import render_prompt
-from .runtime import AgentRun, outcome_from_loop
+from .runtime import AgentRun
 
 __all__ = ["AGENT_SPECS", "AgentSpec", "ReminderPolicy", "run_subagent"]
 
@@ -71,11 +72,11 @@ def task_text(ctx: RunContext) -> str:
 
 
 async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str | None = None,
-                       pick: list[str] | None = None) -> AgentOutcome:
+                       pick: list[str] | None = None) -> RunOutcome:
     try:
         run = AgentRun(ctx, spec.role, pick=pick)
     except ProviderConfigError as exc:
-        return AgentOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
+        return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
                             error=f"no usable LLM provider for {ctx.spec.agent}: {exc} — run `yagent setup`")
     prompt = system_prompt or render_prompt(spec.prompt, lang=run.lang)
     if run.dropped_tools:
@@ -93,14 +94,14 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
         result = await run.run_loop(config)
     finally:
         await run.close()
-    return outcome_from_loop(result)
+    return result
 
 
 def _register(name: str) -> None:
     spec = AGENT_SPECS[name]
 
     @agent_kind(name)
-    async def kind(ctx: RunContext) -> AgentOutcome:
+    async def kind(ctx: RunContext) -> RunOutcome:
         return await run_subagent(ctx, spec)
 
 
@@ -109,15 +110,13 @@ for _name in ("coding", "repo", "chat", "devops"):
 
 
 @agent_kind("custom:")
-async def custom(ctx: RunContext) -> AgentOutcome:
+async def custom(ctx: RunContext) -> RunOutcome:
     """A Meta-designed agent; its kind is `custom:<name>` and its design lives in the task's registry."""
     name = ctx.spec.agent.split(":", 1)[1]
     design = CustomAgentRegistry(ctx.home, ctx.spec.task).get(name)
     if design is None:
-        return AgentOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
+        return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
                             error=f"custom agent {name!r} is not registered for this task; delegate_meta designs it")
-    lang = str(ctx.config.get("agent", {}).get("lang") or "English") if isinstance(ctx.config.get("agent"),
-                                                                                     dict) else "English"
     prompt = render_prompt("custom", name=design.name, description=design.description,
-                           instructions=design.system_prompt, lang=lang)
+                           instructions=design.system_prompt, lang=ctx.settings.lang)
     return await run_subagent(ctx, AGENT_SPECS["custom"], system_prompt=prompt, pick=design.tools)

@@ -1,11 +1,11 @@
 """yagent.workers.llm — how agents talk to models.
 
-    engine = build_engine(config_dict, agent="coding", gate=lease_gate)       # always a RoutingEngine
+    engine = build_engine(settings.llm.config(), agent="coding", gate=lease_gate)  # always a RoutingEngine
     decision = await engine.route(task_text)                                   # optional tier choice
     async with engine.complete(messages, tools) as stream:
         async for delta in stream:            # TextDelta | ReasoningDelta | ToolCallDelta | StreamRestart
             forward_to_ui(delta)
-        response = await stream.final()       # text, reasoning, tool_calls, stop_reason, usage
+        response = await stream.final()       # text, reasoning, tool_calls, finish_reason, usage
     messages.append(response.message())
 
 Engines speak the OpenAI-compatible Chat Completions format or the Anthropic Messages format over
@@ -35,10 +35,10 @@ from ._pairing import MISSING_TOOL_RESULT, repair_tool_pairing, with_unique_call
 from ._response import (
     CallOptions,
     Delta,
+    FinishReason,
     ReasoningDelta,
     Response,
     ResponseStream,
-    StopReason,
     StreamRestart,
     TextDelta,
     ToolCallDelta,
@@ -60,6 +60,7 @@ __all__ = [
     "Engine",
     "EngineFactory",
     "FallbackEngine",
+    "FinishReason",
     "HTTPEngine",
     "InFlightGate",
     "LLMAuthError",
@@ -81,7 +82,6 @@ __all__ = [
     "RouteDecision",
     "RoutingEngine",
     "SemaphoreGate",
-    "StopReason",
     "StreamRestart",
     "TextDelta",
     "ThinkingBlock",

@@ -19,13 +19,13 @@ from ._messages import Message, ThinkingBlock, ToolCall, ToolDefinition
 from ._response import (
     CallOptions,
     Delta,
+    FinishReason,
     ReasoningDelta,
     Response,
-    StopReason,
     TextDelta,
     ToolCallDelta,
     Usage,
-    agreeing_stop_reason,
+    agreeing_finish_reason,
 )
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "THINKING_BUDGETS", "AnthropicEngine"]
@@ -36,11 +36,11 @@ THINKING_BUDGETS = {"low": 1024, "medium": 8192, "high": 24576, "max": 32000}
 THINKING_HEADROOM = 4096  # room for the visible answer on top of the thinking budget
 
 _STOP = {
-    "end_turn": StopReason.END_TURN,
-    "tool_use": StopReason.TOOL_USE,
-    "max_tokens": StopReason.MAX_TOKENS,
-    "stop_sequence": StopReason.STOP_SEQUENCE,
-    "refusal": StopReason.CONTENT_FILTER,
+    "end_turn": FinishReason.END_TURN,
+    "tool_use": FinishReason.TOOL_USE,
+    "max_tokens": FinishReason.MAX_TOKENS,
+    "stop_sequence": FinishReason.STOP_SEQUENCE,
+    "refusal": FinishReason.CONTENT_FILTER,
 }
 
 _ERROR_TYPES: dict[str, type[LLMError]] = {
@@ -53,8 +53,8 @@ _ERROR_TYPES: dict[str, type[LLMError]] = {
 }
 
 
-def stop_reason(raw: str, has_calls: bool) -> StopReason:
-    return agreeing_stop_reason(_STOP.get(raw, StopReason.OTHER), has_calls)
+def finish_reason(raw: str, has_calls: bool) -> FinishReason:
+    return agreeing_finish_reason(_STOP.get(raw, FinishReason.OTHER), has_calls)
 
 
 def anthropic_usage(raw: dict[str, Any]) -> Usage:
@@ -181,8 +181,8 @@ class AnthropicEngine(HTTPEngine):
         usage = (anthropic_usage(body["usage"]) if body.get("usage")
                  else context.estimate_usage(full_text, full_reasoning, tool_calls))
         return Response(text=full_text, reasoning=full_reasoning, tool_calls=tool_calls,
-                        stop_reason=stop_reason(stop, bool(tool_calls)), usage=usage, provider=self.provider,
-                        model=self.model, raw_stop_reason=stop, reasoning_signature=signature,
+                        finish_reason=finish_reason(stop, bool(tool_calls)), usage=usage, provider=self.provider,
+                        model=self.model, raw_finish_reason=stop, reasoning_signature=signature,
                         thinking_blocks=tuple(thinking))
 
 
@@ -279,8 +279,8 @@ class _AnthropicStream(StreamParser):
         usage = (anthropic_usage(self.usage) if self.usage
                  else self.context.estimate_usage(text, reasoning, tool_calls))
         return Response(text=text, reasoning=reasoning, tool_calls=tool_calls,
-                        stop_reason=stop_reason(self.stop, bool(tool_calls)), usage=usage,
-                        provider=engine.provider, model=engine.model, raw_stop_reason=self.stop,
+                        finish_reason=finish_reason(self.stop, bool(tool_calls)), usage=usage,
+                        provider=engine.provider, model=engine.model, raw_finish_reason=self.stop,
                         reasoning_signature=self.signature, thinking_blocks=thinking)
 
     def thinking_block(self, index: Any, *, new: bool = False) -> list[Any]:

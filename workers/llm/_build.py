@@ -1,11 +1,9 @@
-"""From the parsed configuration to the engine an agent holds (always a RoutingEngine)."""
+"""From the resolved configuration to the engine an agent holds (always a RoutingEngine)."""
 
 from __future__ import annotations
 
 import functools
-import os
 import ssl
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -15,7 +13,6 @@ from yagent.ipc.provider_config import (
     LLMConfig,
     ProviderConfig,
     ProviderConfigError,
-    parse_llm_config,
     resolve_provider,
 )
 
@@ -93,31 +90,27 @@ class EngineFactory:
             await self._client.aclose()
 
 
-def build_engine(config: Mapping[str, Any] | LLMConfig, agent: str | None = None, tool: str | None = None, *,
-                 gate: InFlightGate = UNLIMITED_GATE, environ: Mapping[str, str] | None = None,
+def build_engine(config: LLMConfig, agent: str | None = None, tool: str | None = None, *,
+                 gate: InFlightGate = UNLIMITED_GATE,
                  override: str | None = None, factory: EngineFactory | None = None,
                  client: httpx.AsyncClient | None = None, retry: RetryPolicy | None = None,
                  catalog: ModelCatalog | None = None) -> RoutingEngine:
     """The engine for an agent (or for an LLM-backed tool run by that agent), wrapped by the router.
 
-    `config` is the dict `tomllib` returned for config.toml (or an already parsed LLMConfig).
-    Pass a shared `factory` to reuse connections between the engines of one worker.
+    `config` is the configuration as `yagent.ipc` resolved it (a run has it as `settings.llm.config()`): this
+    package never reads config.toml. Pass a shared `factory` to reuse connections between one worker's engines.
     """
-    if isinstance(config, LLMConfig):
-        parsed = config
-    else:
-        parsed = parse_llm_config(config, os.environ if environ is None else environ)
-    configured = resolve_provider(parsed, agent, tool).name
+    configured = resolve_provider(config, agent, tool).name
     owned = factory is None
-    engines = factory or EngineFactory(parsed, gate=gate, client=client, retry=retry)
+    engines = factory or EngineFactory(config, gate=gate, client=client, retry=retry)
     role = tool or agent or "default"
     return RoutingEngine(
         role=role,
         configured=configured,
         engines=engines,
-        tiers=assign_tiers(list(parsed.providers.values()), catalog),
-        mode=parsed.routing.mode,
-        baseline=parsed.routing.baselines.get(agent or ""),
+        tiers=assign_tiers(list(config.providers.values()), catalog),
+        mode=config.routing.mode,
+        baseline=config.routing.baselines.get(agent or ""),
         override=override,
         on_close=engines.aclose if owned else None,
     )

@@ -20,28 +20,28 @@ from ._messages import Message, ToolCall, ToolDefinition, new_call_id
 from ._response import (
     CallOptions,
     Delta,
+    FinishReason,
     ReasoningDelta,
     Response,
-    StopReason,
     TextDelta,
     ToolCallDelta,
     Usage,
-    agreeing_stop_reason,
+    agreeing_finish_reason,
 )
 
 __all__ = ["OpenAIEngine"]
 
 _STOP = {
-    "stop": StopReason.END_TURN,
-    "tool_calls": StopReason.TOOL_USE,
-    "function_call": StopReason.TOOL_USE,
-    "length": StopReason.MAX_TOKENS,
-    "content_filter": StopReason.CONTENT_FILTER,
+    "stop": FinishReason.END_TURN,
+    "tool_calls": FinishReason.TOOL_USE,
+    "function_call": FinishReason.TOOL_USE,
+    "length": FinishReason.MAX_TOKENS,
+    "content_filter": FinishReason.CONTENT_FILTER,
 }
 
 
-def stop_reason(raw: str, has_calls: bool) -> StopReason:
-    return agreeing_stop_reason(_STOP.get(raw, StopReason.OTHER), has_calls)
+def finish_reason(raw: str, has_calls: bool) -> FinishReason:
+    return agreeing_finish_reason(_STOP.get(raw, FinishReason.OTHER), has_calls)
 
 
 def arguments_text(arguments: Any) -> str:
@@ -222,8 +222,8 @@ class OpenAIEngine(HTTPEngine):
         usage = (openai_usage(body["usage"]) if body.get("usage")
                  else context.estimate_usage(text, reasoning, tool_calls))
         return Response(text=text, reasoning=reasoning, tool_calls=tool_calls,
-                        stop_reason=stop_reason(finish, bool(tool_calls)), usage=usage,
-                        provider=self.provider, model=self.model, raw_stop_reason=finish)
+                        finish_reason=finish_reason(finish, bool(tool_calls)), usage=usage,
+                        provider=self.provider, model=self.model, raw_finish_reason=finish)
 
 
 class _OpenAIStream(StreamParser):
@@ -290,5 +290,5 @@ class _OpenAIStream(StreamParser):
         text, reasoning = "".join(self.text), "".join(self.reasoning)
         usage = self.usage or self.context.estimate_usage(text, reasoning, tool_calls)
         return Response(text=text, reasoning=reasoning, tool_calls=tool_calls,
-                        stop_reason=stop_reason(self.finish_reason, bool(tool_calls)), usage=usage,
-                        provider=engine.provider, model=engine.model, raw_stop_reason=self.finish_reason)
+                        finish_reason=finish_reason(self.finish_reason, bool(tool_calls)), usage=usage,
+                        provider=engine.provider, model=engine.model, raw_finish_reason=self.finish_reason)

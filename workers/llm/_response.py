@@ -14,10 +14,10 @@ __all__ = [
     "CallOptions",
     "Deliver",
     "Delta",
+    "FinishReason",
     "ReasoningDelta",
     "Response",
     "ResponseStream",
-    "StopReason",
     "StreamRestart",
     "TextDelta",
     "ToolCallDelta",
@@ -25,8 +25,11 @@ __all__ = [
 ]
 
 
-class StopReason(enum.StrEnum):
-    """Why the model stopped, the same vocabulary for both wire formats."""
+class FinishReason(enum.StrEnum):
+    """Why the model ended its reply (the wire's finish reason), one vocabulary for both formats.
+
+    Not why a run stopped: that is `yagent.ipc.vocabulary.StopReason`.
+    """
 
     END_TURN = "end_turn"
     TOOL_USE = "tool_use"
@@ -36,14 +39,14 @@ class StopReason(enum.StrEnum):
     OTHER = "other"
 
 
-def agreeing_stop_reason(reason: StopReason, has_calls: bool) -> StopReason:
+def agreeing_finish_reason(reason: FinishReason, has_calls: bool) -> FinishReason:
     """`reason` made to agree with the tool calls returned, for compatible servers of either format: a turn
     with calls that says it just stopped (Ollama, older vLLM) is TOOL_USE, and a tool stop whose calls the
     server's parser never produced ended the turn with nothing to run (END_TURN)."""
-    if has_calls and reason is StopReason.END_TURN:
-        return StopReason.TOOL_USE
-    if not has_calls and reason is StopReason.TOOL_USE:
-        return StopReason.END_TURN
+    if has_calls and reason is FinishReason.END_TURN:
+        return FinishReason.TOOL_USE
+    if not has_calls and reason is FinishReason.TOOL_USE:
+        return FinishReason.END_TURN
     return reason
 
 
@@ -112,11 +115,11 @@ class Response:
     text: str
     reasoning: str
     tool_calls: tuple[ToolCall, ...]
-    stop_reason: StopReason
+    finish_reason: FinishReason
     usage: Usage
     provider: str
     model: str
-    raw_stop_reason: str = ""
+    raw_finish_reason: str = ""
     reasoning_signature: str = ""
     attempts: int = 1
     thinking_blocks: tuple[ThinkingBlock, ...] = ()

@@ -7,34 +7,33 @@ returns an error result saying so instead of crashing the run.
 
 from __future__ import annotations
 
-import enum
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from yagent.ipc.messages import RunOutcome
+from yagent.ipc.run_settings import DEFAULT_TOOL_HEARTBEAT_INTERVAL
+from yagent.ipc.vocabulary import QuestionKind
+
 from .authorization import Authorizer, AuthRequest, YoloLevel
 from .guard import WorkspaceGuard
 from .processes import ProcessRegistry
 
 
-class AskKind(enum.Enum):
-    CONFIRM = "confirm"  # yes / no
-    SELECT = "select"  # one of `options`
-    INPUT = "input"  # free text
-
-
 @dataclass(frozen=True)
-class Question:
-    kind: AskKind
+class AskRequest:
+    """What `ask_user_for_help` puts to the user; the daemon's `Question` is built from it by the port."""
+
+    kind: QuestionKind  # confirm, select or input: authorisation prompts go through the `Authorizer`
     prompt: str
     options: tuple[str, ...] = ()
     default: str | None = None
 
 
 @dataclass(frozen=True)
-class Answer:
+class AskReply:
     """The user's reply: `yes`/`no` for confirm, the chosen option for select, the text for input."""
 
     value: str
@@ -45,27 +44,18 @@ class Answer:
 class Asker(Protocol):
     """Puts a question to the attached clients through the daemon and waits for the answer."""
 
-    async def ask(self, question: Question) -> Answer: ...
-
-
-@dataclass(frozen=True)
-class DelegationResult:
-    """What a delegated run handed back. `text` is what the delegating model reads."""
-
-    text: str
-    status: str = "ok"  # ok | partial | error | stopped
-    handoff: Mapping[str, Any] | None = None
-    stop_reason: str | None = None
-    data: Mapping[str, Any] = field(default_factory=dict)
+    async def ask(self, request: AskRequest) -> AskReply: ...
 
 
 @runtime_checkable
 class Delegator(Protocol):
-    """Asks the daemon to run `agent` on `task` as a child of this run; `call_id` links parent and child."""
+    """Runs `agent` on `task` as a child of this run and returns how the child ended.
 
-    async def delegate(
-        self, agent: str, task: str, call_id: str, *, context: str | None = None
-    ) -> DelegationResult: ...
+    `call_id` is the parent's tool call (it links parent and child); `context` holds the facts the parent
+    hands over with the task, empty for none.
+    """
+
+    async def run_child(self, agent: str, task: str, call_id: str, context: str) -> RunOutcome: ...
 
 
 @runtime_checkable
@@ -105,7 +95,7 @@ class ToolContext:
     # Session approvals earlier runs of the same task collected (see `guard.approvals.session_grants()`).
     session_grants: frozenset[str] = frozenset()
     processes: ProcessRegistry = field(default_factory=ProcessRegistry)
-    heartbeat_interval: float = 5.0  # seconds between heartbeats from long-running tools
+    heartbeat_interval: float = DEFAULT_TOOL_HEARTBEAT_INTERVAL  # seconds between beats of long-running tools
     guard: WorkspaceGuard = field(init=False)
 
     def __post_init__(self) -> None:

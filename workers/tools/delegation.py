@@ -1,4 +1,7 @@
-"""Delegation tools: `delegate_<agent>` starts a child run through the `Delegator` port.
+"""Delegation tools: `delegate_<agent>` runs a child through the `Delegator` port and hands its outcome back.
+
+`execute_delegation` is the one place a child's `RunOutcome` becomes the parent's tool result: the text the
+parent model reads is `format_for_parent`'s, and the data keeps agent, status, hand-off, stop reason and run.
 
 Whether a delegation may run beside others is split between two declarations: the spec says whether the
 delegation is read-only (`mutates`: does the target agent write or run commands?), and the holder's
@@ -11,6 +14,9 @@ from __future__ import annotations
 
 import re
 
+from yagent.ipc.vocabulary import HandoffStatus
+
+from .handoff import delegation_status, format_for_parent
 from .registry import register
 from .result import ToolResult
 from .spec import AuthPolicy, Effect, Frequency, Invocation, ToolSpec, Truncation
@@ -33,7 +39,7 @@ _PARAMETERS = {
 }
 
 
-async def delegate(inv: Invocation) -> ToolResult:
+async def execute_delegation(inv: Invocation) -> ToolResult:
     delegator = inv.ctx.delegator
     target = inv.spec.delegate_target
     if delegator is None or target is None:
@@ -41,12 +47,11 @@ async def delegate(inv: Invocation) -> ToolResult:
             f"{inv.spec.name} is unavailable: this run has no channel to start other agents. Do the work "
             "with your own tools or report what is needed."
         )
-    result = await delegator.delegate(
-        target, str(inv.args["task"]), inv.call_id, context=inv.args.get("context") or None
-    )
-    data = {"agent": target, "status": result.status, "handoff": result.handoff,
-            "stop_reason": result.stop_reason, **result.data}
-    return ToolResult(content=result.text, is_error=result.status == "error", data=data)
+    outcome = await delegator.run_child(target, str(inv.args["task"]), inv.call_id, str(inv.args.get("context") or ""))
+    status = delegation_status(outcome)
+    data = {"agent": target, "status": status, "handoff": outcome.handoff, "stop_reason": outcome.stop_reason,
+            "run": outcome.run}
+    return ToolResult(content=format_for_parent(outcome), is_error=status is HandoffStatus.ERROR, data=data)
 
 
 def _delegation(
@@ -63,7 +68,7 @@ def _delegation(
         description=description,
         parameters=_PARAMETERS,
         effects=Effect.DELEGATE,
-        executor=delegate,
+        executor=execute_delegation,
         frequency=frequency,
         mutates=not read_only,
         serial=not read_only,

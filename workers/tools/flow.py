@@ -5,13 +5,16 @@ from __future__ import annotations
 import copy
 import json
 
-from .context import AskKind, Question
+from yagent.ipc.vocabulary import WRITABLE_HANDOFF_STATUSES, QuestionKind
+
+from .context import AskRequest
 from .registry import register
 from .result import ToolResult
 from .spec import AuthPolicy, Effect, Invocation, ToolSpec, Truncation
 from .surface import LOAD_TOOL
 
-HANDOFF_STATUSES = ("ok", "partial", "error")
+# What the model may ask the user; authorisation prompts (QuestionKind.AUTHORIZE) are the guard's.
+ASK_KINDS = (QuestionKind.CONFIRM, QuestionKind.SELECT, QuestionKind.INPUT)
 
 
 async def agent_exit(inv: Invocation) -> ToolResult:
@@ -64,7 +67,7 @@ register(
                         },
                         "status": {
                             "type": "string",
-                            "enum": list(HANDOFF_STATUSES),
+                            "enum": [s.value for s in WRITABLE_HANDOFF_STATUSES],
                             "description": "ok: done; partial: some of it; error: could not do it.",
                         },
                     },
@@ -91,13 +94,13 @@ async def ask_user_for_help(inv: Invocation) -> ToolResult:
             "No user is attached to this run, so nobody can answer. Decide yourself, state the assumption "
             "you made, and continue."
         )
-    kind = AskKind(inv.args["kind"])
+    kind = QuestionKind(inv.args["kind"])
     options = tuple(str(o) for o in inv.args.get("options") or ())
-    if kind is AskKind.SELECT and len(options) < 2:
+    if kind is QuestionKind.SELECT and len(options) < 2:
         return ToolResult.error("kind=select needs at least two `options` to choose from.")
     default = inv.args.get("default")
     answer = await asker.ask(
-        Question(kind=kind, prompt=str(inv.args["question"]), options=options, default=default and str(default))
+        AskRequest(kind=kind, prompt=str(inv.args["question"]), options=options, default=default and str(default))
     )
     data = {"kind": kind.value, "answer": answer.value, "dismissed": answer.dismissed}
     if answer.dismissed:
@@ -117,7 +120,7 @@ register(
         parameters={
             "type": "object",
             "properties": {
-                "kind": {"type": "string", "enum": [k.value for k in AskKind], "description": "Type of answer."},
+                "kind": {"type": "string", "enum": [k.value for k in ASK_KINDS], "description": "Type of answer."},
                 "question": {"type": "string", "description": "The question, self-contained and specific."},
                 "options": {
                     "type": "array",

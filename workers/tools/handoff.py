@@ -1,17 +1,21 @@
-"""How a child run's outcome reads to the agent that delegated it (the delegate tool's result)."""
+"""The hand-off: what `agent_exit` must hold for the parent, and how a child run's outcome reads to the
+agent that delegated it (the text of the delegate tool's result).
+
+The agent loop checks an exit's hand-off with `handoff_problems`; the delegation tool turns the child's
+`RunOutcome` into the parent's tool result with `format_for_parent` and `delegation_status`.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from yagent.ipc.messages import RunOutcome
-from yagent.ipc.vocabulary import RunStatus, StopReason
-from yagent.workers.tools import Truncation
-from yagent.workers.tools.result import TRUNCATION_CAPS
+from yagent.ipc.vocabulary import WRITABLE_HANDOFF_STATUSES, HandoffStatus, RunStatus, StopReason
 
-__all__ = ["HANDOFF_STATUSES", "PARENT_RESULT_BUDGET", "format_for_parent", "handoff_problems", "handoff_status"]
+from .result import TRUNCATION_CAPS
+from .spec import Truncation
 
-HANDOFF_STATUSES = ("ok", "partial", "error")
+__all__ = ["PARENT_RESULT_BUDGET", "delegation_status", "format_for_parent", "handoff_problems", "handoff_status"]
 
 # What one child's result may take of the parent's context: under the delegation tool's cap, with room
 # for the truncation marker, so the cap never has to cut it.
@@ -39,8 +43,8 @@ def handoff_problems(handoff: Any) -> list[str]:
     """What keeps a hand-off from the shape the parent relies on; empty when it is fine.
 
     The shape: `conclusion` (text), `status` (ok, partial or error), `facts` (each an object with a
-    `claim` and the `where` it can be checked), `open_questions` (texts). The tool layer checks only
-    that `handoff` is an object; this is the agent layer's reading of its inside.
+    `claim` and the `where` it can be checked), `open_questions` (texts). The `agent_exit` schema checks
+    only that `handoff` is an object; this is the reading of its inside the agent loop applies at the exit.
     """
     if not isinstance(handoff, dict):
         return ["handoff must be an object"]
@@ -48,8 +52,8 @@ def handoff_problems(handoff: Any) -> list[str]:
     if not _filled(handoff.get("conclusion")):
         problems.append("handoff.conclusion must be a non-empty text")
     status = handoff.get("status")
-    if status not in HANDOFF_STATUSES:
-        problems.append(f"handoff.status must be one of {', '.join(HANDOFF_STATUSES)} (got {status!r})")
+    if status not in WRITABLE_HANDOFF_STATUSES:
+        problems.append(f"handoff.status must be one of {', '.join(WRITABLE_HANDOFF_STATUSES)} (got {status!r})")
     facts = handoff.get("facts", [])
     if not isinstance(facts, list):
         problems.append("handoff.facts must be a list of {claim, where} objects")
@@ -64,12 +68,20 @@ def handoff_problems(handoff: Any) -> list[str]:
     return problems
 
 
-def handoff_status(handoff: dict[str, Any] | None) -> str:
+def handoff_status(handoff: dict[str, Any] | None) -> HandoffStatus:
     """The hand-off's status for the parent; a missing hand-off is ok, an unreadable status is partial."""
     if not handoff or "status" not in handoff:
-        return "ok"
+        return HandoffStatus.OK
     status = handoff.get("status")
-    return status if status in HANDOFF_STATUSES else "partial"
+    return HandoffStatus(status) if status in WRITABLE_HANDOFF_STATUSES else HandoffStatus.PARTIAL
+
+
+def delegation_status(outcome: RunOutcome) -> HandoffStatus:
+    """How the parent reads a child's result: a finished child by its own hand-off, a failed one as an error,
+    one the daemon stopped (timeout, cancel, daemon gone) as stopped."""
+    if outcome.status == RunStatus.DONE:
+        return handoff_status(outcome.handoff)
+    return HandoffStatus.ERROR if outcome.status == RunStatus.FAILED else HandoffStatus.STOPPED
 
 
 def _handoff_lines(handoff: dict[str, Any]) -> list[str]:
