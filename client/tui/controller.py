@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from yagent.ipc.daemon_events import TurnStarted
 from yagent.ipc.errors import IpcError, RemoteError
 from yagent.ipc.messages import Event, TaskDetail
 from yagent.ipc.vocabulary import EventType
 
 from ..humanize import age
+from ..stamped import stamped_data
 from .backend import Backend
 from .commands import COMMANDS, parse_input
 from .config_facts import ConfigFacts, list_skills, read_config_facts
@@ -220,7 +222,7 @@ class TuiController:
         """Turns older than anything the daemon still replays are shown from the task record."""
         if backlog and backlog[0].seq == 1:
             return
-        covered = [int(e.data.get("turn") or 0) for e in backlog if e.type == EventType.TURN_STARTED.value]
+        covered = [stamped_data(e, TurnStarted).turn for e in backlog if e.type == EventType.TURN_STARTED.value]
         first = min(covered) if covered else None
         missing = [(t.text, t.output) for t in detail.turns if first is None or t.turn < first]
         if not covered and backlog:

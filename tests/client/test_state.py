@@ -192,11 +192,11 @@ def test_one_failure_reported_by_several_events_is_shown_once_per_turn() -> None
     errors = [e.text for e in f.view.entries if e.kind == "error"]
     assert errors == [f"director: LLM call failed: {error}"] * 2  # once in each turn
     turns = [e.data for e in f.view.entries if e.kind == "turn"]
-    assert [t["error"] for t in turns] == ["", ""] and [t["stop_reason"] for t in turns] == ["llm_error"] * 2
+    assert [t.error for t in turns] == ["", ""] and [t.stop_reason for t in turns] == ["llm_error"] * 2
     other = Feed()
     other("turn_started", {"turn": 1, "text": "go", "agent": "director"})
     other("turn_finished", {"turn": 1, "status": "failed", "stop_reason": "panic", "error": "worker crashed"})
-    assert [e.data["error"] for e in other.view.entries if e.kind == "turn"] == ["worker crashed"]
+    assert [e.data.error for e in other.view.entries if e.kind == "turn"] == ["worker crashed"]
 
 
 def test_a_run_waiting_for_a_model_slot_says_so_in_the_status_until_granted() -> None:
