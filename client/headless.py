@@ -121,7 +121,7 @@ async def _run(project: Path, text: str, *, task: str | None, agent: str, yolo: 
 
 
 def run_headless(project: Path, text: str, *, task: str | None = None, agent: str = "director",
-                 yolo: str = "none", detach: bool = False, as_json: bool = False, verbose: bool = False,
+                 yolo: str = YoloLevel.NONE, detach: bool = False, as_json: bool = False, verbose: bool = False,
                  out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Submit one turn and follow it to its end; the exit code says how it ended (`exit_codes`)."""
     out = out or sys.stdout

@@ -24,6 +24,7 @@ from .messages import PROTOCOL_VERSION, ErrorReply, Hello, HelloReply
 from .records import Message, decode, encode
 from .runtime_dir import RuntimePaths, ensure_runtime_dir, resolve_runtime_dir
 from .sockets import connect_dealer
+from .vocabulary import ErrorCode
 
 __all__ = ["DaemonClient", "daemon_listening"]
 
@@ -92,7 +93,7 @@ class DaemonClient:
             ) from None
         except RemoteError as exc:
             await self.close()
-            if exc.code == "protocol_mismatch":
+            if exc.code == ErrorCode.PROTOCOL_MISMATCH:
                 raise ProtocolMismatch(str(exc)) from None
             raise
         self.hello = reply
