@@ -33,6 +33,7 @@ import subprocess
 import time
 from typing import Any
 
+from yagent.ipc.vocabulary import EventType, QuestionKind, RunStatus, StopReason
 from yagent.workers.kinds import AgentOutcome, RunContext, agent_kind
 
 
@@ -54,7 +55,7 @@ async def scripted(ctx: RunContext) -> AgentOutcome:
     output = script.get("output", "done")
     if notes:
         output = json.dumps({"output": output, "notes": notes})
-    return AgentOutcome(status="done", stop_reason="agent_exit", output=output)
+    return AgentOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, output=output)
 
 
 async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
@@ -62,7 +63,7 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
     if "emit" in step:
         text = "x" * int(step.get("size", 8))
         for i in range(int(step["emit"])):
-            ctx.emit(step.get("type", "ai_chunk"), {"i": i, "text": text})
+            ctx.emit(step.get("type", EventType.AI_CHUNK), {"i": i, "text": text})
             if i % 256 == 255:
                 await asyncio.sleep(0)  # let the channel flush, as a real agent would between chunks
     elif "step" in step:
@@ -102,7 +103,7 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
                        "error": o.error} for o in outcomes])
     elif "ask" in step:
         q = step["ask"]
-        answer = await ctx.ask_user(q.get("kind", "input"), q.get("prompt", "?"), options=q.get("options"),
+        answer = await ctx.ask_user(q.get("kind", QuestionKind.INPUT), q.get("prompt", "?"), options=q.get("options"),
                                     default=q.get("default"), details=q.get("details"))
         notes.append({"answer": answer})
     elif "spawn" in step:
@@ -123,7 +124,7 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
         ctx.emit(step["event"]["type"], step["event"].get("data", {}))
     elif "chunks" in step:
         for text in step["chunks"]:
-            ctx.emit("ai_chunk", {"text": text})
+            ctx.emit(EventType.AI_CHUNK, {"text": text})
             await asyncio.sleep(float(step.get("delay", 0)))
     elif "options" in step:
         ctx.emit("options", dict(ctx.spec.options))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from yagent.ipc.vocabulary import StopReason
 from yagent.workers.tools import Answer, AskKind, DelegationResult, YoloLevel
 
 from .doubles import ScriptedAsker, ScriptedDelegator, ScriptedLLM, call_tool, make_ctx
@@ -166,10 +167,10 @@ def test_delegation_goes_through_the_delegator(project: Path, tmp_path: Path) ->
 
 def test_failed_delegation_is_an_error_result(project: Path, tmp_path: Path) -> None:
     delegator = ScriptedDelegator(DelegationResult(text="stopped: idle timeout", status="error",
-                                                   stop_reason="idle_timeout"))
+                                                   stop_reason=StopReason.IDLE_TIMEOUT))
     ctx = make_ctx(project, tmp_path, delegator=delegator)
     result = call_tool(ctx, "delegate_devops", {"task": "check disk"}, agent="repo")
-    assert result.is_error and result.data["stop_reason"] == "idle_timeout"
+    assert result.is_error and result.data["stop_reason"] == StopReason.IDLE_TIMEOUT
     assert delegator.calls[0]["context"] is None
 
 
