@@ -13,6 +13,7 @@ from pathlib import Path
 
 from yagent.ipc import IpcError
 from yagent.ipc.home import config_path, yagent_home
+from yagent.ipc.vocabulary import ControlAction, YoloLevel
 
 from . import daemon_control, exit_codes, headless, startup, task_commands
 
@@ -98,9 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("-f", "--follow", action="store_true", help="keep following new events")
     lg.add_argument("--since", type=int, default=0, help="start after this seq")
 
-    for action, text in (("pause", "pause every run of a task at its next step"),
-                         ("continue", "continue a paused task"),
-                         ("cancel", "cancel a task's current turn")):
+    for action, text in ((ControlAction.PAUSE, "pause every run of a task at its next step"),
+                         (ControlAction.CONTINUE, "continue a paused task"),
+                         (ControlAction.CANCEL, "cancel a task's current turn")):
         c = sub.add_parser(action, parents=[json_after_command], help=text)
         c.add_argument("task")
 
@@ -110,8 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _yolo(full: bool, yolo: bool) -> str:
-    return "full" if full else ("yolo" if yolo else "none")
+def _yolo(full: bool, yolo: bool) -> YoloLevel:
+    return YoloLevel.FULL if full else (YoloLevel.YOLO if yolo else YoloLevel.NONE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,7 +170,7 @@ def _dispatch(argv: list[str] | None) -> int:
             if gate is not None:
                 return gate
             _start_daemon_if_needed()
-            yolo = "full" if args.full_yolo else ("yolo" if args.yolo else "none")
+            yolo = _yolo(args.full_yolo, args.yolo)
             return headless.run_headless(project, " ".join(args.text), task=args.task, agent=args.agent, yolo=yolo,
                                          detach=args.detach, as_json=as_json, verbose=args.verbose)
         if args.command == "ps":
@@ -177,8 +178,8 @@ def _dispatch(argv: list[str] | None) -> int:
             return task_commands.ps(project, as_json, args.limit)
         if args.command == "logs":
             return task_commands.logs(args.task, follow=args.follow, as_json=as_json, since=args.since)
-        if args.command in ("pause", "continue", "cancel"):
-            return task_commands.control(args.task, args.command, as_json)
+        if args.command in tuple(ControlAction):
+            return task_commands.control(args.task, ControlAction(args.command), as_json)
         if args.command == "answer":
             return task_commands.answer(args.task, args.args, as_json)
     except IpcError as exc:

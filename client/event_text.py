@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
-from yagent.ipc.messages import Event
-from yagent.ipc.vocabulary import EventType
+from yagent.ipc.daemon_events import RunFinished, RunStarted, TurnFinished, TurnStarted, UserHelpResponse
+from yagent.ipc.messages import Event, Question
+from yagent.ipc.vocabulary import EventType, RunStatus
 
+from .stamped import stamped_data
 from .thought_filter import ThoughtFilter
 
 __all__ = ["JsonLinesPrinter", "TextPrinter", "answer_hint"]
@@ -92,7 +94,8 @@ class TextPrinter:
             self._root_text_final = False  # `yagent logs` prints every turn: each one's answer counts anew
             self._open_text.clear()
             if self.verbose:
-                self._line(f"▶ turn {d.get('turn')}: {d.get('text', '')}")
+                started = stamped_data(ev, TurnStarted)
+                self._line(f"▶ turn {started.turn}: {started.text}")
         elif t == EventType.AI_STREAM_END:
             if d.get("restarted"):
                 self._restart_stream(ev)
@@ -103,22 +106,22 @@ class TextPrinter:
             self._line(f"  ↻ {ev.agent}: the model call failed, retrying: {d.get('error')}")
         elif t == EventType.AI_CHUNK:
             self._write_reply(ev, self._filters.setdefault(ev.run, ThoughtFilter()).feed(str(d.get("text", ""))))
-        elif t == EventType.RUN_STARTED and d.get("parent"):
+        elif t == EventType.RUN_STARTED and stamped_data(ev, RunStarted).parent:
             self._line(f"  → {ev.agent} started ({ev.run})")
-        elif t == EventType.RUN_FINISHED and d.get("parent"):
-            err = f": {d.get('error')}" if d.get("error") else ""
-            self._line(f"  ← {ev.agent} {d.get('status')} ({d.get('stop_reason')}){err}")
+        elif t == EventType.RUN_FINISHED and (finished := stamped_data(ev, RunFinished)).parent:
+            err = f": {finished.error}" if finished.error else ""
+            self._line(f"  ← {ev.agent} {finished.status} ({finished.stop_reason}){err}")
         elif t == EventType.TOOL_CALL_START:
             self._line(f"  ⚙ {ev.agent}: {d.get('name', '?')} {d.get('brief', '')}".rstrip())
         elif t == EventType.TOOL_CALL_RESULT and d.get("is_error"):
             self._line(f"    ✗ {d.get('name', '?')}: {str(d.get('content', ''))[:200]}")
-        elif t == EventType.USER_HELP_NEEDED:
-            opts = f" [{' / '.join(d.get('options') or [])}]" if d.get("options") else ""
-            self._line(f"? {ev.agent} asks: {d.get('prompt', '')}{opts}")
-            self._line(f"  {answer_hint(ev.task, str(d.get('request_id', '')), d.get('options') or ())}")
+        elif t == EventType.USER_HELP_NEEDED and (question := Question.read(d)) is not None:
+            opts = f" [{' / '.join(question.options)}]" if question.options else ""
+            self._line(f"? {ev.agent} asks: {question.prompt}{opts}")
+            self._line(f"  {answer_hint(ev.task, question.request_id, question.options)}")
         elif t == EventType.USER_HELP_RESPONSE:
             if self.verbose:
-                self._line(f"  answered: {d.get('answer')}")
+                self._line(f"  answered: {stamped_data(ev, UserHelpResponse).answer}")
         elif t == EventType.TASK_PAUSED:
             self._line("⏸ paused — `yagent continue " + ev.task + "` resumes")
         elif t == EventType.TASK_RESUMED:
@@ -126,11 +129,13 @@ class TextPrinter:
         elif t == EventType.CONVERSATION_ERROR:
             self._line(f"! {ev.agent}: {d.get('error', d)}")
         elif t == EventType.TURN_FINISHED:
-            if not self.streamed_root_text and d.get("output"):
-                self._line(str(d.get("output")))
+            finished_turn = stamped_data(ev, TurnFinished)
+            if not self.streamed_root_text and finished_turn.output:
+                self._line(finished_turn.output)
             self._end_line()
-            if d.get("status") != "done":
-                self._line(f"✗ turn ended: {d.get('status')} ({d.get('stop_reason')}) {d.get('error', '')}".rstrip())
+            if finished_turn.status != RunStatus.DONE:
+                self._line(f"✗ turn ended: {finished_turn.status} ({finished_turn.stop_reason}) "
+                           f"{finished_turn.error}".rstrip())
         elif self.verbose:
             self._line(f"  · {ev.agent} {t} {json.dumps(d)[:160]}")
         if t == EventType.LLM_CALL_END:
@@ -150,10 +155,13 @@ class JsonLinesPrinter:
     def handle(self, ev: Event) -> None:
         self.out.write(json.dumps(ev.to_json(), ensure_ascii=False) + "\n")
         if ev.type == EventType.TURN_FINISHED:
-            self.result(ev.task, ev.data)
+            d = stamped_data(ev, TurnFinished)
+            self.result(ev.task, status=d.status, stop_reason=d.stop_reason, output=d.output, error=d.error)
         self.out.flush()
 
-    def result(self, task: str, data: dict[str, Any]) -> None:
-        line = {"type": "result", "task": task, "status": data.get("status"), "stop_reason": data.get("stop_reason"),
-                "output": data.get("output", ""), "error": data.get("error", "")}
+    def result(self, task: str, *, status: str, stop_reason: str = "", output: str = "", error: str = "") -> None:
+        """The final line: how the turn ended (`status` is a RunStatus value, or "detached" when the client
+        stopped following first) and its whole answer."""
+        line = {"type": "result", "task": task, "status": status, "stop_reason": stop_reason, "output": output,
+                "error": error}
         self.out.write(json.dumps(line, ensure_ascii=False) + "\n")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from yagent.ipc.vocabulary import RunStatus, TaskState
+from yagent.ipc.vocabulary import ErrorCode, RunStatus, TaskState
 
 OK = 0
 FAILED = 1  # the task ended in failure, or a request was refused
@@ -14,7 +14,7 @@ SIGINT = 130  # Ctrl+C (128 + SIGINT, what shells expect)
 BROKEN_PIPE = 141  # stdout was closed by the reader (128 + SIGPIPE, as if the signal had killed us)
 
 # Error codes of refused requests that mean the command line (or the configuration) must change.
-_USAGE_REFUSALS = frozenset({"bad_request", "bad_config", "bad_project"})
+_USAGE_REFUSALS = frozenset({ErrorCode.BAD_REQUEST, ErrorCode.BAD_CONFIG, ErrorCode.BAD_PROJECT})
 
 
 def for_outcome(status: str) -> int:

@@ -13,28 +13,29 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from yagent.ipc import DaemonClient, EventStream, IpcError, RemoteError
-from yagent.ipc.messages import Ack, Answer, Event, Replay, ReplayReply, Submit, Submitted
-from yagent.ipc.vocabulary import EventType, YoloLevel
+from yagent.ipc.daemon_events import TurnFinished, TurnStarted
+from yagent.ipc.messages import Ack, Answer, Event, Question, Replay, ReplayReply, Submit, Submitted
+from yagent.ipc.vocabulary import EventType, QuestionKind, RunStatus, YoloLevel
 
 from . import exit_codes
 from .event_text import JsonLinesPrinter, TextPrinter, answer_hint
 from .liveness import DaemonLost, run_while_daemon_lives
+from .stamped import stamped_data
 
 __all__ = ["auto_approves", "run_headless"]
 
 
-def auto_approves(yolo: str, question: dict[str, Any]) -> bool:
+def auto_approves(yolo: str, question: Question) -> bool:
     """Whether the yolo level answers this question without a person: authorisation prompts only,
     and with plain `--yolo` only those that stay inside the project (no `outside_paths`)."""
-    if question.get("kind") != "authorize":
+    if question.kind != QuestionKind.AUTHORIZE:
         return False
-    if yolo == YoloLevel.FULL.value:
+    if yolo == YoloLevel.FULL:
         return True
-    details = question.get("details") if isinstance(question.get("details"), dict) else {}
-    return yolo == YoloLevel.YOLO.value and not details.get("outside_paths")
+    return yolo == YoloLevel.YOLO and not question.details.get("outside_paths")
 
 
 async def _turn_start_seq(client: DaemonClient, task: str, turn: int) -> int:
@@ -44,7 +45,7 @@ async def _turn_start_seq(client: DaemonClient, task: str, turn: int) -> int:
         page = await client.request(Replay(id=0, task=task, after_seq=after), ReplayReply)
         for item in page.events:
             ev = Event.from_published(task, item)
-            if ev.type == EventType.TURN_STARTED and ev.data.get("turn") == turn:
+            if ev.type == EventType.TURN_STARTED and stamped_data(ev, TurnStarted).turn == turn:
                 return ev.seq - 1
             after = ev.seq
         if not page.more or not page.events:
@@ -63,28 +64,30 @@ async def _follow_turn(client: DaemonClient, task: str, turn: int, *, printer: J
     # Start at this turn: whatever the task emitted in earlier turns is history.
     async with EventStream(client, task, after_seq=await _turn_start_seq(client, task, turn)) as stream:
         async for ev in stream.events():
-            if ev.type == EventType.TURN_STARTED and ev.data.get("turn") != turn:
+            if ev.type == EventType.TURN_STARTED and stamped_data(ev, TurnStarted).turn != turn:
                 continue
-            if ev.type == EventType.USER_HELP_NEEDED and auto_approves(yolo, ev.data):
+            question = Question.read(ev.data) if ev.type == EventType.USER_HELP_NEEDED else None
+            if question is not None and auto_approves(yolo, question):
                 if as_json:
                     printer.handle(ev)  # the JSON stream stays complete; text would say "answer it" for nothing
-                rid = str(ev.data.get("request_id", ""))
+                rid = question.request_id
                 try:
                     await client.request(Answer(id=0, task=task, request_id=rid, answer={"value": "once"},
                                                           by="--yolo, without asking"), Ack)
-                    print(f"yagent: approved without asking (--{'full-' if yolo == 'full' else ''}yolo): "
-                          f"{ev.data.get('prompt', '')}", file=err)
+                    print(f"yagent: approved without asking (--{'full-' if yolo == YoloLevel.FULL else ''}yolo): "
+                          f"{question.prompt}", file=err)
                 except RemoteError as exc:
                     print(f"yagent: could not approve {rid}: {exc}", file=err)
                 continue
             printer.handle(ev)
-            if ev.type == EventType.USER_HELP_NEEDED and (as_json or not _same_terminal(out, err)):
+            if question is not None and (as_json or not _same_terminal(out, err)):
                 # stdout may be a pipe or a file; the person watching learns on stderr where to answer.
-                print(f"yagent: {ev.agent} asks: {ev.data.get('prompt', '')} — "
-                      f"{answer_hint(task, str(ev.data.get('request_id', '')), ev.data.get('options') or ())}",
-                      file=err, flush=True)
-            if ev.type == EventType.TURN_FINISHED and ev.data.get("turn") == turn:
-                return exit_codes.for_outcome(str(ev.data.get("status")))
+                print(f"yagent: {ev.agent} asks: {question.prompt} — "
+                      f"{answer_hint(task, question.request_id, question.options)}", file=err, flush=True)
+            if ev.type == EventType.TURN_FINISHED:
+                finished = stamped_data(ev, TurnFinished)
+                if finished.turn == turn:
+                    return exit_codes.for_outcome(finished.status)
     return exit_codes.FAILED
 
 
@@ -118,7 +121,7 @@ async def _run(project: Path, text: str, *, task: str | None, agent: str, yolo: 
 
 
 def run_headless(project: Path, text: str, *, task: str | None = None, agent: str = "director",
-                 yolo: str = "none", detach: bool = False, as_json: bool = False, verbose: bool = False,
+                 yolo: str = YoloLevel.NONE, detach: bool = False, as_json: bool = False, verbose: bool = False,
                  out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Submit one turn and follow it to its end; the exit code says how it ended (`exit_codes`)."""
     out = out or sys.stdout
@@ -135,7 +138,7 @@ def run_headless(project: Path, text: str, *, task: str | None = None, agent: st
     except IpcError as exc:  # `DaemonLost` says all there is to say; other errors need the context
         reason = str(exc) if isinstance(exc, DaemonLost) else f"lost the connection to yagentd: {exc}"
         printer.end_line()
-        _last_result(printer, progress, "interrupted", reason)
+        _last_result(printer, progress, RunStatus.INTERRUPTED, reason)
         print(f"yagent: {reason}", file=err)
         return exit_codes.NOT_RUNNING
     except KeyboardInterrupt:
@@ -153,5 +156,5 @@ def run_headless(project: Path, text: str, *, task: str | None = None, agent: st
 def _last_result(printer: JsonLinesPrinter | TextPrinter, progress: _Progress, status: str, error: str) -> None:
     """A script reading the last JSON line learns how the follow ended, also when no turn end arrived."""
     if isinstance(printer, JsonLinesPrinter) and progress.task is not None:
-        printer.result(progress.task, {"status": status, "stop_reason": "", "error": error})
+        printer.result(progress.task, status=status, error=error)
         printer.out.flush()

@@ -21,7 +21,7 @@ from yagent.ipc.messages import (
     TaskList,
     TaskSummary,
 )
-from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS
+from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, ControlAction, QuestionKind
 
 from . import exit_codes
 from .answerer import answerer
@@ -139,7 +139,8 @@ async def _control(task: str, action: str, as_json: bool) -> int:
     if as_json:
         print(json.dumps({"task": ack.task, "action": action, "state": ack.state}))
     else:
-        verb = {"pause": "paused", "continue": "continued", "cancel": "cancelling"}[action]
+        verb = {ControlAction.PAUSE: "paused", ControlAction.CONTINUE: "continued",
+                ControlAction.CANCEL: "cancelling"}[action]
         print(f"task {ack.task} {verb}")
     return exit_codes.OK
 
@@ -153,11 +154,11 @@ _REQUEST_ID = re.compile(r"^r[0-9a-f]{6,}\.\d+$")  # a run id, a dot, the questi
 
 def accepted_answers(question: Question) -> list[str] | None:
     """The values a question takes (None: any text). Anything else would be read as a refusal or a no."""
-    if question.kind == "authorize":
+    if question.kind == QuestionKind.AUTHORIZE:
         return list(question.options) or list(AUTHORIZE_ANSWERS)
-    if question.kind == "confirm":
+    if question.kind == QuestionKind.CONFIRM:
         return list(question.options) or ["yes", "no"]
-    if question.kind == "select" and question.options:
+    if question.kind == QuestionKind.SELECT and question.options:
         return list(question.options)
     return None
 
@@ -168,7 +169,7 @@ def _matching_answer(question: Question, value: str) -> str | None:
         return value
     wanted = value.strip().casefold()
     for option in accepted:
-        if option.casefold() == wanted or (question.kind == "confirm" and option.casefold() in ("yes", "no")
+        if option.casefold() == wanted or (question.kind == QuestionKind.CONFIRM and option.casefold() in ("yes", "no")
                                            and wanted == option.casefold()[0]):
             return option
     return None

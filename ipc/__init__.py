@@ -21,7 +21,17 @@ from .home import config_path, yagent_home
 from .messages import PROTOCOL_VERSION, Event
 from .records import MAX_FRAME_BYTES, decode, encode
 from .runtime_dir import RuntimePaths, ensure_runtime_dir, resolve_runtime_dir
-from .vocabulary import ControlAction, EventType, RunStatus, StopReason, TaskState, YoloLevel
+from .vocabulary import (
+    ControlAction,
+    ErrorCode,
+    EventType,
+    HandoffStatus,
+    QuestionKind,
+    RunStatus,
+    StopReason,
+    TaskState,
+    YoloLevel,
+)
 
 __all__ = [
     "MAX_FRAME_BYTES",
@@ -29,14 +39,17 @@ __all__ = [
     "ControlAction",
     "DaemonClient",
     "DaemonNotRunning",
+    "ErrorCode",
     "Event",
     "EventStream",
     "EventType",
+    "HandoffStatus",
     "IpcError",
     "MalformedMessage",
     "MessageTooLarge",
     "ProtocolError",
     "ProtocolMismatch",
+    "QuestionKind",
     "RemoteError",
     "RequestTimeout",
     "RunStatus",

@@ -24,6 +24,7 @@ from .pending_replies import PendingReplies
 from .records import Message, decode, encode
 from .runtime_dir import RuntimePaths, ensure_runtime_dir, resolve_runtime_dir
 from .sockets import connect_dealer
+from .vocabulary import ErrorCode
 
 __all__ = ["DaemonClient", "daemon_listening"]
 
@@ -91,7 +92,7 @@ class DaemonClient:
             ) from None
         except RemoteError as exc:
             await self.close()
-            if exc.code == "protocol_mismatch":
+            if exc.code == ErrorCode.PROTOCOL_MISMATCH:
                 raise ProtocolMismatch(str(exc)) from None
             raise
         self.hello = reply

@@ -2,8 +2,9 @@
 hand-off statuses and error codes.
 
 One definition each, imported by daemon, workers and clients alike; nothing else spells these words.
-`tests/test_vocabulary.py` pins the wire spelling of every value and fails on a copy of a distinctive one
-typed as a plain string elsewhere.
+`tests/ipc/test_vocabulary_golden.py` pins the wire spelling of every value, and
+`tests/test_vocabulary_ratchet.py` fails on a distinctive one typed as a plain string in client, daemon
+or test code.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from typing import Any
 from tomlkit.toml_document import TOMLDocument
 
 from yagent.ipc.provider_config import validate_provider_table
+from yagent.ipc.vocabulary import YoloLevel
 
 from ..line_field import LineField
 from .config_file import (
@@ -74,7 +75,7 @@ class Preference:
 PREFERENCES: tuple[Preference, ...] = (
     Preference("language", ("agent",), "lang", ("English", "Chinese"), "English",
                "the language agents answer in"),
-    Preference("yolo level", ("tui",), "yolo", ("none", "yolo", "full"), "none",
+    Preference("yolo level", ("tui",), "yolo", tuple(YoloLevel), YoloLevel.NONE,
                "none: ask before risky steps · yolo: no questions inside the project · full: never ask"),
     Preference("routing mode", ("routing",), "mode", ("auto", "fixed"), "auto",
                "auto: pick a model tier per task · fixed: always the configured provider"),

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config
+from yagent.ipc.vocabulary import YoloLevel
 
 __all__ = ["ConfigFacts", "read_config_facts"]
 
@@ -68,7 +69,7 @@ def read_config_facts(path: Path, environ: Mapping[str, str], home: Path, projec
         dirs.extend(Path(str(d)).expanduser() for d in extra)
     facts.skill_dirs = dirs
     yolo = _table(raw, "tui").get("yolo", "")
-    facts.yolo = yolo if yolo in ("none", "yolo", "full") else ""
+    facts.yolo = yolo if yolo in tuple(YoloLevel) else ""
     return facts
 
 

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from yagent.ipc.daemon_events import TurnStarted
 from yagent.ipc.errors import IpcError, RemoteError
 from yagent.ipc.messages import Event, TaskDetail
-from yagent.ipc.vocabulary import EventType
+from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, YoloLevel
 
 from ..humanize import age
+from ..stamped import stamped_data
 from .backend import Backend
 from .commands import COMMANDS, parse_input
 from .config_facts import ConfigFacts, list_skills, read_config_facts
@@ -55,7 +57,7 @@ KEY_HELP = (
 class TuiOptions:
     project: Path
     agent: str = "director"
-    yolo: str = ""  # empty: `[tui] yolo` from the config file, else "none"
+    yolo: str = ""  # a YoloLevel; empty: `[tui] yolo` from the config file, else none
     config_path: Path | None = None
     home: Path | None = None
 
@@ -101,7 +103,7 @@ class TuiController:
         self._generation = 0
         self._pump: asyncio.Task[Any] | None = None
         facts = self.facts()
-        self.yolo = options.yolo or facts.yolo or "none"
+        self.yolo = options.yolo or facts.yolo or YoloLevel.NONE
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -220,7 +222,7 @@ class TuiController:
         """Turns older than anything the daemon still replays are shown from the task record."""
         if backlog and backlog[0].seq == 1:
             return
-        covered = [int(e.data.get("turn") or 0) for e in backlog if e.type == EventType.TURN_STARTED.value]
+        covered = [stamped_data(e, TurnStarted).turn for e in backlog if e.type == EventType.TURN_STARTED.value]
         first = min(covered) if covered else None
         missing = [(t.text, t.output) for t in detail.turns if first is None or t.turn < first]
         if not covered and backlog:
@@ -322,7 +324,7 @@ class TuiController:
         try:
             await self.backend.answer(self.view.task or q.task, q.request_id, value)
         except RemoteError as exc:
-            if exc.code == "no_question":
+            if exc.code == ErrorCode.NO_QUESTION:
                 # Answered from another client a moment ago, or its run ended: nothing to do here.
                 self.view.questions.pop(q.request_id, None)
                 self.say("that question was already answered elsewhere, or its run ended")
@@ -368,7 +370,7 @@ class TuiController:
                                             yolo=self.yolo, options=options)
         except RemoteError as exc:
             self.restore_input(text)
-            if exc.code == "busy":
+            if exc.code == ErrorCode.BUSY:
                 self.say(f"not sent: the task is still working on turn {self.view.turn} — your message is back in "
                          "the input; send it when the turn ends, or /cancel the turn", error=True)
             else:
@@ -384,8 +386,9 @@ class TuiController:
     # -- commands ----------------------------------------------------------------------------------
 
     def run_command(self, name: str, arg: str) -> None:
-        if name in ("pause", "continue", "cancel"):
-            self._need_task(lambda task: self.spawn(name, self._control(task, name)))
+        if name in tuple(ControlAction):  # /pause, /continue and /cancel are named after their action
+            action = ControlAction(name)
+            self._need_task(lambda task: self.spawn(name, self._control(task, action)))
         elif name == "resume":
             self.spawn("resume", self._resume_picker())
         elif name == "new":
@@ -424,12 +427,12 @@ class TuiController:
         else:
             then(self.view.task)
 
-    async def _control(self, task: str, action: str) -> None:
+    async def _control(self, task: str, action: ControlAction) -> None:
         before = self._control_done(action)
         try:
             await self.backend.control(task, action)
         except RemoteError as exc:
-            if exc.code == "not_running":
+            if exc.code == ErrorCode.NOT_RUNNING:
                 self.say(f"nothing to {action}: the task has no turn in progress", error=True)
             else:
                 self.say(str(exc), error=True)
@@ -438,12 +441,12 @@ class TuiController:
             self._lost(str(exc))
             return
         if before or not self._control_done(action):  # else its event landed first: the log says it already
-            self.say({"pause": "pausing at the next step…", "continue": "continuing",
-                      "cancel": "cancelling the turn…"}[action])
+            self.say({ControlAction.PAUSE: "pausing at the next step…", ControlAction.CONTINUE: "continuing",
+                      ControlAction.CANCEL: "cancelling the turn…"}[action])
 
-    def _control_done(self, action: str) -> bool:
-        return {"pause": self.view.paused, "continue": not self.view.paused,
-                "cancel": not self.view.turn_running}[action]
+    def _control_done(self, action: ControlAction) -> bool:
+        return {ControlAction.PAUSE: self.view.paused, ControlAction.CONTINUE: not self.view.paused,
+                ControlAction.CANCEL: not self.view.turn_running}[action]
 
     async def _resume_picker(self) -> None:
         try:
@@ -566,7 +569,7 @@ class TuiController:
     def setup_finished(self, note: str) -> None:
         self.mode = "main"
         if not self.options.yolo:  # a yolo level given on the command line outranks the saved preference
-            self.yolo = self.facts().yolo or "none"
+            self.yolo = self.facts().yolo or YoloLevel.NONE
         if note:
             self.view.note(note)
         self.changed()

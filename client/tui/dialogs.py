@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from yagent.ipc.messages import Question
-from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS
+from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, QuestionKind
 
 from ..cells import Line, pad_line, text_width, truncate, wrap
 from ..line_field import LineField
@@ -162,13 +162,13 @@ class QuestionDialog(_ListDialog):
         self.error = ""
         kind = question.kind
         self.field: LineField | None = None
-        if kind == "authorize":
+        if kind == QuestionKind.AUTHORIZE:
             values = [v for v, _l in AUTHORIZE_CHOICES]
             labels = [f"{label}" for _v, label in AUTHORIZE_CHOICES]
-        elif kind == "confirm":
+        elif kind == QuestionKind.CONFIRM:
             values = list(question.options) or ["yes", "no"]
             labels = list(values)
-        elif kind == "select":
+        elif kind == QuestionKind.SELECT:
             values = list(question.options)
             labels = list(values)
         else:
@@ -177,17 +177,17 @@ class QuestionDialog(_ListDialog):
             self.takes_text = True
         default_index = values.index(question.default) if question.default in values else 0
         super().__init__(labels, values, default_index)
-        self.title = (f"{question.agent or 'agent'} needs your authorisation" if kind == "authorize"
+        self.title = (f"{question.agent or 'agent'} needs your authorisation" if kind == QuestionKind.AUTHORIZE
                       else f"{question.agent or 'agent'} asks")
 
     def hints(self) -> list[tuple[str, str]]:
         kind = self.question.kind
-        if kind == "authorize":
+        if kind == QuestionKind.AUTHORIZE:
             return [("o", "once"), ("s", "session"), ("p", "project"), ("d", "deny"), ("esc", "later")]
-        if kind == "confirm":
+        if kind == QuestionKind.CONFIRM:
             return [("y", self.values[0]), ("n", self.values[1] if len(self.values) > 1 else "no"),
                     ("enter", "choose"), ("esc", "later")]
-        if kind == "select":
+        if kind == QuestionKind.SELECT:
             return [("↑↓", "move"), ("enter", "choose"), ("1-9", "pick"), ("esc", "later")]
         return [("enter", "send"), ("esc", "later")]
 
@@ -197,11 +197,11 @@ class QuestionDialog(_ListDialog):
         kind = self.question.kind
         if self.field is not None:
             return self._field_key(key, data)
-        if kind == "authorize" and key in ("o", "s", "p", "d"):
+        if kind == QuestionKind.AUTHORIZE and key in ("o", "s", "p", "d"):
             value = {"o": "once", "s": "session", "p": "project", "d": "deny"}[key]
             self.selected = self.values.index(value)
             return Choice(value)
-        if kind == "confirm" and key in ("y", "n") and self.values:
+        if kind == QuestionKind.CONFIRM and key in ("y", "n") and self.values:
             self.selected = 0 if key == "y" or len(self.values) < 2 else 1
             return Choice(self.values[self.selected])
         return self._list_key(key)

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from yagent.ipc.messages import Question
+from yagent.ipc.vocabulary import RunStatus, TaskState
 
 from ..cells import Line, clean, fit, pad_line, text_width, truncate, wrap, wrap_fragments, wrap_spans
 from ..theme import agent_style
 from ..thought_filter import visible_reply
 from .markdown import style_markdown_line, wrap_styled
-from .state import Entry, PlanEntry, TaskView
+from .state import AnswerShown, DelegationEnd, DelegationStart, Entry, PlanEntry, TaskView, TurnEnd
 
 __all__ = [
     "LogRenderer",
@@ -140,7 +144,7 @@ class LogRenderer:
         if cached is not None and cached.key == key:
             return cached.lines
         if entry.kind == "text":
-            visible = visible_reply(entry.text, final=bool(entry.data.get("final")))
+            visible = visible_reply(entry.text, final=entry.final)
             if not visible:  # a reply that so far holds only its thought block: the plans view shows it
                 self._cache[entry] = _Cached(key, [])
                 return []
@@ -195,43 +199,41 @@ def _render_entry(entry: Entry, width: int, expanded: bool) -> list[Line]:
         if not expanded:
             return [head]
         return [head, *_indented(wrap(entry.text, max(1, width - 4)), width, 4, "class:thinking")]
-    if kind == "tool":
-        return _render_tool(entry, width, expanded)
-    if kind == "delegation":
-        if d.get("phase") == "start":
-            prefix: Line = [("", "  "), ("class:delegation", "→ "), (agent_style(entry.agent), entry.agent),
-                            ("class:delegation", " ")]
-            return [pad_line([*prefix, ("class:dim", truncate(str(d.get("input", "")), width))], width)]
-        ok = d.get("status") == "done"
-        detail = f"{d.get('status', '')} ({d.get('stop_reason', '')}) · {format_duration(float(d.get('elapsed') or 0))}"
-        if d.get("error"):
-            detail += f": {d['error']}"
+    if kind == "tool" and isinstance(d, dict):
+        return _render_tool(entry, d, width, expanded)
+    if isinstance(d, DelegationStart):
+        prefix: Line = [("", "  "), ("class:delegation", "→ "), (agent_style(entry.agent), entry.agent),
+                        ("class:delegation", " ")]
+        return [pad_line([*prefix, ("class:dim", truncate(d.input, width))], width)]
+    if isinstance(d, DelegationEnd):
+        detail = f"{d.status} ({d.stop_reason}) · {format_duration(d.elapsed)}"
+        if d.error:
+            detail += f": {d.error}"
         prefix = [("", "  "), ("class:delegation", "← "), (agent_style(entry.agent), entry.agent), ("", " ")]
+        ok = d.status == RunStatus.DONE
         return _wrapped(prefix, detail, width, 6, "class:delegation" if ok else "class:error")
     if kind == "notice":
         return _wrapped([("", "  "), ("class:notice", "· ")], entry.text, width, 4, "class:notice")
     if kind == "error":
         return _wrapped([("", "  "), ("class:error", "! ")], entry.text, width, 4, "class:error")
-    if kind == "question":
-        return _wrapped([("", "  "), ("class:question", "? ")], f"{entry.agent} asks: {d.get('prompt', '')}",
+    if isinstance(d, Question):
+        return _wrapped([("", "  "), ("class:question", "? ")], f"{entry.agent} asks: {d.prompt}",
                         width, 4, "class:question")
-    if kind == "answer":
-        by = f" (by {d['by']})" if d.get("by") else ""
-        return _wrapped([("", "  "), ("class:answer", "✓ ")], f"answered: {d.get('value', '')}{by}", width, 4,
+    if isinstance(d, AnswerShown):
+        by = f" (by {d.by})" if d.by else ""
+        return _wrapped([("", "  "), ("class:answer", "✓ ")], f"answered: {d.value}{by}", width, 4,
                         "class:answer")
-    if kind == "turn":
-        status = str(d.get("status") or "")
-        text = f"■ turn {d.get('turn')} {status or 'ended'} · {format_duration(float(d.get('elapsed') or 0))}"
-        if status != "done":
-            reason = f" ({d['stop_reason']})" if d.get("stop_reason") else ""
-            err = f": {d['error']}" if d.get("error") else ""
-            return [_blank(width), *_wrapped([("", "  ")], text + reason + err, width, 4, "class:error")]
+    if isinstance(d, TurnEnd):
+        text = f"■ turn {d.turn} {d.status} · {format_duration(d.elapsed)}"
+        if d.status != RunStatus.DONE:
+            err = f": {d.error}" if d.error else ""
+            return [_blank(width), *_wrapped([("", "  ")], f"{text} ({d.stop_reason}){err}", width, 4,
+                                             "class:error")]
         return [_blank(width), pad_line([("", "  "), ("class:dim", text)], width)]
     return _wrapped([("", "  ")], entry.text, width, 2, "class:dim")
 
 
-def _render_tool(entry: Entry, width: int, expanded: bool) -> list[Line]:
-    d = entry.data
+def _render_tool(entry: Entry, d: dict[str, Any], width: int, expanded: bool) -> list[Line]:
     if not d.get("done"):
         mark, mark_style = "…", "class:tool.running"
     elif d.get("is_error"):
@@ -299,9 +301,10 @@ def render_title(view: TaskView, width: int, hints: Sequence[tuple[str, str]]) -
 
 # -- status line -------------------------------------------------------------------------------------
 
-_STATE_STYLE = {"running": "running", "waiting for you": "waiting", "paused": "paused", "done": "done",
-                "idle": "idle", "new": "idle", "failed": "failed", "cancelled": "failed",
-                "interrupted": "failed"}
+# Keyed by `TaskView.display_state`: a task state, or one of the client's own words for a task.
+_STATE_STYLE = {TaskState.RUNNING: "running", "waiting for you": "waiting", TaskState.PAUSED: "paused",
+                TaskState.DONE: "done", TaskState.IDLE: "idle", "new": "idle", TaskState.FAILED: "failed",
+                TaskState.CANCELLED: "failed", TaskState.INTERRUPTED: "failed"}
 
 
 def status_height(view: TaskView, rows: int) -> int:
@@ -327,7 +330,7 @@ def render_status(view: TaskView, width: int, rows: int, now: float, *, model_ov
     if lines_below > 0:
         segments.append(f"↓ {lines_below} lines below")
     runs = view.live_runs()
-    live = [r for _d, r in runs if r.status in ("running", "queued", "starting")]
+    live = [r for _d, r in runs if r.status in (RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.STARTING)]
     if runs:
         names: dict[str, int] = {}
         for r in live:

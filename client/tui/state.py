@@ -13,20 +13,70 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from yagent.ipc.daemon_events import (
+    LlmSlotWait,
+    RunFinished,
+    RunQueued,
+    RunStarted,
+    TurnFinished,
+    TurnStarted,
+    UserHelpResponse,
+)
 from yagent.ipc.messages import Event, Question, TaskSummary
-from yagent.ipc.vocabulary import EventType, TaskState
+from yagent.ipc.vocabulary import EventType, RunStatus, StopReason, TaskState
 
 from ..cells import clean
+from ..stamped import stamped_data
 from ..thought_filter import visible_reply
 
 __all__ = [
+    "AnswerShown",
     "CompressionTotals",
+    "DelegationEnd",
+    "DelegationStart",
     "Entry",
+    "EntryData",
     "PlanEntry",
     "RunInfo",
     "TaskView",
+    "TurnEnd",
     "UsageTotals",
 ]
+
+
+@dataclass(slots=True)
+class TurnEnd:
+    """What a turn's closing line shows."""
+
+    turn: int
+    status: RunStatus
+    stop_reason: StopReason
+    error: str  # empty when the log shows this error already
+    elapsed: float
+
+
+@dataclass(slots=True)
+class DelegationStart:
+    input: str  # the first line of the task the child was given
+
+
+@dataclass(slots=True)
+class DelegationEnd:
+    status: RunStatus
+    stop_reason: StopReason
+    error: str
+    elapsed: float
+
+
+@dataclass(slots=True)
+class AnswerShown:
+    value: str  # the answer, or "cancelled" for a question withdrawn unanswered
+    by: str  # who answered, when it was not this client
+
+
+# Entries built from daemon-stamped events hold a typed record; those built from agents' events a dict
+# of the event's keys (a reply's `final`, a tool call's name, brief and result).
+EntryData = dict[str, Any] | TurnEnd | DelegationStart | DelegationEnd | AnswerShown | Question
 
 
 class Entry:
@@ -35,13 +85,13 @@ class Entry:
     __slots__ = ("_parts", "_text", "agent", "data", "kind", "replaced", "run", "version")
 
     def __init__(self, kind: str, agent: str = "", run: str = "", text: str = "",
-                 data: dict[str, Any] | None = None) -> None:
+                 data: EntryData | None = None) -> None:
         self.kind = kind  # user | text | thinking | tool | delegation | notice | error | question | answer | turn
         self.agent = agent
         self.run = run
         self._parts: list[str] = [clean(text)] if text else []
         self._text: str | None = None
-        self.data = data or {}
+        self.data: EntryData = {} if data is None else data
         self.version = 0
         self.replaced = 0  # bumped when the text is replaced rather than appended to
 
@@ -66,13 +116,18 @@ class Entry:
     def touch(self) -> None:
         self.version += 1
 
+    @property
+    def final(self) -> bool:
+        """Whether this reply's stream has ended (a thought block it never closed then shows)."""
+        return isinstance(self.data, dict) and bool(self.data.get("final"))
+
 
 @dataclass(slots=True)
 class RunInfo:
     run: str
     agent: str
     parent: str | None
-    status: str
+    status: str  # a RunStatus value
     started_at: float = 0.0
     ended_at: float = 0.0
     slot_limit: int = 0  # > 0 while the run waits for one of this many in-flight model request slots
@@ -197,9 +252,9 @@ class TaskView:
             return "waiting for you"
         if self.paused and self.state in (TaskState.RUNNING.value, TaskState.PAUSED.value,
                                           TaskState.WAITING.value):
-            return "paused"
+            return TaskState.PAUSED
         if self.state == TaskState.WAITING.value:
-            return "running"
+            return TaskState.RUNNING  # its question is gone (answered elsewhere or withdrawn): the run goes on
         return self.state
 
     @property
@@ -241,7 +296,8 @@ class TaskView:
         closed = list(self._slots.values()) if run is None else [e for e in [self._slots.get(run)] if e]
         for entry in closed:
             # A finished reply shows a thought block it never closed, rather than hiding the rest of it.
-            entry.data["final"] = True
+            if isinstance(entry.data, dict):
+                entry.data["final"] = True
             entry.touch()
         if run is None:
             self._slots.clear()
@@ -262,73 +318,69 @@ class TaskView:
             self._on_compressed(ev, _COMPRESSION_TYPES[ev.type])
 
     def _on_turn_started(self, ev: Event) -> None:
-        d = ev.data
+        d = stamped_data(ev, TurnStarted)
         self._close_streams()
-        self.turn = int(d.get("turn") or self.turn + 1)
+        self.turn = d.turn or self.turn + 1
         self.root_run = ev.run
-        self.root_agent = str(d.get("agent") or ev.agent)
+        self.root_agent = d.agent or ev.agent
         self.root_streamed = False
         self._errors_shown = set()
         self.turn_started_at = ev.ts
         self.turn_ended_at = 0.0
         self.state = TaskState.RUNNING.value
         self.paused = False
-        self.runs = {ev.run: RunInfo(ev.run, ev.agent, None, "queued", ev.ts)}
-        self._add(Entry("user", agent=ev.agent, run=ev.run, text=str(d.get("text", ""))))
+        self.runs = {ev.run: RunInfo(ev.run, ev.agent, None, RunStatus.QUEUED, ev.ts)}
+        self._add(Entry("user", agent=ev.agent, run=ev.run, text=d.text))
 
     def _on_turn_finished(self, ev: Event) -> None:
-        d = ev.data
+        d = stamped_data(ev, TurnFinished)
         self._close_streams()
         self.turn_ended_at = ev.ts
-        status = str(d.get("status") or "")
-        self.state = str(d.get("state") or status or TaskState.DONE.value)
+        self.state = d.state
         self.paused = False
-        output = str(d.get("output") or "")
-        if output and not self.root_streamed:
-            self._add(Entry("text", agent=self.root_agent or ev.agent, run=ev.run, text=output))
+        if d.output and not self.root_streamed:
+            self._add(Entry("text", agent=self.root_agent or ev.agent, run=ev.run, text=d.output))
         # A finished turn waits for nobody: its questions are void.
         self.questions.clear()
-        self._add(Entry("turn", agent=ev.agent, run=ev.run, data={
-            "turn": d.get("turn", self.turn), "status": status, "stop_reason": d.get("stop_reason", ""),
-            "error": d.get("error", "") if self._first_time(d.get("error", "")) else "",
-            "elapsed": self.elapsed(ev.ts)}))
+        self._add(Entry("turn", agent=ev.agent, run=ev.run, data=TurnEnd(
+            turn=d.turn or self.turn, status=d.status, stop_reason=d.stop_reason,
+            error=d.error if self._first_time(d.error) else "", elapsed=self.elapsed(ev.ts))))
 
     def _on_run_queued(self, ev: Event) -> None:
-        d = ev.data
-        run = str(d.get("run") or "")
-        if run:
-            self.runs[run] = RunInfo(run, str(d.get("agent") or "?"), d.get("parent") or ev.run, "queued", ev.ts)
+        d = stamped_data(ev, RunQueued)
+        if d.run:
+            self.runs[d.run] = RunInfo(d.run, d.agent or "?", d.parent or ev.run, RunStatus.QUEUED, ev.ts)
 
     def _on_slot_wait(self, ev: Event) -> None:
+        d = stamped_data(ev, LlmSlotWait)
         info = self.runs.get(ev.run)
         if info is not None:
-            info.slot_limit = int(ev.data.get("limit") or 1) if ev.data.get("waiting") else 0
+            info.slot_limit = (d.limit or 1) if d.waiting else 0
 
     def _on_run_started(self, ev: Event) -> None:
-        d = ev.data
+        d = stamped_data(ev, RunStarted)
         info = self.runs.get(ev.run)
-        parent = d.get("parent") or None
+        parent = d.parent or None
         if info is None:
-            info = self.runs[ev.run] = RunInfo(ev.run, ev.agent, parent, "running", ev.ts)
-        info.status, info.started_at, info.agent = "running", ev.ts, ev.agent
+            info = self.runs[ev.run] = RunInfo(ev.run, ev.agent, parent, RunStatus.RUNNING, ev.ts)
+        info.status, info.started_at, info.agent = RunStatus.RUNNING, ev.ts, ev.agent
         if parent:
-            first = str(d.get("input") or "").strip().splitlines()
+            first = d.input.strip().splitlines()
             self._add(Entry("delegation", agent=ev.agent, run=ev.run,
-                            data={"phase": "start", "input": first[0] if first else ""}))
+                            data=DelegationStart(input=first[0] if first else "")))
 
     def _on_run_finished(self, ev: Event) -> None:
-        d = ev.data
+        d = stamped_data(ev, RunFinished)
         info = self.runs.get(ev.run)
         if info is not None:
-            info.status, info.ended_at, info.slot_limit = str(d.get("status") or "done"), ev.ts, 0
+            info.status, info.ended_at, info.slot_limit = d.status, ev.ts, 0
         self._close_streams(ev.run)
         for rid in [rid for rid, q in self.questions.items() if q.run == ev.run]:
             del self.questions[rid]
-        if d.get("parent"):
+        if d.parent:
             started = info.started_at if info is not None and info.started_at else ev.ts
-            self._add(Entry("delegation", agent=ev.agent, run=ev.run, data={
-                "phase": "end", "status": d.get("status", ""), "stop_reason": d.get("stop_reason", ""),
-                "error": d.get("error", ""), "elapsed": max(0.0, ev.ts - started)}))
+            self._add(Entry("delegation", agent=ev.agent, run=ev.run, data=DelegationEnd(
+                status=d.status, stop_reason=d.stop_reason, error=d.error, elapsed=max(0.0, ev.ts - started))))
 
     def _on_stream_start(self, ev: Event) -> None:
         self._run_step[ev.run] = int(ev.data.get("step") or 0)
@@ -390,7 +442,7 @@ class TaskView:
             if entry.kind == "user":
                 break  # the start of this turn
             if entry.kind == "text" and entry.run == self.root_run and _shows_text(
-                    entry.text, final=bool(entry.data.get("final"))):
+                    entry.text, final=entry.final):
                 return True
         return False
 
@@ -408,8 +460,9 @@ class TaskView:
         entry = self._tools.pop((ev.run, call_id), None)
         if entry is None:
             entry = self._add(Entry("tool", agent=ev.agent, run=ev.run, data={"name": d.get("name", "?"), "brief": ""}))
-        entry.data.update(done=True, content=str(d.get("content") or ""), is_error=bool(d.get("is_error")),
-                          duration=float(d.get("duration") or 0.0))
+        if isinstance(entry.data, dict):
+            entry.data.update(done=True, content=str(d.get("content") or ""), is_error=bool(d.get("is_error")),
+                              duration=float(d.get("duration") or 0.0))
         entry.touch()
 
     def _on_llm_start(self, ev: Event) -> None:
@@ -468,9 +521,8 @@ class TaskView:
                             text=f"{ev.agent}: {ev.data.get('message', '')}"))
 
     def _on_help_needed(self, ev: Event) -> None:
-        try:
-            q = Question.from_wire(ev.data)
-        except Exception:
+        q = Question.read(ev.data)
+        if q is None:  # no id, kind or prompt: nothing anyone could answer
             return
         if not q.task:
             q.task = ev.task
@@ -484,19 +536,16 @@ class TaskView:
         self._slots.pop(ev.run, None)  # what the run says after the answer is a new paragraph
         if self.state == TaskState.RUNNING.value:
             self.state = TaskState.WAITING.value
-        self._add(Entry("question", agent=ev.agent, run=ev.run,
-                        data={"prompt": q.prompt, "kind": q.kind, "request_id": q.request_id}))
+        self._add(Entry("question", agent=ev.agent, run=ev.run, data=q))
 
     def _on_help_response(self, ev: Event) -> None:
-        d = ev.data
-        rid = str(d.get("request_id") or "")
-        self.questions.pop(rid, None)
+        d = stamped_data(ev, UserHelpResponse)
+        self.questions.pop(d.request_id, None)
         if not self.questions and self.state == TaskState.WAITING.value:
             self.state = TaskState.RUNNING.value
-        answer = d.get("answer") if isinstance(d.get("answer"), dict) else {}
-        value = "cancelled" if answer.get("cancelled") else answer.get("value", "")
-        by = "" if rid in self.answered_here else str(d.get("by") or "")
-        self._add(Entry("answer", agent=ev.agent, run=ev.run, data={"value": str(value), "by": by}))
+        value = "cancelled" if d.cancelled else d.answer.get("value", "")
+        by = "" if d.request_id in self.answered_here else d.by
+        self._add(Entry("answer", agent=ev.agent, run=ev.run, data=AnswerShown(value=str(value), by=by)))
 
     def _on_paused(self, ev: Event) -> None:
         self.paused = True

@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 from yagent.ipc.messages import RunOutcome
-from yagent.ipc.vocabulary import QuestionKind, RunStatus, StopReason
+from yagent.ipc.vocabulary import EventType, QuestionKind, RunStatus, StopReason
 from yagent.workers.kinds import RunContext, agent_kind
 
 
@@ -64,7 +64,7 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
     if "emit" in step:
         text = "x" * int(step.get("size", 8))
         for i in range(int(step["emit"])):
-            ctx.emit(step.get("type", "ai_chunk"), {"i": i, "text": text})
+            ctx.emit(step.get("type", EventType.AI_CHUNK), {"i": i, "text": text})
             if i % 256 == 255:
                 await asyncio.sleep(0)  # let the channel flush, as a real agent would between chunks
     elif "step" in step:
@@ -126,7 +126,7 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
         ctx.emit(step["event"]["type"], step["event"].get("data", {}))
     elif "chunks" in step:
         for text in step["chunks"]:
-            ctx.emit("ai_chunk", {"text": text})
+            ctx.emit(EventType.AI_CHUNK, {"text": text})
             await asyncio.sleep(float(step.get("delay", 0)))
     elif "options" in step:
         ctx.emit("options", dict(ctx.spec.options))

@@ -10,6 +10,7 @@ from tests.agent_harness import MARKERS, run_turn, tool_messages
 from tests.daemon_harness import arun, collect_turn, of_type, submit
 from tests.fake_provider import Step, ToolCallSpec
 from yagent.ipc.messages import Ack, Answer
+from yagent.ipc.vocabulary import EventType, QuestionKind
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +32,7 @@ def _answering(daemon, project: Path, value: str, yolo: str = "none"):
             sub = await submit(c, project, "Clean up the build files.", agent="director", yolo=yolo)
 
             async def answer(ev):
-                if ev.type == "user_help_needed":
+                if ev.type == EventType.USER_HELP_NEEDED:
                     await c.request(Answer(id=0, task=sub.task, request_id=ev.data["request_id"],
                                            answer={"value": value}), Ack)
 
@@ -43,14 +44,14 @@ def _answering(daemon, project: Path, value: str, yolo: str = "none"):
 def test_allowing_once_runs_the_command(fake, agent_daemon, project: Path) -> None:
     _script(fake, ["touch allowed.txt"])
     events = _answering(agent_daemon, project, "once")
-    asked = of_type(events, "user_help_needed")
+    asked = of_type(events, EventType.USER_HELP_NEEDED)
     assert len(asked) == 1
     q = asked[0].data
-    assert q["kind"] == "authorize" and q["agent"] == "coding"
+    assert q["kind"] == QuestionKind.AUTHORIZE and q["agent"] == "coding"
     assert q["options"] == ["once", "session", "project", "deny"]
     assert "touch allowed.txt" in q["prompt"]
     assert (project / "allowed.txt").exists()
-    assert of_type(events, "user_help_response")[0].data["answer"] == {"value": "once"}
+    assert of_type(events, EventType.USER_HELP_RESPONSE)[0].data["answer"] == {"value": "once"}
 
 
 def test_denying_returns_a_refusal_to_the_model(fake, agent_daemon, project: Path) -> None:
@@ -65,14 +66,14 @@ def test_denying_returns_a_refusal_to_the_model(fake, agent_daemon, project: Pat
 def test_a_session_approval_covers_the_rest_of_the_task(fake, agent_daemon, project: Path) -> None:
     _script(fake, ["touch one.txt", "touch two.txt"])
     events = _answering(agent_daemon, project, "session")
-    assert len(of_type(events, "user_help_needed")) == 1
+    assert len(of_type(events, EventType.USER_HELP_NEEDED)) == 1
     assert (project / "one.txt").exists() and (project / "two.txt").exists()
 
 
 def test_yolo_skips_in_workspace_prompts(fake, agent_daemon, project: Path) -> None:
     _script(fake, ["touch yolo.txt"])
     _, events = run_turn(agent_daemon, project, "Clean up.", yolo="yolo")
-    assert of_type(events, "user_help_needed") == []
+    assert of_type(events, EventType.USER_HELP_NEEDED) == []
     assert (project / "yolo.txt").exists()
 
 

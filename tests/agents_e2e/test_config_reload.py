@@ -10,6 +10,7 @@ from tests.agent_harness import MARKERS, llm_config, run_turn
 from tests.daemon_harness import arun, submit
 from tests.fake_provider import Step
 from yagent.ipc.errors import RemoteError
+from yagent.ipc.vocabulary import ErrorCode, EventType
 
 
 def test_a_changed_provider_is_used_from_the_next_turn_without_a_restart(fake, make_daemon, project: Path) -> None:
@@ -40,14 +41,14 @@ def test_a_config_broken_while_running_refuses_the_turn_and_the_daemon_keeps_ser
             return caught.value
 
     error = arun(refused(), 30)
-    assert error.code == "bad_config"
+    assert error.code == ErrorCode.BAD_CONFIG
     assert "configuration error: TOML syntax error" in str(error)
     assert f"file: {config}" in str(error) and "run `yagent setup` to fix it" in str(error)
 
     config.write_text(good)
     fake.script("director", MARKERS["director"], [Step(text=f"answer {i}") for i in range(4)])
     _, events = run_turn(daemon, project, "One.")
-    assert [e for e in events if e.type == "turn_finished"][0].data["output"] == "answer 3"
+    assert [e for e in events if e.type == EventType.TURN_FINISHED][0].data["output"] == "answer 3"
 
 
 def test_a_key_variable_missing_in_the_daemon_says_to_restart_it(fake, make_daemon, project: Path) -> None:

@@ -9,14 +9,15 @@ import pytest
 from tests.agent_harness import MARKERS, run_turn, tool_messages
 from tests.daemon_harness import of_type
 from tests.fake_provider import Failure, Step, ToolCallSpec
+from yagent.ipc.vocabulary import EventType
 from yagent.workers.agents.director import MAX_NON_DELEGATION_REMINDERS
 
 pytestmark = pytest.mark.e2e
 
 
 def _spans(events, agent):
-    starts = {e.run: e.ts for e in of_type(events, "run_started") if e.agent == agent}
-    ends = {e.run: e.ts for e in of_type(events, "run_finished") if e.agent == agent}
+    starts = {e.run: e.ts for e in of_type(events, EventType.RUN_STARTED) if e.agent == agent}
+    ends = {e.run: e.ts for e in of_type(events, EventType.RUN_FINISHED) if e.agent == agent}
     return [(starts[r], ends[r]) for r in starts]
 
 
@@ -56,7 +57,7 @@ def test_director_delegates_in_parallel_then_coding_edits_and_verifies(fake, age
     _, events = run_turn(agent_daemon, project, "Change the greeting in app.py to a farewell.")
 
     assert (project / "app.py").read_text() == 'print("goodbye")\n'
-    finished = of_type(events, "turn_finished")[0].data
+    finished = of_type(events, EventType.TURN_FINISHED)[0].data
     assert finished["status"] == "done", finished
     assert finished["output"] == "app.py now prints goodbye; I verified it by running it."
     fake.assert_no_problems()
@@ -64,7 +65,7 @@ def test_director_delegates_in_parallel_then_coding_edits_and_verifies(fake, age
     # Repo and Chat ran as two live worker processes at the same time.
     (repo_span,), (chat_span,) = _spans(events, "repo"), _spans(events, "chat")
     assert max(repo_span[0], chat_span[0]) < min(repo_span[1], chat_span[1]), (repo_span, chat_span)
-    pids = {e.agent: e.data["pid"] for e in of_type(events, "run_started")}
+    pids = {e.agent: e.data["pid"] for e in of_type(events, EventType.RUN_STARTED)}
     assert len({pids["director"], pids["repo"], pids["chat"], pids["coding"]}) == 4
 
     # The Director's second call carried both children's results, each paired with its call id.
@@ -86,15 +87,16 @@ def test_director_delegates_in_parallel_then_coding_edits_and_verifies(fake, age
     assert "goodbye" in tool_messages(coding_calls[2])[0]["content"]
 
     # Events: thought plans, streamed chunks and tool calls reached the clients.
-    plans = of_type(events, "thinklink_entry")
+    plans = of_type(events, EventType.THINKLINK_ENTRY)
     assert any(e.agent == "director" and e.data["goal"] == "change the greeting" for e in plans)
-    assert of_type(events, "ai_chunk")
-    tools_seen = {(e.agent, e.data["name"]) for e in of_type(events, "tool_call_start")}
-    assert all(e.data["brief"] == "app.py" for e in of_type(events, "tool_call_start") if e.data["name"] == "read_file")
-    results = of_type(events, "tool_call_result")
+    assert of_type(events, EventType.AI_CHUNK)
+    tools_seen = {(e.agent, e.data["name"]) for e in of_type(events, EventType.TOOL_CALL_START)}
+    assert all(e.data["brief"] == "app.py" for e in of_type(events, EventType.TOOL_CALL_START)
+               if e.data["name"] == "read_file")
+    results = of_type(events, EventType.TOOL_CALL_RESULT)
     assert all(set(e.data) == {"call_id", "name", "content", "is_error", "duration"} for e in results)
     assert ("coding", "search_replace_in_file") in tools_seen and ("director", "delegate_repo") in tools_seen
-    usage = [e.data["usage"] for e in of_type(events, "llm_call_end") if e.agent == "director"]
+    usage = [e.data["usage"] for e in of_type(events, EventType.LLM_CALL_END) if e.agent == "director"]
     assert all(u["total_input_tokens"] > 0 for u in usage)
 
 
@@ -108,7 +110,7 @@ def test_a_second_turn_continues_the_conversation(fake, agent_daemon, project: P
     fake.script("chat", MARKERS["chat"], [Step(text="4", tool_calls=[ToolCallSpec("agent_exit", {"summary": "4"})])])
     task, _ = run_turn(agent_daemon, project, "What is 2+2?")
     _, events = run_turn(agent_daemon, project, "What did I ask before?", task=task, turn=2)
-    assert of_type(events, "turn_finished")[-1].data["output"] == "You asked about 2+2, and the answer was 4."
+    assert of_type(events, EventType.TURN_FINISHED)[-1].data["output"] == "You asked about 2+2, and the answer was 4."
     second = fake.requests_for("director")[2].body["messages"]
     contents = [m.get("content") for m in second]
     assert "What is 2+2?" in contents[1]  # the first turn's user message is in the history

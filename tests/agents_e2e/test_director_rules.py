@@ -10,6 +10,7 @@ import pytest
 from tests.agent_harness import MARKERS, run_turn, tool_messages
 from tests.daemon_harness import of_type
 from tests.fake_provider import Failure, Step, ToolCallSpec
+from yagent.ipc.vocabulary import EventType, StopReason
 from yagent.workers.agents.director import FIRST_REMINDER, LATER_REMINDER
 
 pytestmark = pytest.mark.e2e
@@ -27,8 +28,8 @@ def test_forced_delegation_reminders_then_the_reply_stands(fake, agent_daemon, p
     reminders = [_last_user(c) for c in calls[1:]]
     assert reminders == [FIRST_REMINDER, LATER_REMINDER, LATER_REMINDER]
     assert FIRST_REMINDER != LATER_REMINDER
-    finished = of_type(events, "turn_finished")[0].data
-    assert finished["stop_reason"] == "plain_text" and finished["output"] == "answer 3"
+    finished = of_type(events, EventType.TURN_FINISHED)[0].data
+    assert finished["stop_reason"] == StopReason.PLAIN_TEXT and finished["output"] == "answer 3"
     # Reminders went to this step's call only: the stored conversation never contains them.
     memory = (agent_daemon.home / "tasks" / f"{task}.jsonl").read_text()
     assert "You replied without delegating" not in memory and "Still no delegation" not in memory
@@ -43,8 +44,8 @@ def test_repeating_the_answer_after_a_reminder_makes_it_final(fake, agent_daemon
     _, events = run_turn(agent_daemon, project, "hi")
     calls = fake.requests_for("director")
     assert len(calls) == 2 and _last_user(calls[1]) == FIRST_REMINDER
-    finished = of_type(events, "turn_finished")[0].data
-    assert finished["stop_reason"] == "plain_text" and "Hello!  How can I help?" in finished["output"]
+    finished = of_type(events, EventType.TURN_FINISHED)[0].data
+    assert finished["stop_reason"] == StopReason.PLAIN_TEXT and "Hello!  How can I help?" in finished["output"]
     fake.assert_no_problems()
 
 
@@ -54,7 +55,7 @@ def test_the_reminder_quota_resets_every_run(fake, agent_daemon, project: Path) 
     task, _ = run_turn(agent_daemon, project, "One.")
     _, events = run_turn(agent_daemon, project, "Two.", task=task, turn=2)
     assert len(fake.requests_for("director")) == 8
-    assert of_type(events, "turn_finished")[-1].data["output"] == "second 3"
+    assert of_type(events, EventType.TURN_FINISHED)[-1].data["output"] == "second 3"
 
 
 def test_no_reminder_after_a_delegation(fake, agent_daemon, project: Path) -> None:
@@ -64,7 +65,7 @@ def test_no_reminder_after_a_delegation(fake, agent_daemon, project: Path) -> No
         Step(text="hello", tool_calls=[ToolCallSpec("agent_exit", {"summary": "x"})])])
     _, events = run_turn(agent_daemon, project, "Say hi via chat.")
     assert len(fake.requests_for("director")) == 2
-    assert of_type(events, "turn_finished")[0].data["output"] == "final"
+    assert of_type(events, EventType.TURN_FINISHED)[0].data["output"] == "final"
 
 
 def test_project_context_is_injected_on_the_first_turn_only_and_only_from_the_root(
@@ -105,7 +106,7 @@ def test_meta_designs_a_custom_agent_that_stays_for_the_task(fake, agent_daemon,
         Step(text="Still 2 lines.", tool_calls=[exit_call]),
     ])
     task, events = run_turn(agent_daemon, project, "Count lines with a purpose-built agent.")
-    finished = of_type(events, "turn_finished")[0].data
+    finished = of_type(events, EventType.TURN_FINISHED)[0].data
     assert finished["status"] == "done", finished
     calls = fake.requests_for("director")
     tool_names = [[t["function"]["name"] for t in c.body.get("tools", [])] for c in calls]
@@ -113,7 +114,7 @@ def test_meta_designs_a_custom_agent_that_stays_for_the_task(fake, agent_daemon,
     meta_result = tool_messages(calls[2])[-1]["content"]
     assert "delegate_line_counter" in meta_result and "notes.txt has 2 lines." in meta_result
     assert "Still 2 lines." in tool_messages(calls[3])[-1]["content"]
-    custom_runs = [e for e in of_type(events, "run_started") if e.agent.startswith("custom:")]
+    custom_runs = [e for e in of_type(events, EventType.RUN_STARTED) if e.agent.startswith("custom:")]
     assert [e.agent for e in custom_runs] == ["custom:line_counter", "custom:line_counter"]
     # The custom agent got only the tools its design picked, plus agent_exit.
     custom_tools = {t["function"]["name"] for t in fake.requests_for("custom")[0].body["tools"]}
@@ -140,10 +141,10 @@ def test_a_stalled_delegation_hits_its_idle_timeout_and_the_director_carries_on(
     fake.script("chat", MARKERS["chat"], [Step(text="Monads are " * 20, chunk_size=5, failure=Failure.stall(2))])
     _, events = run_turn(daemon, project, "Explain monads.")
     result = tool_messages(fake.requests_for("director")[1])[0]["content"]
-    assert "idle_timeout" in result and "no progress" in result
-    assert of_type(events, "turn_finished")[0].data["output"] == "The chat agent stalled; here is what I know."
-    chat_end = [e for e in of_type(events, "run_finished") if e.agent == "chat"][0].data
-    assert chat_end["stop_reason"] == "idle_timeout"
+    assert StopReason.IDLE_TIMEOUT in result and "no progress" in result
+    assert of_type(events, EventType.TURN_FINISHED)[0].data["output"] == "The chat agent stalled; here is what I know."
+    chat_end = [e for e in of_type(events, EventType.RUN_FINISHED) if e.agent == "chat"][0].data
+    assert chat_end["stop_reason"] == StopReason.IDLE_TIMEOUT
     fake.wait_for_disconnect(10)  # the killed worker's connection to the provider went away
 
 
@@ -164,9 +165,9 @@ def test_a_delegation_streaming_long_tool_arguments_is_not_judged_idle(
             "conclusion": "written", "status": "ok"}})])])
     _, events = run_turn(daemon, project, "Write a long note.")
     chat = [e for e in events if e.agent == "chat"]
-    chat_end = [e for e in of_type(chat, "run_finished")][0]
+    chat_end = [e for e in of_type(chat, EventType.RUN_FINISHED)][0]
     assert chat_end.data["status"] == "done", chat_end.data
-    started = of_type(chat, "run_started")[0]
+    started = of_type(chat, EventType.RUN_STARTED)[0]
     assert chat_end.ts - started.ts > 1.0  # it did outlast the idle timeout, streaming arguments only
     fake.assert_no_problems()
 
@@ -184,7 +185,7 @@ def test_a_quiet_command_longer_than_a_short_idle_timeout_is_not_judged_idle(
         Step(text="The check printed checked.", tool_calls=[ToolCallSpec("agent_exit", {"summary": "checked"})]),
     ])
     _, events = run_turn(daemon, project, "Run the slow check.", yolo="yolo")
-    coding_end = [e for e in of_type(events, "run_finished") if e.agent == "coding"][0].data
+    coding_end = [e for e in of_type(events, EventType.RUN_FINISHED) if e.agent == "coding"][0].data
     assert coding_end["status"] == "done", coding_end
     assert "checked" in tool_messages(fake.requests_for("coding")[1])[0]["content"]
     fake.assert_no_problems()
@@ -195,8 +196,8 @@ def test_max_steps_stops_the_run(fake, make_agent_daemon, project: Path) -> None
     fake.script("director", MARKERS["director"], [
         Step(tool_calls=[ToolCallSpec("list_dir", {"path": "."})]) for _ in range(2)])
     _, events = run_turn(daemon, project, "Look around forever.")
-    finished = of_type(events, "turn_finished")[0].data
-    assert finished["stop_reason"] == "max_steps" and finished["status"] == "failed"
+    finished = of_type(events, EventType.TURN_FINISHED)[0].data
+    assert finished["stop_reason"] == StopReason.MAX_STEPS and finished["status"] == "failed"
     assert "2 steps" in finished["error"]
     assert len(fake.requests_for("director")) == 2
 
@@ -204,17 +205,17 @@ def test_max_steps_stops_the_run(fake, make_agent_daemon, project: Path) -> None
 def test_a_provider_error_ends_the_turn_naming_provider_model_and_status(fake, agent_daemon, project: Path) -> None:
     fake.script("director", MARKERS["director"], [Step(failure=Failure.http(401, message="bad key"))])
     _, events = run_turn(agent_daemon, project, "Hello?")
-    finished = of_type(events, "turn_finished")[0].data
-    assert finished["stop_reason"] == "llm_error"
+    finished = of_type(events, EventType.TURN_FINISHED)[0].data
+    assert finished["stop_reason"] == StopReason.LLM_ERROR
     assert "401" in finished["error"] and "fake" in finished["error"] and "fake-model" in finished["error"]
-    assert of_type(events, "conversation_error")
+    assert of_type(events, EventType.CONVERSATION_ERROR)
     assert len(fake.requests_for("director")) == 1  # an auth error is not retried
 
 
 def test_no_provider_configured_fails_with_setup_advice(make_daemon, project: Path) -> None:
     daemon = make_daemon("")
     _, events = run_turn(daemon, project, "Hello?")
-    finished = of_type(events, "turn_finished")[0].data
+    finished = of_type(events, EventType.TURN_FINISHED)[0].data
     assert finished["status"] == "failed" and "yagent setup" in finished["error"]
 
 
@@ -222,10 +223,10 @@ def test_an_open_circuit_breaker_fails_the_next_turn_fast(fake, make_agent_daemo
     daemon = make_agent_daemon('[llm]\ncircuit_breaker_threshold = 1\ncircuit_breaker_reset_timeout = "10m"\n')
     fake.script("director", MARKERS["director"], [Step(failure=Failure.http(401, message="bad key"))])
     task, events = run_turn(daemon, project, "First.")
-    assert of_type(events, "turn_finished")[0].data["stop_reason"] == "llm_error"
+    assert of_type(events, EventType.TURN_FINISHED)[0].data["stop_reason"] == StopReason.LLM_ERROR
     _, events = run_turn(daemon, project, "Second.", task=task, turn=2)
-    finished = of_type(events, "turn_finished")[-1].data
-    assert finished["stop_reason"] == "circuit_breaker_open"
+    finished = of_type(events, EventType.TURN_FINISHED)[-1].data
+    assert finished["stop_reason"] == StopReason.CIRCUIT_BREAKER_OPEN
     assert len(fake.requests_for("director")) == 1  # the second turn did not call the provider at all
 
 
@@ -244,13 +245,13 @@ def test_cancelling_a_turn_keeps_every_tool_call_paired_in_memory(fake, agent_da
             sub = await submit(c, project, "Start and then be cancelled.", agent="director")
 
             async def cancel_when_running(ev):
-                if ev.type == "tool_call_start" and ev.agent == "coding":
+                if ev.type == EventType.TOOL_CALL_START and ev.agent == "coding":
                     await c.request(TaskControl(id=0, task=sub.task, action="cancel"), Ack)
 
             return sub.task, await collect_turn(c, sub.task, on_event=cancel_when_running)
 
     task, events = arun(go(), 60)
-    assert of_type(events, "turn_finished")[0].data["status"] == "cancelled"
+    assert of_type(events, EventType.TURN_FINISHED)[0].data["status"] == "cancelled"
     lines = [json.loads(line) for line in (agent_daemon.home / "tasks" / f"{task}.jsonl").read_text().splitlines()]
     calls = [c["id"] for m in lines if m["role"] == "assistant" for c in m.get("tool_calls", [])]
     results = [m["tool_call_id"] for m in lines if m["role"] == "tool"]

@@ -14,7 +14,7 @@ import pytest
 from tests.agent_harness import MARKERS
 from tests.fake_provider import Failure, FakeProvider, Step, ToolCallSpec
 from yagent.ipc.provider_config import parse_llm_config
-from yagent.ipc.vocabulary import StopReason
+from yagent.ipc.vocabulary import EventType, StopReason
 from yagent.workers.agents.loop import LoopConfig, LoopPolicy, run_agent_loop
 from yagent.workers.agents.subagents import AGENT_SPECS, DELIVER_NOW, KEEP_WORKING, ReminderPolicy
 from yagent.workers.llm import Message, build_engine
@@ -27,7 +27,8 @@ def fake() -> Iterator[FakeProvider]:
         yield server
 
 
-def _config(fake: FakeProvider, root: Path, agent: str, policy: LoopPolicy, **over: Any) -> tuple[LoopConfig, list]:
+def _config(fake: FakeProvider, root: Path, agent: str, policy: LoopPolicy, *, max_steps: int = 10,
+            **over: Any) -> tuple[LoopConfig, list]:
     events: list[tuple[str, dict]] = []
     config = {"global": {"llm": {"use_provider": "fake", "providers": {"fake": fake.provider_table()}}},
               "llm": {"max_retries": 0}}
@@ -40,7 +41,7 @@ def _config(fake: FakeProvider, root: Path, agent: str, policy: LoopPolicy, **ov
         agent=agent, engine=build_engine(parse_llm_config(config, {}), agent=agent), surface=build_surface(agent),
         tool_ctx=ToolContext(project_root=root, run_id="r-test", emit=lambda t, d: events.append((t, dict(d)))),
         messages=[Message.system(MARKERS[agent] + " (test)"), Message.user("do the thing")],
-        max_steps=over.pop("max_steps", 10), emit=lambda t, d: events.append((t, d)), step_boundary=boundary,
+        max_steps=max_steps, emit=lambda t, d: events.append((t, d)), step_boundary=boundary,
         policy=policy, **over)
     return cfg, events
 
@@ -76,7 +77,7 @@ def test_repo_is_told_to_deliver_once(fake: FakeProvider, tmp_path: Path) -> Non
     assert result.output == "The answer is in a.py."
     assert result.handoff == {"conclusion": "a.py", "status": "ok"}
     assert result.data["exit"]["blueprint"] == [{"claim": "kept"}]  # extra exit arguments survive
-    assert [t for t, _ in events].count("thinklink_entry") == 1
+    assert [t for t, _ in events].count(EventType.THINKLINK_ENTRY) == 1
 
 
 def test_a_failed_step_is_retried_then_the_run_stops_with_llm_error(fake: FakeProvider, tmp_path: Path) -> None:
@@ -93,7 +94,7 @@ def test_a_failed_step_is_retried_then_the_run_stops_with_llm_error(fake: FakePr
     failed = asyncio.run(run_agent_loop(cfg2))
     assert failed.stop_reason == StopReason.LLM_ERROR and "503" in failed.error
     assert delays == [1.0, 1.0]
-    assert any(t == "conversation_error" for t, _ in events)
+    assert any(t == EventType.CONVERSATION_ERROR for t, _ in events)
 
 
 def test_a_step_the_engine_already_retried_to_its_limit_is_not_retried_again(
@@ -125,7 +126,7 @@ def test_cancellation_mid_batch_leaves_one_result_per_call(fake: FakeProvider, t
 
     async def go() -> None:
         task = asyncio.create_task(run_agent_loop(cfg))
-        while not any(t == "tool_call_start" and d.get("name") == "run_bash" for t, d in events):
+        while not any(t == EventType.TOOL_CALL_START and d.get("name") == "run_bash" for t, d in events):
             await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -210,17 +211,17 @@ def test_a_retried_step_marks_its_partial_stream_restarted(fake: FakeProvider, t
     cfg, events = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=1, sleep=no_wait)
     result = asyncio.run(run_agent_loop(cfg))
     assert result.output == "The whole reply."
-    stream = [(t, d) for t, d in events if t in ("ai_chunk", "ai_stream_end")]
-    first_end = next(i for i, (t, _) in enumerate(stream) if t == "ai_stream_end")
+    stream = [(t, d) for t, d in events if t in (EventType.AI_CHUNK, EventType.AI_STREAM_END)]
+    first_end = next(i for i, (t, _) in enumerate(stream) if t == EventType.AI_STREAM_END)
     assert "".join(d["text"] for t, d in stream[:first_end])  # the first attempt did stream something
     assert stream[first_end][1]["restarted"] is True  # ... and that partial output was declared void
-    assert [d["restarted"] for t, d in stream if t == "ai_stream_end"] == [True, False]
-    assert "".join(d["text"] for t, d in stream[first_end + 1:] if t == "ai_chunk") == "The whole reply."
+    assert [d["restarted"] for t, d in stream if t == EventType.AI_STREAM_END] == [True, False]
+    assert "".join(d["text"] for t, d in stream[first_end + 1:] if t == EventType.AI_CHUNK) == "The whole reply."
 
     # A failure that is not retried ends its stream for good: nothing follows that could replace it.
     cfg2, events2 = _config(fake, tmp_path, "chat", LoopPolicy(), step_retries=0, sleep=no_wait)
     assert asyncio.run(run_agent_loop(cfg2)).stop_reason == StopReason.LLM_ERROR
-    assert [d["restarted"] for t, d in events2 if t == "ai_stream_end"] == [False]
+    assert [d["restarted"] for t, d in events2 if t == EventType.AI_STREAM_END] == [False]
 
 
 def test_a_server_repeating_call_ids_across_steps_keeps_each_result_with_its_call(

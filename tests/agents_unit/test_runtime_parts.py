@@ -11,6 +11,7 @@ import pytest
 
 from yagent.ipc.config import settings_from_table
 from yagent.ipc.messages import RunOutcome, RunSpec
+from yagent.ipc.vocabulary import StopReason
 from yagent.workers.agents import AGENT_SPECS
 from yagent.workers.agents.circuit_breaker import CircuitBreaker, ProviderBreakers
 from yagent.workers.agents.custom_agents import CustomAgentRegistry, DesignError, parse_design
@@ -165,7 +166,7 @@ def test_parent_sees_deliverable_handoff_and_stop_reasons() -> None:
     text = format_for_parent(done)
     assert text.startswith("[repo finished (agent_exit), status partial]")
     assert "The report." in text and "- x is y (a.py:3)" in text and "- why?" in text
-    stuck = RunOutcome(run="r2", agent="chat", status="failed", stop_reason="idle_timeout", output="half",
+    stuck = RunOutcome(run="r2", agent="chat", status="failed", stop_reason=StopReason.IDLE_TIMEOUT, output="half",
                        error="no progress for 60s")
     text = format_for_parent(stuck)
     assert "did not finish: idle_timeout" in text and "no progress for 60s" in text and "Partial output:\nhalf" in text
@@ -175,7 +176,7 @@ def test_a_huge_partial_output_is_shortened_and_the_reason_it_stopped_stays_in_f
     from yagent.workers.tools.handoff import PARENT_RESULT_BUDGET
 
     output = "".join(f"step {i} narration\n" for i in range(20_000))
-    stuck = RunOutcome(run="r3", agent="coding", status="failed", stop_reason="max_steps", output=output,
+    stuck = RunOutcome(run="r3", agent="coding", status="failed", stop_reason=StopReason.MAX_STEPS, output=output,
                        error="stopped after 150 steps without finishing" + " (detail)" * 2_000)
     text = format_for_parent(stuck)
     assert len(text) <= PARENT_RESULT_BUDGET

@@ -16,6 +16,7 @@ from prompt_toolkit.output import DummyOutput
 
 from yagent.ipc.errors import DaemonNotRunning, RemoteError
 from yagent.ipc.messages import Ack, Event, Question, Submitted, TaskDetail, TaskSummary, TurnSummary
+from yagent.ipc.vocabulary import ErrorCode, EventType
 
 
 class SizedOutput(DummyOutput):
@@ -105,13 +106,13 @@ class FakeBackend:
         q = Question(request_id=request_id, kind=kind, prompt=prompt, options=options or [], task=task, run=run,
                      agent=agent, asked_at=time.time(), details=details or {})
         self.tasks[task].questions.append(q)
-        self.emit(task, "user_help_needed", q.to_wire(), run=run, agent=agent)
+        self.emit(task, EventType.USER_HELP_NEEDED, q.to_wire(), run=run, agent=agent)
         return q
 
     def respond(self, task: str, request_id: str, value: str, by: str = "client") -> None:
         summary = self.tasks[task]
         summary.questions = [q for q in summary.questions if q.request_id != request_id]
-        self.emit(task, "user_help_response", {"request_id": request_id, "answer": {"value": value}, "by": by})
+        self.emit(task, EventType.USER_HELP_RESPONSE, {"request_id": request_id, "answer": {"value": value}, "by": by})
 
     # -- Backend -----------------------------------------------------------------------------------
 
@@ -129,7 +130,7 @@ class FakeBackend:
 
     async def task_info(self, task: str) -> TaskDetail:
         if task not in self.tasks:
-            raise RemoteError("unknown_task", f"no task {task!r}; `yagent ps` lists tasks")
+            raise RemoteError(ErrorCode.UNKNOWN_TASK, f"no task {task!r}; `yagent ps` lists tasks")
         return TaskDetail(id=0, task=self.tasks[task], turns=list(self.turns[task]))
 
     async def list_tasks(self, project: str | None, limit: int = 50) -> list[TaskSummary]:
@@ -147,7 +148,7 @@ class FakeBackend:
             self.add_task(task, state="running", title=text[:40])
         turn = len(self.turns[task]) + 1
         self.turns[task].append(TurnSummary(turn=turn, text=text, state="running"))
-        self.emit(task, "turn_started", {"turn": turn, "text": text, "agent": agent, "project": project},
+        self.emit(task, EventType.TURN_STARTED, {"turn": turn, "text": text, "agent": agent, "project": project},
                   run=f"{task}.r{turn}", agent=agent)
         return Submitted(id=0, task=task, turn=turn, run=f"{task}.r{turn}", project=project)
 
@@ -158,7 +159,7 @@ class FakeBackend:
     async def answer(self, task: str, request_id: str, value: str) -> Ack:
         self.answers.append((task, request_id, value))
         if not any(q.request_id == request_id for q in self.tasks[task].questions):
-            raise RemoteError("no_question", f"question {request_id!r} of task {task} is not pending")
+            raise RemoteError(ErrorCode.NO_QUESTION, f"question {request_id!r} of task {task} is not pending")
         self.respond(task, request_id, value)
         return Ack(id=0, task=task, state="running", detail="answered")
 

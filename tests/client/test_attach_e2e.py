@@ -14,6 +14,7 @@ from yagent.client.answerer import answerer
 from yagent.client.tui.backend import DaemonBackend
 from yagent.client.tui.controller import TuiController, TuiOptions
 from yagent.client.tui.dialogs import QuestionDialog
+from yagent.client.tui.state import AnswerShown
 
 pytestmark = pytest.mark.e2e
 
@@ -49,8 +50,8 @@ def test_two_clients_share_one_stream_and_one_answer_closes_both_dialogs(make_da
             assert texts(a) == texts(b) == ["shared stream", "after"]
             # The other client says who answered; the one that answered does not tell itself.
             assert [e.data for e in b.view.entries if e.kind == "answer"] == [
-                {"value": "yes", "by": answerer("yagent")}]
-            assert [e.data for e in a.view.entries if e.kind == "answer"] == [{"value": "yes", "by": ""}]
+                AnswerShown(value="yes", by=answerer("yagent"))]
+            assert [e.data for e in a.view.entries if e.kind == "answer"] == [AnswerShown(value="yes", by="")]
         finally:
             await a.aclose()
             await b.aclose()

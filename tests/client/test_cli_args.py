@@ -7,6 +7,7 @@ import pytest
 from yagent.client.cli import build_parser
 from yagent.client.task_commands import _runs_tree, accepted_answers, split_answer_args
 from yagent.ipc.messages import Question, RunSummary, TaskSummary
+from yagent.ipc.vocabulary import QuestionKind, StopReason
 
 
 def test_the_first_word_is_a_request_id_only_when_it_looks_like_one() -> None:
@@ -19,7 +20,7 @@ def test_the_first_word_is_a_request_id_only_when_it_looks_like_one() -> None:
 
 
 def test_questions_with_a_fixed_set_of_answers_say_which() -> None:
-    assert accepted_answers(Question(request_id="r1.1", kind="authorize", prompt="p")) == [
+    assert accepted_answers(Question(request_id="r1.1", kind=QuestionKind.AUTHORIZE, prompt="p")) == [
         "once", "session", "project", "deny"]
     assert accepted_answers(Question(request_id="r1.1", kind="confirm", prompt="p")) == ["yes", "no"]
     assert accepted_answers(Question(request_id="r1.1", kind="select", prompt="p", options=["a", "b"])) == ["a", "b"]
@@ -37,6 +38,6 @@ def test_ps_refuses_a_limit_that_lists_nothing(limit: str, capsys: pytest.Captur
 def test_the_runs_tree_names_a_stop_reason_only_when_it_adds_something() -> None:
     summary = TaskSummary(task="t1", project="/p", title="x", state="cancelled", created_at=0.0, updated_at=0.0,
                           runs=[RunSummary(run="r1", agent="director", status="cancelled", stop_reason="cancelled"),
-                                RunSummary(run="r2", agent="repo", status="failed", stop_reason="idle_timeout",
+                                RunSummary(run="r2", agent="repo", status="failed", stop_reason=StopReason.IDLE_TIMEOUT,
                                            parent="r1")])
     assert _runs_tree(summary) == ["└ director r1 cancelled", "  └ repo r2 failed (idle_timeout)"]

@@ -18,6 +18,7 @@ import pytest
 
 from tests.client.conftest import PROVIDER_CONFIG
 from tests.daemon_harness import DaemonProcess, script
+from yagent.ipc.vocabulary import EventType, QuestionKind
 
 pytestmark = pytest.mark.e2e
 
@@ -43,7 +44,7 @@ def test_print_mode_streams_json_lines_and_a_final_answer(make_daemon, project: 
     events, final = lines[:-1], lines[-1]
     assert all(set(e) == EVENT_FIELDS for e in events)
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
-    assert [e["data"]["text"] for e in events if e["type"] == "ai_chunk"] == ["你好", " world"]
+    assert [e["data"]["text"] for e in events if e["type"] == EventType.AI_CHUNK] == ["你好", " world"]
     assert final == {"type": "result", "task": events[0]["task"], "status": "done", "stop_reason": "agent_exit",
                      "output": "the full answer", "error": ""}
 
@@ -72,8 +73,9 @@ def test_a_question_says_how_to_answer_it_and_the_run_waits(make_daemon, project
 
 def test_yolo_approves_in_project_authorisation_only(make_daemon, project: Path) -> None:
     daemon = make_daemon(PROVIDER_CONFIG)
-    steps = script({"ask": {"kind": "authorize", "prompt": "delete build/?", "details": {"tool": "delete_file"}}},
-                   {"ask": {"kind": "authorize", "prompt": "edit /etc/hosts?",
+    steps = script({"ask": {"kind": QuestionKind.AUTHORIZE, "prompt": "delete build/?",
+                            "details": {"tool": "delete_file"}}},
+                   {"ask": {"kind": QuestionKind.AUTHORIZE, "prompt": "edit /etc/hosts?",
                             "details": {"outside_paths": ["/etc/hosts"]}}})
     proc = popen(daemon, "--json", "-p", steps, "--agent", "scripted", "--yolo", cwd=project)
     try:
@@ -81,7 +83,7 @@ def test_yolo_approves_in_project_authorisation_only(make_daemon, project: Path)
         questions = []
         for line in proc.stdout:
             ev = json.loads(line)
-            if ev["type"] == "user_help_needed":
+            if ev["type"] == EventType.USER_HELP_NEEDED:
                 questions.append(ev)
                 if ev["data"]["prompt"] == "edit /etc/hosts?":
                     break
@@ -210,7 +212,7 @@ def test_a_closed_stdout_ends_the_client_without_a_traceback(make_daemon, projec
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert first["type"] == "turn_started"
+    assert first["type"] == EventType.TURN_STARTED
     assert "Traceback" not in err and "BrokenPipe" not in err, err
     assert proc.returncode == 141
 
@@ -280,7 +282,7 @@ def test_json_mode_ends_with_a_result_line_also_when_no_turn_end_arrives(make_da
 
 def test_yolo_in_text_mode_does_not_ask_for_an_answer_it_gave_itself(make_daemon, project: Path) -> None:
     daemon = make_daemon(PROVIDER_CONFIG)
-    steps = script({"ask": {"kind": "authorize", "prompt": "delete build/?", "options": ["once", "deny"],
+    steps = script({"ask": {"kind": QuestionKind.AUTHORIZE, "prompt": "delete build/?", "options": ["once", "deny"],
                             "details": {"tool": "delete_file"}}}, output="deleted")
     result = daemon.cli("-p", steps, "--agent", "scripted", "--yolo", cwd=project)
     assert result.returncode == 0, result.stderr

@@ -19,6 +19,7 @@ from yagent.client.setup.wizard import Wizard
 from yagent.client.tui.dialogs import PickerDialog, QuestionDialog
 from yagent.client.tui.render import LogRenderer, render_plans, render_status, render_title, status_height
 from yagent.ipc.messages import Question
+from yagent.ipc.vocabulary import QuestionKind
 
 WIDTHS = (40, 41, 57, 80, 99, 120, 161, 200, 239, 240)
 HEIGHTS = (12, 13, 18, 24, 40, 80)
@@ -73,7 +74,7 @@ QUESTIONS = [
     Question(request_id="2", kind="select", prompt="pick one", options=[f"选项 {i} " + "y" * 60 for i in range(15)],
              agent="coding"),
     Question(request_id="3", kind="input", prompt="名字?", default="默认值" * 30, agent="chat"),
-    Question(request_id="4", kind="authorize", prompt="run `rm -rf build`",
+    Question(request_id="4", kind=QuestionKind.AUTHORIZE, prompt="run `rm -rf build`",
              details={"tool": "run_bash", "outside_paths": ["/etc/" + "p" * 300]}, agent="coding"),
 ]
 

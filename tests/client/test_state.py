@@ -6,6 +6,7 @@ from tests.client.scenes import Feed, rich_view
 from yagent.client.tui.render import LogRenderer, render_status
 from yagent.ipc import event_data
 from yagent.ipc.messages import Question
+from yagent.ipc.vocabulary import EventType, StopReason
 
 
 def _texts(view, kind="text"):
@@ -23,69 +24,69 @@ def test_parallel_runs_of_one_agent_stream_into_separate_slots_with_plain_labels
 
 def test_events_without_a_run_coordinate_keep_one_slot_per_agent_name() -> None:
     f = Feed()
-    f("turn_started", {"turn": 1, "text": "hi", "agent": "director"}, run="")
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "hi", "agent": "director"}, run="")
     for piece in ("a", "b", "c"):
-        f("ai_chunk", {"text": piece}, run="")
+        f(EventType.AI_CHUNK, {"text": piece}, run="")
     assert _texts(f.view) == [("director", "abc")]
 
 
 def test_a_tool_call_or_question_starts_a_new_paragraph_of_the_same_run() -> None:
     f = Feed()
-    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
-    f("ai_chunk", {"text": "before"})
-    f("tool_call_start", event_data.tool_call_start("c1", "grep", "{}", "TODO"))
-    f("ai_chunk", {"text": "after tool"})
-    f("user_help_needed", Question(request_id="q", kind="input", prompt="?").to_wire())
-    f("ai_chunk", {"text": "after question"})
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
+    f(EventType.AI_CHUNK, {"text": "before"})
+    f(EventType.TOOL_CALL_START, event_data.tool_call_start("c1", "grep", "{}", "TODO"))
+    f(EventType.AI_CHUNK, {"text": "after tool"})
+    f(EventType.USER_HELP_NEEDED, Question(request_id="q", kind="input", prompt="?").to_wire())
+    f(EventType.AI_CHUNK, {"text": "after question"})
     assert [t for _a, t in _texts(f.view)] == ["before", "after tool", "after question"]
 
 
 def test_complete_response_is_authoritative_and_a_restarted_stream_starts_over() -> None:
     f = Feed()
-    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
-    f("ai_stream_start", event_data.ai_stream_start(1, "m"))
-    f("ai_chunk", {"text": "half a repl"})
-    f("ai_stream_end", event_data.ai_stream_end(1, restarted=True))
-    f("ai_chunk", {"text": "the whole reply"})
-    f("ai_response", event_data.ai_response(1, "the whole reply.", 0))
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
+    f(EventType.AI_STREAM_START, event_data.ai_stream_start(1, "m"))
+    f(EventType.AI_CHUNK, {"text": "half a repl"})
+    f(EventType.AI_STREAM_END, event_data.ai_stream_end(1, restarted=True))
+    f(EventType.AI_CHUNK, {"text": "the whole reply"})
+    f(EventType.AI_RESPONSE, event_data.ai_response(1, "the whole reply.", 0))
     assert _texts(f.view) == [("director", "the whole reply.")]
 
 
 def test_turn_end_shows_the_output_when_nothing_streamed_and_clears_questions() -> None:
     f = Feed()
-    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
-    f("user_help_needed", Question(request_id="q1", kind="confirm", prompt="ok?").to_wire())
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
+    f(EventType.USER_HELP_NEEDED, Question(request_id="q1", kind="confirm", prompt="ok?").to_wire())
     assert f.view.display_state == "waiting for you"
-    f("turn_finished", {"turn": 1, "state": "done", "status": "done", "stop_reason": "agent_exit",
-                        "output": "final answer", "error": "", "run": "root"})
+    f(EventType.TURN_FINISHED, {"turn": 1, "state": "done", "status": "done", "stop_reason": "agent_exit",
+                                "output": "final answer", "error": "", "run": "root"})
     assert f.view.display_state == "done" and not f.view.questions
     assert _texts(f.view) == [("director", "final answer")]
 
 
 def test_streamed_output_is_not_repeated_at_turn_end() -> None:
     f = Feed()
-    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
-    f("ai_chunk", {"text": "streamed answer"})
-    f("turn_finished", {"turn": 1, "state": "done", "status": "done", "output": "streamed answer"})
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
+    f(EventType.AI_CHUNK, {"text": "streamed answer"})
+    f(EventType.TURN_FINISHED, {"turn": 1, "state": "done", "status": "done", "output": "streamed answer"})
     assert _texts(f.view) == [("director", "streamed answer")]
 
 
 def test_question_is_closed_by_any_response_and_by_its_run_ending() -> None:
     f = Feed()
-    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
     for rid, run in (("a", "r1"), ("b", "r2")):
-        f("user_help_needed", Question(request_id=rid, kind="confirm", prompt=rid, run=run).to_wire(), run=run)
+        f(EventType.USER_HELP_NEEDED, Question(request_id=rid, kind="confirm", prompt=rid, run=run).to_wire(), run=run)
     assert list(f.view.questions) == ["a", "b"]
-    f("user_help_response", {"request_id": "a", "answer": {"value": "yes"}, "by": "client"})
-    f("run_finished", {"status": "cancelled", "stop_reason": "cancelled", "parent": "root"}, run="r2")
+    f(EventType.USER_HELP_RESPONSE, {"request_id": "a", "answer": {"value": "yes"}, "by": "client"})
+    f(EventType.RUN_FINISHED, {"status": "cancelled", "stop_reason": "cancelled", "parent": "root"}, run="r2")
     assert f.view.questions == {}
     assert f.view.display_state == "running"
 
 
 def test_replayed_events_are_applied_once() -> None:
     f = Feed()
-    ev = f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
-    chunk = f("ai_chunk", {"text": "once"})
+    ev = f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
+    chunk = f(EventType.AI_CHUNK, {"text": "once"})
     f.view.apply(chunk)
     f.view.apply(ev)
     assert _texts(f.view) == [("director", "once")]
@@ -94,11 +95,11 @@ def test_replayed_events_are_applied_once() -> None:
 
 def test_usage_sums_normalised_counts_and_compression_share_is_capped() -> None:
     f = Feed()
-    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
     for _ in range(2):
-        f("llm_call_end", event_data.llm_call_end(1, "p", "m", event_data.usage_data(1_000, 20, 800), 0.1))
+        f(EventType.LLM_CALL_END, event_data.llm_call_end(1, "p", "m", event_data.usage_data(1_000, 20, 800), 0.1))
     for original, compressed in ((10_000, 2_000), (10_000, 1_000), (6_000, 1_000)):
-        f("context_compressed", event_data.context_compressed("standard", original, compressed))
+        f(EventType.CONTEXT_COMPRESSED, event_data.context_compressed("standard", original, compressed))
     u, c = f.view.usage, f.view.compression
     assert (u.input_tokens, u.output_tokens, u.cached_tokens, u.calls) == (2_000, 40, 1_600, 2)
     assert (c.count, c.saved, c.largest_original, c.percent) == (3, 22_000, 10_000, 100)
@@ -109,10 +110,10 @@ def test_usage_sums_normalised_counts_and_compression_share_is_capped() -> None:
 
 def test_pause_and_continue_show_in_the_state() -> None:
     f = Feed()
-    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
-    f("task_paused", {"turn": 1})
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
+    f(EventType.TASK_PAUSED, {"turn": 1})
     assert f.view.display_state == "paused"
-    f("task_resumed", {"turn": 1})
+    f(EventType.TASK_RESUMED, {"turn": 1})
     assert f.view.display_state == "running"
 
 
@@ -130,12 +131,12 @@ def test_thinklink_plans_keep_the_publishing_agent() -> None:
 
 def test_a_replaced_reply_is_rewrapped_not_appended_to() -> None:
     f = Feed()
-    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
-    f("ai_stream_start", event_data.ai_stream_start(1, "m"))
-    f("ai_chunk", {"text": "draft " * 20})  # several lines at width 40
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
+    f(EventType.AI_STREAM_START, event_data.ai_stream_start(1, "m"))
+    f(EventType.AI_CHUNK, {"text": "draft " * 20})  # several lines at width 40
     renderer = LogRenderer()
     renderer.window(f.view, 40, 50, False)  # cache the streamed rendering
-    f("ai_response", event_data.ai_response(1, "final " * 30, 0))
+    f(EventType.AI_RESPONSE, event_data.ai_response(1, "final " * 30, 0))
     shown = ["".join(t for _s, t in line).strip() for line in renderer.window(f.view, 40, 50, False)[0]]
     assert not any("draft" in line for line in shown)
     assert sum(line.count("final") for line in shown) == 30
@@ -146,38 +147,38 @@ THOUGHT_ONLY = "<thought>\ngoal: answer\nreason: the chat agent knows\n</thought
 
 def test_a_thought_only_stream_does_not_suppress_the_final_answer() -> None:
     f = Feed()
-    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
-    f("ai_stream_start", event_data.ai_stream_start(1, "m"))
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
+    f(EventType.AI_STREAM_START, event_data.ai_stream_start(1, "m"))
     for start in range(0, len(THOUGHT_ONLY), 5):  # streamed in pieces, so partial tags are held back too
-        f("ai_chunk", {"text": THOUGHT_ONLY[start:start + 5]})
-    f("ai_stream_end", event_data.ai_stream_end(1))
-    f("ai_response", event_data.ai_response(1, THOUGHT_ONLY, 1))
+        f(EventType.AI_CHUNK, {"text": THOUGHT_ONLY[start:start + 5]})
+    f(EventType.AI_STREAM_END, event_data.ai_stream_end(1))
+    f(EventType.AI_RESPONSE, event_data.ai_response(1, THOUGHT_ONLY, 1))
     assert not f.view.root_streamed
-    f("turn_finished", {"turn": 1, "state": "done", "status": "done", "stop_reason": "agent_exit",
-                        "output": "the final answer"})
+    f(EventType.TURN_FINISHED, {"turn": 1, "state": "done", "status": "done", "stop_reason": "agent_exit",
+                                "output": "the final answer"})
     assert _texts(f.view)[-1] == ("director", "the final answer")
 
 
 def test_a_reply_with_words_after_its_thought_still_counts_as_streamed() -> None:
     f = Feed()
-    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
-    f("ai_chunk", {"text": THOUGHT_ONLY})
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
+    f(EventType.AI_CHUNK, {"text": THOUGHT_ONLY})
     assert not f.view.root_streamed
-    f("ai_chunk", {"text": "the final answer"})
+    f(EventType.AI_CHUNK, {"text": "the final answer"})
     assert f.view.root_streamed
-    f("turn_finished", {"turn": 1, "state": "done", "status": "done", "output": "the final answer"})
+    f(EventType.TURN_FINISHED, {"turn": 1, "state": "done", "status": "done", "output": "the final answer"})
     assert [t for _a, t in _texts(f.view)] == [THOUGHT_ONLY + "the final answer"]  # shown once
 
 
 def test_text_of_a_restarted_stream_does_not_suppress_the_final_answer() -> None:
     f = Feed()
-    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
-    f("ai_stream_start", event_data.ai_stream_start(1, "m"))
-    f("ai_chunk", {"text": "half an ans"})
-    f("ai_stream_end", event_data.ai_stream_end(1, restarted=True))
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
+    f(EventType.AI_STREAM_START, event_data.ai_stream_start(1, "m"))
+    f(EventType.AI_CHUNK, {"text": "half an ans"})
+    f(EventType.AI_STREAM_END, event_data.ai_stream_end(1, restarted=True))
     assert not f.view.root_streamed
-    f("turn_finished", {"turn": 1, "state": "failed", "status": "failed", "stop_reason": "llm_error",
-                        "output": "what was said before"})
+    f(EventType.TURN_FINISHED, {"turn": 1, "state": "failed", "status": "failed", "stop_reason": StopReason.LLM_ERROR,
+                                "output": "what was said before"})
     assert _texts(f.view)[-1] == ("director", "what was said before")
 
 
@@ -185,31 +186,32 @@ def test_one_failure_reported_by_several_events_is_shown_once_per_turn() -> None
     f = Feed()
     error = "provider 'x' (model m) failed: HTTP 400: bad request"
     for turn in (1, 2):
-        f("turn_started", {"turn": turn, "text": "go", "agent": "director"})
-        f("llm_call_end", event_data.llm_call_end(1, "x", "m", None, 0.1, error=error))
-        f("conversation_error", event_data.conversation_error(error))
-        f("turn_finished", {"turn": turn, "status": "failed", "stop_reason": "llm_error", "error": error})
+        f(EventType.TURN_STARTED, {"turn": turn, "text": "go", "agent": "director"})
+        f(EventType.LLM_CALL_END, event_data.llm_call_end(1, "x", "m", None, 0.1, error=error))
+        f(EventType.CONVERSATION_ERROR, event_data.conversation_error(error))
+        f(EventType.TURN_FINISHED, {"turn": turn, "status": "failed", "stop_reason": StopReason.LLM_ERROR,
+                                    "error": error})
     errors = [e.text for e in f.view.entries if e.kind == "error"]
     assert errors == [f"director: LLM call failed: {error}"] * 2  # once in each turn
     turns = [e.data for e in f.view.entries if e.kind == "turn"]
-    assert [t["error"] for t in turns] == ["", ""] and [t["stop_reason"] for t in turns] == ["llm_error"] * 2
+    assert [t.error for t in turns] == ["", ""] and [t.stop_reason for t in turns] == [StopReason.LLM_ERROR] * 2
     other = Feed()
-    other("turn_started", {"turn": 1, "text": "go", "agent": "director"})
-    other("turn_finished", {"turn": 1, "status": "failed", "stop_reason": "panic", "error": "worker crashed"})
-    assert [e.data["error"] for e in other.view.entries if e.kind == "turn"] == ["worker crashed"]
+    other(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
+    other(EventType.TURN_FINISHED, {"turn": 1, "status": "failed", "stop_reason": "panic", "error": "worker crashed"})
+    assert [e.data.error for e in other.view.entries if e.kind == "turn"] == ["worker crashed"]
 
 
 def test_a_run_waiting_for_a_model_slot_says_so_in_the_status_until_granted() -> None:
     f = Feed()
-    f("turn_started", {"turn": 1, "text": "go", "agent": "director"})
-    f("run_started", {"agent": "director", "parent": None, "input": "go"})
-    f("run_started", {"agent": "coding", "parent": "root", "input": "edit"}, run="c1", agent="coding")
-    f("llm_slot_wait", {"waiting": True, "limit": 2}, run="c1", agent="coding")
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
+    f(EventType.RUN_STARTED, {"agent": "director", "parent": None, "input": "go"})
+    f(EventType.RUN_STARTED, {"agent": "coding", "parent": "root", "input": "edit"}, run="c1", agent="coding")
+    f(EventType.LLM_SLOT_WAIT, {"waiting": True, "limit": 2}, run="c1", agent="coding")
 
     def status() -> str:
         return "\n".join("".join(t for _s, t in line) for line in render_status(f.view, 120, 30, f.ts))
 
     assert "1 waiting for a model slot (max 2 at once)" in status()
     assert "└ coding running" in status() and "· waiting for a model slot" in status()
-    f("llm_slot_wait", {"waiting": False, "limit": 2}, run="c1", agent="coding")
+    f(EventType.LLM_SLOT_WAIT, {"waiting": False, "limit": 2}, run="c1", agent="coding")
     assert "waiting for a model slot" not in status()

@@ -7,6 +7,7 @@ import io
 from yagent.client.event_text import TextPrinter
 from yagent.client.thought_filter import ThoughtFilter, visible_reply
 from yagent.ipc.messages import Event
+from yagent.ipc.vocabulary import EventType
 
 REPLY = "<thought>\ngoal: g\nreason: r\n</thought>\nThe answer is 42 <b>exactly</b>."
 
@@ -33,10 +34,10 @@ def test_the_plain_printer_streams_the_reply_without_its_thought() -> None:
     def ev(seq: int, type_: str, data: dict) -> Event:
         return Event(seq, "t1", "r1", "director", type_, 0.0, data)
 
-    printer.handle(ev(1, "turn_started", {"turn": 1}))
+    printer.handle(ev(1, EventType.TURN_STARTED, {"turn": 1}))
     for i, start in enumerate(range(0, len(REPLY), 5)):
-        printer.handle(ev(2 + i, "ai_chunk", {"text": REPLY[start:start + 5]}))
-    printer.handle(ev(99, "ai_stream_end", {"step": 1}))
+        printer.handle(ev(2 + i, EventType.AI_CHUNK, {"text": REPLY[start:start + 5]}))
+    printer.handle(ev(99, EventType.AI_STREAM_END, {"step": 1}))
     assert out.getvalue() == "The answer is 42 <b>exactly</b>.\n"  # the finished reply ends its line
 
 
@@ -50,14 +51,14 @@ def test_the_conversation_log_hides_thought_blocks_and_thought_only_replies() ->
     def apply(run: str, type_: str, data: dict) -> None:
         view.apply(Event(next(seq), "t1", run, "director", type_, 0.0, data))
 
-    apply("r1", "turn_started", {"turn": 1, "text": "hi"})
-    apply("r1", "ai_stream_start", {"step": 1, "model": "m"})
-    apply("r1", "ai_chunk", {"text": "<thought>\ngoal: g\nreason: r\n</thought>\n"})
-    apply("r1", "ai_stream_end", {"step": 1})
-    apply("r1", "ai_stream_start", {"step": 2, "model": "m"})
+    apply("r1", EventType.TURN_STARTED, {"turn": 1, "text": "hi"})
+    apply("r1", EventType.AI_STREAM_START, {"step": 1, "model": "m"})
+    apply("r1", EventType.AI_CHUNK, {"text": "<thought>\ngoal: g\nreason: r\n</thought>\n"})
+    apply("r1", EventType.AI_STREAM_END, {"step": 1})
+    apply("r1", EventType.AI_STREAM_START, {"step": 2, "model": "m"})
     for start in range(0, len(REPLY), 4):
-        apply("r1", "ai_chunk", {"text": REPLY[start:start + 4]})
-    apply("r1", "ai_stream_end", {"step": 2})
+        apply("r1", EventType.AI_CHUNK, {"text": REPLY[start:start + 4]})
+    apply("r1", EventType.AI_STREAM_END, {"step": 2})
     renderer = LogRenderer()
     texts = [e for e in view.entries if e.kind == "text"]
     assert len(texts) == 2

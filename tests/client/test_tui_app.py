@@ -13,6 +13,7 @@ from tests.daemon_harness import arun
 from yagent.client.tui.commands import COMMANDS
 from yagent.client.tui.dialogs import PickerDialog, QuestionDialog
 from yagent.ipc.messages import TurnSummary
+from yagent.ipc.vocabulary import EventType, QuestionKind
 
 ALT_ENTER = "\x1b\r"
 CTRL_O, CTRL_Q, CTRL_R, CTRL_T, F2, TAB = "\x0f", "\x11", "\x12", "\x14", "\x1bOQ", "\t"
@@ -21,7 +22,7 @@ CTRL_O, CTRL_Q, CTRL_R, CTRL_T, F2, TAB = "\x0f", "\x11", "\x12", "\x14", "\x1bO
 def backend_with_task(state: str = "running") -> FakeBackend:
     b = FakeBackend()
     b.add_task("t1", state=state, title="first task")
-    b.emit("t1", "turn_started", {"turn": 1, "text": "hello", "agent": "director"}, run="r1")
+    b.emit("t1", EventType.TURN_STARTED, {"turn": 1, "text": "hello", "agent": "director"}, run="r1")
     return b
 
 
@@ -29,7 +30,7 @@ def backend_with_long_reply(state: str = "running") -> FakeBackend:
     """A task whose reply is 60 lines, `line-00` … `line-59` (seq 2-61): more than one screen holds."""
     b = backend_with_task(state)
     for i in range(60):
-        b.emit("t1", "ai_chunk", {"text": f"line-{i:02d}\n"})
+        b.emit("t1", EventType.AI_CHUNK, {"text": f"line-{i:02d}\n"})
     return b
 
 
@@ -126,17 +127,17 @@ def test_a_control_acknowledgement_leaves_once_the_task_state_moves_on() -> None
         async with running_tui(b) as (tui, pipe):
             pipe.send_text("/pause\r")
             await until(lambda: tui.c.message and "pausing" in tui.c.message[0], "the acknowledgement")
-            b.emit("t1", "task_paused", {})
+            b.emit("t1", EventType.TASK_PAUSED, {})
             await until(lambda: tui.c.message is None, "the stale 'pausing' line gone once paused")
             pipe.send_text("/cancel\r")
             await until(lambda: tui.c.message and "cancelling" in tui.c.message[0], "the acknowledgement")
-            b.emit("t1", "turn_finished", {"turn": 1, "status": "cancelled", "state": "cancelled"})
+            b.emit("t1", EventType.TURN_FINISHED, {"turn": 1, "status": "cancelled", "state": "cancelled"})
             await until(lambda: tui.c.message is None, "the stale 'cancelling' line gone once cancelled")
             assert not any("cancelling" in row for row in screen_rows(tui, 80, 24))
             b.busy = True  # an error stays: it is about something the user must still do
             pipe.send_text("more\r")
             await until(lambda: tui.c.message and tui.c.message[1], "the busy error")
-            b.emit("t1", "turn_started", {"turn": 2, "text": "elsewhere", "agent": "director"}, run="r2")
+            b.emit("t1", EventType.TURN_STARTED, {"turn": 2, "text": "elsewhere", "agent": "director"}, run="r2")
             await until(lambda: tui.c.view.turn == 2, "the next turn")
             assert tui.c.message and "not sent" in tui.c.message[0]
 
@@ -177,7 +178,7 @@ def test_resume_picks_an_earlier_task_and_the_next_message_continues_it() -> Non
     async def go() -> None:
         b = backend_with_task(state="done")
         b.add_task("t0", state="interrupted", title="older task", updated=10.0)
-        b.emit("t0", "turn_started", {"turn": 1, "text": "old question", "agent": "director"})
+        b.emit("t0", EventType.TURN_STARTED, {"turn": 1, "text": "old question", "agent": "director"})
         async with running_tui(b) as (tui, pipe):
             assert tui.c.view.task == "t1"  # the latest session of the project
             pipe.send_text("/resume\r")
@@ -257,7 +258,7 @@ def test_a_yolo_level_saved_by_setup_applies_to_the_next_message(tmp_path: Path)
     ("confirm", "n", "no"),
     ("select", "2", "beta"),
     ("input", "my answer\r", "my answer"),
-    ("authorize", "s", "session"),
+    (QuestionKind.AUTHORIZE, "s", "session"),
 ])
 def test_question_dialogs_answer_by_kind(kind: str, keys: str, value: str) -> None:
     async def go() -> None:
@@ -280,9 +281,9 @@ def test_events_keep_flowing_and_turn_end_lands_while_a_dialog_is_open() -> None
         async with running_tui(b) as (tui, _pipe):
             b.ask("t1", "r1.1", "confirm", "continue?")
             await until(lambda: tui.c.dialog is not None, "the dialog")
-            b.emit("t1", "ai_chunk", {"text": "still streaming"}, run="r2", agent="coding")
-            b.emit("t1", "turn_finished", {"turn": 1, "state": "done", "status": "done", "output": "final words"},
-                   run="r1")
+            b.emit("t1", EventType.AI_CHUNK, {"text": "still streaming"}, run="r2", agent="coding")
+            b.emit("t1", EventType.TURN_FINISHED,
+                   {"turn": 1, "state": "done", "status": "done", "output": "final words"}, run="r1")
             await until(lambda: tui.c.view.display_state == "done", "the turn to end under the dialog")
             assert "still streaming" in entries(tui, "text") and "final words" in entries(tui, "text")
             assert tui.c.dialog is None  # its question died with the turn
@@ -326,14 +327,14 @@ def test_pending_questions_are_shown_first_on_attach_and_can_be_put_off() -> Non
 def test_dropped_daemon_is_reported_and_reconnect_resumes_without_duplicates() -> None:
     async def go() -> None:
         b = backend_with_task()
-        b.emit("t1", "ai_chunk", {"text": "one "})
+        b.emit("t1", EventType.AI_CHUNK, {"text": "one "})
         async with running_tui(b) as (tui, pipe):
             await until(lambda: entries(tui, "text") == ["one "], "the backlog")
             b.alive_flag = False
             await until(lambda: tui.c.connection == "lost", "the lost connection")
             screen = screen_rows(tui, 80, 24)
             assert any("connection to yagentd lost" in row for row in screen)
-            b.emit("t1", "ai_chunk", {"text": "two"})  # happens while we are cut off
+            b.emit("t1", EventType.AI_CHUNK, {"text": "two"})  # happens while we are cut off
             pipe.send_text("hello\r")
             await until(lambda: tui.c.message and "not connected" in tui.c.message[0], "the refusal")
             b.alive_flag = True
@@ -360,13 +361,15 @@ def test_detach_leaves_the_task_running() -> None:
 def test_tool_results_expand_and_plans_view_filters_by_agent() -> None:
     async def go() -> None:
         b = backend_with_task()
-        b.emit("t1", "tool_call_start", {"call_id": "c1", "name": "read_file", "arguments": "{}", "brief": "a.py"})
-        b.emit("t1", "tool_call_result", {"call_id": "c1", "name": "read_file", "content": "L1\nL2\nL3\nSECRET4",
-                                          "is_error": False, "duration": 0.1})
-        b.emit("t1", "thinklink_entry", {"agent": "director", "goal": "G-director", "step": "", "reason": "",
-                                         "plan": []})
-        b.emit("t1", "thinklink_entry", {"agent": "coding", "goal": "G-coding", "step": "", "reason": "",
-                                         "plan": []}, run="c1", agent="coding")
+        b.emit("t1", EventType.TOOL_CALL_START,
+               {"call_id": "c1", "name": "read_file", "arguments": "{}", "brief": "a.py"})
+        b.emit("t1", EventType.TOOL_CALL_RESULT,
+               {"call_id": "c1", "name": "read_file", "content": "L1\nL2\nL3\nSECRET4", "is_error": False,
+                "duration": 0.1})
+        b.emit("t1", EventType.THINKLINK_ENTRY, {"agent": "director", "goal": "G-director", "step": "", "reason": "",
+                                                 "plan": []})
+        b.emit("t1", EventType.THINKLINK_ENTRY, {"agent": "coding", "goal": "G-coding", "step": "", "reason": "",
+                                                 "plan": []}, run="c1", agent="coding")
         async with running_tui(b) as (tui, pipe):
             await until(lambda: len(tui.c.view.plans) == 2, "the backlog")
             assert not any("SECRET4" in row for row in screen_rows(tui, 80, 24))
@@ -392,7 +395,7 @@ def test_screen_layout_holds_from_small_to_large_terminals() -> None:
     async def go() -> None:
         b = backend_with_task()
         for i in range(40):
-            b.emit("t1", "ai_chunk", {"text": f"行 {i} 的内容 " * 6 + "\n"})
+            b.emit("t1", EventType.AI_CHUNK, {"text": f"行 {i} 的内容 " * 6 + "\n"})
         async with running_tui(b) as (tui, _pipe):
             await until(lambda: tui.c.view.last_seq == 41, "the backlog")
             b.ask("t1", "r1.1", "select", "哪一个?", options=[f"option {i}" for i in range(12)])
@@ -419,12 +422,12 @@ def test_setup_is_refused_during_a_turn_and_returns_to_the_conversation(tmp_path
         async with running_tui(b, config_path=config) as (tui, pipe):
             pipe.send_text("/setup\r")
             await until(lambda: tui.c.message and "wizard takes the whole keyboard" in tui.c.message[0], "refusal")
-            b.emit("t1", "turn_finished", {"turn": 1, "state": "done", "status": "done", "output": "ok"})
+            b.emit("t1", EventType.TURN_FINISHED, {"turn": 1, "state": "done", "status": "done", "output": "ok"})
             await until(lambda: tui.c.view.display_state == "done", "the turn end")
             pipe.send_text("/setup\r")
             await until(lambda: tui.c.mode == "setup" and tui.setup_view is not None, "the wizard")
             assert any("providers in" in row for row in screen_rows(tui, 80, 24))
-            b.emit("t1", "turn_started", {"turn": 2, "text": "from another client", "agent": "director"})
+            b.emit("t1", EventType.TURN_STARTED, {"turn": 2, "text": "from another client", "agent": "director"})
             await until(lambda: "from another client" in entries(tui, "user"), "events flowing under the wizard")
             pipe.send_text("q")
             await until(lambda: tui.c.mode == "main", "the conversation back")
@@ -456,7 +459,7 @@ def test_many_chunks_render_without_losing_order() -> None:
         b = backend_with_task()
         async with running_tui(b) as (tui, _pipe):
             for i in range(2000):
-                b.emit("t1", "ai_chunk", {"text": f"{i} "})
+                b.emit("t1", EventType.AI_CHUNK, {"text": f"{i} "})
                 if i % 200 == 0:
                     await asyncio.sleep(0)
             await until(lambda: tui.c.view.last_seq == 2001, "all chunks", timeout=20)
@@ -474,9 +477,9 @@ def test_turns_the_daemon_no_longer_replays_come_from_the_task_record() -> None:
         b.turns["t1"] = [TurnSummary(turn=1, text="old question", state="done", output="old answer"),
                          TurnSummary(turn=2, text="new question", state="done", output="new answer")]
         for turn in (1, 2):
-            b.emit("t1", "turn_started", {"turn": turn, "text": f"{'old' if turn == 1 else 'new'} question"})
-            b.emit("t1", "ai_chunk", {"text": f"{'old' if turn == 1 else 'new'} answer"})
-            b.emit("t1", "turn_finished", {"turn": turn, "state": "done", "status": "done"})
+            b.emit("t1", EventType.TURN_STARTED, {"turn": turn, "text": f"{'old' if turn == 1 else 'new'} question"})
+            b.emit("t1", EventType.AI_CHUNK, {"text": f"{'old' if turn == 1 else 'new'} answer"})
+            b.emit("t1", EventType.TURN_FINISHED, {"turn": turn, "state": "done", "status": "done"})
         del b.events["t1"][:3]  # the daemon's ring dropped turn 1
         async with running_tui(b) as (tui, _pipe):
             await until(lambda: tui.c.view.last_seq == 6, "the backlog")
@@ -499,7 +502,7 @@ def test_page_up_scrolls_back_and_page_down_follows_the_stream_again() -> None:
             assert not any("line-59" in row for row in rows) and any("line-4" in row for row in rows)
             status = next(row for row in screen_rows(tui, 80, 24) if row.startswith(" running "))
             assert "↓ 19 lines below" in status  # the status line says the view is not following
-            b.emit("t1", "ai_chunk", {"text": "line-60\n"})  # new output does not yank the view down
+            b.emit("t1", EventType.AI_CHUNK, {"text": "line-60\n"})  # new output does not yank the view down
             await until(lambda: tui.c.view.last_seq == 62, "the new chunk")
             rows = screen_rows(tui, 80, 24)
             assert not any("line-60" in row for row in rows)
@@ -564,8 +567,9 @@ def test_scrolling_the_plans_stops_at_the_oldest_and_comes_back_at_once() -> Non
     async def go() -> None:
         b = backend_with_task()
         for i in range(30):
-            b.emit("t1", "thinklink_entry", {"agent": "director", "goal": f"G-{i:02d}", "step": "", "reason": "",
-                                             "plan": [{"status": "todo", "text": f"task of plan {i}"}]})
+            b.emit("t1", EventType.THINKLINK_ENTRY,
+                   {"agent": "director", "goal": f"G-{i:02d}", "step": "", "reason": "",
+                    "plan": [{"status": "todo", "text": f"task of plan {i}"}]})
         async with running_tui(b) as (tui, pipe):
             await until(lambda: len(tui.c.view.plans) == 30, "the plans")
             pipe.send_text(CTRL_T)

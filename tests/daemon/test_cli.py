@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.daemon_harness import DaemonProcess, script, wait_until
+from yagent.ipc.vocabulary import EventType, QuestionKind
 
 pytestmark = pytest.mark.e2e
 
@@ -104,8 +105,8 @@ def test_detach_ps_logs_and_control(daemon, project: Path) -> None:
                "the task to be cancelled")
     log = daemon.cli("--json", "logs", task)
     types = [json.loads(line)["type"] for line in log.stdout.splitlines()]
-    assert types[0] == "turn_started" and "task_paused" in types and "task_resumed" in types
-    assert types[-2:] == ["turn_finished", "result"]
+    assert types[0] == EventType.TURN_STARTED and EventType.TASK_PAUSED in types and EventType.TASK_RESUMED in types
+    assert types[-2:] == [EventType.TURN_FINISHED, "result"]
     assert daemon.cli("pause", task).returncode == 1  # nothing left to pause
 
 
@@ -121,7 +122,7 @@ def test_logs_follow_replays_then_streams_live(daemon, project: Path) -> None:
         for line in follower.stdout:
             ev = json.loads(line)
             seen.append(ev)
-            if ev["type"] == "user_help_needed":
+            if ev["type"] == EventType.USER_HELP_NEEDED:
                 answered = daemon.cli("answer", task, "yes")
                 assert answered.returncode == 0, answered.stderr
             if ev["type"] == "result":
@@ -131,7 +132,7 @@ def test_logs_follow_replays_then_streams_live(daemon, project: Path) -> None:
         follower.wait()
     seqs = [e["seq"] for e in seen if "seq" in e]
     assert seqs == list(range(1, len(seqs) + 1))
-    assert sum(e["type"] == "ai_chunk" for e in seen) == 100
+    assert sum(e["type"] == EventType.AI_CHUNK for e in seen) == 100
 
 
 def test_unknown_task_and_no_daemon_errors_are_actionable(daemon, tmp_path: Path) -> None:
@@ -190,8 +191,8 @@ def test_logs_says_when_history_is_gone(make_daemon, project: Path) -> None:
 
 
 def test_answer_refuses_a_value_the_question_cannot_take_and_takes_several_words(daemon, project: Path) -> None:
-    auth = {"ask": {"kind": "authorize", "prompt": "delete build/?", "options": ["once", "session", "project", "deny"],
-                    "details": {"tool": "delete_file"}}}
+    auth = {"ask": {"kind": QuestionKind.AUTHORIZE, "prompt": "delete build/?",
+                    "options": ["once", "session", "project", "deny"], "details": {"tool": "delete_file"}}}
     sub = daemon.cli("--json", "run", "--detach", "--agent", "scripted",
                      script(auth, {"ask": {"kind": "input", "prompt": "which database?"}}), cwd=project)
     task = json.loads(sub.stdout)["task"]

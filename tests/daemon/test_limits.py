@@ -10,6 +10,7 @@ import pytest
 
 from tests.daemon_harness import arun, collect_turn, of_type, script, submit
 from yagent.ipc.messages import Ack, DaemonStatus, ListTasks, StatusRequest, TaskControl, TaskList
+from yagent.ipc.vocabulary import EventType
 
 pytestmark = pytest.mark.e2e
 
@@ -39,7 +40,7 @@ def test_leases_never_exceed_the_limit_under_50_concurrent_runs(make_daemon, tmp
             return results, status
 
     results, status = arun(go(), timeout=180)
-    assert all(of_type(evs, "turn_finished")[0].data["status"] == "done" for evs in results)
+    assert all(of_type(evs, EventType.TURN_FINISHED)[0].data["status"] == "done" for evs in results)
     leases = status.leases
     assert leases["granted_total"] == 100
     assert leases["peak"] <= 3
@@ -74,13 +75,13 @@ def test_delegation_pool_bounds_parallel_children(make_daemon, project: Path) ->
             return await collect_turn(c, sub.task)
 
     events = arun(go())
-    root = of_type(events, "run_started")[0].run
-    starts = {e.run: e.ts for e in of_type(events, "run_started") if e.run != root}
-    ends = {e.run: e.ts for e in of_type(events, "run_finished") if e.run != root}
+    root = of_type(events, EventType.RUN_STARTED)[0].run
+    starts = {e.run: e.ts for e in of_type(events, EventType.RUN_STARTED) if e.run != root}
+    ends = {e.run: e.ts for e in of_type(events, EventType.RUN_FINISHED) if e.run != root}
     assert len(starts) == 5
     spans = [(starts[r], ends[r]) for r in starts]
     assert _max_overlap(spans) == 2
-    notes = json.loads(of_type(events, "turn_finished")[0].data["output"])["notes"][0]
+    notes = json.loads(of_type(events, EventType.TURN_FINISHED)[0].data["output"])["notes"][0]
     assert [n["output"] for n in notes] == [f"c{i}" for i in range(5)]
 
 
@@ -94,9 +95,9 @@ def test_serial_when_the_pool_is_one(make_daemon, project: Path) -> None:
             return await collect_turn(c, sub.task)
 
     events = arun(go())
-    root = of_type(events, "run_started")[0].run
-    starts = {e.run: e.ts for e in of_type(events, "run_started") if e.run != root}
-    ends = {e.run: e.ts for e in of_type(events, "run_finished") if e.run != root}
+    root = of_type(events, EventType.RUN_STARTED)[0].run
+    starts = {e.run: e.ts for e in of_type(events, EventType.RUN_STARTED) if e.run != root}
+    ends = {e.run: e.ts for e in of_type(events, EventType.RUN_FINISHED) if e.run != root}
     assert _max_overlap([(starts[r], ends[r]) for r in starts]) == 1
 
 
@@ -111,9 +112,9 @@ def test_nested_delegation_does_not_deadlock_with_a_pool_of_one(make_daemon, pro
             return await collect_turn(c, sub.task)
 
     events = arun(go(), timeout=60)
-    finished = of_type(events, "turn_finished")[0]
+    finished = of_type(events, EventType.TURN_FINISHED)[0]
     assert finished.data["status"] == "done"
-    assert len(of_type(events, "run_started")) == 3
+    assert len(of_type(events, EventType.RUN_STARTED)) == 3
     assert "leaf" in finished.data["output"]
 
 
@@ -131,9 +132,9 @@ def test_live_worker_cap_queues_new_turns(make_daemon, tmp_path: Path) -> None:
             return await asyncio.gather(*(collect_turn(c, s.task) for s in subs))
 
     results = arun(go())
-    spans = [(of_type(evs, "run_started")[0].ts, of_type(evs, "run_finished")[0].ts) for evs in results]
+    spans = [(of_type(evs, EventType.RUN_STARTED)[0].ts, of_type(evs, EventType.RUN_FINISHED)[0].ts) for evs in results]
     assert _max_overlap(spans) == 2
-    assert all(of_type(evs, "turn_finished")[0].data["status"] == "done" for evs in results)
+    assert all(of_type(evs, EventType.TURN_FINISHED)[0].data["status"] == "done" for evs in results)
 
 
 def test_ps_says_which_run_waits_for_a_model_slot(make_daemon, tmp_path: Path) -> None:
@@ -176,7 +177,7 @@ def test_ps_says_which_run_waits_for_a_model_slot(make_daemon, tmp_path: Path) -
     assert "max_in_flight_requests = 1" in waiting[waiter][0]
     assert after == {}  # granted, nobody waits any more
     # Attached clients are told too: the wait starts, then ends when the slot is granted.
-    assert [e.data for e in events if e.type == "llm_slot_wait"] == [{"waiting": True, "limit": 1},
-                                                                     {"waiting": False, "limit": 1}]
+    assert [e.data for e in events if e.type == EventType.LLM_SLOT_WAIT] == [{"waiting": True, "limit": 1},
+                                                                             {"waiting": False, "limit": 1}]
     # A lease granted at once never waited: nothing is said about it.
-    assert not [e for e in holder_events if e.type == "llm_slot_wait"], holder_events
+    assert not [e for e in holder_events if e.type == EventType.LLM_SLOT_WAIT], holder_events

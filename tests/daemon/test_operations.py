@@ -16,6 +16,7 @@ import pytest
 
 from tests.daemon_harness import DaemonProcess, arun, collect_turn, of_type, script, submit, wait_until
 from yagent.ipc.messages import Ack, Answer, ListTasks, TaskList
+from yagent.ipc.vocabulary import EventType
 
 pytestmark = pytest.mark.e2e
 
@@ -88,7 +89,7 @@ def test_a_locked_state_db_delays_the_records_but_never_the_turn(make_daemon, pr
             sub = await submit(a, project, script({"ask": {"kind": "confirm", "prompt": "Go on?"}}))
 
             async def answer(ev):
-                if ev.type == "user_help_needed":
+                if ev.type == EventType.USER_HELP_NEEDED:
                     other.execute("BEGIN IMMEDIATE")  # holds the write lock until COMMIT
                     await b.request(Answer(id=0, task=sub.task, request_id=ev.data["request_id"],
                                            answer={"value": "yes"}), Ack)
@@ -110,7 +111,7 @@ def test_a_locked_state_db_delays_the_records_but_never_the_turn(make_daemon, pr
         events, while_locked, after = arun(go())
     finally:
         other.close()
-    finished = of_type(events, "turn_finished")
+    finished = of_type(events, EventType.TURN_FINISHED)
     assert finished and finished[0].data["state"] == "done"  # the turn ended for its followers regardless
     assert '"value": "yes"' in finished[0].data["output"]
     assert while_locked != "done"  # the row really could not be written

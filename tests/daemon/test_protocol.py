@@ -28,6 +28,7 @@ from yagent.ipc.messages import (
     WorkerHello,
 )
 from yagent.ipc.records import encode
+from yagent.ipc.vocabulary import ErrorCode, EventType
 
 pytestmark = pytest.mark.e2e
 
@@ -50,7 +51,7 @@ def test_protocol_mismatch_is_refused_with_what_to_do(daemon) -> None:
             return exc.value
 
     err = arun(go())
-    assert err.code == "protocol_mismatch"
+    assert err.code == ErrorCode.PROTOCOL_MISMATCH
     assert "restart the daemon" in str(err)
     assert isinstance(ProtocolMismatch("x"), Exception)
 
@@ -66,13 +67,13 @@ def test_question_round_trip_reaches_every_client_and_closes_everywhere(daemon, 
                 async with EventStream(b, sub.task) as stream:
                     async for ev in stream.events():
                         seen_by_b.append(ev.type)
-                        if ev.type == "turn_finished":
+                        if ev.type == EventType.TURN_FINISHED:
                             return
 
             watcher = asyncio.create_task(watch_b())
 
             async def answer(ev):
-                if ev.type == "user_help_needed":
+                if ev.type == EventType.USER_HELP_NEEDED:
                     listing = await a.request(ListTasks(id=0), TaskList)
                     pending = [q for t in listing.tasks for q in t.questions]
                     assert [q.prompt for q in pending] == ["Which?"]
@@ -84,11 +85,11 @@ def test_question_round_trip_reaches_every_client_and_closes_everywhere(daemon, 
             return events, seen_by_b
 
     events, seen_by_b = arun(go())
-    needed = of_type(events, "user_help_needed")[0]
+    needed = of_type(events, EventType.USER_HELP_NEEDED)[0]
     assert needed.data["options"] == ["left", "right"]
-    assert of_type(events, "user_help_response")[0].data["answer"] == {"value": "right"}
-    assert "user_help_needed" in seen_by_b and "user_help_response" in seen_by_b
-    assert '"value": "right"' in of_type(events, "turn_finished")[0].data["output"]
+    assert of_type(events, EventType.USER_HELP_RESPONSE)[0].data["answer"] == {"value": "right"}
+    assert EventType.USER_HELP_NEEDED in seen_by_b and EventType.USER_HELP_RESPONSE in seen_by_b
+    assert '"value": "right"' in of_type(events, EventType.TURN_FINISHED)[0].data["output"]
 
 
 def test_answering_an_unknown_question_is_an_error(daemon, project: Path) -> None:
@@ -100,7 +101,7 @@ def test_answering_an_unknown_question_is_an_error(daemon, project: Path) -> Non
                 await c.request(Answer(id=0, task=sub.task, request_id="nope", answer={}), Ack)
             return exc.value
 
-    assert arun(go()).code == "no_question"
+    assert arun(go()).code == ErrorCode.NO_QUESTION
 
 
 frames = st.lists(st.binary(max_size=300), min_size=1, max_size=4)
@@ -155,5 +156,5 @@ def test_garbage_on_every_socket_leaves_the_daemon_serving(daemon, project: Path
             return await collect_turn(c, sub.task)
 
     events = arun(still_serving())
-    assert of_type(events, "turn_finished")[0].data["output"] == "alive"
+    assert of_type(events, EventType.TURN_FINISHED)[0].data["output"] == "alive"
     assert daemon.proc.poll() is None

@@ -15,6 +15,7 @@ import pytest
 from tests.daemon_harness import DaemonProcess, arun, collect_turn, of_type, script, submit
 from yagent.ipc import EventStream
 from yagent.ipc.messages import ListTasks, TaskList
+from yagent.ipc.vocabulary import EventType
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +31,7 @@ def test_workers_exit_when_the_daemon_is_killed_and_the_restart_marks_runs_inter
             pids = {}
             async with EventStream(c, sub.task) as stream:
                 async for ev in stream.events():
-                    if ev.type == "run_started":
+                    if ev.type == EventType.RUN_STARTED:
                         pids[ev.run] = ev.data["pid"]
                         if len(pids) == 2:
                             return sub, pids
@@ -64,9 +65,9 @@ def test_workers_exit_when_the_daemon_is_killed_and_the_restart_marks_runs_inter
             return await collect_turn(c, sub.task, turn=1)
 
     events = arun(follow(), timeout=30)
-    finished = of_type(events, "turn_finished")
+    finished = of_type(events, EventType.TURN_FINISHED)
     assert [e.data["state"] for e in finished] == ["interrupted"]
-    assert {e.run: e.data["stop_reason"] for e in of_type(events, "run_finished")} == {
+    assert {e.run: e.data["stop_reason"] for e in of_type(events, EventType.RUN_FINISHED)} == {
         run: "interrupted" for run in pids}
     seqs = [e.seq for e in events]
     assert seqs == sorted(set(seqs))
@@ -164,7 +165,7 @@ def test_late_client_replays_every_event_without_gaps(make_daemon, project: Path
     events = arun(go())
     seqs = [e.seq for e in events]
     assert seqs == list(range(1, len(seqs) + 1))
-    assert len(of_type(events, "ai_chunk")) == 3000
+    assert len(of_type(events, EventType.AI_CHUNK)) == 3000
     assert [e.data["i"] for e in of_type(events, "thinking")] == list(range(500))
 
 
@@ -180,13 +181,13 @@ def test_a_slow_subscriber_loses_nothing(make_daemon, project: Path) -> None:
                         # Stall the consumer so the tiny receive queue overflows and PUB drops frames.
                         await asyncio.sleep(1.0)
                     got.append(ev)
-                    if ev.type == "turn_finished":
+                    if ev.type == EventType.TURN_FINISHED:
                         return got, stream.gap_fills
 
     got, gap_fills = arun(go(), timeout=120)
     seqs = [e.seq for e in got]
     assert seqs == list(range(1, len(seqs) + 1))
-    assert len(of_type(got, "ai_chunk")) == 20000
+    assert len(of_type(got, EventType.AI_CHUNK)) == 20000
     assert gap_fills >= 1, "no frame was dropped: the test did not exercise gap filling"
 
 
@@ -200,7 +201,7 @@ def test_detached_tool_processes_die_with_a_run_that_ended_normally(make_daemon,
             return await collect_turn(c, sub.task)
 
     events = arun(go())
-    assert of_type(events, "turn_finished")[0].data["status"] == "done"
+    assert of_type(events, EventType.TURN_FINISHED)[0].data["status"] == "done"
     pid = of_type(events, "spawned")[0].data["pid"]
     _gone, alive = psutil.wait_procs([psutil.Process(pid)], timeout=15)
     assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []

@@ -12,6 +12,7 @@ import pytest
 from tests.daemon_harness import arun, collect_turn, of_type, script, submit
 from yagent.ipc import RemoteError
 from yagent.ipc.messages import ListTasks, TaskDetail, TaskInfo, TaskList
+from yagent.ipc.vocabulary import ErrorCode, EventType
 
 pytestmark = pytest.mark.e2e
 
@@ -23,13 +24,13 @@ def test_turn_runs_in_its_own_worker_process_rooted_in_the_project(daemon, proje
             return sub, await collect_turn(c, sub.task)
 
     sub, events = arun(go())
-    started = of_type(events, "run_started")
+    started = of_type(events, EventType.RUN_STARTED)
     assert len(started) == 1
     worker_pid = started[0].data["pid"]
     assert worker_pid != daemon.proc.pid
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    assert len(of_type(events, "ai_chunk")) == 5
-    finished = of_type(events, "turn_finished")[0]
+    assert len(of_type(events, EventType.AI_CHUNK)) == 5
+    finished = of_type(events, EventType.TURN_FINISHED)[0]
     assert finished.data["status"] == "done"
     assert finished.data["output"] == "finished"
     assert all(e.task == sub.task for e in events)
@@ -52,12 +53,12 @@ def test_two_projects_run_concurrent_tasks(daemon, tmp_path: Path) -> None:
 
     subs, results, listing = arun(go())
     assert {s.project for s in subs} == {str(p) for p in projects}
-    outputs = {of_type(evs, "turn_finished")[0].data["output"] for evs in results}
+    outputs = {of_type(evs, EventType.TURN_FINISHED)[0].data["output"] for evs in results}
     assert outputs == {"alpha", "beta"}
     spans = []
     for evs in results:
-        start = of_type(evs, "run_started")[0].ts
-        end = of_type(evs, "run_finished")[0].ts
+        start = of_type(evs, EventType.RUN_STARTED)[0].ts
+        end = of_type(evs, EventType.RUN_FINISHED)[0].ts
         spans.append((start, end))
     assert max(s for s, _ in spans) < min(e for _, e in spans), f"runs did not overlap: {spans}"
     by_task = {t.task: t for t in listing.tasks}
@@ -79,7 +80,7 @@ def test_second_turn_continues_the_same_task(daemon, project: Path) -> None:
     first, second, events, detail = arun(go())
     assert second.task == first.task and second.turn == 2
     assert [t.output for t in detail.turns] == ["one", "two"]
-    finished = [e for e in events if e.type == "turn_finished"]
+    finished = [e for e in events if e.type == EventType.TURN_FINISHED]
     assert [e.data["turn"] for e in finished] == [1, 2]
 
 
@@ -96,7 +97,8 @@ def test_submit_to_a_busy_task_is_refused_with_advice(daemon, project: Path) -> 
     assert "yagent cancel" in str(err)
 
 
-@pytest.mark.parametrize(("project_path", "code"), [("relative/dir", "bad_project"), ("/no/such/dir", "bad_project")])
+@pytest.mark.parametrize(("project_path", "code"),
+                         [("relative/dir", ErrorCode.BAD_PROJECT), ("/no/such/dir", ErrorCode.BAD_PROJECT)])
 def test_bad_project_paths_are_refused(daemon, project_path: str, code: str) -> None:
     async def go():
         async with daemon.client() as c:
@@ -116,7 +118,7 @@ def test_unknown_agent_kind_fails_the_turn_with_a_clear_error(daemon, project: P
             return await collect_turn(c, sub.task)
 
     events = arun(go())
-    finished = of_type(events, "turn_finished")[0]
+    finished = of_type(events, EventType.TURN_FINISHED)[0]
     assert finished.data["status"] == "failed"
     assert "unknown agent kind 'no-such-agent'" in finished.data["error"]
     assert "scripted" in finished.data["error"]
@@ -129,11 +131,11 @@ def test_worker_processes_are_gone_after_the_turn(daemon, project: Path) -> None
             return await collect_turn(c, sub.task)
 
     events = arun(go())
-    pids = [e.data["pid"] for e in of_type(events, "run_started")]
+    pids = [e.data["pid"] for e in of_type(events, EventType.RUN_STARTED)]
     assert len(pids) == 2
     _gone, alive = psutil.wait_procs([p for p in map(_proc, pids) if p], timeout=10)
     assert not alive
-    notes = json.loads(of_type(events, "turn_finished")[0].data["output"])["notes"]
+    notes = json.loads(of_type(events, EventType.TURN_FINISHED)[0].data["output"])["notes"]
     assert notes[0][0]["status"] == "done"
 
 
@@ -159,7 +161,7 @@ def test_a_reply_too_large_for_one_frame_is_an_error_and_the_daemon_keeps_servin
             return err.value, listing
 
     err, listing = arun(go())
-    assert err.code == "too_large"
+    assert err.code == ErrorCode.TOO_LARGE
     assert "task_detail" in str(err) or "too large" in str(err)
     assert len(listing.tasks) == 1
 

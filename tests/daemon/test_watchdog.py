@@ -14,6 +14,7 @@ import pytest
 from tests.daemon_harness import arun, collect_turn, of_type, script, submit
 from yagent.ipc import EventStream
 from yagent.ipc.messages import Ack, DaemonStatus, StatusRequest, TaskControl
+from yagent.ipc.vocabulary import EventType, StopReason
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +22,7 @@ FAST = "[agent]\ndelegate_idle_timeout = \"1s\"\ndelegate_total_timeout = \"20m\
 
 
 def _child_outcome(events) -> dict:
-    return json.loads(of_type(events, "turn_finished")[0].data["output"])["notes"][0][0]
+    return json.loads(of_type(events, EventType.TURN_FINISHED)[0].data["output"])["notes"][0][0]
 
 
 def _alive(pid: int) -> bool:
@@ -44,11 +45,11 @@ def test_idle_timeout_kills_a_stuck_run_and_its_children(make_daemon, project: P
 
     events = arun(go())
     outcome = _child_outcome(events)
-    assert outcome["stop_reason"] == "idle_timeout"
+    assert outcome["stop_reason"] == StopReason.IDLE_TIMEOUT
     assert outcome["status"] == "failed"
     assert "delegate_idle_timeout" in outcome["error"]
     child_pids = [e.data["pid"] for e in of_type(events, "spawned")]
-    worker_pid = [e.data["pid"] for e in of_type(events, "run_started") if e.data["parent"]][0]
+    worker_pid = [e.data["pid"] for e in of_type(events, EventType.RUN_STARTED) if e.data["parent"]][0]
     assert len(child_pids) == 2
     run_id = of_type(events, "spawned")[0].run
     # The grandchild `sleep` of the second spawn is found by the run id in its environment.
@@ -56,7 +57,7 @@ def test_idle_timeout_kills_a_stuck_run_and_its_children(make_daemon, project: P
     tree += [p for p in psutil.process_iter() if _env_run(p) == run_id and p.pid not in child_pids]
     _gone, alive = psutil.wait_procs(tree, timeout=10)
     assert [p for p in alive if _alive(p.pid)] == []
-    root_done = of_type(events, "turn_finished")[0].data
+    root_done = of_type(events, EventType.TURN_FINISHED)[0].data
     assert root_done["status"] == "done"  # the parent got an ordinary result and carried on
 
 
@@ -79,9 +80,9 @@ def test_progress_heartbeats_keep_a_quiet_run_alive_until_the_total_timeout(make
 
     events = arun(go())
     outcome = _child_outcome(events)
-    assert outcome["stop_reason"] == "total_timeout"
-    child = [e for e in of_type(events, "run_finished") if e.data["parent"]][0]
-    started = [e for e in of_type(events, "run_started") if e.data["parent"]][0]
+    assert outcome["stop_reason"] == StopReason.TOTAL_TIMEOUT
+    child = [e for e in of_type(events, EventType.RUN_FINISHED) if e.data["parent"]][0]
+    started = [e for e in of_type(events, EventType.RUN_STARTED) if e.data["parent"]][0]
     assert child.ts - started.ts >= 2.0  # outlived the 1s idle timeout thanks to heartbeats
 
 
@@ -108,7 +109,7 @@ def test_pause_freezes_the_timeouts_and_continue_resumes(make_daemon, project: P
                     except TimeoutError:
                         break
                     events.append(ev)
-                    assert ev.type not in ("run_finished", "turn_finished"), ev
+                    assert ev.type not in (EventType.RUN_FINISHED, EventType.TURN_FINISHED), ev
                     steps_while_paused += ev.type == "step"
                 await c.request(TaskControl(id=0, task=sub.task, action="continue"), Ack)
             rest = await collect_turn(c, sub.task, after_seq=events[-1].seq)
@@ -116,8 +117,8 @@ def test_pause_freezes_the_timeouts_and_continue_resumes(make_daemon, project: P
 
     events, rest, steps_while_paused = arun(go())
     assert steps_while_paused <= 1  # at most the step already past the gate when the pause arrived
-    assert of_type(events, "task_paused")
-    assert of_type(rest, "task_resumed")
+    assert of_type(events, EventType.TASK_PAUSED)
+    assert of_type(rest, EventType.TASK_RESUMED)
     outcome = _child_outcome(rest)
     assert outcome["stop_reason"] == "agent_exit", outcome
     assert outcome["output"] == "child finished"
@@ -135,7 +136,7 @@ def test_killed_worker_gives_the_parent_a_crash_result_and_frees_its_leases(make
             def kill_on_lease(ev):
                 if ev.type != "lease_held":
                     return
-                started = [e for e in seen if e.type == "run_started" and e.run == ev.run][0]
+                started = [e for e in seen if e.type == EventType.RUN_STARTED and e.run == ev.run][0]
                 if started.data["parent"]:
                     os.kill(started.data["pid"], signal.SIGKILL)
 
@@ -154,7 +155,7 @@ def test_killed_worker_gives_the_parent_a_crash_result_and_frees_its_leases(make
     assert outcome["stop_reason"] == "panic"
     assert "signal 9" in outcome["error"]
     # The parent then took the only lease again: the dead worker's lease was reclaimed.
-    assert json.loads(of_type(events, "turn_finished")[0].data["output"])["output"] == "parent survived"
+    assert json.loads(of_type(events, EventType.TURN_FINISHED)[0].data["output"])["output"] == "parent survived"
     assert status.leases["in_use"] == 0
     assert status.leases["granted_total"] == 2
 
@@ -167,7 +168,7 @@ def test_crash_without_result_is_reported_as_panic(daemon, project: Path) -> Non
             return await collect_turn(c, sub.task)
 
     events = arun(go())
-    exit_outcome, raise_outcome = json.loads(of_type(events, "turn_finished")[0].data["output"])["notes"][0]
+    exit_outcome, raise_outcome = json.loads(of_type(events, EventType.TURN_FINISHED)[0].data["output"])["notes"][0]
     assert exit_outcome["stop_reason"] == "panic" and "code 13" in exit_outcome["error"]
     assert raise_outcome["stop_reason"] == "panic" and "scripted crash" in raise_outcome["error"]
 
@@ -187,12 +188,13 @@ def test_cancel_stops_every_run_of_the_task(make_daemon, project: Path) -> None:
             return await collect_turn(c, sub.task, on_event=cancel_when_spawned)
 
     events = arun(go())
-    finished = of_type(events, "turn_finished")[0].data
+    finished = of_type(events, EventType.TURN_FINISHED)[0].data
     assert finished["status"] == "cancelled" and finished["stop_reason"] == "cancelled"
-    pids = [e.data["pid"] for e in of_type(events, "run_started")] + [e.data["pid"] for e in of_type(events, "spawned")]
+    pids = [e.data["pid"] for e in of_type(events, EventType.RUN_STARTED)]
+    pids += [e.data["pid"] for e in of_type(events, "spawned")]
     _gone, alive = psutil.wait_procs([psutil.Process(p) for p in pids if _alive(p)], timeout=10)
     assert not alive
-    child_end = [e for e in of_type(events, "run_finished") if e.data["parent"]][0].data
+    child_end = [e for e in of_type(events, EventType.RUN_FINISHED) if e.data["parent"]][0].data
     assert child_end["status"] == "cancelled"
 
 
@@ -204,8 +206,8 @@ def test_task_timeout_stops_the_whole_turn(make_daemon, project: Path) -> None:
             sub = await submit(c, project, script({"busy": 600}))
             return await collect_turn(c, sub.task)
 
-    finished = of_type(arun(go()), "turn_finished")[0].data
-    assert finished["stop_reason"] == "total_timeout"
+    finished = of_type(arun(go()), EventType.TURN_FINISHED)[0].data
+    assert finished["stop_reason"] == StopReason.TOTAL_TIMEOUT
     assert "task_timeout" in finished["error"]
 
 
@@ -230,7 +232,7 @@ def test_a_lease_request_given_up_while_queued_does_not_freeze_the_idle_clock(ma
     events = arun(go(), timeout=40)
     assert of_type(events, "lease_gave_up"), [(e.type, e.agent, e.ts) for e in events]
     outcome = _child_outcome(events)
-    assert outcome["stop_reason"] == "idle_timeout", outcome
+    assert outcome["stop_reason"] == StopReason.IDLE_TIMEOUT, outcome
 
 
 def test_a_question_withdrawn_by_a_stopped_run_puts_the_task_back_to_running(make_daemon, project: Path) -> None:
@@ -246,7 +248,7 @@ def test_a_question_withdrawn_by_a_stopped_run_puts_the_task_back_to_running(mak
             states = []
             async with EventStream(c, sub.task) as stream:
                 async for ev in stream.events():
-                    if ev.type in ("user_help_needed", "mark"):
+                    if ev.type in (EventType.USER_HELP_NEEDED, "mark"):
                         listing = await c.request(ListTasks(id=0), TaskList)
                         states.append((ev.type, listing.tasks[0].state))
                     if ev.type == "mark":
@@ -255,4 +257,4 @@ def test_a_question_withdrawn_by_a_stopped_run_puts_the_task_back_to_running(mak
             return states
 
     states = arun(go(), timeout=40)
-    assert states == [("user_help_needed", "waiting"), ("mark", "running")]
+    assert states == [(EventType.USER_HELP_NEEDED, "waiting"), ("mark", "running")]

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from yagent.ipc.vocabulary import EventType
 from yagent.workers.tools import (
     AuthPolicy,
     Effect,
@@ -158,7 +159,7 @@ def test_cancellation_from_outside_gives_one_result_per_call(project: Path, tmp_
     assert [r.call_id for r in results] == ["c0", "c1", "c2", "c3"]
     assert [r.content.split(":")[0] for r in results] == ["Cancelled", "Cancelled", "Not run", "Not run"]
     assert all(r.is_error and r.data["cancelled"] for r in results)
-    assert sorted(c for kind, c in events if kind == "tool_call_result") == ["c0", "c1", "c2", "c3"]
+    assert sorted(c for kind, c in events if kind == EventType.TOOL_CALL_RESULT) == ["c0", "c1", "c2", "c3"]
 
 
 def test_calls_waiting_for_a_parallel_slot_are_reported_as_not_run(project: Path, tmp_path: Path) -> None:
@@ -274,7 +275,7 @@ def test_an_internal_error_still_gives_every_call_one_result_and_one_event(
     assert not results[0].is_error
     for result in results[1:]:
         assert result.is_error and "internal error (KeyError" in result.content
-    finished = [data["call_id"] for event, data in events if event == "tool_call_result"]
+    finished = [data["call_id"] for event, data in events if event == EventType.TOOL_CALL_RESULT]
     assert sorted(finished) == ["c0", "c1", "c2", "c3"]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from yagent.ipc.messages import RunOutcome
-from yagent.ipc.vocabulary import QuestionKind, RunStatus, StopReason
+from yagent.ipc.vocabulary import HandoffStatus, QuestionKind, RunStatus, StopReason
 from yagent.workers.tools import AskReply, YoloLevel
 from yagent.workers.tools.handoff import format_for_parent
 
@@ -175,7 +175,8 @@ def test_failed_delegation_is_an_error_result(project: Path, tmp_path: Path) -> 
                                              stop_reason=StopReason.IDLE_TIMEOUT, error="no progress for 60s"))
     ctx = make_ctx(project, tmp_path, delegator=delegator)
     result = call_tool(ctx, "delegate_devops", {"task": "check disk"}, agent="repo")
-    assert result.is_error and result.data["stop_reason"] == "idle_timeout" and result.data["status"] == "error"
+    assert result.is_error and result.data["stop_reason"] == StopReason.IDLE_TIMEOUT
+    assert result.data["status"] == HandoffStatus.ERROR
     assert "did not finish: idle_timeout" in result.content
     assert delegator.calls[0]["context"] == ""  # no context handed over
 

@@ -14,6 +14,7 @@ import zmq
 from yagent.daemon.event_hub import EventHub
 from yagent.ipc.messages import PublishedEvents
 from yagent.ipc.records import decode
+from yagent.ipc.vocabulary import EventType
 
 
 @contextlib.contextmanager
@@ -37,11 +38,12 @@ def _hub(tmp_path: Path, ring: int = 10, **options: Any) -> Iterator[tuple[Event
 
 def test_seq_is_per_task_and_monotonic_and_bad_items_are_skipped(tmp_path: Path) -> None:
     with _hub(tmp_path) as (hub, _sub):
-        n = hub.publish_batch("t1", "r1", "coding", [["ai_chunk", 1.0, {"text": "a"}], ["bad"], "junk",
-                                                      ["ai_chunk", 2.0, {"text": "b"}]])
+        # A batch arrives decoded from a worker's frame: its event types are plain str, as `.value` gives.
+        n = hub.publish_batch("t1", "r1", "coding", [[EventType.AI_CHUNK.value, 1.0, {"text": "a"}], ["bad"], "junk",
+                                                      [EventType.AI_CHUNK.value, 2.0, {"text": "b"}]])
         assert n == 2
         assert hub.publish("t2", "r9", "repo", "mark", {}) == 1
-        assert hub.publish("t1", "", "", "turn_finished", {}) == 3
+        assert hub.publish("t1", "", "", EventType.TURN_FINISHED, {}) == 3
         page = hub.replay("t1", 0, 100)
         assert [e[0] for e in page.events] == [1, 2, 3]
         assert page.events[2][4] == 42.0
@@ -143,8 +145,8 @@ def test_a_batch_over_the_frame_cap_is_split_and_an_oversize_event_is_cut(tmp_pa
 
     with _hub(tmp_path, ring=100) as (hub, _sub):
         chunk = "y" * (MAX_FRAME_BYTES // 3)
-        batch = [["tool_call_result", float(i), {"text": chunk}] for i in range(4)]
-        batch.append(["tool_call_result", 9.0, {"text": "z" * (MAX_FRAME_BYTES + 10), "call_id": "c1"}])
+        batch = [[EventType.TOOL_CALL_RESULT.value, float(i), {"text": chunk}] for i in range(4)]
+        batch.append([EventType.TOOL_CALL_RESULT.value, 9.0, {"text": "z" * (MAX_FRAME_BYTES + 10), "call_id": "c1"}])
         assert hub.publish_batch("t1", "r1", "a", batch) == 5
         page = hub.replay("t1", 0, 100, byte_budget=10 * MAX_FRAME_BYTES)
         assert [e[0] for e in page.events] == [1, 2, 3, 4, 5]
@@ -189,7 +191,7 @@ def test_a_log_past_its_cap_keeps_its_newest_half_and_replay_reports_the_rest_dr
     log = tmp_path / "events" / "t1.log"
     with _hub(tmp_path, log_max_bytes=cap) as (hub, _sub):
         for i in range(400):  # about 400 KB of events: the log is compacted several times
-            hub.publish("t1", "r1", "coding", "ai_chunk", {"text": f"{i:04d}" + "x" * 1000})
+            hub.publish("t1", "r1", "coding", EventType.AI_CHUNK, {"text": f"{i:04d}" + "x" * 1000})
             assert log.stat().st_size <= cap
         seqs, dropped, first = _pages(hub, "t1", 0)
         assert first > 300 and seqs == list(range(first, 401)) and dropped == first - 1
@@ -204,7 +206,7 @@ def test_replay_from_any_point_of_a_long_log_is_complete(tmp_path: Path) -> None
     with _hub(tmp_path, ring=10) as (hub, _sub):
         # ~1.5 MB of log: many index entries, so replays start by seeking into the file.
         for i in range(1500):
-            hub.publish_batch("t1", "r1", "coding", [["ai_chunk", 1.0, {"text": f"{i}" + "y" * 1000}]])
+            hub.publish_batch("t1", "r1", "coding", [[EventType.AI_CHUNK.value, 1.0, {"text": f"{i}" + "y" * 1000}]])
         hub.close_task("t1")
         for after in (0, 1, 63, 64, 65, 700, 1488, 1489, 1499):
             seqs, dropped, first = _pages(hub, "t1", after)

@@ -24,6 +24,7 @@ from yagent.ipc.errors import MalformedMessage
 from yagent.ipc.messages import Event, EventBatch, RunSpec, StartRun, Submit, TaskList, TaskSummary
 from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode, message_kinds
 from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
+from yagent.ipc.vocabulary import EventType
 
 
 def _example(cls):
@@ -101,12 +102,12 @@ def test_frames_above_the_cap_are_refused_on_both_sides() -> None:
 
 
 def test_published_events_validate_their_shape() -> None:
-    ev = Event.from_published("t1", [3, "r1", "coding", "ai_chunk", 1.0, {"text": "hi"}])
-    assert ev.to_published() == [3, "r1", "coding", "ai_chunk", 1.0, {"text": "hi"}]
+    ev = Event.from_published("t1", [3, "r1", "coding", EventType.AI_CHUNK, 1.0, {"text": "hi"}])
+    assert ev.to_published() == [3, "r1", "coding", EventType.AI_CHUNK, 1.0, {"text": "hi"}]
     with pytest.raises(MalformedMessage):
-        Event.from_published("t1", [3, "r1", "coding", "ai_chunk", 1.0])
+        Event.from_published("t1", [3, "r1", "coding", EventType.AI_CHUNK, 1.0])
     with pytest.raises(MalformedMessage):
-        Event.from_published("t1", ["3", "r1", "coding", "ai_chunk", 1.0, {}])
+        Event.from_published("t1", ["3", "r1", "coding", EventType.AI_CHUNK, 1.0, {}])
 
 
 def test_runtime_dir_resolution_order(tmp_path: Path) -> None:
