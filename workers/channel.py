@@ -257,9 +257,11 @@ class DaemonChannel:
     def hold(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self.hold_lease()
 
-    async def request_delegation(self, agent: str, task: str, call_id: str, context: str) -> RunOutcome:
+    async def run_child(self, agent: str, task: str, call_id: str, context: str) -> RunOutcome:
         """Ask the daemon to run `agent` on `task` as a child of this run; returns the child's outcome once it
-        has ended (the daemon fills in its run, agent and, when it stopped the child, status and stop reason)."""
+        has ended (the daemon fills in its run, agent and, when it stopped the child, status and stop reason).
+
+        This is the tools' `Delegator` port: the delegation tool calls it directly."""
         reply = await self._request(
             DelegateRequest(id=0, agent=agent, task=task, call_id=call_id, context=context), DelegateResult)
         assert isinstance(reply, DelegateResult)

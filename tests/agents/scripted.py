@@ -96,7 +96,7 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
             ctx.emit("lease_gave_up", {})
     elif "delegate" in step:
         outcomes = await asyncio.gather(*(
-            ctx.channel.request_delegation(
+            ctx.channel.run_child(
                 d["agent"], d["task"] if isinstance(d["task"], str) else json.dumps(d["task"]),
                 d.get("call_id", f"call_{i}"), "")
             for i, d in enumerate(step["delegate"])

@@ -74,7 +74,7 @@ async def meta(ctx: RunContext) -> RunOutcome:
     verb = "Replaced the earlier design of" if earlier is not None else "Registered"
     header = (f"{verb} custom agent `delegate_{design.name}` for the rest of this task: {design.description}\n"
               f"Tools: {tools}.")
-    outcome = await ctx.channel.request_delegation(f"custom:{design.name}", design.task, ctx.spec.call_id or "", "")
+    outcome = await ctx.channel.run_child(f"custom:{design.name}", design.task, ctx.spec.call_id or "", "")
     return RunOutcome(
         status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT,
         output=f"{header}\n\nFirst run on: {design.task}\n\n{format_for_parent(outcome)}",

@@ -1,15 +1,14 @@
 """The tool layer's ports, implemented over the run's daemon channel and LLM engines.
 
 Authorisation prompts and `ask_user_for_help` become `ask_user` requests that wait in the daemon
-until an attached client answers; delegations become `delegate` requests the daemon admits into this
-run's delegation pool; the reasoning tools' plain completions go through the routed engines.
+until an attached client answers; the reasoning tools' plain completions go through the routed engines.
+The `Delegator` port needs no adapter: the channel's `run_child` is it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from yagent.ipc.messages import RunOutcome
 from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, QuestionKind
 from yagent.workers.kinds import RunContext
 from yagent.workers.llm import CallOptions, Engine, Message
@@ -20,7 +19,7 @@ from yagent.workers.tools import (
     AuthRequest,
 )
 
-__all__ = ["ChannelAsker", "ChannelAuthorizer", "ChannelDelegator", "EngineTextLLM"]
+__all__ = ["ChannelAsker", "ChannelAuthorizer", "EngineTextLLM"]
 
 # How a client's authorisation answer maps to a decision; anything else is a refusal.
 _DECISIONS = {"once": AuthDecision.ALLOW_ONCE, "session": AuthDecision.ALLOW_SESSION,
@@ -67,17 +66,6 @@ def confirm_value(request: AskRequest, value: str) -> str:
     if request.options and picked in ("y", "n"):  # the dialog's y / n keys stand for the two options
         return request.options[0 if picked == "y" or len(request.options) < 2 else 1]
     return "yes" if picked in ("y", "yes", "true", "ok", "1") else "no"
-
-
-class ChannelDelegator:
-    """The `Delegator` port over the daemon channel: each child is a `delegate` request the daemon admits into
-    this run's delegation pool, answered with the child's `RunOutcome` once it has ended."""
-
-    def __init__(self, ctx: RunContext) -> None:
-        self._ctx = ctx
-
-    async def run_child(self, agent: str, task: str, call_id: str, context: str) -> RunOutcome:
-        return await self._ctx.channel.request_delegation(agent, task, call_id, context)
 
 
 class EngineTextLLM:

@@ -31,7 +31,7 @@ from yagent.workers.tools import (
 
 from .circuit_breaker import ProviderBreakers
 from .loop import LoopConfig, LoopPolicy, run_agent_loop
-from .ports import ChannelAsker, ChannelAuthorizer, ChannelDelegator, EngineTextLLM
+from .ports import ChannelAsker, ChannelAuthorizer, EngineTextLLM
 
 __all__ = ["AgentRun"]
 
@@ -53,7 +53,6 @@ class AgentRun:
         self.engine: RoutingEngine = build_engine(self._llm_config, agent=role, gate=ctx.channel,
                                                   override=override, factory=self._factory)
         self._tool_engines: dict[str, Engine] = {}
-        self.delegator = ChannelDelegator(ctx)
         # Tools a design picked that this run may not hold (ask_user_for_help under --full-yolo, a tool
         # gone from the palette) are left out and reported, rather than failing the run.
         self.dropped_tools: list[str] = []
@@ -71,7 +70,7 @@ class AgentRun:
             yolo=self.yolo,
             authorizer=ChannelAuthorizer(ctx),
             asker=ChannelAsker(ctx),
-            delegator=self.delegator,
+            delegator=ctx.channel,  # the channel is the tools' Delegator port
             llm=EngineTextLLM(self._engine_for_tool),
             emit=lambda type_, data: ctx.emit(type_, dict(data)),
             heartbeat=ctx.heartbeat,
