@@ -36,9 +36,11 @@ from .admission import WorkerSlots
 from .event_hub import EventHub
 from .launcher import Launcher
 from .leases import LeaseManager
+from .log_files import reopen_log_files
 from .recovery import mark_and_report_interrupted
 from .registry import Registry, TaskRow
 from .run_services import RunServices
+from .runtime_dir_watch import ControlSocketWatch
 from .schedule import Scheduler, Timer
 from .sd_notify import SystemdNotifier
 from .settings_source import SettingsSource
@@ -94,7 +96,7 @@ class Daemon:
         self._runs_empty = asyncio.Event()
         self._shutdown_done = False
         self._loops_done = False  # set once the loops are meant to end
-        self._control_stamp: tuple[int, int] | None = None
+        self._control_watch: ControlSocketWatch | None = None
         self._registry_retry: Timer | None = None
 
     @property
@@ -144,7 +146,7 @@ class Daemon:
         self._control = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.control))
         self._workers = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.workers))
         self._events = bind_publisher(self._ctx, RuntimePaths.endpoint(self.paths.events), self.settings.pub_hwm)
-        self._control_stamp = _path_stamp(self.paths.control)
+        self._control_watch = ControlSocketWatch(self.paths.control)
         # PUB never receives, so a synchronous shadow is safe for it (no future per frame on the hot path).
         # ROUTER sockets that also receive must send through the asyncio API: a send on a shadow consumes
         # the edge-triggered FD wake-up the asyncio reader waits for, and incoming frames then sit unread.
@@ -290,22 +292,17 @@ class Daemon:
                      len(pruned), retention)
 
     def _check_runtime_dir(self) -> None:
-        """Shut down when control.sock is gone or is no longer ours: no client can reach this daemon any more.
-
-        systemd-logind removes /run/user/UID when the user's last session ends; `rm -rf` does the same.
-        Without this the daemon would keep running unreachable, and a second one could start beside it on
-        the same state home. Exiting non-zero lets `Restart=on-failure` bring up a reachable one.
-        """
-        if self.shutting_down or self._control_stamp is None:
+        """Shut down when clients can no longer reach this daemon; exiting 1 lets `Restart=on-failure` bring
+        up a reachable one."""
+        if self.shutting_down or self._control_watch is None:
             return
-        stamp = _path_stamp(self.paths.control)
-        if stamp == self._control_stamp:
+        problem = self._control_watch.problem()
+        if problem is None:
             return
-        what = "was removed" if stamp is None else "was replaced by another process"
         log.error("the control socket %s %s while yagentd was running (systemd-logind removes /run/user/UID when "
                   "the user's last session ends); clients can no longer reach this daemon, so it is shutting down. "
                   "Start it again with `yagent daemon start`; `loginctl enable-linger` keeps the runtime "
-                  "directory across logouts", self.paths.control, what)
+                  "directory across logouts", self.paths.control, problem)
         self.exit_code = 1
         self.request_shutdown()
 
@@ -314,12 +311,7 @@ class Daemon:
 
         Its default action would kill the daemon without the orderly shutdown its runs are owed.
         """
-        for handler in logging.getLogger().handlers:
-            if isinstance(handler, logging.FileHandler):
-                with handler.lock:  # type: ignore[union-attr]
-                    if handler.stream is not None:
-                        handler.stream.close()
-                        handler.stream = None  # type: ignore[assignment]  # reopened by the next record
+        reopen_log_files()
         try:
             self.refresh_settings()
         except ConfigError as exc:
@@ -415,13 +407,3 @@ class Daemon:
 def _ignore_send_error(fut: asyncio.Future[Any]) -> None:
     if not fut.cancelled():
         fut.exception()  # retrieved, so asyncio does not report it as never retrieved
-
-
-def _path_stamp(path: Path) -> tuple[int, int] | None:
-    """Which file a path names (device, inode); None when nothing is there."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
-

@@ -6,11 +6,9 @@ import argparse
 import asyncio
 import faulthandler
 import logging
-import logging.handlers
 import os
 import signal
 import sys
-from pathlib import Path
 
 from yagent.ipc.config import ConfigError, load_settings
 from yagent.ipc.errors import RuntimeDirError
@@ -20,6 +18,7 @@ from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
 from .arbiter import Daemon
 from .instance_lock import AlreadyRunning, InstanceLock
 from .launcher import MultiprocessingLauncher
+from .log_files import setup_logging
 from .registry import RegistryUnreadable
 from .sd_notify import SystemdNotifier
 
@@ -38,19 +37,6 @@ def _version() -> str:
         return version("yagent")
     except Exception:
         return "0+unknown"
-
-
-def _setup_logging(home: Path, level: str) -> None:
-    logs = home / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    stderr = logging.StreamHandler(sys.stderr)
-    stderr.setFormatter(fmt)
-    filelog = logging.handlers.RotatingFileHandler(logs / "yagentd.log", maxBytes=5_000_000, backupCount=3)
-    filelog.setFormatter(fmt)
-    root = logging.getLogger()
-    root.handlers[:] = [stderr, filelog]
-    root.setLevel(getattr(logging, level.upper(), logging.INFO))
 
 
 def _fail(lines: list[str]) -> int:
@@ -92,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{f', runtime dir {exc.note}' if exc.note else ''}) already uses the state home {home}; "
                           "two daemons must not share one state.db",
                           f"stop it with `{where}yagent daemon stop`, or give this daemon its own YAGENT_HOME"])
-        _setup_logging(home, args.log_level)
+        setup_logging(home, args.log_level)
         # `kill -USR1 <pid>` writes every thread's stack to the log: the first question about a stuck daemon.
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
         for warning in [*settings.warnings, *settings.run_settings.llm.warnings]:

@@ -1,31 +1,15 @@
 """One run, supervised: its worker process from launch to reaping, and everything the worker asks for.
 
-A run moves through one `RunPhase` at a time, only along `MOVES` (anything else is a bug and raises
-`IllegalTransition`):
-
-    QUEUED ──launch──▶ STARTING ──hello──▶ RUNNING
-      │                   │                   │
-      │                   └──────stop─────────┴──▶ STOPPING
-      ▼                   ▼                   ▼        │
-    ENDED ◀───────────────┴─(result or exit)──┴────────┘
-      │
-      ▼ (process gone, or there never was one)
-    GONE
-
-ENDED means the outcome is recorded and handed on; the process may still be exiting. Worker messages are
-dispatched through `_HANDLERS`, declared beside the methods that handle them. Timeouts are timers: the
-hello deadline, and for delegations the idle and total watchdog, re-armed from the run's clock when they
-fire early (activity moved the deadline) — nothing polls.
+A run is in one `RunPhase` at a time and moves only along `run_phase.MOVES`. Worker messages are dispatched
+through `_HANDLERS`, declared beside the methods that handle them. Timeouts are timers: the hello deadline
+here, a delegation's idle and total timeouts in its `RunWatchdog` — nothing polls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import enum
 import logging
-import os
-import signal
 import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -54,10 +38,14 @@ from yagent.ipc.records import Message
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, RunStatus, StopReason
 
 from .admission import DelegationPool
-from .launcher import RunHandle, kill_run_tree
+from .launcher import RunHandle
 from .run_clock import RunClock
+from .run_outcome import decide_outcome, exit_note
+from .run_phase import MOVES, IllegalTransition, RunPhase
 from .run_services import RunServices
+from .run_watchdog import RunWatchdog
 from .schedule import Timer
+from .stop_escalation import escalate, kill_tree_now
 
 if TYPE_CHECKING:
     from .turn import TurnController
@@ -68,34 +56,6 @@ log = logging.getLogger(__name__)
 
 MAX_DELEGATION_DEPTH = 4
 HELLO_DEADLINE = 30.0
-# How long SIGKILL is given to take a process tree down before the daemon says it survived.
-KILL_WAIT = 10.0
-
-
-class RunPhase(enum.Enum):
-    QUEUED = "queued"  # waiting for a delegation-pool slot or the live-worker cap; no process
-    STARTING = "starting"  # launched, no hello yet
-    RUNNING = "running"
-    STOPPING = "stopping"  # asked to stop (cancel, timeout, shutdown); the outcome is not in yet
-    ENDED = "ended"  # outcome recorded and handed on; the process may still be exiting
-    GONE = "gone"  # ended, and no process is left
-
-
-MOVES: dict[RunPhase, frozenset[RunPhase]] = {
-    RunPhase.QUEUED: frozenset({RunPhase.STARTING, RunPhase.ENDED}),
-    RunPhase.STARTING: frozenset({RunPhase.RUNNING, RunPhase.STOPPING, RunPhase.ENDED}),
-    RunPhase.RUNNING: frozenset({RunPhase.STOPPING, RunPhase.ENDED}),
-    RunPhase.STOPPING: frozenset({RunPhase.ENDED}),
-    RunPhase.ENDED: frozenset({RunPhase.GONE}),
-    RunPhase.GONE: frozenset(),
-}
-
-# The forced stops that are not failures of the run itself.
-_FORCED_STATUS = {StopReason.CANCELLED: RunStatus.CANCELLED, StopReason.INTERRUPTED: RunStatus.INTERRUPTED}
-
-
-class IllegalTransition(RuntimeError):
-    """A run was moved along an edge `MOVES` does not have: a bug in the daemon."""
 
 
 Handler = Callable[["RunSupervisor", Any], None]
@@ -135,7 +95,8 @@ class RunSupervisor:
         self.queued_leases: set[int] = set()  # lease requests still waiting for a slot
         self.exited = asyncio.Event()
         self._hello_timer: Timer | None = None
-        self._watchdog: Timer | None = None
+        self._watchdog = RunWatchdog(self.id, services.scheduler, lambda: services.settings, services.clock,
+                                     self._timed_out)
         self._escalation: asyncio.Task[None] | None = None
 
     # -- state --------------------------------------------------------------------------------------
@@ -358,36 +319,15 @@ class RunSupervisor:
         self._arm_watchdog()
 
     def _arm_watchdog(self) -> None:
-        """Schedule the next look at this delegation's idle and total clocks (root runs have the task's)."""
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
-        settings = self.services.settings
-        if self.clock is None or self.parent is None or self.phase is not RunPhase.RUNNING:
-            return
-        now = self._now()
-        due = []
-        if settings.delegate_idle_timeout > 0 and not self.clock.idle_frozen:
-            due.append(settings.delegate_idle_timeout - self.clock.idle_for(now))
-        if settings.delegate_total_timeout > 0 and not self.clock.frozen_by("paused"):
-            due.append(settings.delegate_total_timeout - self.clock.total_for(now))
-        if due:
-            self._watchdog = self.services.scheduler.after(min(due) + 0.01, self._check_timeouts,
-                                                           f"watchdog-{self.id}")
-
-    def _check_timeouts(self) -> None:
-        self._watchdog = None
-        if self.clock is None or self.phase is not RunPhase.RUNNING:
-            return
-        settings, now = self.services.settings, self._now()
-        if settings.delegate_idle_timeout > 0 and self.clock.idle_for(now) > settings.delegate_idle_timeout:
-            self.stop(StopReason.IDLE_TIMEOUT,
-                      f"no progress for {settings.delegate_idle_timeout:g}s ([agent] delegate_idle_timeout)")
-        elif settings.delegate_total_timeout > 0 and self.clock.total_for(now) > settings.delegate_total_timeout:
-            self.stop(StopReason.TOTAL_TIMEOUT,
-                      f"ran longer than {settings.delegate_total_timeout:g}s ([agent] delegate_total_timeout)")
+        """Delegations have their own idle and total timeouts; a root run has the task's (`TurnController`)."""
+        if self.clock is not None and self.parent is not None and self.phase is RunPhase.RUNNING:
+            self._watchdog.arm(self.clock)
         else:
-            self._arm_watchdog()  # activity moved the deadline: look again then
+            self._watchdog.cancel()
+
+    def _timed_out(self, reason: StopReason, detail: str) -> None:
+        if self.phase is RunPhase.RUNNING:
+            self.stop(reason, detail)
 
     # -- pause and continue -------------------------------------------------------------------------
 
@@ -417,56 +357,26 @@ class RunSupervisor:
         if self.phase in (RunPhase.STARTING, RunPhase.RUNNING):
             self.stop_reason, self.stop_detail = reason, detail
             self._move(RunPhase.STOPPING)
-            if self._watchdog is not None:
-                self._watchdog.cancel()
+            self._watchdog.cancel()
         self.send(RunControl(action=ControlAction.CANCEL, reason=reason.value))
         self._start_escalation()
 
     def _start_escalation(self) -> None:
         if self._escalation is None and not self.exited.is_set():
-            self._escalation = self.services.scope.spawn(f"stop-{self.id}", self._escalate())
-
-    async def _escalate(self) -> None:
-        grace = self.services.settings.stop_grace
-        for sig in (None, signal.SIGTERM, signal.SIGKILL):
-            if sig is not None:
-                log.info("run %s still alive; sending %s to its process tree", self.id, sig.name)
-                try:
-                    os.killpg(self.pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                await asyncio.to_thread(kill_run_tree, self.id, self.pid, sig)
-            try:
-                await asyncio.wait_for(self.exited.wait(), grace if sig != signal.SIGKILL else KILL_WAIT)
-                return
-            except TimeoutError:
-                continue
-        log.error("run %s (pid %d) survived SIGKILL", self.id, self.pid)
+            self._escalation = self.services.scope.spawn(
+                f"stop-{self.id}", escalate(self.id, self.pid, self.exited, self.services.settings.stop_grace))
 
     async def kill_now(self, why: str) -> None:
         """SIGKILL the whole tree at once (shutdown ran out of time); ends the run if it had not ended."""
         log.warning("run %s did not exit in time; killing it", self.id)
-        await asyncio.to_thread(kill_run_tree, self.id, self.pid or None, signal.SIGKILL)
+        await kill_tree_now(self.id, self.pid or None)
         if not self.ended:
             self.finish(self._outcome(None, exit_note=why))
 
     # -- the end --------------------------------------------------------------------------------------
 
     def _outcome(self, reported: RunOutcome | None, exit_note: str = "") -> RunOutcome:
-        """The run's outcome as its parent and the user see it; a stop the daemon made is named as such."""
-        if self.stop_reason is not None:
-            status = _FORCED_STATUS.get(self.stop_reason, RunStatus.FAILED)
-            error = self.stop_detail
-            if exit_note and reported is None:
-                error = f"{error} ({exit_note})" if error else exit_note
-            base = reported or RunOutcome(status=status, stop_reason=self.stop_reason)
-            return dataclasses.replace(base, run=self.id, agent=self.agent, status=status,
-                                       stop_reason=self.stop_reason, error=error)
-        if reported is None:
-            return RunOutcome(run=self.id, agent=self.agent, status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
-                              error=f"{exit_note or 'worker exited'} before reporting a result")
-        status = reported.status if reported.status.finished else RunStatus.FAILED
-        return dataclasses.replace(reported, run=self.id, agent=self.agent, status=status)
+        return decide_outcome(self.id, self.agent, reported, self.stop_reason, self.stop_detail, exit_note)
 
     def finish(self, outcome: RunOutcome) -> None:
         """Record the run's end and hand its outcome to whoever waits for it."""
@@ -475,9 +385,9 @@ class RunSupervisor:
         outcome = dataclasses.replace(outcome, run=self.id, agent=self.agent)
         self._move(RunPhase.ENDED)
         self.outcome = outcome
-        for timer in (self._watchdog, self._hello_timer):
-            if timer is not None:
-                timer.cancel()
+        self._watchdog.cancel()
+        if self._hello_timer is not None:
+            self._hello_timer.cancel()
         services = self.services
         try:
             services.registry.finish_run(self.id, outcome.status, outcome.stop_reason, outcome.output, outcome.error)
@@ -516,12 +426,10 @@ class RunSupervisor:
         services.slots.release(self.id)
         services.leases.drop_run(self.id)
         if not self.ended:
-            note = f"worker process exited with code {code}" if code is None or code >= 0 else (
-                f"worker process was killed by signal {-code} ({_signal_name(-code)})")
-            self.finish(self._outcome(None, exit_note=note))
+            self.finish(self._outcome(None, exit_note=exit_note(code)))
         # Tool processes that left the worker's group (setsid, a daemonising command) outlive even a clean
         # exit; they still carry the run id in their environment, so sweep for them after every run.
-        services.scope.spawn(f"reap-{self.id}", asyncio.to_thread(kill_run_tree, self.id, None, signal.SIGKILL))
+        services.scope.spawn(f"reap-{self.id}", kill_tree_now(self.id, None))
         self._gone()
 
     def _gone(self) -> None:
@@ -529,11 +437,3 @@ class RunSupervisor:
         self.exited.set()
         self.services.forget_run(self.id)
         self.turn.run_gone(self)
-
-
-def _signal_name(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return f"signal {num}"
-

@@ -17,8 +17,9 @@ from yagent.daemon.admission import WorkerSlots
 from yagent.daemon.event_hub import EventHub
 from yagent.daemon.leases import LeaseManager
 from yagent.daemon.registry import Registry
+from yagent.daemon.run_phase import MOVES, IllegalTransition, RunPhase
 from yagent.daemon.run_services import RunServices
-from yagent.daemon.run_supervisor import _HANDLERS, MOVES, IllegalTransition, RunPhase, RunSupervisor
+from yagent.daemon.run_supervisor import _HANDLERS, RunSupervisor
 from yagent.daemon.schedule import Scheduler
 from yagent.daemon.settings_source import SettingsSource
 from yagent.daemon.task_scope import TaskScope

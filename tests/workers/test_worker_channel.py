@@ -293,7 +293,7 @@ def test_a_worker_whose_daemon_is_gone_exits_even_with_a_thread_stuck_in_a_tool(
     async def main() -> int:
         ctx, router, endpoint = await _router(tmp_path)
         code = (f"from yagent.workers.entry import worker_main; "
-                f"worker_main('r7', {endpoint!r}, ('tests.unit.test_worker_channel',))")
+                f"worker_main('r7', {endpoint!r}, ('tests.workers.test_worker_channel',))")
         proc = subprocess.Popen([sys.executable, "-c", code], cwd=os.getcwd())
         try:
             identity, _ = await _recv(router, WorkerHello)

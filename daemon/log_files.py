@@ -1,0 +1,33 @@
+"""Where the daemon logs: stderr (journald under systemd) and a rotating file under `$YAGENT_HOME/logs`."""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import sys
+from pathlib import Path
+
+__all__ = ["reopen_log_files", "setup_logging"]
+
+
+def setup_logging(home: Path, level: str) -> None:
+    logs = home / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(fmt)
+    filelog = logging.handlers.RotatingFileHandler(logs / "yagentd.log", maxBytes=5_000_000, backupCount=3)
+    filelog.setFormatter(fmt)
+    root = logging.getLogger()
+    root.handlers[:] = [stderr, filelog]
+    root.setLevel(getattr(logging, level.upper(), logging.INFO))
+
+
+def reopen_log_files() -> None:
+    """Close every log file; the next record opens it again (logrotate moved it away)."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            with handler.lock:  # type: ignore[union-attr]
+                if handler.stream is not None:
+                    handler.stream.close()
+                    handler.stream = None  # type: ignore[assignment]  # reopened by the next record

@@ -1,0 +1,42 @@
+"""The phases of one run and the only moves between them.
+
+    QUEUED ──launch──▶ STARTING ──hello──▶ RUNNING
+      │                   │                   │
+      │                   └──────stop─────────┴──▶ STOPPING
+      ▼                   ▼                   ▼        │
+    ENDED ◀───────────────┴─(result or exit)──┴────────┘
+      │
+      ▼ (process gone, or there never was one)
+    GONE
+
+ENDED means the outcome is recorded and handed on; the process may still be exiting. A move that `MOVES`
+does not list is a bug in the daemon and raises `IllegalTransition`.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["MOVES", "IllegalTransition", "RunPhase"]
+
+
+class RunPhase(enum.Enum):
+    QUEUED = "queued"  # waiting for a delegation-pool slot or the live-worker cap; no process
+    STARTING = "starting"  # launched, no hello yet
+    RUNNING = "running"
+    STOPPING = "stopping"  # asked to stop (cancel, timeout, shutdown); the outcome is not in yet
+    ENDED = "ended"  # outcome recorded and handed on; the process may still be exiting
+    GONE = "gone"  # ended, and no process is left
+
+
+MOVES: dict[RunPhase, frozenset[RunPhase]] = {
+    RunPhase.QUEUED: frozenset({RunPhase.STARTING, RunPhase.ENDED}),
+    RunPhase.STARTING: frozenset({RunPhase.RUNNING, RunPhase.STOPPING, RunPhase.ENDED}),
+    RunPhase.RUNNING: frozenset({RunPhase.STOPPING, RunPhase.ENDED}),
+    RunPhase.STOPPING: frozenset({RunPhase.ENDED}),
+    RunPhase.ENDED: frozenset({RunPhase.GONE}),
+    RunPhase.GONE: frozenset(),
+}
+
+class IllegalTransition(RuntimeError):
+    """A run was moved along an edge `MOVES` does not have: a bug in the daemon."""
