@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .provider_config import parse_llm_config
+from .provider_config import LLMConfig, parse_llm_config
 from .run_settings import (
     DEFAULT_BREAKER_RESET,
     DEFAULT_LANG,
@@ -28,7 +28,6 @@ from .run_settings import (
     DEFAULT_STEP_RETRIES,
     DEFAULT_TOOL_HEARTBEAT_INTERVAL,
     OTHER_ROLE_MAX_STEPS,
-    ResolvedLLM,
     RunSettings,
 )
 
@@ -204,7 +203,7 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         kwargs["agent_modules"] = tuple(modules)
         llm_config = parse_llm_config(table, env)  # validates the provider tables, expands api_key_env
         ignored: list[str] = []
-        run = _run_settings(agent, llm, ResolvedLLM.of(llm_config), ignored,
+        run = _run_settings(agent, llm, llm_config, ignored,
                             idle_timeout=kwargs.get("delegate_idle_timeout", DEFAULT_IDLE_TIMEOUT),
                             readonly_tools=kwargs["max_parallel_readonly_tools"])
     except ValueError as exc:
@@ -224,7 +223,7 @@ def _whole(section: Mapping[str, Any], key: str, where: str, minimum: int, ignor
     return None
 
 
-def _run_settings(agent: Mapping[str, Any], llm: Mapping[str, Any], resolved: ResolvedLLM, ignored: list[str], *,
+def _run_settings(agent: Mapping[str, Any], llm: Mapping[str, Any], resolved: LLMConfig, ignored: list[str], *,
                   idle_timeout: float, readonly_tools: int) -> RunSettings:
     """The settings every worker gets: what `[agent]` and `[llm]` say about running an agent."""
     max_steps = dict(DEFAULT_MAX_STEPS)

@@ -1,8 +1,8 @@
 """The provider part of `config.toml`: which LLM endpoints exist and which one each agent or tool uses.
 
-It works on the plain dict `tomllib` returns, so the daemon (which loads the file and hands workers the
-result, `yagent.ipc.run_settings.ResolvedLLM`) and the client's setup wizard share one validator.
-Only the standard library is imported here.
+It works on the plain dict `tomllib` returns, so the daemon (which loads the file) and the client's setup
+wizard share one validator. What it resolves is made of records (`records.py`), so the daemon hands it to
+every run as it is (`run_settings.RunSettings.llm`); workers never parse the file.
 
 Tables read::
 
@@ -28,8 +28,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
+
+from .records import Record, record
 
 __all__ = [
     "AGENT_NAMES",
@@ -89,16 +91,16 @@ class ProviderConfigError(ValueError):
         super().__init__(text)
 
 
-@dataclass(frozen=True, slots=True)
-class FallbackRef:
+@record
+class FallbackRef(Record):
     """One entry of `fallback_providers`; a higher weight makes the provider more likely to be tried first."""
 
     provider: str
     weight: int = 1
 
 
-@dataclass(frozen=True, slots=True)
-class ProviderConfig:
+@record
+class ProviderConfig(Record):
     """One `[global.llm.providers.NAME]` table after validation and `api_key_env` expansion.
 
     `api_key` is left out of `repr` so a logged config never leaks the secret. When `api_key_env`
@@ -115,7 +117,7 @@ class ProviderConfig:
     temperature: float = 0.0
     max_tokens: int = 0
     reasoning_effort: str = ""
-    fallback_providers: tuple[FallbackRef, ...] = ()
+    fallback_providers: list[FallbackRef] = field(default_factory=list)
     missing_key_env: str = ""
 
     @property
@@ -128,8 +130,8 @@ class ProviderConfig:
             raise ProviderConfigError([_missing_env_problem(self.name, self.missing_key_env)])
 
 
-@dataclass(frozen=True, slots=True)
-class LLMSettings:
+@record
+class LLMSettings(Record):
     """`[llm]`: `timeout` is the budget of one logical request (retries included, lease wait excluded)."""
 
     timeout: float = DEFAULT_TIMEOUT
@@ -139,31 +141,31 @@ class LLMSettings:
     fallback_max_retries: int = DEFAULT_FALLBACK_MAX_RETRIES
 
 
-@dataclass(frozen=True, slots=True)
-class RoutingSettings:
+@record
+class RoutingSettings(Record):
     """`[routing]`: `baselines` maps an agent name to the tier it uses when classification fails."""
 
     mode: str = "auto"
-    baselines: Mapping[str, str] = field(default_factory=dict)
+    baselines: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class LLMConfig:
+@record
+class LLMConfig(Record):
     """Everything the engines need from the configuration file, validated.
 
     `warnings` are problems that do not stop loading (an unknown agent name, an effort the
     Anthropic format cannot map); callers should show them to the user.
     """
 
-    providers: Mapping[str, ProviderConfig] = field(default_factory=dict)
+    providers: dict[str, ProviderConfig] = field(default_factory=dict)
     use_provider: str = ""
-    agent_providers: Mapping[str, str] = field(default_factory=dict)
+    agent_providers: dict[str, str] = field(default_factory=dict)
     agents_default: str = ""
-    tool_providers: Mapping[str, str] = field(default_factory=dict)
+    tool_providers: dict[str, str] = field(default_factory=dict)
     tools_default: str = ""
     settings: LLMSettings = field(default_factory=LLMSettings)
     routing: RoutingSettings = field(default_factory=RoutingSettings)
-    warnings: tuple[str, ...] = ()
+    warnings: list[str] = field(default_factory=list)
 
 
 def _missing_env_problem(provider: str, variable: str) -> str:
@@ -218,7 +220,7 @@ def _int_key(table: Mapping[str, Any], key: str, where: str, problems: list[str]
     return value
 
 
-def _parse_fallbacks(name: str, value: Any, problems: list[str]) -> tuple[FallbackRef, ...]:
+def _parse_fallbacks(name: str, value: Any, problems: list[str]) -> list[FallbackRef]:
     where = f"[global.llm.providers.{name}] fallback_providers"
     if not isinstance(value, list):
         problems.append(f"{where} must be a list such as [\"other\", {{ provider = \"third\", weight = 2 }}], "
@@ -227,7 +229,7 @@ def _parse_fallbacks(name: str, value: Any, problems: list[str]) -> tuple[Fallba
     refs: list[FallbackRef] = []
     for item in value:
         if isinstance(item, str):
-            refs.append(FallbackRef(item))
+            refs.append(FallbackRef(provider=item))
         elif isinstance(item, Mapping) and isinstance(item.get("provider"), str):
             weight = item.get("weight", 1)
             if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
@@ -238,11 +240,11 @@ def _parse_fallbacks(name: str, value: Any, problems: list[str]) -> tuple[Fallba
             if extra:
                 problems.append(f"{where}: unknown key(s) {sorted(extra)} in the entry for "
                                 f"{item['provider']!r}; only provider and weight are read")
-            refs.append(FallbackRef(item["provider"], weight))
+            refs.append(FallbackRef(provider=item["provider"], weight=weight))
         else:
             problems.append(f"{where}: entry {item!r} must be a provider name or "
                             f"{{ provider = \"NAME\", weight = N }}")
-    return tuple(refs)
+    return refs
 
 
 def validate_provider_table(name: str, table: Mapping[str, Any]) -> list[str]:
@@ -442,7 +444,6 @@ def parse_llm_config(raw: Mapping[str, Any], environ: Mapping[str, str]) -> LLMC
         tools_default=_use_provider(tools, "[tools.llm]", problems),
         settings=_settings(raw, problems),
         routing=_routing(raw, problems, warnings),
-        warnings=(),
     )
     declared = set(_table(raw, ("global", "llm", "providers"), []))
     for name in referenced_providers(config):
@@ -459,7 +460,7 @@ def parse_llm_config(raw: Mapping[str, Any], environ: Mapping[str, str]) -> LLMC
                         f"set use_provider to one of {', '.join(sorted(providers))}")
     if problems:
         raise ProviderConfigError(problems)
-    return replace(config, warnings=tuple(warnings))
+    return replace(config, warnings=list(warnings))
 
 
 def validate_table(raw: Mapping[str, Any], environ: Mapping[str, str]) -> None:

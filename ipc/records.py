@@ -73,6 +73,10 @@ def _checker_for(tp: Any) -> Checker:
         return check_member
     if tp is bytes:
         return lambda v: v if isinstance(v, bytes) else _fail("bytes", v)
+    if origin is dict and _record_values(tp):
+        rec = typing.get_args(tp)[1]
+        return lambda v: ({k: rec.from_wire(x) for k, x in v.items()} if isinstance(v, dict)
+                          and all(isinstance(k, str) for k in v) else _fail("map of str to records", v))
     if tp is dict or origin is dict:
         return lambda v: v if isinstance(v, dict) else _fail("map", v)
     if tp is list or origin is list:
@@ -90,6 +94,12 @@ def _checker_for(tp: Any) -> Checker:
     raise TypeError(f"unsupported field type {tp!r}")
 
 
+def _record_values(tp: Any) -> bool:
+    """`dict[str, SomeRecord]`: a map whose values are records, converted both ways."""
+    args = typing.get_args(tp)
+    return len(args) == 2 and isinstance(args[1], type) and issubclass(args[1], Record)
+
+
 def _encoder_for(tp: Any) -> Callable[[Any], Any] | None:
     """Return a converter for fields holding records; None when the value is already wire-ready."""
     origin = typing.get_origin(tp)
@@ -101,6 +111,8 @@ def _encoder_for(tp: Any) -> Callable[[Any], Any] | None:
         args = typing.get_args(tp)
         if args and isinstance(args[0], type) and issubclass(args[0], Record):
             return lambda v: [x.to_wire() for x in v]
+    if origin is dict and _record_values(tp):
+        return lambda v: {k: x.to_wire() for k, x in v.items()}
     if isinstance(tp, type) and issubclass(tp, Record):
         return lambda v: v.to_wire()
     return None

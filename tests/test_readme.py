@@ -21,7 +21,7 @@ def test_every_toml_example_loads_without_warnings() -> None:
         table = tomllib.loads(block)
         settings = settings_from_table(table, environ={"DEEPSEEK_API_KEY": "sk-test"})
         assert settings.warnings == ()
-        assert parse_llm_config(table, {"DEEPSEEK_API_KEY": "sk-test"}).warnings == ()
+        assert parse_llm_config(table, {"DEEPSEEK_API_KEY": "sk-test"}).warnings == []
 
 
 def test_the_settings_example_states_the_defaults() -> None:

@@ -98,8 +98,8 @@ def test_run_settings_round_trip_the_codec_and_give_back_what_the_parser_resolve
     back = decode(encode(StartRun(spec=spec)))
     assert isinstance(back, StartRun)
     assert back.spec.settings == settings
-    assert back.spec.settings.llm.config() == parse_llm_config(table, environ)
-    main = {p.name: p for p in back.spec.settings.llm.providers}["main"]
+    assert back.spec.settings.llm == parse_llm_config(table, environ)
+    main = back.spec.settings.llm.providers["main"]
     assert main.api_key == "sk-main" and "sk-main" not in repr(back.spec.settings)  # expanded, never shown
     assert decode(encode(StartRun(spec=RunSpec(run="r", task="t", turn=1, project="p", project_root="/", agent="a",
                                                input="i", home="/h")))).spec.settings == RunSettings()

@@ -46,7 +46,8 @@ def test_a_complete_provider_parses_with_every_field() -> None:
     assert main.api_base_url == "https://api.anthropic.com"  # trailing slash removed
     assert (main.api_format, main.context_window, main.temperature, main.max_tokens, main.reasoning_effort) == (
         "anthropic", 200000, 0.3, 28000, "high")
-    assert main.fallback_providers == (FallbackRef("backup", 1), FallbackRef("spare", 2))
+    assert main.fallback_providers == [FallbackRef(provider="backup", weight=1),
+                                       FallbackRef(provider="spare", weight=2)]
     assert parsed.settings == LLMSettings(timeout=150.0, max_retries=2, enable_fallback=False, fallback_max_retries=1)
     assert parsed.routing.mode == "fixed" and parsed.routing.baselines == {"coding": "high"}
 

@@ -174,7 +174,7 @@ def test_the_stall_timeout_comes_from_the_configuration(fake: FakeProvider) -> N
               "llm": {"stall_timeout": "300ms", "max_retries": 0}}
 
     async def main() -> None:
-        engine = build_engine(settings_from_table(config, environ={}).run_settings.llm.config(), agent="coding")
+        engine = build_engine(settings_from_table(config, environ={}).run_settings.llm, agent="coding")
         async with engine.complete([Message.system(SYSTEM), Message.user("hi")]) as stream:
             async for _ in stream:
                 pass

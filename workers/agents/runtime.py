@@ -48,7 +48,7 @@ class AgentRun:
         self.yolo = YoloLevel(ctx.spec.yolo) if ctx.spec.yolo in {y.value for y in YoloLevel} else YoloLevel.NONE
         override = ctx.spec.options.get("model_override") or None
         # One factory per run: the agent's engine and its tools' engines share connections and the lease gate.
-        self._llm_config = self.settings.llm.config()
+        self._llm_config = self.settings.llm
         self._factory = EngineFactory(self._llm_config, gate=ctx.channel)
         self.engine: RoutingEngine = build_engine(self._llm_config, agent=role, gate=ctx.channel,
                                                   override=override, factory=self._factory)

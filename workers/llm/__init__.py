@@ -1,6 +1,6 @@
 """yagent.workers.llm — how agents talk to models.
 
-    engine = build_engine(settings.llm.config(), agent="coding", gate=lease_gate)  # always a RoutingEngine
+    engine = build_engine(settings.llm, agent="coding", gate=lease_gate)  # always a RoutingEngine
     decision = await engine.route(task_text)                                   # optional tier choice
     async with engine.complete(messages, tools) as stream:
         async for delta in stream:            # TextDelta | ReasoningDelta | ToolCallDelta | StreamRestart

@@ -97,7 +97,7 @@ def build_engine(config: LLMConfig, agent: str | None = None, tool: str | None =
                  catalog: ModelCatalog | None = None) -> RoutingEngine:
     """The engine for an agent (or for an LLM-backed tool run by that agent), wrapped by the router.
 
-    `config` is the configuration as `yagent.ipc` resolved it (a run has it as `settings.llm.config()`): this
+    `config` is the configuration as `yagent.ipc` resolved it (a run has it as `settings.llm`): this
     package never reads config.toml. Pass a shared `factory` to reuse connections between one worker's engines.
     """
     configured = resolve_provider(config, agent, tool).name
