@@ -40,6 +40,7 @@ from .log_files import reopen_log_files
 from .recovery import mark_and_report_interrupted
 from .registry import Registry, TaskRow
 from .run_services import RunServices
+from .run_table import RunTable
 from .runtime_dir_watch import ControlSocketWatch
 from .schedule import Scheduler, Timer
 from .sd_notify import SystemdNotifier
@@ -88,12 +89,12 @@ class Daemon:
         self.scheduler = Scheduler()
         self.scope = TaskScope("daemon")
         self.tasks: dict[str, TurnController] = {}  # tasks with anything alive, by id
+        self.runs = RunTable()
         self.shutting_down = False
         self.exit_code = 0  # what `yagentd` exits with after `serve` returns
         self.hub: EventHub | None = None
         self.services: RunServices | None = None
         self._stop = asyncio.Event()
-        self._runs_empty = asyncio.Event()
         self._shutdown_done = False
         self._loops_done = False  # set once the loops are meant to end
         self._control_watch: ControlSocketWatch | None = None
@@ -123,7 +124,7 @@ class Daemon:
         assert self.services is not None
         task = self.tasks.get(row.id)
         if task is None:
-            task = TurnController(self.services, row, self._forget_task)
+            task = TurnController(self.services, row, self.runs, self._forget_task)
             self.tasks[row.id] = task
         return task
 
@@ -134,9 +135,7 @@ class Daemon:
             self.hub.close_task(task.id)
 
     def _all_live_runs_blocked(self) -> bool:
-        if self.services is None:
-            return False
-        live = [self.services.runs[r] for r in self.slots.live if r in self.services.runs]
+        live = [run for run in self.runs if run.id in self.slots.live]
         return bool(live) and all(r.waiting_on_children for r in live)
 
     # -- lifecycle ------------------------------------------------------------------------------------
@@ -157,8 +156,7 @@ class Daemon:
             config=self.config, clock=self.clock, registry=self.registry, hub=self.hub, leases=self.leases,
             slots=self.slots, launcher=self.launcher, scheduler=self.scheduler, scope=self.scope,
             workers_endpoint=RuntimePaths.endpoint(self.paths.workers), home=self.home,
-            send_worker=self._send_worker, is_shutting_down=lambda: self.shutting_down,
-            on_runs_empty=self._runs_empty.set)
+            send_worker=self._send_worker, is_shutting_down=lambda: self.shutting_down)
         self.registry.deferred.on_deferred = self._retry_registry_later
         interrupted = mark_and_report_interrupted(
             self.registry, self.hub, "yagentd stopped before this finished (it crashed or was killed)",
@@ -238,17 +236,15 @@ class Daemon:
         if self._shutdown_done or self.services is None:
             return
         self._shutdown_done = True
-        runs = self.services.runs
-        for run in list(runs.values()):
+        for run in self.runs:
             if run.parent is None:
                 run.stop(StopReason.INTERRUPTED, "yagentd is shutting down")
-        if runs:
-            self._runs_empty.clear()
+        if self.runs:
             try:
-                await asyncio.wait_for(self._runs_empty.wait(), 2 * self.settings.stop_grace + SHUTDOWN_SLACK)
+                await asyncio.wait_for(self.runs.emptied.wait(), 2 * self.settings.stop_grace + SHUTDOWN_SLACK)
             except TimeoutError:
                 pass
-        for run in list(runs.values()):
+        for run in self.runs:
             await run.kill_now("killed at shutdown")
         assert self.hub is not None
         try:
@@ -267,8 +263,7 @@ class Daemon:
     # -- periodic and timed work ------------------------------------------------------------------------
 
     def _ping_workers(self) -> None:
-        assert self.services is not None
-        for run in list(self.services.runs.values()):
+        for run in self.runs:
             run.send(_PING)
 
     def _retry_registry_later(self, delay: float) -> None:
@@ -372,12 +367,11 @@ class Daemon:
         if len(frames) != 2:
             return
         identity, payload = frames
-        assert self.services is not None
         try:
             run_id = identity.decode()
         except UnicodeDecodeError:
             return
-        run = self.services.runs.get(run_id)
+        run = self.runs.get(run_id)
         try:
             msg = decode(payload)
         except (MalformedMessage, MessageTooLarge) as exc:

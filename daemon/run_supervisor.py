@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import sqlite3
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from yagent.ipc.daemon_events import RUN_INPUT_PREVIEW, LlmSlotWait, RunFinished, RunQueued, RunStarted
 from yagent.ipc.messages import (
@@ -47,15 +47,36 @@ from .run_watchdog import RunWatchdog
 from .schedule import Timer
 from .stop_escalation import escalate, kill_tree_now
 
-if TYPE_CHECKING:
-    from .turn import TurnController
-
-__all__ = ["HELLO_DEADLINE", "MAX_DELEGATION_DEPTH", "MOVES", "IllegalTransition", "RunPhase", "RunSupervisor"]
+__all__ = ["HELLO_DEADLINE", "MAX_DELEGATION_DEPTH", "RunOwner", "RunSupervisor"]
 
 log = logging.getLogger(__name__)
 
 MAX_DELEGATION_DEPTH = 4
 HELLO_DEADLINE = 30.0
+
+
+class RunOwner(Protocol):
+    """What a run needs of the turn it belongs to (`turn.TurnController`)."""
+
+    @property
+    def id(self) -> str: ...  # the task id: the topic of the run's events
+
+    @property
+    def project_id(self) -> str: ...  # leases are shared fairly between projects
+
+    @property
+    def paused(self) -> bool: ...
+
+    def create_run(self, agent: str, text: str, *, parent: RunSupervisor | None = None, call_id: str = "",
+                   context: str = "") -> RunSupervisor: ...
+
+    def ask(self, run: RunSupervisor, msg: AskUser) -> None: ...
+
+    def withdraw_questions(self, run: RunSupervisor) -> None: ...
+
+    def run_finished(self, run: RunSupervisor, outcome: RunOutcome) -> None: ...
+
+    def run_gone(self, run: RunSupervisor) -> None: ...
 
 
 Handler = Callable[["RunSupervisor", Any], None]
@@ -72,7 +93,7 @@ def _handles(kind: type[Message], *, after_hello: bool = True) -> Callable[[Hand
 
 
 class RunSupervisor:
-    def __init__(self, services: RunServices, turn: TurnController, spec: RunSpec, *,
+    def __init__(self, services: RunServices, turn: RunOwner, spec: RunSpec, *,
                  parent: RunSupervisor | None = None) -> None:
         self.services = services
         self.turn = turn
@@ -232,7 +253,7 @@ class RunSupervisor:
                     self._publish_slot_wait(waiting=False)
 
         # A request that is not granted at once has not been granted yet (`LeaseManager.request`).
-        if not self.services.leases.request(self.turn.row.project_id, self.id, lease_id, grant):
+        if not self.services.leases.request(self.turn.project_id, self.id, lease_id, grant):
             # Otherwise the run just looks stuck: say it waits its turn ([llm] max_in_flight_requests).
             self.queued_leases.add(lease_id)
             self._publish_slot_wait(waiting=True)
@@ -435,5 +456,4 @@ class RunSupervisor:
     def _gone(self) -> None:
         self._move(RunPhase.GONE)
         self.exited.set()
-        self.services.forget_run(self.id)
         self.turn.run_gone(self)

@@ -23,6 +23,7 @@ from .registry import TaskRow, new_run_id
 from .run_clock import RunClock
 from .run_services import RunServices
 from .run_supervisor import RunSupervisor
+from .run_table import RunTable
 from .schedule import Timer
 
 __all__ = ["INHERITED_OPTIONS", "PendingQuestion", "TurnController"]
@@ -44,9 +45,11 @@ class PendingQuestion:
 
 
 class TurnController:
-    def __init__(self, services: RunServices, row: TaskRow, forget: Callable[[TurnController], None]) -> None:
+    def __init__(self, services: RunServices, row: TaskRow, table: RunTable,
+                 forget: Callable[[TurnController], None]) -> None:
         self.services = services
         self.row = row
+        self._table = table
         self._forget = forget
         self.turn = 0
         self.paused = False
@@ -60,6 +63,10 @@ class TurnController:
     @property
     def id(self) -> str:
         return self.row.id
+
+    @property
+    def project_id(self) -> str:
+        return self.row.project_id
 
     @property
     def in_flight(self) -> bool:
@@ -105,7 +112,7 @@ class TurnController:
         self.services.registry.add_run(run_id, self.id, self.turn, parent.id if parent else None, agent, call_id,
                                        text)
         run = RunSupervisor(self.services, self, spec, parent=parent)
-        self.services.runs[run_id] = run
+        self._table.add(run)
         self.runs[run_id] = run
         if parent is not None:
             parent.children[run_id] = run
@@ -222,6 +229,7 @@ class TurnController:
             output=outcome.output, error=outcome.error, run=outcome.run), self.root)
 
     def run_gone(self, run: RunSupervisor) -> None:
+        self._table.remove(run)
         self.runs.pop(run.id, None)
         if not self.in_flight and not self.runs:
             self._forget(self)

@@ -12,23 +12,56 @@ import importlib
 import logging
 import pkgutil
 import sqlite3
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
 
+from yagent.ipc.config import Settings
 from yagent.ipc.messages import ErrorReply
 from yagent.ipc.records import Message
+from yagent.ipc.runtime_dir import RuntimePaths
 from yagent.ipc.vocabulary import ErrorCode
 
-from ..registry import TaskRow
+from ..admission import WorkerSlots
+from ..event_hub import EventHub
+from ..leases import LeaseManager
+from ..registry import Registry, TaskRow
+from ..turn import TurnController
 
-if TYPE_CHECKING:  # the arbiter imports this package at run time, never the reverse
-    from ..arbiter import Daemon
-
-__all__ = ["CommandError", "command", "dispatch", "resolve_task"]
+__all__ = ["CommandError", "DaemonView", "command", "dispatch", "resolve_task"]
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[["Daemon", Any], Awaitable[Message]]
+
+class DaemonView(Protocol):
+    """What a command may use of the daemon (`arbiter.Daemon` is one): the arbiter imports the commands,
+    never the reverse."""
+
+    registry: Registry
+    hub: EventHub | None
+    tasks: Mapping[str, TurnController]  # tasks with anything alive
+    slots: WorkerSlots
+    leases: LeaseManager
+    paths: RuntimePaths
+    home: Path
+    version: str
+    started_at: float
+    shutting_down: bool
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def runs_started(self) -> int: ...
+
+    def refresh_settings(self) -> None: ...
+
+    def turn_for(self, row: TaskRow) -> TurnController: ...
+
+    def request_shutdown(self) -> None: ...
+
+
+Handler = Callable[[DaemonView, Any], Awaitable[Message]]
 _HANDLERS: dict[type[Message], Handler] = {}
 
 
@@ -48,7 +81,7 @@ def command(kind: type[Message]) -> Callable[[Handler], Handler]:
     return register
 
 
-def resolve_task(daemon: Daemon, ref: str) -> TaskRow:
+def resolve_task(daemon: DaemonView, ref: str) -> TaskRow:
     """A task id or a unique prefix of one."""
     ref = ref.strip()
     if not ref:
@@ -67,7 +100,7 @@ def resolve_task(daemon: Daemon, ref: str) -> TaskRow:
     return row
 
 
-async def dispatch(daemon: Daemon, msg: Message) -> Message:
+async def dispatch(daemon: DaemonView, msg: Message) -> Message:
     """The reply to one control request: the handler's, or an error reply saying what went wrong."""
     request_id = getattr(msg, "id", 0)
     handler = _HANDLERS.get(type(msg))

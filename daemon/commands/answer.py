@@ -5,11 +5,11 @@ from __future__ import annotations
 from yagent.ipc.messages import Ack, Answer
 from yagent.ipc.vocabulary import ErrorCode
 
-from . import CommandError, command, resolve_task
+from . import CommandError, DaemonView, command, resolve_task
 
 
 @command(Answer)
-async def answer(daemon, msg: Answer) -> Ack:
+async def answer(daemon: DaemonView, msg: Answer) -> Ack:
     row = resolve_task(daemon, msg.task)
     task = daemon.tasks.get(row.id)
     if task is None or msg.request_id not in task.questions:

@@ -7,11 +7,11 @@ import os
 from yagent.ipc.messages import PROTOCOL_VERSION, Hello, HelloReply
 from yagent.ipc.vocabulary import ErrorCode
 
-from . import CommandError, command
+from . import CommandError, DaemonView, command
 
 
 @command(Hello)
-async def hello(daemon, msg: Hello) -> HelloReply:
+async def hello(daemon: DaemonView, msg: Hello) -> HelloReply:
     if msg.version != PROTOCOL_VERSION:
         raise CommandError(
             ErrorCode.PROTOCOL_MISMATCH,

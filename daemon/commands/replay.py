@@ -5,11 +5,11 @@ from __future__ import annotations
 from yagent.ipc.messages import Replay, ReplayReply
 from yagent.ipc.vocabulary import ErrorCode
 
-from . import CommandError, command, resolve_task
+from . import CommandError, DaemonView, command, resolve_task
 
 
 @command(Replay)
-async def replay(daemon, msg: Replay) -> ReplayReply:
+async def replay(daemon: DaemonView, msg: Replay) -> ReplayReply:
     if msg.limit < 1:
         raise CommandError(ErrorCode.BAD_REQUEST, f"limit must be at least 1 (got {msg.limit})")
     row = resolve_task(daemon, msg.task)

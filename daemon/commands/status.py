@@ -7,11 +7,11 @@ import os
 
 from yagent.ipc.messages import Ack, DaemonStatus, Shutdown, StatusRequest
 
-from . import command
+from . import DaemonView, command
 
 
 @command(StatusRequest)
-async def status(daemon, msg: StatusRequest) -> DaemonStatus:
+async def status(daemon: DaemonView, msg: StatusRequest) -> DaemonStatus:
     return DaemonStatus(
         id=msg.id, pid=os.getpid(), version=daemon.version, started_at=daemon.started_at,
         runtime_dir=str(daemon.paths.root), home=str(daemon.home), live_workers=len(daemon.slots.live),
@@ -20,7 +20,7 @@ async def status(daemon, msg: StatusRequest) -> DaemonStatus:
 
 
 @command(Shutdown)
-async def shutdown(daemon, msg: Shutdown) -> Ack:
+async def shutdown(daemon: DaemonView, msg: Shutdown) -> Ack:
     # Reply first: the shutdown tears the control socket down.
     asyncio.get_running_loop().call_soon(daemon.request_shutdown)
     return Ack(id=msg.id, detail="shutting down")

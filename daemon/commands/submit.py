@@ -8,11 +8,11 @@ from yagent.ipc.config import ConfigError
 from yagent.ipc.messages import Submit, Submitted
 from yagent.ipc.vocabulary import ErrorCode, YoloLevel
 
-from . import CommandError, command, resolve_task
+from . import CommandError, DaemonView, command, resolve_task
 
 
 @command(Submit)
-async def submit(daemon, msg: Submit) -> Submitted:
+async def submit(daemon: DaemonView, msg: Submit) -> Submitted:
     if daemon.shutting_down:
         raise CommandError(ErrorCode.SHUTTING_DOWN,
                            "yagentd is shutting down; start it again with `yagent daemon start`")

@@ -5,11 +5,11 @@ from __future__ import annotations
 from yagent.ipc.messages import Ack, TaskControl
 from yagent.ipc.vocabulary import ControlAction, ErrorCode
 
-from . import CommandError, command, resolve_task
+from . import CommandError, DaemonView, command, resolve_task
 
 
 @command(TaskControl)
-async def task_control(daemon, msg: TaskControl) -> Ack:
+async def task_control(daemon: DaemonView, msg: TaskControl) -> Ack:
     row = resolve_task(daemon, msg.task)
     try:
         action = ControlAction(msg.action)

@@ -7,10 +7,11 @@ from yagent.ipc.vocabulary import ErrorCode
 
 from ..registry import MAX_LIST_LIMIT, TaskRow
 from ..task_views import task_summary, turn_summary
-from . import CommandError, command, resolve_task
+from . import CommandError, DaemonView, command, resolve_task
 
 
-def summarize(daemon, row: TaskRow, *, current_turn_only: bool = True, exact_seq: bool = False) -> TaskSummary:
+def summarize(daemon: DaemonView, row: TaskRow, *, current_turn_only: bool = True,
+              exact_seq: bool = False) -> TaskSummary:
     live = daemon.tasks.get(row.id)
     turn = daemon.registry.last_turn(row.id) if current_turn_only else None
     waiting: dict[str, str] = {}
@@ -27,7 +28,7 @@ def summarize(daemon, row: TaskRow, *, current_turn_only: bool = True, exact_seq
 
 
 @command(ListTasks)
-async def list_tasks(daemon, msg: ListTasks) -> TaskList:
+async def list_tasks(daemon: DaemonView, msg: ListTasks) -> TaskList:
     if msg.limit < 1:
         raise CommandError(ErrorCode.BAD_REQUEST, f"limit must be at least 1 (got {msg.limit}); "
                                                   f"at most {MAX_LIST_LIMIT} tasks are listed at once")
@@ -36,7 +37,7 @@ async def list_tasks(daemon, msg: ListTasks) -> TaskList:
 
 
 @command(TaskInfo)
-async def task_info(daemon, msg: TaskInfo) -> TaskDetail:
+async def task_info(daemon: DaemonView, msg: TaskInfo) -> TaskDetail:
     row = resolve_task(daemon, msg.task)
     return TaskDetail(id=msg.id, task=summarize(daemon, row, current_turn_only=False, exact_seq=True),
                       turns=[turn_summary(t) for t in daemon.registry.turns(row.id)])

@@ -20,6 +20,7 @@ from yagent.daemon.registry import Registry
 from yagent.daemon.run_phase import MOVES, IllegalTransition, RunPhase
 from yagent.daemon.run_services import RunServices
 from yagent.daemon.run_supervisor import _HANDLERS, RunSupervisor
+from yagent.daemon.run_table import RunTable
 from yagent.daemon.schedule import Scheduler
 from yagent.daemon.settings_source import SettingsSource
 from yagent.daemon.task_scope import TaskScope
@@ -53,6 +54,7 @@ from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, QuestionK
 @dataclass
 class _World:
     services: RunServices
+    runs: RunTable
     launcher: ScriptedLauncher
     sent: list[tuple[str, Message]] = field(default_factory=list)
     forgotten: list[str] = field(default_factory=list)
@@ -69,7 +71,7 @@ class _World:
     def turn(self) -> TurnController:
         registry = self.services.registry
         row = registry.create_task(registry.ensure_project(self.services.home), "t")
-        return TurnController(self.services, row, lambda t: self.forgotten.append(t.id))
+        return TurnController(self.services, row, self.runs, lambda t: self.forgotten.append(t.id))
 
 
 @contextlib.asynccontextmanager
@@ -93,7 +95,7 @@ async def _world(tmp_path: Path, *, fail_launch: bool = False, **settings: objec
         config=config, clock=asyncio.get_running_loop().time, registry=registry, hub=hub,
         leases=LeaseManager(1), slots=WorkerSlots(8, lambda: False), launcher=launcher, scheduler=Scheduler(),
         scope=scope, workers_endpoint="ipc://unused", home=home, send_worker=send, is_shutting_down=lambda: False)
-    world = _World(services, launcher)
+    world = _World(services, RunTable(), launcher)
     try:
         yield world
     finally:
@@ -175,7 +177,7 @@ def test_a_run_goes_queued_starting_running_ended_gone_and_its_turn_finishes(tmp
             assert w.forgotten == []  # its process is still exiting
             w.launcher.handles[root.id].exit(0)
             await _until(lambda: root.phase is RunPhase.GONE, "the exit to be seen")
-            assert w.forgotten == [turn.id] and root.id not in w.services.runs
+            assert w.forgotten == [turn.id] and root.id not in w.runs
             types = w.types(turn.id)
             assert types == [EventType.TURN_STARTED, EventType.RUN_STARTED, EventType.RUN_FINISHED,
                              EventType.TURN_FINISHED]
