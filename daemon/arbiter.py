@@ -241,7 +241,8 @@ class Daemon:
                 run.stop(StopReason.INTERRUPTED, "yagentd is shutting down")
         if self.runs:
             try:
-                await asyncio.wait_for(self.runs.emptied.wait(), 2 * self.settings.stop_grace + SHUTDOWN_SLACK)
+                async with asyncio.timeout(2 * self.settings.stop_grace + SHUTDOWN_SLACK):
+                    await self.runs.emptied.wait()
             except TimeoutError:
                 pass
         for run in self.runs:

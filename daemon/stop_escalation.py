@@ -33,7 +33,8 @@ async def escalate(run_id: str, pid: int, exited: asyncio.Event, grace: float) -
                 pass
             await asyncio.to_thread(kill_run_tree, run_id, pid, sig)
         try:
-            await asyncio.wait_for(exited.wait(), grace if sig != signal.SIGKILL else KILL_WAIT)
+            async with asyncio.timeout(grace if sig != signal.SIGKILL else KILL_WAIT):
+                await exited.wait()
             return
         except TimeoutError:
             continue

@@ -92,7 +92,8 @@ class EventStream:
             yield ev
         while True:
             try:
-                _topic, payload = await asyncio.wait_for(self._sub.recv_multipart(), self.idle_poll)
+                async with asyncio.timeout(self.idle_poll):
+                    _topic, payload = await self._sub.recv_multipart()
             except TimeoutError:
                 # Quiet: either nothing happened or the tail was dropped; a replay tells which.
                 for ev in self._accept(await self._replay_until(None)):

@@ -37,7 +37,8 @@ class AwaitedReply:
         Without `timeout` this waits until the reply, `PendingReplies.fail_all` or `cancel_all`.
         """
         try:
-            reply = await asyncio.wait_for(self._future, timeout) if timeout is not None else await self._future
+            async with asyncio.timeout(timeout):
+                reply = await self._future
         except TimeoutError:
             raise RequestTimeout(
                 f"yagentd did not answer the {self.request.kind} request within {timeout:.0f}s") from None

@@ -102,7 +102,8 @@ class DaemonChannel:
         self._reader = loop.create_task(self._read_loop(), name=f"channel-reader-{self.run_id}")
         self._send(encode(WorkerHello(version=PROTOCOL_VERSION, run=self.run_id, pid=os.getpid())))
         try:
-            spec = await asyncio.wait_for(self._start, timeout)
+            async with asyncio.timeout(timeout):
+                spec = await self._start
         except TimeoutError:
             raise DaemonLost(f"no start message from yagentd within {timeout:.0f}s") from None
         self.spec = spec
@@ -118,7 +119,8 @@ class DaemonChannel:
         if self.lost:
             return False
         try:
-            await asyncio.wait_for(self._ack, timeout)
+            async with asyncio.timeout(timeout):
+                await self._ack
             return True
         except TimeoutError:
             return False

@@ -425,8 +425,15 @@ class FakeProvider:
                      headers: dict[str, str] | None = None, error_type: str = "") -> None:
         body = (anthropic_error_body(status, message, error_type) if record.api_format == "anthropic"
                 else openai_error_body(status, message, error_type))
+        self._answering(record, status)
         await self._write_json(conn, status, body, headers)
         self._finish(record, status)
+
+    def _answering(self, record: RecordedRequest, status: int) -> None:
+        """Record the status before the response leaves: a client that got it may look at the record at once."""
+        with self._cond:
+            record.status = status
+            self._cond.notify_all()
 
     def _finish(self, record: RecordedRequest, status: int, disconnected: bool = False) -> None:
         with self._cond:
@@ -459,6 +466,7 @@ class FakeProvider:
                 # A streaming content type makes no sense for a whole body: such steps mean plain JSON.
                 content_type = ("application/json" if step.raw_content_type == "text/event-stream"
                                 else step.raw_content_type)
+                self._answering(record, 200)
                 await self._write_raw_body(conn, content_type,
                                            b"".join(c if isinstance(c, bytes) else c.encode() for c in chunks))
                 self._finish(record, 200)
@@ -467,6 +475,7 @@ class FakeProvider:
         render = render_anthropic if record.api_format == "anthropic" else render_openai
         rendered: Rendered = render(step, body, record.serial, len(record.raw))
         if rendered.json_body is not None:
+            self._answering(record, 200)
             await self._write_json(conn, 200, rendered.json_body)
             self._finish(record, 200)
             return True
@@ -481,6 +490,7 @@ class FakeProvider:
                       failure: Failure | None) -> bool:
         """Write events as HTTP chunks; False when the connection must not be reused."""
         writer = conn.writer
+        self._answering(record, 200)
         writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: {step.raw_content_type}\r\nCache-Control: no-cache\r\n"
                      f"Transfer-Encoding: chunked\r\n\r\n".encode())
         watcher = asyncio.ensure_future(conn.watch())

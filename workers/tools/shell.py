@@ -94,7 +94,8 @@ async def _start(inv: Invocation, output: Path) -> asyncio.subprocess.Process:
 async def _stop(proc: asyncio.subprocess.Process) -> None:
     terminate_group(proc.pid, signal.SIGTERM)
     try:
-        await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE)
+        async with asyncio.timeout(KILL_GRACE):
+            await asyncio.shield(proc.wait())
     except TimeoutError:
         pass
     terminate_group(proc.pid, signal.SIGKILL)  # also takes down children that outlived the leader
