@@ -45,6 +45,7 @@ from .runtime_dir_watch import ControlSocketWatch
 from .schedule import Scheduler, Timer
 from .sd_notify import SystemdNotifier
 from .settings_source import SettingsSource
+from .spending import DailySpend
 from .task_scope import TaskScope
 from .turn import TurnController
 
@@ -103,6 +104,10 @@ class Daemon:
     @property
     def settings(self) -> Settings:
         return self.config.current
+
+    @property
+    def spend(self) -> DailySpend:
+        return self.services.spend if self.services else DailySpend()
 
     @property
     def runs_started(self) -> int:

@@ -4,7 +4,7 @@ and run supervisors never import the arbiter (and a test can build them without 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,6 +21,7 @@ from .leases import LeaseManager
 from .registry import Registry
 from .schedule import Scheduler
 from .settings_source import SettingsSource
+from .spending import DailySpend
 from .task_scope import TaskScope
 
 __all__ = ["RunIdentity", "RunServices"]
@@ -48,6 +49,7 @@ class RunServices:
     home: Path
     send_worker: Callable[[str, Message], None]  # (run id, message): never blocks
     is_shutting_down: Callable[[], bool]
+    spend: DailySpend = field(default_factory=DailySpend)  # today's dollars over every task
     runs_started: int = 0
 
     @property
@@ -57,7 +59,7 @@ class RunServices:
     def publish(self, task_id: str, data: DaemonEvent, run: RunIdentity | None = None) -> int:
         return self._publish(task_id, data.event, data.to_wire(), run)
 
-    def publish_question(self, task_id: str, question: Question, run: RunIdentity) -> int:
+    def publish_question(self, task_id: str, question: Question, run: RunIdentity | None) -> int:
         return self._publish(task_id, EventType.USER_HELP_NEEDED, question.to_wire(), run)
 
     def _publish(self, task_id: str, type_: EventType, data: dict[str, Any], run: RunIdentity | None) -> int:

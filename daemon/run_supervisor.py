@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from yagent.ipc.daemon_events import RUN_INPUT_PREVIEW, LlmSlotWait, RunFinished, RunQueued, RunStarted
+from yagent.ipc.event_data import LlmCallEnd
 from yagent.ipc.messages import (
     PROTOCOL_VERSION,
     AskUser,
@@ -35,10 +36,11 @@ from yagent.ipc.messages import (
     WorkerHello,
 )
 from yagent.ipc.records import Message
-from yagent.ipc.vocabulary import ControlAction, ErrorCode, RunStatus, StopReason
+from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus, StopReason
 
 from .admission import DelegationPool
 from .launcher import RunHandle
+from .run_accounting import ProcessSample, RunUsage
 from .run_clock import RunClock
 from .run_outcome import decide_outcome, exit_note
 from .run_phase import MOVES, IllegalTransition, RunPhase
@@ -78,6 +80,13 @@ class RunOwner(Protocol):
 
     def run_gone(self, run: RunSupervisor) -> None: ...
 
+    @property
+    def over_budget(self) -> bool: ...  # a spending limit was reached and the user has not answered yet
+
+    def charge(self, dollars: float) -> None: ...
+
+    def after_budget(self, resume: Callable[[], None]) -> None: ...  # called once the limit is raised
+
 
 Handler = Callable[["RunSupervisor", Any], None]
 _HANDLERS: dict[type[Message], tuple[Handler, bool]] = {}
@@ -113,7 +122,10 @@ class RunSupervisor:
         self.outcome: RunOutcome | None = None
         self.stop_reason: StopReason | None = None  # why the daemon is stopping it, if it is
         self.stop_detail = ""
-        self.queued_leases: set[int] = set()  # lease requests still waiting for a slot
+        self.queued_leases: dict[int, float] = {}  # lease requests still waiting for a slot: since when
+        self._budget_held: set[int] = set()  # lease requests held back by a spending limit
+        self.usage = RunUsage()
+        self.last_sample: ProcessSample | None = None  # for the CPU share between two looks
         self.exited = asyncio.Event()
         self._hello_timer: Timer | None = None
         self._watchdog = RunWatchdog(self.id, services.scheduler, lambda: services.settings, services.clock,
@@ -202,6 +214,13 @@ class RunSupervisor:
     def _on_events(self, msg: EventBatch) -> None:
         if self.clock is not None:
             self.clock.touch(self._now())
+        for item in msg.events:
+            if type(item) is list and len(item) == 3 and item[0] == EventType.LLM_CALL_END:
+                call = LlmCallEnd.read(item[2])
+                if call is not None:
+                    spent = self.usage.add_call(call)
+                    if spent:
+                        self.turn.charge(spent)
         self.services.hub.publish_batch(self.turn.id, self.id, self.agent, msg.events)
 
     @_handles(Heartbeat, after_hello=False)
@@ -240,32 +259,50 @@ class RunSupervisor:
     @_handles(LeaseRequest)
     def _on_lease_request(self, msg: LeaseRequest) -> None:
         assert self.clock is not None
-        lease_id = msg.id
         self.clock.freeze("lease", self._now())
+        if self.turn.over_budget:  # no new model call past a spending limit until the user says so
+            self.queued_leases[msg.id] = self._now()
+            self._budget_held.add(msg.id)
+            self._publish_slot_wait(waiting=True)
+            self.turn.after_budget(lambda: self._release_budget_hold(msg.id))
+            return
+        self._ask_for_lease(msg.id)
 
+    def _release_budget_hold(self, lease_id: int) -> None:
+        if lease_id in self._budget_held:  # not withdrawn meanwhile
+            self._budget_held.discard(lease_id)
+            if not self.ended:
+                self._ask_for_lease(lease_id)
+
+    def _ask_for_lease(self, lease_id: int) -> None:
         def grant() -> None:
             if self.clock is not None:
                 self._unfreeze("lease")
             self.send(LeaseGrant(id=lease_id))
-            if lease_id in self.queued_leases:  # granted after a wait: say the wait is over
-                self.queued_leases.discard(lease_id)
-                if not self.queued_leases:
-                    self._publish_slot_wait(waiting=False)
+            self._end_slot_wait(lease_id)
 
         # A request that is not granted at once has not been granted yet (`LeaseManager.request`).
-        if not self.services.leases.request(self.turn.project_id, self.id, lease_id, grant):
+        granted = self.services.leases.request(self.turn.project_id, self.id, lease_id, grant)
+        if not granted and lease_id not in self.queued_leases:
             # Otherwise the run just looks stuck: say it waits its turn ([llm] max_in_flight_requests).
-            self.queued_leases.add(lease_id)
+            self.queued_leases[lease_id] = self._now()
             self._publish_slot_wait(waiting=True)
+
+    def _end_slot_wait(self, lease_id: int) -> None:
+        since = self.queued_leases.pop(lease_id, None)
+        if since is None:
+            return
+        self.usage.slot_wait_seconds += max(0.0, self._now() - since)
+        if not self.queued_leases:  # granted or withdrawn after a wait: say the wait is over
+            self._publish_slot_wait(waiting=False)
 
     @_handles(LeaseRelease)
     def _on_lease_release(self, msg: LeaseRelease) -> None:
+        self._budget_held.discard(msg.id)
         self.services.leases.release(self.id, msg.id)
         if msg.id in self.queued_leases:  # withdrawn while queued: the run is no longer waiting on it
-            self.queued_leases.discard(msg.id)
+            self._end_slot_wait(msg.id)
             self._unfreeze("lease")
-            if not self.queued_leases:
-                self._publish_slot_wait(waiting=False)
 
     def _publish_slot_wait(self, *, waiting: bool) -> None:
         self.services.publish(self.turn.id, LlmSlotWait(waiting=waiting, limit=self.services.leases.limit), self)

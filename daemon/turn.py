@@ -25,6 +25,7 @@ from .run_services import RunServices
 from .run_supervisor import RunSupervisor
 from .run_table import RunTable
 from .schedule import Timer
+from .spending import BudgetAsk, budget_question, raise_to
 
 __all__ = ["INHERITED_OPTIONS", "PendingQuestion", "TurnController"]
 
@@ -40,8 +41,9 @@ _TASK_STATE = {RunStatus.DONE: TaskState.DONE, RunStatus.CANCELLED: TaskState.CA
 @dataclass(slots=True)
 class PendingQuestion:
     question: Question
-    run: RunSupervisor
-    reply_to: int  # the worker's AskUser request id
+    run: RunSupervisor | None  # None: the daemon itself asks (a spending limit)
+    reply_to: int = 0  # the worker's AskUser request id
+    on_answer: Callable[[dict[str, Any]], None] | None = None  # for the daemon's own questions
 
 
 class TurnController:
@@ -59,6 +61,11 @@ class TurnController:
         self._clock: RunClock | None = None  # the turn's total clock, for the task timeout
         self._timeout: Timer | None = None
         self._root_outcome: RunOutcome | None = None  # set when the root ends; the turn ends with its last run
+        self.spent = 0.0  # dollars this task's model calls cost, over its turns while it stays in memory
+        self._task_limit_raised: float | None = None  # the user raised max_cost_per_task for this task
+        self._budget_question: str | None = None  # request id of the pending spending-limit question
+        self._budget_waiters: list[Callable[[], None]] = []
+        self._budget_questions = 0
 
     @property
     def id(self) -> str:
@@ -191,9 +198,12 @@ class TurnController:
     def answer(self, request_id: str, answer: dict[str, Any], by: str) -> None:
         pending = self.questions.pop(request_id)
         run = pending.run
-        run.answered()
-        run.send(UserAnswer(id=pending.reply_to, answer=answer))
+        if run is not None:
+            run.answered()
+            run.send(UserAnswer(id=pending.reply_to, answer=answer))
         self.services.publish(self.id, UserHelpResponse(request_id=request_id, answer=answer, by=by), run)
+        if pending.on_answer is not None:
+            pending.on_answer(answer)
         self._sync_state()
 
     def withdraw_questions(self, run: RunSupervisor) -> None:
@@ -204,6 +214,68 @@ class TurnController:
             self.services.publish(self.id, UserHelpResponse.withdrawn(rid), run)
         if withdrawn:
             self._sync_state()
+
+    # -- spending limits --------------------------------------------------------------------------------
+
+    @property
+    def over_budget(self) -> bool:
+        return self._budget_question is not None
+
+    @property
+    def cost_limit(self) -> float:
+        """The task's spending limit now: the configured one, or what the user raised it to."""
+        if self._task_limit_raised is not None:
+            return self._task_limit_raised
+        return self.services.settings.max_cost_per_task
+
+    def charge(self, dollars: float) -> None:
+        """A model call of this task cost `dollars`: count it, and ask before going past a limit."""
+        self.spent += dollars
+        spend = self.services.spend
+        spend.add(dollars)
+        if self.over_budget or not self.in_flight:
+            return
+        task_limit = self.cost_limit
+        day_limit = spend.limit(self.services.settings.max_cost_per_day)
+        if task_limit > 0 and self.spent >= task_limit:
+            self._ask_budget(BudgetAsk("task", self.spent, task_limit, "max_cost_per_task"))
+        elif day_limit > 0 and spend.spent >= day_limit:
+            self._ask_budget(BudgetAsk("day", spend.spent, day_limit, "max_cost_per_day"))
+
+    def after_budget(self, resume: Callable[[], None]) -> None:
+        if self.over_budget:
+            self._budget_waiters.append(resume)
+        else:
+            resume()
+
+    def _ask_budget(self, ask: BudgetAsk) -> None:
+        self._budget_questions += 1
+        question = budget_question(self.id, ask, self._budget_questions)
+        self._budget_question = question.request_id
+        self.questions[question.request_id] = PendingQuestion(
+            question=question, run=None, on_answer=lambda answer: self._budget_answered(ask, answer))
+        log.info("task %s reached its spending limit (%s: $%.2f of $%.2f); paused to ask", self.id, ask.scope,
+                 ask.spent, ask.limit)
+        self.pause()
+        self.services.publish_question(self.id, question, None)
+
+    def _budget_answered(self, ask: BudgetAsk, answer: dict[str, Any]) -> None:
+        self._budget_question = None
+        value = str(answer.get("value", "")).strip().lower()
+        if answer.get("cancelled") or not value.startswith("raise"):
+            waiters, self._budget_waiters = self._budget_waiters, []
+            self.cancel(f"stopped at the spending limit (${ask.spent:.2f} of ${ask.limit:.2f}, [llm] {ask.setting})")
+            for resume in waiters:  # released into runs that are stopping: they end without a new call
+                resume()
+            return
+        if ask.scope == "task":
+            self._task_limit_raised = raise_to(ask.limit)
+        else:
+            self.services.spend.raised_to = raise_to(ask.limit)
+        waiters, self._budget_waiters = self._budget_waiters, []
+        self.resume()
+        for resume in waiters:
+            resume()
 
     # -- the end ------------------------------------------------------------------------------------
 
@@ -218,6 +290,10 @@ class TurnController:
         if self._timeout is not None:
             self._timeout.cancel()
             self._timeout = None
+        if self._budget_question is not None:  # the turn ended without an answer: the question closes
+            self.questions.pop(self._budget_question, None)
+            self.services.publish(self.id, UserHelpResponse.withdrawn(self._budget_question))
+            self._budget_question, self._budget_waiters = None, []
         state = _TASK_STATE.get(outcome.status, TaskState.FAILED)
         registry = self.services.registry
         registry.finish_turn(self.id, self.turn, state, outcome.output or outcome.error)

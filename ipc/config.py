@@ -11,6 +11,7 @@ while a missing key is "8".
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -54,7 +55,7 @@ DAEMON_KEYS: Mapping[str, str] = {
     "max_parallel_readonly_tools": "agent", "max_in_flight_requests": "llm", "task_timeout": "",
     "max_workers": "daemon", "event_ring": "daemon", "pub_hwm": "daemon", "stop_grace": "daemon",
     "heartbeat_interval": "daemon", "daemon_loss_timeout": "daemon", "event_log_max_bytes": "daemon",
-    "event_log_retention": "daemon",
+    "event_log_retention": "daemon", "max_cost_per_task": "llm", "max_cost_per_day": "llm",
     "agent_modules": "daemon",
     "lang": "agent", "step_retries": "llm", "circuit_breaker_threshold": "llm", "circuit_breaker_reset_timeout": "llm",
 }
@@ -137,6 +138,8 @@ class Settings:
     pub_hwm: int = 100_000  # frames queued per subscriber before PUB drops (clients refill gaps by replay)
     heartbeat_interval: float = 1.0
     daemon_loss_timeout: float = 10.0
+    max_cost_per_task: float = 0.0  # US dollars one task may spend before it is paused to ask; 0 = no limit
+    max_cost_per_day: float = 0.0  # the same over every task, per calendar day
     agent_modules: tuple[str, ...] = ()  # modules the forkserver imports so workers find their agent kinds
     warnings: tuple[str, ...] = ()  # problems that do not stop the daemon (misplaced keys, ignored values)
     run_settings: RunSettings = field(default_factory=RunSettings)
@@ -156,6 +159,12 @@ def _int(section: Mapping[str, Any], key: str, where: str, default: int, minimum
     if value < minimum:
         raise ValueError(f"{where}.{key} must be at least {minimum}, got {value}")
     return value
+
+
+def _dollars(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{key} must be an amount of US dollars, 0 or more (0 = no limit), got {value!r}")
+    return float(value)
 
 
 def settings_from_table(table: dict[str, Any], path: Path | None = None,
@@ -196,6 +205,9 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         if "daemon_loss_timeout" in daemon:
             kwargs["daemon_loss_timeout"] = max(0.2, parse_duration(daemon["daemon_loss_timeout"],
                                                                     "[daemon] daemon_loss_timeout"))
+        for key in ("max_cost_per_task", "max_cost_per_day"):
+            if key in llm:
+                kwargs[key] = _dollars(llm[key], f"[llm] {key}")
         modules = daemon.get("agent_modules", [])
         if not isinstance(modules, list) or not all(isinstance(m, str) and m.strip() for m in modules):
             raise ValueError("[daemon] agent_modules must be a list of module names, "

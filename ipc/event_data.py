@@ -23,7 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .records import Record, record
+
 __all__ = [
+    "CallUsage",
+    "LlmCallEnd",
     "ai_chunk",
     "ai_response",
     "ai_stream_end",
@@ -83,10 +87,39 @@ def llm_call_start(step: int, provider: str, model: str) -> dict[str, Any]:
     return {"step": step, "provider": provider, "model": model}
 
 
+@record
+class CallUsage(Record):
+    """Token counts of one model call, provider-normalised (`usage_data`'s keys)."""
+
+    total_input_tokens: int = 0  # cached input included
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    estimated: bool = False
+
+
+@record
+class LlmCallEnd(Record):
+    """`llm_call_end`, the one worker event the daemon reads itself: it sums usage and cost per run and task
+    (`yagent ps`, the spending limits). Clients read it too."""
+
+    step: int = 0
+    provider: str = ""
+    model: str = ""
+    usage: CallUsage | None = None  # None: the call failed before the provider said what it used
+    duration: float = 0.0
+    stop_reason: str = ""
+    error: str = ""
+    cost_usd: float | None = None  # None: no price is known for this model; never a made-up 0
+    tool: str = ""  # the tool that made the call (deepthinking, design…); "" for the agent's own step
+
+
 def llm_call_end(step: int, provider: str, model: str, usage: dict[str, Any] | None, duration: float,
-                 stop_reason: str = "", error: str = "") -> dict[str, Any]:
-    return {"step": step, "provider": provider, "model": model, "usage": usage or {}, "duration": duration,
-            "stop_reason": stop_reason, "error": error}
+                 stop_reason: str = "", error: str = "", cost_usd: float | None = None,
+                 tool: str = "") -> dict[str, Any]:
+    data = LlmCallEnd(step=step, provider=provider, model=model, duration=duration, stop_reason=stop_reason,
+                      error=error, cost_usd=cost_usd, tool=tool).to_wire()
+    data["usage"] = usage or {}
+    return data
 
 
 def model_routed(tier: str, provider: str, model: str, reason: str) -> dict[str, Any]:

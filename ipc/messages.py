@@ -98,6 +98,16 @@ class RunSummary(Record):
     started_at: float = 0.0
     ended_at: float = 0.0
     waiting: str = ""  # what a live run is waiting for, e.g. a model slot ([llm] max_in_flight_requests)
+    requests: int = 0  # model calls
+    input_tokens: int = 0  # cached input included
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True  # False: some call's model has no known price, cost_usd leaves it out
+    slot_wait_seconds: float = 0.0  # time spent waiting for a model slot
+    cpu_percent: float | None = None  # of one core, the run's process tree; live runs only
+    rss_bytes: int = 0  # the run's process tree; live runs only
+    uss_bytes: int = 0
 
 
 @record
@@ -122,6 +132,9 @@ class TaskSummary(Record):
     runs: list[RunSummary] = field(default_factory=list)
     questions: list[Question] = field(default_factory=list)
     last_seq: int = 0
+    cost_usd: float = 0.0  # the listed runs' cost
+    cost_known: bool = True
+    cost_limit: float = 0.0  # [llm] max_cost_per_task as it applies to this task (raised by the user?); 0 = none
 
 
 @record
@@ -360,6 +373,8 @@ class DaemonStatus(Message):
     leases: dict  # limit, in_use, peak, waiting, granted_total
     runs_started: int = 0
     shutting_down: bool = False
+    spent_today: float = 0.0  # US dollars over every task since midnight
+    daily_limit: float = 0.0  # [llm] max_cost_per_day as it applies today; 0 = none
 
 
 @message("shutdown")

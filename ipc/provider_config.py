@@ -10,7 +10,8 @@ Tables read::
     [global.llm.providers.NAME]
                               api_base_url, api_key | api_key_env, model, api_format ("openai" | "anthropic"),
                               context_window, temperature, max_tokens, reasoning_effort,
-                              fallback_providers = ["other", { provider = "third", weight = 2 }]
+                              fallback_providers = ["other", { provider = "third", weight = 2 }],
+                              price = { input = 3.0, cached_input = 0.3, output = 15.0 }  (USD per 1M tokens)
     [agents.llm]              use_provider = "NAME"            (default for every agent)
     [agents.llm.AGENT]        use_provider = "NAME"
     [tools.llm]               use_provider = "NAME"            (default for every LLM-backed tool)
@@ -45,6 +46,7 @@ __all__ = [
     "FallbackRef",
     "LLMConfig",
     "LLMSettings",
+    "ModelPrice",
     "ProviderConfig",
     "ProviderConfigError",
     "RoutingSettings",
@@ -71,8 +73,9 @@ DEFAULT_FALLBACK_MAX_RETRIES = 2
 
 _PROVIDER_KEYS = frozenset({
     "api_base_url", "api_key", "api_key_env", "model", "api_format", "context_window", "temperature",
-    "max_tokens", "reasoning_effort", "fallback_providers",
+    "max_tokens", "reasoning_effort", "fallback_providers", "price",
 })
+_PRICE_KEYS = ("input", "cached_input", "output")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -100,6 +103,22 @@ class FallbackRef(Record):
 
 
 @record
+class ModelPrice(Record):
+    """List prices in US dollars per million tokens; `cached_input` is what a cache read costs."""
+
+    input: float
+    output: float
+    cached_input: float | None = None  # not given: cached input costs as much as input
+    as_of: str = ""  # when the price was taken (catalog prices), or "" for one the user set
+
+    def cost(self, total_input: int, cached_input: int, output: int) -> float:
+        """The cost of one call; `total_input` includes the cached part, as `Usage` counts it."""
+        cached = min(max(cached_input, 0), max(total_input, 0))
+        cached_rate = self.input if self.cached_input is None else self.cached_input
+        return ((total_input - cached) * self.input + cached * cached_rate + output * self.output) / 1_000_000
+
+
+@record
 class ProviderConfig(Record):
     """One `[global.llm.providers.NAME]` table after validation and `api_key_env` expansion.
 
@@ -119,6 +138,7 @@ class ProviderConfig(Record):
     reasoning_effort: str = ""
     fallback_providers: list[FallbackRef] = field(default_factory=list)
     missing_key_env: str = ""
+    price: ModelPrice | None = None  # `price = {input = …, cached_input = …, output = …}`: overrides the catalog
 
     @property
     def usable(self) -> bool:
@@ -296,7 +316,34 @@ def validate_provider_table(name: str, table: Mapping[str, Any]) -> list[str]:
         refs = _parse_fallbacks(name, table["fallback_providers"], problems)
         if any(r.provider == name for r in refs):
             problems.append(f"{where} fallback_providers lists the provider itself; remove {name!r} from it")
+    if "price" in table:
+        _parse_price(where, table["price"], problems)
     return problems
+
+
+def _parse_price(where: str, value: Any, problems: list[str]) -> ModelPrice | None:
+    """`price = {input = 0.27, cached_input = 0.07, output = 1.10}`, dollars per million tokens."""
+    example = "price = { input = 3.0, cached_input = 0.3, output = 15.0 } (US dollars per million tokens)"
+    if not isinstance(value, Mapping):
+        problems.append(f"{where} price must be a table: {example}")
+        return None
+    unknown = sorted(set(value) - set(_PRICE_KEYS))
+    if unknown:
+        problems.append(f"{where} price has unknown keys {', '.join(unknown)}: {example}")
+    rates: dict[str, float] = {}
+    for key in _PRICE_KEYS:
+        if key not in value:
+            continue
+        rate = value[key]
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate) or rate < 0:
+            problems.append(f"{where} price.{key} must be a number of dollars per million tokens, 0 or more; "
+                            f"found {rate!r}")
+            return None
+        rates[key] = float(rate)
+    if "input" not in rates or "output" not in rates:
+        problems.append(f"{where} price needs both input and output: {example}")
+        return None
+    return ModelPrice(input=rates["input"], output=rates["output"], cached_input=rates.get("cached_input"))
 
 
 def _provider(name: str, table: Mapping[str, Any], environ: Mapping[str, str],
@@ -328,6 +375,7 @@ def _provider(name: str, table: Mapping[str, Any], environ: Mapping[str, str],
         reasoning_effort=effort,
         fallback_providers=_parse_fallbacks(name, table.get("fallback_providers", []), []),
         missing_key_env=missing,
+        price=_parse_price("", table["price"], []) if "price" in table else None,
     )
 
 

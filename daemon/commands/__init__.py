@@ -26,6 +26,7 @@ from ..admission import WorkerSlots
 from ..event_hub import EventHub
 from ..leases import LeaseManager
 from ..registry import Registry, TaskRow
+from ..spending import DailySpend
 from ..turn import TurnController
 
 __all__ = ["CommandError", "DaemonView", "command", "dispatch", "resolve_task"]
@@ -55,6 +56,9 @@ class DaemonView(Protocol):
     def runs_started(self) -> int: ...
 
     def refresh_settings(self) -> None: ...
+
+    @property
+    def spend(self) -> DailySpend: ...
 
     def turn_for(self, row: TaskRow) -> TurnController: ...
 

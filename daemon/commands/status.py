@@ -16,7 +16,8 @@ async def status(daemon: DaemonView, msg: StatusRequest) -> DaemonStatus:
         id=msg.id, pid=os.getpid(), version=daemon.version, started_at=daemon.started_at,
         runtime_dir=str(daemon.paths.root), home=str(daemon.home), live_workers=len(daemon.slots.live),
         max_workers=daemon.slots.limit, tasks_running=sum(1 for t in daemon.tasks.values() if t.in_flight),
-        leases=daemon.leases.stats(), runs_started=daemon.runs_started, shutting_down=daemon.shutting_down)
+        leases=daemon.leases.stats(), runs_started=daemon.runs_started, shutting_down=daemon.shutting_down,
+        spent_today=daemon.spend.spent, daily_limit=daemon.spend.limit(daemon.settings.max_cost_per_day))
 
 
 @command(Shutdown)

@@ -25,6 +25,7 @@ from yagent.daemon.schedule import Scheduler
 from yagent.daemon.settings_source import SettingsSource
 from yagent.daemon.task_scope import TaskScope
 from yagent.daemon.turn import TurnController
+from yagent.ipc import event_data
 from yagent.ipc.config import Settings
 from yagent.ipc.messages import (
     PROTOCOL_VERSION,
@@ -34,6 +35,7 @@ from yagent.ipc.messages import (
     ErrorReply,
     EventBatch,
     Heartbeat,
+    LeaseGrant,
     LeaseRelease,
     LeaseRequest,
     Question,
@@ -343,10 +345,83 @@ def test_a_lease_withdrawn_while_queued_ends_the_slot_wait(tmp_path: Path) -> No
             _hello(b)
             a.receive(LeaseRequest(id=1))  # the only slot
             b.receive(LeaseRequest(id=1))
-            assert b.queued_leases == {1} and b.clock is not None and b.clock.frozen_by("lease")
+            assert set(b.queued_leases) == {1} and b.clock is not None and b.clock.frozen_by("lease")
             b.receive(LeaseRelease(id=1))
-            assert b.queued_leases == set() and not b.clock.frozen_by("lease")
+            assert not b.queued_leases and not b.clock.frozen_by("lease")
+            assert b.usage.slot_wait_seconds > 0
             waits = [e[5]["waiting"] for e in w.events(turn.id) if e[3] == EventType.LLM_SLOT_WAIT]
             assert waits == [True, False]
+
+    asyncio.run(main())
+
+
+# -- usage, money and spending limits -------------------------------------------------------------------------
+
+
+def _call(cost: float | None, *, tokens: int = 1000, error: str = "") -> EventBatch:
+    data = event_data.llm_call_end(1, "p", "m", None if error else event_data.usage_data(tokens, 100, 400), 0.1,
+                                   error=error, cost_usd=cost)
+    return EventBatch(events=[[EventType.LLM_CALL_END.value, 1.0, data]])
+
+
+def test_a_runs_model_calls_add_up_and_an_unknown_price_stays_unknown(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            root = w.turn().start("go", "scripted", yolo="none", options={})
+            _hello(root)
+            for batch in (_call(0.25), _call(None), _call(0.5), _call(None, error="503")):
+                root.receive(batch)
+            u = root.usage
+            assert (u.requests, u.input_tokens, u.cached_input_tokens, u.output_tokens) == (4, 3000, 1200, 300)
+            assert u.cost_usd == pytest.approx(0.75) and u.unpriced_requests == 1 and not u.cost_known
+            root.receive(_call(float("nan")))  # a price nobody can trust counts as unknown, never as money
+            assert u.cost_usd == pytest.approx(0.75) and u.unpriced_requests == 2
+
+    asyncio.run(main())
+
+
+def test_a_task_at_its_spending_limit_pauses_asks_and_gets_no_model_slot_until_raised(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path, max_cost_per_task=1.0) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            _hello(root)
+            root.receive(_call(0.6))
+            assert not turn.over_budget
+            root.receive(_call(0.6))
+            assert turn.over_budget and turn.paused and turn.row.state == TaskState.PAUSED
+            (pending,) = turn.questions.values()
+            q = pending.question
+            assert q.kind == QuestionKind.SELECT and q.options == ["raise to $2.00", "stop"]
+            assert "$1.20 spent this task" in q.prompt and "max_cost_per_task" in q.prompt
+            root.receive(LeaseRequest(id=7))  # a tool asking for a model call while the limit stands
+            assert not any(isinstance(m, LeaseGrant) for m in w.to(root))
+            turn.answer(q.request_id, {"value": "raise to $2.00"}, by="tester")
+            assert not turn.over_budget and not turn.paused
+            assert LeaseGrant(id=7) in w.to(root)
+            root.receive(_call(0.9))  # $2.10 now: past the raised limit, so it asks again
+            assert turn.over_budget
+            (pending,) = turn.questions.values()
+            turn.answer(pending.question.request_id, {"value": "stop"}, by="tester")
+            assert root.phase is RunPhase.STOPPING and root.stop_reason == StopReason.CANCELLED
+            assert "spending limit" in root.stop_detail
+
+    asyncio.run(main())
+
+
+def test_the_daily_limit_counts_every_task(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path, max_cost_per_day=1.0) as w:
+            first, second = w.turn(), w.turn()
+            a = first.start("go", "scripted", yolo="none", options={})
+            b = second.start("go", "scripted", yolo="none", options={})
+            _hello(a)
+            _hello(b)
+            a.receive(_call(0.7))
+            b.receive(_call(0.4))  # the second task's call crosses the day's limit
+            assert second.over_budget and not first.over_budget
+            (pending,) = second.questions.values()
+            assert "today, over all tasks" in pending.question.prompt
+            assert w.services.spend.spent == pytest.approx(1.1)
 
     asyncio.run(main())

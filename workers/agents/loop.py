@@ -45,6 +45,7 @@ from yagent.workers.llm import (
     TextDelta,
     ToolCallDelta,
     ToolDefinition,
+    Usage,
     with_unique_call_ids,
 )
 from yagent.workers.tools import Surface, ToolBatch, ToolCall, ToolContext, ToolResult
@@ -112,6 +113,8 @@ class LoopConfig:
     # routing), so a breaker opened for one provider never blocks another.
     breaker: ProviderBreakers | None = None
     route_task: str = ""  # text the router classifies; empty = no classification
+    # What a call cost (provider, model, usage) → US dollars, or None when no price is known.
+    cost_of: Callable[[str, str, Usage], float | None] = lambda _provider, _model, _usage: None
 
 
 @dataclass
@@ -223,7 +226,8 @@ async def _call_model(cfg: LoopConfig, state: LoopState, messages: list[Message]
         state.step, response.provider, response.model,
         event_data.usage_data(usage.total_input_tokens, usage.output_tokens, usage.cached_input_tokens,
                               usage.estimated),
-        time.monotonic() - started, stop_reason=str(response.finish_reason)))
+        time.monotonic() - started, stop_reason=str(response.finish_reason),
+        cost_usd=cfg.cost_of(response.provider, response.model, usage)))
     emit(EventType.AI_RESPONSE, event_data.ai_response(state.step, response.text, len(response.tool_calls)))
     return response
 

@@ -7,11 +7,14 @@ The `Delegator` port needs no adapter: the channel's `run_child` is it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from typing import Any
 
-from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, QuestionKind
+from yagent.ipc import event_data
+from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, EventType, QuestionKind
 from yagent.workers.kinds import RunContext
-from yagent.workers.llm import CallOptions, Engine, Message
+from yagent.workers.llm import CallOptions, Engine, LLMError, Message, Usage
 from yagent.workers.tools import (
     AskReply,
     AskRequest,
@@ -69,14 +72,36 @@ def confirm_value(request: AskRequest, value: str) -> str:
 
 
 class EngineTextLLM:
-    """Plain completions for the reasoning tools, each tool on its own configured engine."""
+    """Plain completions for the reasoning tools, each tool on its own configured engine.
 
-    def __init__(self, engine_for_tool: Callable[[str], Engine]) -> None:
+    Each call is reported like an agent's own step (`llm_call_start` / `llm_call_end`, with the tool named),
+    so its tokens and cost count for the run in `yagent ps` and against the spending limits.
+    """
+
+    def __init__(self, engine_for_tool: Callable[[str], Engine], *,
+                 emit: Callable[[str, dict[str, Any]], None] = lambda _t, _d: None,
+                 cost_of: Callable[[str, str, Usage], float | None] = lambda _p, _m, _u: None) -> None:
         self._engine_for_tool = engine_for_tool
+        self._emit = emit
+        self._cost_of = cost_of
 
     async def complete_text(self, system: str, prompt: str, *, tool: str) -> str:
         engine = self._engine_for_tool(tool)
-        async with engine.complete([Message.system(system), Message.user(prompt)], (),
-                                   CallOptions()) as stream:
-            response = await stream.final()
+        started = time.monotonic()
+        self._emit(EventType.LLM_CALL_START, event_data.llm_call_start(0, engine.provider, engine.model))
+        try:
+            async with engine.complete([Message.system(system), Message.user(prompt)], (),
+                                       CallOptions()) as stream:
+                response = await stream.final()
+        except LLMError as exc:
+            self._emit(EventType.LLM_CALL_END, event_data.llm_call_end(
+                0, engine.provider, engine.model, None, time.monotonic() - started, error=str(exc), tool=tool))
+            raise
+        usage = response.usage
+        self._emit(EventType.LLM_CALL_END, event_data.llm_call_end(
+            0, response.provider, response.model,
+            event_data.usage_data(usage.total_input_tokens, usage.output_tokens, usage.cached_input_tokens,
+                                  usage.estimated),
+            time.monotonic() - started, stop_reason=str(response.finish_reason),
+            cost_usd=self._cost_of(response.provider, response.model, usage), tool=tool))
         return response.text

@@ -19,7 +19,7 @@ from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.messages import RunOutcome
 from yagent.ipc.vocabulary import EventType
 from yagent.workers.kinds import RunContext
-from yagent.workers.llm import Engine, EngineFactory, RoutingEngine, build_engine
+from yagent.workers.llm import Engine, EngineFactory, RoutingEngine, Usage, build_engine, call_cost
 from yagent.workers.tools import (
     Surface,
     SurfaceError,
@@ -71,7 +71,8 @@ class AgentRun:
             authorizer=ChannelAuthorizer(ctx),
             asker=ChannelAsker(ctx),
             delegator=ctx.channel,  # the channel is the tools' Delegator port
-            llm=EngineTextLLM(self._engine_for_tool),
+            llm=EngineTextLLM(self._engine_for_tool, emit=lambda type_, data: ctx.emit(type_, data),
+                              cost_of=self.cost_of),
             emit=lambda type_, data: ctx.emit(type_, dict(data)),
             heartbeat=ctx.heartbeat,
             heartbeat_interval=self.settings.tool_heartbeat_interval,
@@ -143,7 +144,11 @@ class AgentRun:
             max_parallel_readonly=self.settings.max_parallel_readonly_tools,
             breaker=self.breakers() if self.role == "director" else None,
             route_task=route_task,
+            cost_of=self.cost_of,
         )
+
+    def cost_of(self, provider: str, model: str, usage: Usage) -> float | None:
+        return call_cost(self._llm_config, provider, model, usage)
 
     async def run_loop(self, config: LoopConfig) -> RunOutcome:
         try:

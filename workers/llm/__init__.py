@@ -32,6 +32,7 @@ from ._gate import UNLIMITED_GATE, InFlightGate, SemaphoreGate, UnlimitedGate
 from ._messages import Message, Role, ThinkingBlock, ToolCall, ToolDefinition, new_call_id
 from ._openai import OpenAIEngine
 from ._pairing import MISSING_TOOL_RESULT, repair_tool_pairing, with_unique_call_ids
+from ._pricing import call_cost, price_for
 from ._response import (
     CallOptions,
     Delta,
@@ -92,12 +93,14 @@ __all__ = [
     "Usage",
     "assign_tiers",
     "build_engine",
+    "call_cost",
     "default_catalog",
     "engine_for_provider",
     "lookup_model",
     "new_call_id",
     "normalise_model_name",
     "parse_retry_after",
+    "price_for",
     "repair_tool_pairing",
     "shared_ssl_context",
     "with_unique_call_ids",

@@ -1,4 +1,5 @@
-"""The shipped model catalog (`model_catalog.json`): context window, output limit and score per model.
+"""The shipped model catalog (`model_catalog.json`): context window, output limit, score and list price per
+model.
 
 Two consumers read context windows with different meanings (see the package README): compression
 thresholds come from this catalog, while a provider's `context_window` only feeds the UI's progress bar.
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from yagent.ipc.provider_config import ModelPrice
 
 __all__ = ["ModelCatalog", "ModelInfo", "default_catalog", "lookup_model", "normalise_model_name"]
 
@@ -41,6 +44,7 @@ class ModelInfo:
     context_window: int
     max_output: int
     score: float
+    price: ModelPrice | None = None  # list price when the catalog knows it
 
 
 class ModelCatalog:
@@ -52,11 +56,13 @@ class ModelCatalog:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ModelCatalog:
+        as_of = str(data.get("prices_as_of", ""))
         models = {
             normalise_model_name(key): ModelInfo(name=key, family=str(entry.get("family", "")),
                                                  context_window=int(entry["context_window"]),
                                                  max_output=int(entry.get("max_output", 0)),
-                                                 score=float(entry.get("score", 0)))
+                                                 score=float(entry.get("score", 0)),
+                                                 price=_price(key, entry.get("price"), as_of))
             for key, entry in data.get("models", {}).items()
         }
         aliases = {normalise_model_name(k): normalise_model_name(v) for k, v in data.get("aliases", {}).items()}
@@ -75,6 +81,16 @@ class ModelCatalog:
     def names(self) -> list[str]:
         return sorted(self._models)
 
+    def price(self, model: str) -> ModelPrice | None:
+        """The list price of exactly this model (or an alias of it); None when unknown.
+
+        No prefix fallback here: a model named like a known one ("gpt-4o-audio-preview") may cost something
+        else entirely, and a wrong price is worse than none.
+        """
+        key = normalise_model_name(model)
+        found = self._models.get(key) or self._models.get(self._aliases.get(key, ""))
+        return found.price if found is not None else None
+
     def lookup(self, model: str) -> ModelInfo | None:
         """The catalog entry for a configured model name, or None for an unknown model."""
         key = normalise_model_name(model)
@@ -88,6 +104,17 @@ class ModelCatalog:
             if len(candidate) > len(best) and key.startswith(candidate + "-"):
                 best = candidate
         return self._models[best] if best else None
+
+
+def _price(model: str, value: Any, as_of: str) -> ModelPrice | None:
+    if value is None:
+        return None
+    try:
+        return ModelPrice(input=float(value["input"]), output=float(value["output"]),
+                          cached_input=None if value.get("cached_input") is None else float(value["cached_input"]),
+                          as_of=as_of)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"model catalog: the price of {model} needs numbers input and output ({exc})") from None
 
 
 @functools.cache
