@@ -263,10 +263,9 @@ class TurnController:
         self._budget_question = None
         value = str(answer.get("value", "")).strip().lower()
         if answer.get("cancelled") or not value.startswith("raise"):
-            waiters, self._budget_waiters = self._budget_waiters, []
+            # The held-back lease requests stay unanswered: their runs are cancelled and withdraw them.
+            self._budget_waiters = []
             self.cancel(f"stopped at the spending limit (${ask.spent:.2f} of ${ask.limit:.2f}, [llm] {ask.setting})")
-            for resume in waiters:  # released into runs that are stopping: they end without a new call
-                resume()
             return
         if ask.scope == "task":
             self._task_limit_raised = raise_to(ask.limit)
