@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", help="only this project directory")
     p.add_argument("-n", "--limit", type=_positive_int, default=50, help="list at most this many tasks (default: 50)")
 
+    sub.add_parser("top", help="the running tasks of every project and what their runs use (CPU, memory, tokens, "
+                              "cost), refreshed every second; q quits")
+
     lg = sub.add_parser("logs", parents=[json_after_command], help="print a task's events (replayed from the start)")
     lg.add_argument("task")
     lg.add_argument("-f", "--follow", action="store_true", help="keep following new events")
@@ -176,6 +179,10 @@ def _dispatch(argv: list[str] | None) -> int:
         if args.command == "ps":
             project = str(_project_dir(args.project)) if args.project else None
             return task_commands.ps(project, as_json, args.limit)
+        if args.command == "top":
+            from .top import top
+
+            return top()
         if args.command == "logs":
             return task_commands.logs(args.task, follow=args.follow, as_json=as_json, since=args.since)
         if args.command in tuple(ControlAction):

@@ -177,3 +177,16 @@ def test_first_run_opens_the_wizard_and_leaving_it_opens_the_client(make_daemon,
     tmux.wait("ui", "new session", "ctrl+q detach")
     config = daemon.home / "config" / "config.toml"
     assert "providers" not in config.read_text()
+
+
+def test_top_shows_a_live_run_and_quits_on_q(make_daemon, project: Path, tmux: Tmux) -> None:
+    daemon = make_daemon(PROVIDER_CONFIG)
+    sent = daemon.cli("run", "--detach", "--agent", "scripted", script({"busy": 60}), cwd=project)
+    assert sent.returncode == 0, sent.stderr
+    task = sent.stdout.split("task ")[1].split()[0]
+    tmux.start("top", client_command(daemon, "top"), project)
+    tmux.wait("top", task, "cpu ", "q quits", "yagentd pid")
+    tmux.keys("top", "q")
+    wait_until(lambda: tmux("display-message", "-p", "-t", "top", "#{pane_dead}").strip() == "1", 10,
+               "top to quit on q")
+    assert daemon.cli("cancel", task).returncode == 0
