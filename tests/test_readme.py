@@ -29,7 +29,7 @@ def test_the_settings_example_states_the_defaults() -> None:
     shown = settings_from_table(tomllib.loads(block), environ={})
     defaults = settings_from_table({}, environ={})
     for key in ("delegate_idle_timeout", "delegate_total_timeout", "max_parallel_delegations",
-                "max_in_flight_requests"):
+                "max_in_flight_requests", "max_cost_per_task", "max_cost_per_day"):
         assert getattr(shown, key) == getattr(defaults, key), key
     assert parse_llm_config(tomllib.loads(block), {}).settings == parse_llm_config({}, {}).settings
     assert tomllib.loads(block)["agent"]["coding_max_steps"] == DEFAULT_MAX_STEPS["coding"]
