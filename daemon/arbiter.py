@@ -258,8 +258,7 @@ class Daemon:
                 log.info("marked %d runs left at shutdown as interrupted", len(leftover.runs))
 
     def _task_seq_floor(self, task_id: str) -> int:
-        row = self.registry.get_task(task_id)
-        return row.last_seq if row else 0
+        return self.registry.task_seq_floor(task_id)  # never raises: publishing must not fail on state.db
 
     # -- periodic and timed work ------------------------------------------------------------------------
 
