@@ -32,7 +32,8 @@ def _damage(db: Path, how: str) -> None:
     """Damage the file under the running daemon, then make it read the damage rather than its page cache."""
     other = sqlite3.connect(db, isolation_level=None)
     try:
-        other.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file, where the damage goes
+        busy, _, _ = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        assert busy == 0, "the daemon kept a transaction open"  # everything is in the main file, to be damaged
         with db.open("r+b") as fh:
             if how == "junk_pages":
                 fh.seek(PAGE)  # the header page stays: every table's pages go
