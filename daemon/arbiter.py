@@ -37,7 +37,7 @@ from .event_hub import EventHub
 from .launcher import Launcher
 from .leases import LeaseManager
 from .log_files import reopen_log_files
-from .recovery import mark_and_report_interrupted
+from .recovery import kill_leftover_workers, mark_and_report_interrupted
 from .registry import Registry, TaskRow
 from .run_services import RunServices
 from .run_table import RunTable
@@ -163,6 +163,8 @@ class Daemon:
             workers_endpoint=RuntimePaths.endpoint(self.paths.workers), home=self.home,
             send_worker=self._send_worker, is_shutting_down=lambda: self.shutting_down)
         self.registry.deferred.on_deferred = self._retry_registry_later
+        # Before any request is read or lease granted: a dead predecessor's workers must not race new runs.
+        await asyncio.to_thread(kill_leftover_workers, self.registry.unfinished_runs())
         interrupted = mark_and_report_interrupted(
             self.registry, self.hub, "yagentd stopped before this finished (it crashed or was killed)",
             is_live=lambda task: task in self.tasks)
@@ -263,8 +265,7 @@ class Daemon:
                 log.info("marked %d runs left at shutdown as interrupted", len(leftover.runs))
 
     def _task_seq_floor(self, task_id: str) -> int:
-        row = self.registry.get_task(task_id)
-        return row.last_seq if row else 0
+        return self.registry.task_seq_floor(task_id)  # never raises: publishing must not fail on state.db
 
     # -- periodic and timed work ------------------------------------------------------------------------
 

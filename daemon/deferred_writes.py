@@ -3,7 +3,8 @@
 A status or a stop reason must reach its parent and its followers even when its row cannot be written yet
 (`database is locked` while a backup or an `sqlite3` shell holds state.db, `database or disk is full`).
 Such a write is kept, in order, and tried again with the next update or when the retry timer the daemon
-sets through `on_deferred` fires.
+sets through `on_deferred` fires. A damaged file (`database disk image is malformed`) does not heal while
+the daemon runs: its writes are dropped, said once per failing streak with what to do.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from .registry_errors import is_damage, running_failure
 
 __all__ = ["RETRY_INTERVAL", "DeferredWrites"]
 
@@ -42,6 +45,11 @@ class DeferredWrites:
         self._pending.append((sql, args))
         self.flush()
 
+    def _report(self, problem: str) -> None:
+        if not self._failing:  # once per failing streak: every status write would say it again
+            self._failing = True
+            log.error("%s", problem)
+
     def flush(self, *, force: bool = False) -> bool:
         """Write the deferred updates; True when none is left."""
         if not self._pending:
@@ -58,20 +66,24 @@ class DeferredWrites:
                 with contextlib.suppress(sqlite3.Error):
                     self._db.execute("ROLLBACK")
                 raise
-        except sqlite3.OperationalError as exc:  # locked, full, I/O: worth another try
+        except sqlite3.Error as exc:
+            if is_damage(exc):  # a damaged file does not heal while the daemon runs: retrying only piles up
+                self._report(f"cannot record {len(self._pending)} progress updates in the task registry: "
+                             f"{running_failure(self._path, exc)}")
+                self._pending.clear()
+                return True
+            if not isinstance(exc, sqlite3.OperationalError):  # a statement that can never succeed
+                log.exception("dropping %d registry updates that %s refuses", len(self._pending), self._path)
+                self._pending.clear()
+                return True
+            # Locked, full, I/O: worth another try.
             self._retry_at = time.monotonic() + RETRY_INTERVAL
-            if not self._failing:
-                self._failing = True
-                log.error("cannot write the task registry %s: %s; keeping the update in memory and retrying "
-                          "every %.0fs — close any program holding the file open (an `sqlite3` shell, a backup) "
-                          "or free disk space", self._path, exc, RETRY_INTERVAL)
+            self._report(f"cannot write the task registry {self._path}: {exc}; keeping the update in memory and "
+                         f"retrying every {RETRY_INTERVAL:.0f}s — close any program holding the file open (an "
+                         "`sqlite3` shell, a backup) or free disk space")
             if self.on_deferred is not None:
                 self.on_deferred(RETRY_INTERVAL)
             return False
-        except sqlite3.Error:  # a statement that can never succeed must not hold back the rest forever
-            log.exception("dropping %d registry updates that %s refuses", len(self._pending), self._path)
-            self._pending.clear()
-            return True
         if self._failing:
             self._failing = False
             log.warning("the task registry %s is writable again; wrote %d deferred updates", self._path,

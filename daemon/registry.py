@@ -2,7 +2,8 @@
 
 Only the daemon writes it, from its event-loop thread, so there is one connection and no locking
 beyond SQLite's own. It survives restarts; on start, whatever a previous daemon left in flight is
-marked interrupted (`mark_interrupted`).
+marked interrupted (`mark_interrupted`). Its file format — identity, version, migrations and the checks
+at open — lives in `registry_schema`; what its failures mean for the user, in `registry_errors`.
 """
 
 from __future__ import annotations
@@ -20,58 +21,12 @@ from typing import Any
 from yagent.ipc.vocabulary import RunStatus, StopReason, TaskState
 
 from .deferred_writes import DeferredWrites
+from .registry_errors import RegistryUnreadable
+from .registry_schema import open_registry
 
-__all__ = ["MAX_LIST_LIMIT", "Interrupted", "ProjectRow", "Registry", "RegistryUnreadable", "RunRow", "TaskRow",
-           "TurnRow", "new_run_id", "new_task_id", "project_id_for"]
+__all__ = ["MAX_LIST_LIMIT", "Interrupted", "LeftoverRun", "ProjectRow", "Registry", "RegistryUnreadable", "RunRow",
+           "TaskRow", "TurnRow", "new_run_id", "new_task_id", "project_id_for"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS projects (
-    id TEXT PRIMARY KEY,
-    path TEXT NOT NULL UNIQUE,
-    created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS tasks (
-    id TEXT PRIMARY KEY,
-    project_id TEXT NOT NULL REFERENCES projects(id),
-    title TEXT NOT NULL,
-    state TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    last_seq INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS tasks_by_project ON tasks(project_id, updated_at);
-CREATE TABLE IF NOT EXISTS turns (
-    task_id TEXT NOT NULL REFERENCES tasks(id),
-    idx INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    state TEXT NOT NULL,
-    root_run TEXT NOT NULL DEFAULT '',
-    output TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL,
-    ended_at REAL NOT NULL DEFAULT 0,
-    PRIMARY KEY (task_id, idx)
-);
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    task_id TEXT NOT NULL REFERENCES tasks(id),
-    turn INTEGER NOT NULL,
-    parent_run TEXT,
-    agent TEXT NOT NULL,
-    status TEXT NOT NULL,
-    stop_reason TEXT NOT NULL DEFAULT '',
-    call_id TEXT NOT NULL DEFAULT '',
-    input TEXT NOT NULL DEFAULT '',
-    output TEXT NOT NULL DEFAULT '',
-    error TEXT NOT NULL DEFAULT '',
-    pid INTEGER NOT NULL DEFAULT 0,
-    created_at REAL NOT NULL,
-    started_at REAL NOT NULL DEFAULT 0,
-    ended_at REAL NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS runs_by_task ON runs(task_id, created_at);
-"""
-
-_SCHEMA_VERSION = 1
 MAX_LIST_LIMIT = 1000  # tasks one `list_tasks` returns at most
 _LIVE_RUN = (RunStatus.QUEUED.value, RunStatus.STARTING.value, RunStatus.RUNNING.value)
 _LIVE_TASK = (TaskState.RUNNING.value, TaskState.PAUSED.value, TaskState.WAITING.value)
@@ -139,6 +94,15 @@ class TurnRow:
 
 
 @dataclass(slots=True)
+class LeftoverRun:
+    """A run a previous daemon started and never saw end: its worker's pid and process start time."""
+
+    id: str
+    pid: int
+    worker_started_at: float  # 0: recorded before start times were (the pid alone proves nothing)
+
+
+@dataclass(slots=True)
 class InterruptedRun:
     id: str
     task_id: str
@@ -165,19 +129,6 @@ class Interrupted:
         return bool(self.runs or self.turns)
 
 
-class RegistryUnreadable(Exception):
-    """state.db cannot be opened as yagent's registry (corrupt, not SQLite, from a newer yagent, unwritable)."""
-
-    def __init__(self, path: Path, problem: str, advice: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = path
-        self.problem = problem
-        self.advice = advice
-
-    def lines(self) -> list[str]:
-        return [f"cannot open the task registry {self.path}: {self.problem}", self.advice]
-
-
 # How long a write waits for a lock held by another process (a backup, an `sqlite3` shell) before it
 # fails. Every registry call runs on the event loop, so this is also how long the daemon can stall.
 BUSY_TIMEOUT = 1.0
@@ -187,39 +138,10 @@ log = logging.getLogger(__name__)
 
 class Registry:
     def __init__(self, db_path: Path) -> None:
-        db_path.parent.mkdir(parents=True, exist_ok=True)
         self.path = db_path
-        try:
-            self._db = sqlite3.connect(str(db_path), isolation_level=None, check_same_thread=False,
-                                       timeout=BUSY_TIMEOUT)
-        except sqlite3.Error as exc:
-            raise RegistryUnreadable(db_path, str(exc), "check the file's permissions and the disk") from None
+        self._db = open_registry(db_path, BUSY_TIMEOUT)  # checked, identified and migrated, or refused
         self._db.row_factory = sqlite3.Row
         self.deferred = DeferredWrites(self._db, db_path)
-        try:
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > _SCHEMA_VERSION:
-                self._db.close()
-                raise RegistryUnreadable(
-                    db_path, f"it was written by a newer yagent (schema {version}, this one reads {_SCHEMA_VERSION})",
-                    "upgrade yagent, or set YAGENT_HOME to another directory")
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript(_SCHEMA)
-            self._db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
-        except sqlite3.OperationalError as exc:  # locked, unwritable, disk full: the file itself may be fine
-            self._db.close()
-            raise RegistryUnreadable(
-                db_path, str(exc), "close any program holding it open (an `sqlite3` shell, a backup), check the "
-                "disk's free space and the file's permissions, then start yagentd again") from None
-        except sqlite3.DatabaseError as exc:
-            self._db.close()
-            broken = db_path.with_name(db_path.name + ".broken")
-            raise RegistryUnreadable(
-                db_path, f"{exc} (the file is damaged or is not an SQLite database)",
-                f"move it aside with `mv {db_path} {broken}` and start yagentd again: it creates a fresh registry "
-                f"(the task list starts empty; conversations under {db_path.parent / 'tasks'} are kept)") from None
 
     def close(self) -> None:
         if self.deferred:
@@ -280,6 +202,16 @@ class Registry:
     def set_task_state(self, task_id: str, state: str) -> None:
         self.deferred.record("UPDATE tasks SET state = ?, updated_at = ? WHERE id = ?", (state, time.time(), task_id))
 
+    def task_seq_floor(self, task_id: str) -> int:
+        """The task's last seq as recorded, 0 if unknown; never raises (publishing must not depend on it)."""
+        try:
+            row = self._db.execute("SELECT last_seq FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        except sqlite3.Error as exc:
+            log.warning("cannot read task %s's last seq from %s (%s); its seq continues from its event log",
+                        task_id, self.path, exc)
+            return 0
+        return row["last_seq"] if row else 0
+
     def set_task_last_seq(self, task_id: str, seq: int) -> None:
         self.deferred.record("UPDATE tasks SET last_seq = ? WHERE id = ? AND last_seq < ?", (seq, task_id, seq))
 
@@ -322,9 +254,11 @@ class Registry:
             (run_id, task_id, turn, parent, agent, RunStatus.QUEUED.value, call_id, text, time.time()),
         )
 
-    def run_started(self, run_id: str, pid: int) -> None:
-        self.deferred.record("UPDATE runs SET status = ?, pid = ?, started_at = ? WHERE id = ?",
-                         (RunStatus.STARTING.value, pid, time.time(), run_id))
+    def run_started(self, run_id: str, pid: int, worker_started_at: float) -> None:
+        """The run's worker process exists: its pid and its start time (which tells it from a later process
+        reusing the pid)."""
+        self.deferred.record("UPDATE runs SET status = ?, pid = ?, worker_started_at = ?, started_at = ? WHERE id = ?",
+                             (RunStatus.STARTING.value, pid, worker_started_at, time.time(), run_id))
 
     def run_running(self, run_id: str) -> None:
         self.deferred.record("UPDATE runs SET status = ? WHERE id = ?", (RunStatus.RUNNING.value, run_id))
@@ -345,6 +279,14 @@ class Registry:
                        r["pid"], r["created_at"], r["started_at"], r["ended_at"]) for r in rows]
 
     # -- recovery -----------------------------------------------------------------------------------
+
+    def unfinished_runs(self) -> list[LeftoverRun]:
+        """Runs recorded as started and not ended: at start, those a dead predecessor left behind."""
+        self.deferred.flush(force=True)
+        marks = ",".join("?" * len(_LIVE_RUN))
+        rows = self._db.execute(f"SELECT id, pid, worker_started_at FROM runs WHERE status IN ({marks}) AND pid > 0 "
+                                "ORDER BY created_at", _LIVE_RUN).fetchall()
+        return [LeftoverRun(r["id"], r["pid"], r["worker_started_at"]) for r in rows]
 
     def mark_interrupted(self) -> Interrupted:
         """Runs, turns and tasks a previous daemon left in flight become interrupted; returns what changed."""

@@ -40,6 +40,7 @@ from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus
 
 from .admission import DelegationPool
 from .launcher import RunHandle
+from .process_identity import start_time
 from .run_accounting import ProcessSample, RunUsage
 from .run_clock import RunClock
 from .run_outcome import decide_outcome, exit_note
@@ -185,7 +186,7 @@ class RunSupervisor:
         self.handle, self.pid = handle, handle.pid
         self._move(RunPhase.STARTING)
         self.services.runs_started += 1
-        self.services.registry.run_started(self.id, handle.pid)
+        self.services.registry.run_started(self.id, handle.pid, start_time(handle.pid))
         asyncio.get_running_loop().add_reader(handle.sentinel, self._on_process_exit)
         self._hello_timer = self.services.scheduler.after(HELLO_DEADLINE, self._hello_overdue, f"hello-{self.id}")
 
@@ -316,7 +317,7 @@ class RunSupervisor:
             return
         try:
             child = self.turn.create_run(msg.agent, msg.task, parent=self, call_id=msg.call_id, context=msg.context)
-        except sqlite3.OperationalError as exc:  # the parent must hear back, or it waits forever
+        except sqlite3.DatabaseError as exc:  # locked, full or damaged: the parent must hear back, or it waits
             log.error("cannot record a delegation of run %s in %s: %s", self.id, self.services.registry.path, exc)
             self.send(ErrorReply(id=msg.id, code=ErrorCode.REGISTRY_UNAVAILABLE,
                                  message=f"yagentd cannot write its task registry ({exc}); try the delegation "

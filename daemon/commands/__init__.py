@@ -26,6 +26,7 @@ from ..admission import WorkerSlots
 from ..event_hub import EventHub
 from ..leases import LeaseManager
 from ..registry import Registry, TaskRow
+from ..registry_errors import is_trouble, running_failure
 from ..spending import DailySpend
 from ..turn import TurnController
 
@@ -90,6 +91,18 @@ def resolve_task(daemon: DaemonView, ref: str) -> TaskRow:
     ref = ref.strip()
     if not ref:
         raise CommandError(ErrorCode.BAD_REQUEST, "no task given; `yagent ps` lists tasks")
+    try:
+        return _registered_task(daemon, ref)
+    except sqlite3.DatabaseError:
+        # The registry cannot answer: a task this daemon is running is known without it (its questions
+        # can be answered, its events replayed, it can be cancelled).
+        live = [task for task_id, task in daemon.tasks.items() if task_id.startswith(ref)]
+        if len(live) != 1:
+            raise
+        return live[0].row
+
+
+def _registered_task(daemon: DaemonView, ref: str) -> TaskRow:
     row = daemon.registry.get_task(ref)
     if row is not None:
         return row
@@ -114,12 +127,15 @@ async def dispatch(daemon: DaemonView, msg: Message) -> Message:
         return await handler(daemon, msg)
     except CommandError as exc:
         return ErrorReply(id=request_id, code=exc.code, message=str(exc))
-    except sqlite3.OperationalError as exc:
-        log.error("control request %s failed: the task registry %s: %s", msg.kind, daemon.registry.path, exc)
-        return ErrorReply(id=request_id, code=ErrorCode.REGISTRY_UNAVAILABLE,
-                          message=f"yagentd cannot write its task registry {daemon.registry.path} ({exc}); close any "
-                                  "program holding it open (an `sqlite3` shell, a backup) or free disk space, then "
-                                  "try again")
+    except sqlite3.Error as exc:
+        if not is_trouble(exc):  # yagent's own statement is wrong: a bug, not the file
+            log.exception("control request %s failed", msg.kind)
+            return ErrorReply(id=request_id, code=ErrorCode.INTERNAL,
+                              message=f"yagentd failed to handle {msg.kind}: {exc}; see the daemon log")
+        # Damaged, locked or full: this request fails with what to do; the daemon serves on.
+        advice = running_failure(daemon.registry.path, exc)
+        log.error("control request %s failed: %s", msg.kind, advice)
+        return ErrorReply(id=request_id, code=ErrorCode.REGISTRY_UNAVAILABLE, message=advice)
     except Exception as exc:
         log.exception("control request %s failed", msg.kind)
         return ErrorReply(id=request_id, code=ErrorCode.INTERNAL,
