@@ -193,6 +193,8 @@ def daemon_status(as_json: bool = False) -> int:
     print(f"  workers      {status.live_workers} live (cap {status.max_workers}), {status.runs_started} started")
     print(f"  LLM leases   {leases.get('in_use')} in flight of {limit}, {leases.get('waiting')} waiting, "
           f"peak {leases.get('peak')}")
+    limit_text = f" of ${status.daily_limit:.2f} ([llm] max_cost_per_day)" if status.daily_limit > 0 else ""
+    print(f"  spent today  ${status.spent_today:.2f}{limit_text}")
     return exit_codes.OK
 
 

@@ -45,7 +45,7 @@ from .runtime_dir_watch import ControlSocketWatch
 from .schedule import Scheduler, Timer
 from .sd_notify import SystemdNotifier
 from .settings_source import SettingsSource
-from .spending import DailySpend
+from .spending import DailySpend, start_of_day
 from .task_scope import TaskScope
 from .turn import TurnController
 
@@ -161,7 +161,8 @@ class Daemon:
             config=self.config, clock=self.clock, registry=self.registry, hub=self.hub, leases=self.leases,
             slots=self.slots, launcher=self.launcher, scheduler=self.scheduler, scope=self.scope,
             workers_endpoint=RuntimePaths.endpoint(self.paths.workers), home=self.home,
-            send_worker=self._send_worker, is_shutting_down=lambda: self.shutting_down)
+            send_worker=self._send_worker, is_shutting_down=lambda: self.shutting_down,
+            spend=DailySpend(self.registry.spent_since(start_of_day(time.time()))))
         self.registry.deferred.on_deferred = self._retry_registry_later
         # Before any request is read or lease granted: a dead predecessor's workers must not race new runs.
         await asyncio.to_thread(kill_leftover_workers, self.registry.unfinished_runs())

@@ -14,7 +14,7 @@ import re
 import sqlite3
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from yagent.ipc.vocabulary import RunStatus, StopReason, TaskState
 from .deferred_writes import DeferredWrites
 from .registry_errors import RegistryUnreadable
 from .registry_schema import open_registry
+from .run_accounting import RunUsage
 
 __all__ = ["MAX_LIST_LIMIT", "Interrupted", "LeftoverRun", "ProjectRow", "Registry", "RegistryUnreadable", "RunRow",
            "TaskRow", "TurnRow", "new_run_id", "new_task_id", "project_id_for"]
@@ -79,6 +80,7 @@ class RunRow:
     created_at: float
     started_at: float
     ended_at: float
+    usage: RunUsage = field(default_factory=RunUsage)  # recorded when the run ended
 
 
 @dataclass(slots=True)
@@ -263,11 +265,26 @@ class Registry:
     def run_running(self, run_id: str) -> None:
         self.deferred.record("UPDATE runs SET status = ? WHERE id = ?", (RunStatus.RUNNING.value, run_id))
 
-    def finish_run(self, run_id: str, status: str, stop_reason: str, output: str, error: str) -> None:
+    def finish_run(self, run_id: str, status: str, stop_reason: str, output: str, error: str,
+                   usage: RunUsage | None = None, cpu_seconds: float = 0.0) -> None:
+        u = usage or RunUsage()
         self.deferred.record(
-            "UPDATE runs SET status = ?, stop_reason = ?, output = ?, error = ?, ended_at = ? WHERE id = ?",
-            (status, stop_reason, output, error, time.time(), run_id),
+            "UPDATE runs SET status = ?, stop_reason = ?, output = ?, error = ?, ended_at = ?, requests = ?, "
+            "input_tokens = ?, cached_input_tokens = ?, output_tokens = ?, cost_usd = ?, unpriced_requests = ?, "
+            "slot_wait_seconds = ?, cpu_seconds = ? WHERE id = ?",
+            (status, stop_reason, output, error, time.time(), u.requests, u.input_tokens, u.cached_input_tokens,
+             u.output_tokens, u.cost_usd, u.unpriced_requests, u.slot_wait_seconds, cpu_seconds, run_id),
         )
+
+    def spent_since(self, since: float) -> float:
+        """Dollars the runs that ended since `since` (wall-clock time) cost; 0 when the registry cannot say."""
+        try:
+            row = self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) AS spent FROM runs WHERE ended_at >= ?",
+                                   (since,)).fetchone()
+        except sqlite3.DatabaseError as exc:
+            log.error("cannot add up today's spending from %s: %s; the day's limit counts from now", self.path, exc)
+            return 0.0
+        return float(row["spent"])
 
     def runs_of(self, task_id: str, turn: int | None = None) -> list[RunRow]:
         sql, args = "SELECT * FROM runs WHERE task_id = ?", [task_id]
@@ -276,7 +293,11 @@ class Registry:
             args.append(turn)
         rows = self._db.execute(sql + " ORDER BY created_at", args).fetchall()
         return [RunRow(r["id"], r["task_id"], r["turn"], r["parent_run"], r["agent"], r["status"], r["stop_reason"],
-                       r["pid"], r["created_at"], r["started_at"], r["ended_at"]) for r in rows]
+                       r["pid"], r["created_at"], r["started_at"], r["ended_at"],
+                       RunUsage(requests=r["requests"], input_tokens=r["input_tokens"],
+                                cached_input_tokens=r["cached_input_tokens"], output_tokens=r["output_tokens"],
+                                cost_usd=r["cost_usd"], unpriced_requests=r["unpriced_requests"],
+                                slot_wait_seconds=r["slot_wait_seconds"])) for r in rows]
 
     # -- recovery -----------------------------------------------------------------------------------
 

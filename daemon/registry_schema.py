@@ -57,6 +57,19 @@ def _add_worker_start(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE runs ADD COLUMN worker_started_at REAL NOT NULL DEFAULT 0")
 
 
+_USAGE_COLUMNS = ("requests INTEGER", "input_tokens INTEGER", "cached_input_tokens INTEGER", "output_tokens INTEGER",
+                  "cost_usd REAL", "unpriced_requests INTEGER", "slot_wait_seconds REAL", "cpu_seconds REAL")
+
+
+def _add_run_usage(db: sqlite3.Connection) -> None:
+    present = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+    for column in _USAGE_COLUMNS:
+        name = column.split()[0]
+        if name not in present:
+            db.execute(f"ALTER TABLE runs ADD COLUMN {column} NOT NULL DEFAULT 0")
+    db.execute("CREATE INDEX IF NOT EXISTS runs_by_end ON runs(ended_at)")  # the day's spending at start
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("the first registry: projects, tasks, turns, runs", _statements(
         """CREATE TABLE IF NOT EXISTS projects (
@@ -106,6 +119,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     )),
     Migration("runs.worker_started_at: the worker's process start time, so a restarted daemon tells its "
               "predecessor's leftover workers from processes that merely reuse their pid", _add_worker_start),
+    Migration("what each run used: model requests, tokens, cost, model-slot wait and CPU time, for `yagent ps` "
+              "and the day's spending limit", _add_run_usage),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

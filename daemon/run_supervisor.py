@@ -449,7 +449,8 @@ class RunSupervisor:
             self._hello_timer.cancel()
         services = self.services
         try:
-            services.registry.finish_run(self.id, outcome.status, outcome.stop_reason, outcome.output, outcome.error)
+            services.registry.finish_run(self.id, outcome.status, outcome.stop_reason, outcome.output, outcome.error,
+                                         self.usage, outcome.cpu_seconds)
         except Exception:  # a full disk must not also strand the parent, the slots and the followers
             log.exception("recording the end of run %s failed", self.id)
         services.leases.drop_run(self.id)

@@ -13,13 +13,19 @@ from dataclasses import dataclass
 from yagent.ipc.messages import Question
 from yagent.ipc.vocabulary import QuestionKind
 
-__all__ = ["STOP", "BudgetAsk", "DailySpend", "budget_question", "raise_to"]
+__all__ = ["STOP", "BudgetAsk", "DailySpend", "budget_question", "raise_to", "start_of_day"]
 
 STOP = "stop"
 
 
 def _day(now: float) -> str:
     return time.strftime("%Y-%m-%d", time.localtime(now))
+
+
+def start_of_day(now: float) -> float:
+    """Local midnight before `now`, as a wall-clock time: where today's spending starts."""
+    t = time.localtime(now)
+    return time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 0, 0, 0, 0, 0, -1))
 
 
 class DailySpend:

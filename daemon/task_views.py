@@ -32,13 +32,13 @@ def run_summary(row: RunRow, live: LiveFigures | None = None) -> RunSummary:
     summary = RunSummary(run=row.id, agent=row.agent, status=row.status, parent=row.parent_run,
                          stop_reason=row.stop_reason, pid=row.pid, created_at=row.created_at,
                          started_at=row.started_at, ended_at=row.ended_at)
+    u = live.usage if live is not None else row.usage  # live figures until the run's end is recorded
+    summary.requests, summary.input_tokens, summary.cached_input_tokens = (
+        u.requests, u.input_tokens, u.cached_input_tokens)
+    summary.output_tokens, summary.cost_usd, summary.cost_known = u.output_tokens, u.cost_usd, u.cost_known
+    summary.slot_wait_seconds = u.slot_wait_seconds
     if live is not None:
-        u = live.usage
         summary.waiting = live.waiting
-        summary.requests, summary.input_tokens, summary.cached_input_tokens = (
-            u.requests, u.input_tokens, u.cached_input_tokens)
-        summary.output_tokens, summary.cost_usd, summary.cost_known = u.output_tokens, u.cost_usd, u.cost_known
-        summary.slot_wait_seconds = u.slot_wait_seconds
         if live.sample is not None:
             summary.cpu_percent, summary.rss_bytes, summary.uss_bytes = (
                 live.cpu_percent, live.sample.rss_bytes, live.sample.uss_bytes)

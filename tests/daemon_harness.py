@@ -90,6 +90,7 @@ class DaemonProcess:
         notify_path = self._short / "notify.sock"
         if notify_path.exists():
             notify_path.unlink()
+        self.notifications.clear()  # a restart must wait for the new daemon's READY, not find the old one's
         self._notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._notify.bind(str(notify_path))
         env = self.env

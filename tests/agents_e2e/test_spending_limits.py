@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from tests.agent_harness import MARKERS, run_turn
 from tests.daemon_harness import of_type
@@ -48,3 +51,23 @@ def test_a_task_at_its_limit_pauses_asks_continues_when_raised_and_stops_when_to
     # Two calls before the first question, one more after raising it; none after the answer to stop.
     assert len(fake.requests_for("director")) == 3
     fake.assert_no_problems()
+
+
+def test_what_runs_cost_is_kept_after_they_end_and_the_days_total_survives_a_restart(
+        fake, make_agent_daemon, project: Path) -> None:
+    daemon = make_agent_daemon(PRICED.replace("max_cost_per_task = 1.5", "max_cost_per_day = 100.0"))
+    fake.script("director", MARKERS["director"], [
+        _look(1), Step(text="Done.", tool_calls=[ToolCallSpec("agent_exit", {"summary": "ok"})],
+                       usage=UsageSpec(input_tokens=2, output_tokens=5))])
+    run_turn(daemon, project, "Look around.")
+    (listed,) = json.loads(daemon.cli("--json", "ps").stdout)
+    (run,) = listed["runs"]
+    assert (run["requests"], run["input_tokens"], run["output_tokens"]) == (2, 3, 10)
+    assert run["cost_usd"] == pytest.approx(3.0) and run["cost_known"] and listed["cost_usd"] == pytest.approx(3.0)
+    assert daemon.terminate() == 0
+    daemon.start()
+    shown = daemon.cli("--json", "daemon", "status")
+    status = json.loads(shown.stdout)
+    assert "spent_today" in status, (shown.stdout, shown.stderr)
+    assert status["spent_today"] == pytest.approx(3.0) and status["daily_limit"] == 100.0
+    assert json.loads(daemon.cli("--json", "ps").stdout)[0]["runs"][0]["cost_usd"] == pytest.approx(3.0)
