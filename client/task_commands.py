@@ -44,7 +44,7 @@ def _call(coro: Any) -> int:
         return exit_codes.for_refusal(exc.code)
     except IpcError as exc:
         _err(str(exc))
-        return exit_codes.NOT_RUNNING
+        return exit_codes.for_ipc_error(exc)
     except KeyboardInterrupt:
         return exit_codes.SIGINT
 

@@ -85,7 +85,7 @@ def open_client(*, project: Path, task: str | None, new: bool, agent: str, yolo:
         return exit_codes.NOT_RUNNING
     except IpcError as exc:
         _err(f"cannot reach yagentd: {exc}")
-        return exit_codes.NOT_RUNNING
+        return exit_codes.for_ipc_error(exc)
     if info.task:
         if info.reason == "detached":
             goes_on = "; it keeps running in the daemon" if info.state in _STILL_WORKING else ""
