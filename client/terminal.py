@@ -38,6 +38,9 @@ def _interactive() -> bool:
 
 
 def open_setup(config: Path) -> int:
+    gate = startup.file_gate(config)
+    if gate is not None:
+        return gate
     if not _interactive():
         _err(f"`yagent setup` needs a terminal; to configure by hand, edit {config}")
         return exit_codes.USAGE

@@ -11,6 +11,7 @@ import pytest
 
 from tests.client.conftest import PROVIDER_CONFIG
 from tests.daemon_harness import DaemonProcess, script
+from tests.ipc.hostile_config_files import FILE_KIND_CASES, HOSTILE_CASES, make_hostile
 
 pytestmark = pytest.mark.e2e
 
@@ -34,6 +35,31 @@ def three_lines(result, config: Path, phrase: str) -> list[str]:
     assert lines[0].startswith("configuration error: ") and phrase in lines[0], lines
     assert lines[1] == f"file: {config}"
     return lines
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_CASES))
+def test_every_command_that_reads_the_config_refuses_a_hostile_one_with_three_lines(
+        stopped: DaemonProcess, project: Path, case: str) -> None:
+    config = stopped.home / "config" / "config.toml"
+    phrase = make_hostile(case, config)
+    seen = set()
+    for command in (["-p", "hello"], ["run", "hello"], [], ["attach", "t123"], ["ps"], ["logs", "t123"]):
+        # A pipe read the blocking way never returns: the timeout turns that into a failure.
+        result = stopped.cli(*command, cwd=project, timeout=30)
+        seen.add(tuple(three_lines(result, config, phrase)))
+        assert result.stdout == ""
+    assert len(seen) == 1  # one error, said the same way by every command
+
+
+@pytest.mark.parametrize("case", sorted(FILE_KIND_CASES))
+def test_setup_refuses_a_file_it_cannot_read_rather_than_hang_or_overwrite_it(
+        stopped: DaemonProcess, project: Path, case: str) -> None:
+    config = stopped.home / "config" / "config.toml"
+    phrase = make_hostile(case, config)
+    kind = config.lstat().st_mode
+    lines = three_lines(stopped.cli("setup", cwd=project, timeout=30), config, phrase)
+    assert lines[2] != "run `yagent setup` to fix it"  # the wizard is not the fix for what it cannot open
+    assert config.lstat().st_mode == kind  # left as it was
 
 
 def test_ps_and_logs_start_the_daemon_like_run_does(stopped: DaemonProcess, project: Path) -> None:
