@@ -26,6 +26,7 @@ from yagent.ipc.messages import Event, Question, TaskSummary
 from yagent.ipc.vocabulary import EventType, RunStatus, StopReason, TaskState
 
 from ..cells import clean
+from ..reply_echo import ReplyEcho
 from ..stamped import stamped_data
 from ..thought_filter import visible_reply
 
@@ -215,6 +216,7 @@ class TaskView:
         self._step_entry: dict[tuple[str, int], Entry] = {}  # (run, step) -> reply entry of that step
         self._run_step: dict[str, int] = {}
         self._tools: dict[tuple[str, str], Entry] = {}
+        self._echo = ReplyEcho(visible_reply)  # an answer sent again after a reminder is shown once
 
     # -- set-up ------------------------------------------------------------------------------------
 
@@ -374,6 +376,7 @@ class TaskView:
         info = self.runs.get(ev.run)
         if info is not None:
             info.status, info.ended_at, info.slot_limit = d.status, ev.ts, 0
+        self._show_chunk(ev, self._echo.forget(ev.run))
         self._close_streams(ev.run)
         for rid in [rid for rid, q in self.questions.items() if q.run == ev.run]:
             del self.questions[rid]
@@ -389,7 +392,11 @@ class TaskView:
 
     def _on_chunk(self, ev: Event) -> None:
         text = ev.data.get("text")
-        if not isinstance(text, str) or not text:
+        if isinstance(text, str) and text:
+            self._show_chunk(ev, self._echo.feed(ev.run, text))
+
+    def _show_chunk(self, ev: Event, text: str) -> None:
+        if not text:
             return
         slot = self._slots.get(ev.run)
         if slot is None:
@@ -411,6 +418,7 @@ class TaskView:
     def _on_stream_end(self, ev: Event) -> None:
         if ev.data.get("restarted"):
             # The provider stream restarted: what was shown of it will be streamed again.
+            self._echo.restart(ev.run)
             slot = self._slots.get(ev.run)
             if slot is not None:
                 slot.replace("")
@@ -427,6 +435,16 @@ class TaskView:
         text = str(d.get("text") or "")
         step = int(d.get("step") or self._run_step.get(ev.run, 0))
         entry = self._step_entry.get((ev.run, step)) or self._slots.get(ev.run)
+        # What the echo held back is shown below from the complete reply, unless the reply is a repeat.
+        self._echo.response(ev.run, visible_reply(text, final=True), int(d.get("tool_calls") or 0),
+                            bool(d.get("repeats")))
+        if d.get("repeats"):
+            shown = self._step_entry.pop((ev.run, step), None)  # it streamed before it could be told apart
+            if shown is not None and shown in self.entries:
+                self.entries.remove(shown)
+            self._slots.pop(ev.run, None)
+            self._close_streams(ev.run)
+            return
         if entry is not None:
             if text and entry.text != clean(text):
                 entry.replace(text)  # the complete reply is authoritative over what was streamed
@@ -470,6 +488,8 @@ class TaskView:
             self.model = str(ev.data["model"])
 
     def _on_llm_end(self, ev: Event) -> None:
+        if ev.data.get("error"):
+            self._show_chunk(ev, self._echo.release(ev.run))  # no complete reply follows: show what was held
         usage = ev.data.get("usage")
         if isinstance(usage, dict) and usage:
             self.usage.add(usage)
