@@ -101,7 +101,8 @@ async def _logs(task: str, follow: bool, as_json: bool, since: int) -> int:
     async with DaemonClient() as client:
         detail = await client.request(TaskInfo(id=0, task=task), TaskDetail)
         task_id = detail.task.task
-        printer = JsonLinesPrinter() if as_json else TextPrinter(verbose=True)
+        # A record for a person: each step's text whole, tool calls and turns a line each (`--json`: every event).
+        printer = JsonLinesPrinter() if as_json else TextPrinter(verbose=True, blocks=True)
         async with EventStream(client, task_id, after_seq=since) as stream:
             reported = 0
 
