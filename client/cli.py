@@ -95,13 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
     yolo.add_argument("--yolo", action="store_true", help="skip authorisation prompts inside the project")
     yolo.add_argument("--full-yolo", action="store_true",
                       help="skip all authorisation prompts, inside and outside the project, and never ask questions")
-    r.add_argument("-v", "--verbose", action="store_true", help="show every event")
+    r.add_argument("-v", "--verbose", action="store_true",
+                   help="also show reasoning, every tool result, delegations and the turn's start and outcome")
 
     p = sub.add_parser("ps", parents=[json_after_command], help="list tasks of all projects with their runs")
     p.add_argument("--project", help="only this project directory")
     p.add_argument("-n", "--limit", type=_positive_int, default=50, help="list at most this many tasks (default: 50)")
 
-    lg = sub.add_parser("logs", parents=[json_after_command], help="print a task's events (replayed from the start)")
+    lg = sub.add_parser("logs", parents=[json_after_command],
+                        help="print a task's record from its start: each reply and thought whole, tool calls and "
+                             "turns a line each (--json: every event)")
     lg.add_argument("task")
     lg.add_argument("-f", "--follow", action="store_true", help="keep following new events")
     lg.add_argument("--since", type=int, default=0, help="start after this seq")
