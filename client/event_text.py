@@ -18,6 +18,7 @@ from yagent.ipc.daemon_events import (
 from yagent.ipc.messages import Event, Question
 from yagent.ipc.vocabulary import EventType, RunStatus
 
+from .event_fields import number, whole
 from .humanize import age
 from .reply_echo import ReplyEcho
 from .stamped import stamped_data
@@ -261,7 +262,7 @@ class TextPrinter:
         self._flush_thinking(ev)
         text = visible_reply(str(d.get("text") or ""), final=True)
         repeats = bool(d.get("repeats"))
-        tool_calls = int(d.get("tool_calls") or 0)
+        tool_calls = whole(d, "tool_calls")
         if self.blocks:
             self._partial.pop(ev.run, None)
             if not repeats:
@@ -294,7 +295,7 @@ class TextPrinter:
         if d.get("is_error"):
             self._line(f"    ✗ {d.get('name', '?')}: {one_line(str(d.get('content', '')), 200)}")
         elif self.verbose:
-            took = float(d.get("duration") or 0.0)
+            took = number(d, "duration")
             summary = one_line(str(d.get("content", "")))
             self._line(f"    ✓ {d.get('name', '?')} ({took:.1f}s){': ' + summary if summary else ''}")
 
@@ -335,7 +336,7 @@ class TextPrinter:
         if self.verbose:
             d = ev.data
             self._line(f"  ⧉ {ev.agent}: context {_COMPRESSED[ev.type]}compressed "
-                       f"{int(d.get('original_tokens') or 0):,} → {int(d.get('compressed_tokens') or 0):,} tokens")
+                       f"{whole(d, 'original_tokens'):,} → {whole(d, 'compressed_tokens'):,} tokens")
 
 
 class JsonLinesPrinter:

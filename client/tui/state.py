@@ -26,6 +26,7 @@ from yagent.ipc.messages import Event, Question, TaskSummary
 from yagent.ipc.vocabulary import EventType, RunStatus, StopReason, TaskState
 
 from ..cells import clean
+from ..event_fields import number, whole
 from ..reply_echo import ReplyEcho
 from ..stamped import stamped_data
 from ..thought_filter import visible_reply
@@ -145,9 +146,9 @@ class UsageTotals:
     estimated: bool = False
 
     def add(self, usage: dict[str, Any]) -> None:
-        self.input_tokens += int(usage.get("total_input_tokens") or 0)
-        self.output_tokens += int(usage.get("output_tokens") or 0)
-        self.cached_tokens += int(usage.get("cached_input_tokens") or 0)
+        self.input_tokens += whole(usage, "total_input_tokens")
+        self.output_tokens += whole(usage, "output_tokens")
+        self.cached_tokens += whole(usage, "cached_input_tokens")
         self.calls += 1
         self.estimated = self.estimated or bool(usage.get("estimated"))
 
@@ -386,7 +387,7 @@ class TaskView:
                 status=d.status, stop_reason=d.stop_reason, error=d.error, elapsed=max(0.0, ev.ts - started))))
 
     def _on_stream_start(self, ev: Event) -> None:
-        self._run_step[ev.run] = int(ev.data.get("step") or 0)
+        self._run_step[ev.run] = whole(ev.data, "step")
         if ev.data.get("model"):
             self.model = str(ev.data["model"])
 
@@ -433,10 +434,10 @@ class TaskView:
     def _on_response(self, ev: Event) -> None:
         d = ev.data
         text = str(d.get("text") or "")
-        step = int(d.get("step") or self._run_step.get(ev.run, 0))
+        step = whole(d, "step") or self._run_step.get(ev.run, 0)
         entry = self._step_entry.get((ev.run, step)) or self._slots.get(ev.run)
         # What the echo held back is shown below from the complete reply, unless the reply is a repeat.
-        self._echo.response(ev.run, visible_reply(text, final=True), int(d.get("tool_calls") or 0),
+        self._echo.response(ev.run, visible_reply(text, final=True), whole(d, "tool_calls"),
                             bool(d.get("repeats")))
         if d.get("repeats"):
             shown = self._step_entry.pop((ev.run, step), None)  # it streamed before it could be told apart
@@ -480,7 +481,7 @@ class TaskView:
             entry = self._add(Entry("tool", agent=ev.agent, run=ev.run, data={"name": d.get("name", "?"), "brief": ""}))
         if isinstance(entry.data, dict):
             entry.data.update(done=True, content=str(d.get("content") or ""), is_error=bool(d.get("is_error")),
-                              duration=float(d.get("duration") or 0.0))
+                              duration=number(d, "duration"))
         entry.touch()
 
     def _on_llm_start(self, ev: Event) -> None:
@@ -503,9 +504,9 @@ class TaskView:
 
     def _on_compressed(self, ev: Event, tier: str) -> None:
         d = ev.data
-        original = int(d.get("original_tokens") or 0)
-        compressed = int(d.get("compressed_tokens") or 0)
-        saved = int(d.get("saved_tokens") or max(0, original - compressed))
+        original = whole(d, "original_tokens")
+        compressed = whole(d, "compressed_tokens")
+        saved = whole(d, "saved_tokens") or max(0, original - compressed)
         c = self.compression
         c.count += 1
         c.saved += saved
@@ -517,7 +518,8 @@ class TaskView:
 
     def _on_thinklink(self, ev: Event) -> None:
         d = ev.data
-        plan = [(str(p.get("status", "")), str(p.get("text", ""))) for p in d.get("plan") or []
+        items = d.get("plan")
+        plan = [(str(p.get("status", "")), str(p.get("text", ""))) for p in (items if isinstance(items, list) else [])
                 if isinstance(p, dict)]
         self.plans.append(PlanEntry(agent=str(d.get("agent") or ev.agent), goal=str(d.get("goal", "")),
                                     step=str(d.get("step", "")), reason=str(d.get("reason", "")), plan=plan))

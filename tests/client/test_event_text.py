@@ -6,9 +6,12 @@ from __future__ import annotations
 import io
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.client.scenes import reminded_answer
 from yagent.client.event_text import TextPrinter
+from yagent.client.tui.state import TaskView
 from yagent.ipc import event_data
 from yagent.ipc.messages import Event
 from yagent.ipc.vocabulary import EventType, StopReason
@@ -184,3 +187,27 @@ def test_events_the_plain_form_does_not_know_are_one_short_line() -> None:
     (line,) = p.text.splitlines()
     assert line.startswith('  · devops deploy_progress: {"stage": "upload"') and line.endswith("…")
     assert len(line) < 140
+
+
+GARBAGE = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=12),
+                    st.lists(st.integers(), max_size=3),
+                    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+                    st.sampled_from(["<thought>", "\n\n", 2**70, float("nan")]))
+FIELDS = ["text", "step", "tool_calls", "repeats", "restarted", "error", "name", "brief", "content", "is_error",
+          "duration", "turn", "status", "stop_reason", "output", "parent", "input", "waiting", "limit",
+          "original_tokens", "compressed_tokens", "saved_tokens", "level", "message", "request_id", "kind", "prompt",
+          "options", "answer", "by", "model", "usage", "plan", "goal", "tier", "state"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([*EventType, "from_a_plugin"]), st.sampled_from(["r1", "r2"]),
+                          st.dictionaries(st.sampled_from(FIELDS), GARBAGE, max_size=6)), max_size=12),
+       st.booleans(), st.booleans())
+def test_no_event_data_breaks_the_printer_or_the_task_view(events, verbose: bool, blocks: bool) -> None:
+    # Agents' event data is whatever a worker, a third-party agent kind or an old event log put there.
+    printer = TextPrinter(io.StringIO(), verbose=verbose, blocks=blocks)
+    view = TaskView(task="t1")
+    for seq, (type_, run, data) in enumerate(events, 1):
+        ev = Event(seq, "t1", run, "director", type_, float(seq), data)
+        printer.handle(ev)
+        view.apply(ev)
