@@ -34,11 +34,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _start_daemon_if_needed() -> None:
+def _start_daemon_if_needed(cfg: Path) -> int | None:
+    """Start yagentd for a command that needs it (README: the first such command starts it); an exit code
+    when it cannot be started because of the configuration, which yagentd would refuse too."""
+    if daemon_control.running_paths() is None:
+        gate = startup.config_gate(cfg, os.environ)
+        if gate is not None:
+            return gate
     started = daemon_control.ensure_daemon()
     if started is not None:
         # stderr: stdout of a headless run is its answer (or JSON lines) and nothing else.
         print(f"yagent: yagentd was not running; {started}", file=sys.stderr)
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     yolo.add_argument("--yolo", action="store_true", help="skip authorisation prompts inside the project")
     yolo.add_argument("--full-yolo", action="store_true",
                       help="skip all authorisation prompts, inside and outside the project, and never ask questions")
-    r.add_argument("-v", "--verbose", action="store_true", help="show every event")
+    r.add_argument("-v", "--verbose", action="store_true",
+                   help="also show reasoning, every tool result, delegations and the turn's start and outcome")
 
     p = sub.add_parser("ps", parents=[json_after_command], help="list tasks of all projects with their runs")
     p.add_argument("--project", help="only this project directory")
@@ -97,7 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("top", help="the running tasks of every project and what their runs use (CPU, memory, tokens, "
                               "cost), refreshed every second; q quits")
 
-    lg = sub.add_parser("logs", parents=[json_after_command], help="print a task's events (replayed from the start)")
+    lg = sub.add_parser("logs", parents=[json_after_command],
+                        help="print a task's record from its start: each reply and thought whole, tool calls and "
+                             "turns a line each (--json: every event)")
     lg.add_argument("task")
     lg.add_argument("-f", "--follow", action="store_true", help="keep following new events")
     lg.add_argument("--since", type=int, default=0, help="start after this seq")
@@ -139,10 +149,9 @@ def _dispatch(argv: list[str] | None) -> int:
             if not project.is_dir():
                 print(f"yagent: project directory {project} does not exist", file=sys.stderr)
                 return exit_codes.USAGE
-            gate = startup.config_gate(cfg, os.environ)
+            gate = startup.config_gate(cfg, os.environ) or _start_daemon_if_needed(cfg)
             if gate is not None:
                 return gate
-            _start_daemon_if_needed()
             return headless.run_headless(project, " ".join(args.print_text), agent=args.top_agent,
                                          yolo=_yolo(args.top_full_yolo, args.top_yolo), as_json=as_json)
         if args.command in (None, "attach"):
@@ -169,29 +178,29 @@ def _dispatch(argv: list[str] | None) -> int:
             if not project.is_dir():
                 print(f"yagent: project directory {project} does not exist", file=sys.stderr)
                 return exit_codes.USAGE
-            gate = startup.config_gate(cfg, os.environ)
+            gate = startup.config_gate(cfg, os.environ) or _start_daemon_if_needed(cfg)
             if gate is not None:
                 return gate
-            _start_daemon_if_needed()
             yolo = _yolo(args.full_yolo, args.yolo)
             return headless.run_headless(project, " ".join(args.text), task=args.task, agent=args.agent, yolo=yolo,
                                          detach=args.detach, as_json=as_json, verbose=args.verbose)
         if args.command == "ps":
             project = str(_project_dir(args.project)) if args.project else None
-            return task_commands.ps(project, as_json, args.limit)
+            return _start_daemon_if_needed(cfg) or task_commands.ps(project, as_json, args.limit)
         if args.command == "top":
             from .top import top
 
-            return top()
+            return _start_daemon_if_needed(cfg) or top()
         if args.command == "logs":
-            return task_commands.logs(args.task, follow=args.follow, as_json=as_json, since=args.since)
+            return _start_daemon_if_needed(cfg) or task_commands.logs(args.task, follow=args.follow, as_json=as_json,
+                                                                      since=args.since)
         if args.command in tuple(ControlAction):
             return task_commands.control(args.task, ControlAction(args.command), as_json)
         if args.command == "answer":
             return task_commands.answer(args.task, args.args, as_json)
     except IpcError as exc:
         print(f"yagent: {exc}", file=sys.stderr)
-        return exit_codes.NOT_RUNNING
+        return exit_codes.for_ipc_error(exc)
     except KeyboardInterrupt:
         return exit_codes.SIGINT
     parser.print_help()

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from yagent.ipc import DaemonClient, DaemonNotRunning, IpcError, daemon_listening
+from yagent.ipc import DaemonClient, DaemonNotRunning, IpcError, RuntimeDirError, daemon_listening
 from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.home import yagent_home
 from yagent.ipc.messages import Ack, DaemonStatus, Shutdown, StatusRequest
@@ -139,6 +139,9 @@ def daemon_stop(as_json: bool = False, timeout: float = 30.0) -> int:
     except DaemonNotRunning:
         print("yagentd is not running")
         return exit_codes.OK
+    except RuntimeDirError as exc:
+        _err(str(exc))
+        return exit_codes.for_ipc_error(exc)
     except IpcError as exc:
         _err(str(exc))
         return exit_codes.FAILED
@@ -179,7 +182,7 @@ def daemon_status(as_json: bool = False) -> int:
         return exit_codes.NOT_RUNNING
     except IpcError as exc:
         _err(str(exc))
-        return exit_codes.NOT_RUNNING
+        return exit_codes.for_ipc_error(exc)
     if as_json:
         print(json.dumps({"running": True, **status.to_wire()}))
         return exit_codes.OK

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from yagent.ipc.errors import IpcError, RuntimeDirError
 from yagent.ipc.vocabulary import ErrorCode, RunStatus, TaskState
 
 OK = 0
 FAILED = 1  # the task ended in failure, or a request was refused
-USAGE = 2  # bad arguments or a broken configuration
+USAGE = 2  # bad arguments, a broken configuration or an unsafe runtime directory
 NOT_RUNNING = 3  # yagentd is not running (`yagent daemon status` uses it too)
 CANCELLED = 4
 INTERRUPTED = 5
@@ -30,3 +31,9 @@ def for_outcome(status: str) -> int:
 def for_refusal(code: str) -> int:
     """Exit code for a request yagentd refused with this error code."""
     return USAGE if code in _USAGE_REFUSALS else FAILED
+
+
+def for_ipc_error(exc: IpcError) -> int:
+    """Exit code for a failure to reach yagentd: a runtime directory the user must fix is configuration
+    (2), not a daemon that is down (3)."""
+    return USAGE if isinstance(exc, RuntimeDirError) else NOT_RUNNING

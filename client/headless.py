@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from yagent.ipc import DaemonClient, EventStream, IpcError, RemoteError
+from yagent.ipc import DaemonClient, EventStream, IpcError, RemoteError, RuntimeDirError
 from yagent.ipc.daemon_events import TurnFinished, TurnStarted
 from yagent.ipc.messages import Ack, Answer, Event, Question, Replay, ReplayReply, Submit, Submitted
 from yagent.ipc.vocabulary import EventType, QuestionKind, RunStatus, YoloLevel
@@ -135,6 +135,9 @@ def run_headless(project: Path, text: str, *, task: str | None = None, agent: st
         printer.end_line()
         print(f"yagent: {exc}", file=err)
         return exit_codes.for_refusal(exc.code)
+    except RuntimeDirError as exc:  # nothing was submitted: the directory must be fixed first
+        print(f"yagent: {exc}", file=err)
+        return exit_codes.for_ipc_error(exc)
     except IpcError as exc:  # `DaemonLost` says all there is to say; other errors need the context
         reason = str(exc) if isinstance(exc, DaemonLost) else f"lost the connection to yagentd: {exc}"
         printer.end_line()

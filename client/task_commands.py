@@ -28,6 +28,7 @@ from .answerer import answerer
 from .event_text import JsonLinesPrinter, TextPrinter
 from .humanize import age
 from .liveness import run_while_daemon_lives
+from .usage_text import run_figures, task_cost
 
 __all__ = ["answer", "control", "logs", "ps"]
 
@@ -44,7 +45,7 @@ def _call(coro: Any) -> int:
         return exit_codes.for_refusal(exc.code)
     except IpcError as exc:
         _err(str(exc))
-        return exit_codes.NOT_RUNNING
+        return exit_codes.for_ipc_error(exc)
     except KeyboardInterrupt:
         return exit_codes.SIGINT
 
@@ -63,7 +64,8 @@ def _runs_tree(summary: TaskSummary) -> list[str]:
             reason = f" ({r.stop_reason})" if r.stop_reason and r.stop_reason != r.status else ""
             if r.waiting:
                 reason += f", waiting for {r.waiting}"
-            lines.append(f"{'  ' * depth}└ {r.agent} {r.run} {r.status}{reason}")
+            figures = run_figures(r)
+            lines.append(f"{'  ' * depth}└ {r.agent} {r.run} {r.status}{reason}" + (f" · {figures}" if figures else ""))
             walk(r.run, depth + 1)
 
     walk(None, 0)
@@ -83,7 +85,8 @@ async def _ps(project: str | None, as_json: bool, limit: int) -> int:
     print(f"{'TASK':<11} {'STATE':<12} {'AGE':>6}  PROJECT")
     for t in reply.tasks:
         print(f"{t.task:<11} {t.state:<12} {age(now - t.created_at):>6}  {t.project}")
-        print(f"{'':<11} {t.title}")
+        cost = task_cost(t)
+        print(f"{'':<11} {t.title}" + (f"  ({cost})" if cost else ""))
         for line in _runs_tree(t):
             print(f"{'':<13}{line}")
         for q in t.questions:
@@ -101,7 +104,8 @@ async def _logs(task: str, follow: bool, as_json: bool, since: int) -> int:
     async with DaemonClient() as client:
         detail = await client.request(TaskInfo(id=0, task=task), TaskDetail)
         task_id = detail.task.task
-        printer = JsonLinesPrinter() if as_json else TextPrinter(verbose=True)
+        # A record for a person: each step's text whole, tool calls and turns a line each (`--json`: every event).
+        printer = JsonLinesPrinter() if as_json else TextPrinter(verbose=True, blocks=True)
         async with EventStream(client, task_id, after_seq=since) as stream:
             reported = 0
 

@@ -38,6 +38,9 @@ def _interactive() -> bool:
 
 
 def open_setup(config: Path) -> int:
+    gate = startup.file_gate(config)
+    if gate is not None:
+        return gate
     if not _interactive():
         _err(f"`yagent setup` needs a terminal; to configure by hand, edit {config}")
         return exit_codes.USAGE
@@ -85,7 +88,7 @@ def open_client(*, project: Path, task: str | None, new: bool, agent: str, yolo:
         return exit_codes.NOT_RUNNING
     except IpcError as exc:
         _err(f"cannot reach yagentd: {exc}")
-        return exit_codes.NOT_RUNNING
+        return exit_codes.for_ipc_error(exc)
     if info.task:
         if info.reason == "detached":
             goes_on = "; it keeps running in the daemon" if info.state in _STILL_WORKING else ""

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["CARRIED_VARIABLES", "render_unit", "unit_dir", "yagentd_command"]
+__all__ = ["CARRIED_VARIABLES", "documentation_uri", "render_unit", "unit_dir", "yagentd_command"]
 
 UNIT_NAME = "yagentd.service"
 
@@ -31,6 +31,12 @@ def _template() -> str:
     return resources.files("yagent.systemd").joinpath(UNIT_NAME).read_text()
 
 
+def documentation_uri() -> str:
+    """`Documentation=`: the service's README as installed with this copy of yagent (a file: URI, which
+    `systemctl --user help yagentd` opens); the project has no web site to point at."""
+    return Path(str(resources.files("yagent.systemd").joinpath("README.md"))).absolute().as_uri()
+
+
 # Variables that decide which daemon a client talks to: the service must see the same values as the shell
 # that installs it, or `yagent` would look for a daemon in one place while systemd runs it in another.
 CARRIED_VARIABLES = ("YAGENT_HOME", "YAGENT_RUNTIME_DIR")
@@ -40,6 +46,7 @@ def render_unit(command: str | None = None, environ: Mapping[str, str] | None = 
     carried = [f'Environment="{name}={os.path.abspath(os.path.expanduser(environ[name]))}"\n'
                for name in CARRIED_VARIABLES if environ and environ.get(name)]
     return (_template().replace("@YAGENTD@", command or yagentd_command())
+            .replace("@DOCUMENTATION@", documentation_uri())
             .replace("@ENVIRONMENT@\n", "".join(carried)))
 
 

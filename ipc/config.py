@@ -7,6 +7,10 @@ comment-preserving edits (tomlkit) in the client; this module only reads (tomlli
 
 Key-existence matters where zero has a meaning: `[llm] max_in_flight_requests = 0` is "unlimited",
 while a missing key is "8".
+
+Every value is bounded before anything acts on it: a duration is finite and at most `MAX_DURATION`, an
+integer fits what it is handed to (libzmq takes a C int, the codec 64 bits), and the file itself is read
+only if it is a regular file of at most `MAX_CONFIG_BYTES` whose tables nest at most `MAX_NESTING` deep.
 """
 
 from __future__ import annotations
@@ -14,13 +18,14 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .provider_config import LLMConfig, parse_llm_config
+from .provider_config import LLMConfig, parse_llm_config, shown_value
 from .run_settings import (
     DEFAULT_BREAKER_RESET,
     DEFAULT_LANG,
@@ -34,12 +39,19 @@ from .run_settings import (
 
 __all__ = [
     "DEFAULT_PARALLEL_READONLY_TOOLS",
+    "MAX_CONFIG_BYTES",
+    "MAX_DURATION",
+    "MAX_NESTING",
+    "SETUP_FIXES_IT",
     "ConfigError",
     "Settings",
     "clamp_parallel",
     "load_settings",
     "misplaced_keys",
+    "parse_config_text",
     "parse_duration",
+    "read_config_bytes",
+    "read_config_table",
     "settings_from_table",
 ]
 
@@ -47,6 +59,16 @@ DEFAULT_MAX_IN_FLIGHT = 8
 DEFAULT_PARALLEL_DELEGATIONS = 2
 DEFAULT_IDLE_TIMEOUT = 60.0
 PARALLEL_CLAMP = 8
+# Far above any real configuration (a few KiB): past it the "file" is a device or a mistake, not settings.
+MAX_CONFIG_BYTES = 1024 * 1024
+# Tables and arrays nested deeper than this are refused (the deepest setting is 7 levels down); Python's
+# TOML reader recurses per level and would otherwise end in a RecursionError.
+MAX_NESTING = 16
+# Ten years: a longer timer means "never" (0 says that where it is allowed), and the OS's own timeouts
+# overflow not far above it.
+MAX_DURATION = 3650 * 86400.0
+# What libzmq takes for an option (a C int); every integer setting fits it unless its key says less.
+MAX_INT = 2**31 - 1
 
 # Where each key of the daemon's and the runs' settings lives ("" = the top level). A key from this list found
 # in another of these sections is reported: TOML accepts it anywhere, and a misplaced limit silently does nothing.
@@ -61,29 +83,46 @@ DAEMON_KEYS: Mapping[str, str] = {
 }
 
 
-class ConfigError(Exception):
-    """A broken configuration file; `lines()` is what the user sees on stderr."""
+SETUP_FIXES_IT = "run `yagent setup` to fix it"
 
-    def __init__(self, what: str, path: Path | None) -> None:
+
+class ConfigError(Exception):
+    """A broken configuration file; `lines()` is what the user sees on stderr: what is wrong, which file,
+    and what to do (`fix`: the wizard, unless the file is one it cannot open either)."""
+
+    def __init__(self, what: str, path: Path | None, fix: str = SETUP_FIXES_IT) -> None:
         super().__init__(what)
         self.what = what
         self.path = path
+        self.fix = fix
 
     def lines(self) -> list[str]:
         where = str(self.path) if self.path else "(built-in defaults)"
-        return [f"configuration error: {self.what}", f"file: {where}", "run `yagent setup` to fix it"]
+        return [f"configuration error: {self.what}", f"file: {where}", self.fix]
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 
-def parse_duration(value: Any, key: str) -> float:
-    """Seconds from a number or a Go-style duration string ("90s", "20m", "1h30m", "500ms", "30d")."""
+def _spelled(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def parse_duration(value: Any, key: str, maximum: float = MAX_DURATION) -> float:
+    """Seconds from a number or a Go-style duration string ("90s", "20m", "1h30m", "500ms", "30d"):
+    finite, not negative, at most `maximum`."""
     if isinstance(value, bool):
         raise ValueError(f"{key} must be a duration like \"60s\" or a number of seconds, not a boolean")
     if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{key} = {value} is not a duration; write a number of seconds or e.g. \"60s\"")
         if value < 0:
             raise ValueError(f"{key} must not be negative")
+        if value > maximum:
+            raise ValueError(f"{key} = {shown_value(value)} is longer than {_spelled(maximum)}, the most it may be")
         return float(value)
     if not isinstance(value, str):
         raise ValueError(f"{key} must be a duration like \"60s\", got {type(value).__name__}")
@@ -98,7 +137,9 @@ def parse_duration(value: Any, key: str) -> float:
         total += number * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
         pos = m.end()
     if pos != len(text) or pos == 0:
-        raise ValueError(f"{key} = {value!r} is not a duration; write e.g. \"60s\", \"20m\" or \"1h30m\"")
+        raise ValueError(f"{key} = {shown_value(value)} is not a duration; write e.g. \"60s\", \"20m\" or \"1h30m\"")
+    if not total <= maximum:  # also a number of digits that made it infinite
+        raise ValueError(f"{key} = {shown_value(value)} is longer than {_spelled(maximum)}, the most it may be")
     return total
 
 
@@ -152,12 +193,15 @@ def _section(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return value
 
 
-def _int(section: Mapping[str, Any], key: str, where: str, default: int, minimum: int = 0) -> int:
+def _int(section: Mapping[str, Any], key: str, where: str, default: int, minimum: int = 0,
+         maximum: int = MAX_INT) -> int:
     value = section.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{where}.{key} must be an integer, got {value!r}")
+        raise ValueError(f"{where}.{key} must be an integer, got {shown_value(value)}")
     if value < minimum:
-        raise ValueError(f"{where}.{key} must be at least {minimum}, got {value}")
+        raise ValueError(f"{where}.{key} must be at least {minimum}, got {shown_value(value)}")
+    if value > maximum:
+        raise ValueError(f"{where}.{key} must be at most {maximum}, got {shown_value(value)}")
     return value
 
 
@@ -188,17 +232,18 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         kwargs["max_parallel_readonly_tools"] = clamp_parallel(
             agent.get("max_parallel_readonly_tools"), DEFAULT_PARALLEL_READONLY_TOOLS, env)
         if "max_in_flight_requests" in llm:
-            kwargs["max_in_flight_requests"] = _int(llm, "max_in_flight_requests", "[llm]", DEFAULT_MAX_IN_FLIGHT)
-        kwargs["max_workers"] = _int(daemon, "max_workers", "[daemon]", 32, minimum=1)
-        kwargs["event_ring"] = _int(daemon, "event_ring", "[daemon]", 20_000, minimum=100)
-        kwargs["pub_hwm"] = _int(daemon, "pub_hwm", "[daemon]", 100_000, minimum=1)
+            kwargs["max_in_flight_requests"] = _int(llm, "max_in_flight_requests", "[llm]", DEFAULT_MAX_IN_FLIGHT,
+                                                    maximum=10_000)
+        kwargs["max_workers"] = _int(daemon, "max_workers", "[daemon]", 32, minimum=1, maximum=10_000)
+        kwargs["event_ring"] = _int(daemon, "event_ring", "[daemon]", 20_000, minimum=100, maximum=1_000_000)
+        kwargs["pub_hwm"] = _int(daemon, "pub_hwm", "[daemon]", 100_000, minimum=1, maximum=10_000_000)
         kwargs["event_log_max_bytes"] = _int(daemon, "event_log_max_bytes", "[daemon]", 64 * 1024 * 1024,
-                                             minimum=64 * 1024)
+                                             minimum=64 * 1024, maximum=2**40)
         if "event_log_retention" in daemon:
             kwargs["event_log_retention"] = parse_duration(daemon["event_log_retention"],
                                                            "[daemon] event_log_retention")
         if "stop_grace" in daemon:
-            kwargs["stop_grace"] = parse_duration(daemon["stop_grace"], "[daemon] stop_grace")
+            kwargs["stop_grace"] = parse_duration(daemon["stop_grace"], "[daemon] stop_grace", maximum=600.0)
         if "heartbeat_interval" in daemon:
             kwargs["heartbeat_interval"] = max(0.05, parse_duration(daemon["heartbeat_interval"],
                                                                     "[daemon] heartbeat_interval"))
@@ -208,6 +253,7 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         for key in ("max_cost_per_task", "max_cost_per_day"):
             if key in llm:
                 kwargs[key] = _dollars(llm[key], f"[llm] {key}")
+        _check_heartbeat(kwargs.get("heartbeat_interval", 1.0), kwargs.get("daemon_loss_timeout", 10.0))
         modules = daemon.get("agent_modules", [])
         if not isinstance(modules, list) or not all(isinstance(m, str) and m.strip() for m in modules):
             raise ValueError("[daemon] agent_modules must be a list of module names, "
@@ -223,15 +269,26 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
     return Settings(table=table, path=path, warnings=(*misplaced_keys(table), *ignored), run_settings=run, **kwargs)
 
 
-def _whole(section: Mapping[str, Any], key: str, where: str, minimum: int, ignored: list[str]) -> int | None:
-    """An integer setting read leniently: a value that is not a whole number >= `minimum` is reported and
-    left out (the caller's default applies), as workers always did — it never stops the daemon."""
+def _check_heartbeat(interval: float, loss_timeout: float) -> None:
+    """A worker gives yagentd up after `daemon_loss_timeout` without a ping: pings must come well within it."""
+    if interval * 3 > loss_timeout:
+        raise ValueError(f"[daemon] heartbeat_interval = {interval:g}s must be at most a third of "
+                         f"[daemon] daemon_loss_timeout ({loss_timeout:g}s): a worker that hears nothing from "
+                         "yagentd for that long stops its run")
+
+
+def _whole(section: Mapping[str, Any], key: str, where: str, minimum: int, ignored: list[str],
+           maximum: int = 100_000) -> int | None:
+    """An integer setting read leniently: a value that is not a whole number between `minimum` and `maximum`
+    is reported and left out (the caller's default applies), as workers always did — it never stops the daemon."""
     if key not in section:
         return None
     value = section[key]
-    if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
+    whole = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+    if whole and value <= maximum:
         return value
-    ignored.append(f"{where} {key} = {value!r} is not a whole number >= {minimum}; the default is used")
+    problem = f"is more than {maximum}" if whole else f"is not a whole number >= {minimum}"
+    ignored.append(f"{where} {key} = {shown_value(value)} {problem}; the default is used")
     return None
 
 
@@ -244,8 +301,8 @@ def _run_settings(agent: Mapping[str, Any], llm: Mapping[str, Any], resolved: LL
             steps = _whole(agent, key, "[agent]", 1, ignored)
             role = key.removesuffix("_max_steps")
             max_steps[role] = steps if steps is not None else DEFAULT_MAX_STEPS.get(role, OTHER_ROLE_MAX_STEPS)
-    retries = _whole(llm, "step_retries", "[llm]", 0, ignored)
-    threshold = _whole(llm, "circuit_breaker_threshold", "[llm]", 0, ignored) or 0
+    retries = _whole(llm, "step_retries", "[llm]", 0, ignored, maximum=100)
+    threshold = _whole(llm, "circuit_breaker_threshold", "[llm]", 0, ignored, maximum=1000) or 0
     reset = DEFAULT_BREAKER_RESET
     if threshold > 0 and "circuit_breaker_reset_timeout" in llm:  # unread without a breaker, as before
         reset = parse_duration(llm["circuit_breaker_reset_timeout"],
@@ -281,18 +338,114 @@ def misplaced_keys(table: Mapping[str, Any]) -> list[str]:
     return found
 
 
-def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
-    """Read and validate the file; a missing file means built-in defaults."""
+_NOT_A_FILE_FIX = "replace it with a regular file (or remove it to run on the built-in defaults), then `yagent setup`"
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def _dangling_link(path: Path) -> Path | None:
+    """The symbolic link on the way to `path` that points nowhere, if that is why it is missing."""
+    for candidate in (path, *path.parents):
+        if candidate.is_symlink() and not candidate.exists():
+            return candidate
+    return None
+
+
+def read_config_bytes(path: Path) -> bytes | None:
+    """The file's bytes; None when there is no file (built-in defaults apply).
+
+    Only a regular file is read, and at most `MAX_CONFIG_BYTES` of it: opened without blocking, because a
+    named pipe would hold the reader until someone writes to it, and a device such as /dev/zero never ends.
+    A symbolic link that points nowhere is an error, not a missing file: the settings it was meant to give
+    would be silently replaced by the defaults.
+    """
     try:
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except FileNotFoundError:
-        return settings_from_table({}, None, environ)
+        link = _dangling_link(path)
+        if link is None:
+            return None
+        raise ConfigError(f"{link} is a symbolic link to {os.readlink(link)}, which does not exist", path,
+                          "point the link at your configuration file, or remove it to run on the built-in "
+                          "defaults") from None
     except OSError as exc:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):  # a socket cannot even be opened
+            raise ConfigError(f"the file is {_file_kind(mode)}, not a regular file", path, _NOT_A_FILE_FIX) from None
         raise ConfigError(f"cannot read the file: {exc.strerror}", path) from None
     try:
-        table = tomllib.loads(raw.decode("utf-8-sig"))  # an editor may have put a byte-order mark first
-    except UnicodeDecodeError:
-        raise ConfigError("the file is not UTF-8 text", path) from None
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"the file is {_file_kind(mode)}, not a regular file", path, _NOT_A_FILE_FIX)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_CONFIG_BYTES and (chunk := os.read(fd, MAX_CONFIG_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror}", path) from None
+    finally:
+        os.close(fd)
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"the file is larger than {MAX_CONFIG_BYTES // 1024} KiB; a configuration takes a "
+                          "few KiB", path, "move the file aside and run `yagent setup` to write a new one")
+    return b"".join(chunks)
+
+
+def _nested_too_deep(table: dict[str, Any]) -> list[str] | None:
+    """The key path of a value nested past `MAX_NESTING`, if any (walked without recursion)."""
+    stack: list[tuple[Any, list[str]]] = [(table, [])]
+    while stack:
+        node, where = stack.pop()
+        if len(where) > MAX_NESTING:
+            return where
+        if isinstance(node, dict):
+            stack.extend((value, [*where, str(key)]) for key, value in node.items())
+        elif isinstance(node, list):
+            stack.extend((value, [*where, f"[{i}]"]) for i, value in enumerate(node))
+    return None
+
+
+def parse_config_text(text: str, path: Path | None) -> dict[str, Any]:
+    """The TOML table of the file's text; `ConfigError` for a syntax error or nesting past `MAX_NESTING`."""
+    deep = f"tables and arrays nest more than {MAX_NESTING} levels deep"
+    try:
+        table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"TOML syntax error: {exc}", path) from None
+    except RecursionError:
+        raise ConfigError(f"{deep}; no setting is more than a few levels down", path) from None
+    where = _nested_too_deep(table)
+    if where is not None:
+        shown = ".".join(where[:4]) + ("…" if len(where) > 4 else "")
+        raise ConfigError(f"{deep} (under {shown}); no setting is more than a few levels down", path)
+    return table
+
+
+def read_config_table(path: Path) -> dict[str, Any] | None:
+    """The parsed file, None when there is none; `ConfigError` when it cannot be read or parsed."""
+    raw = read_config_bytes(path)
+    if raw is None:
+        return None
+    try:
+        text = raw.decode("utf-8-sig")  # an editor may have put a byte-order mark first
+    except UnicodeDecodeError:
+        raise ConfigError("the file is not UTF-8 text", path) from None
+    return parse_config_text(text, path)
+
+
+def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read and validate the file; a missing file means built-in defaults."""
+    table = read_config_table(path)
+    if table is None:
+        return settings_from_table({}, None, environ)
     return settings_from_table(table, path, environ)

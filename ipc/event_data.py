@@ -78,9 +78,10 @@ def ai_stream_end(step: int, restarted: bool = False) -> dict[str, Any]:
     return {"step": step, "restarted": restarted}
 
 
-def ai_response(step: int, text: str, tool_calls: int) -> dict[str, Any]:
-    """The complete visible reply of one step (after streaming)."""
-    return {"step": step, "text": text, "tool_calls": tool_calls}
+def ai_response(step: int, text: str, tool_calls: int, repeats: bool = False) -> dict[str, Any]:
+    """The complete visible reply of one step (after streaming). `repeats`: it says again, word for word, the
+    reply a reminder went back to (the way out a reminder offers): clients show that answer once."""
+    return {"step": step, "text": text, "tool_calls": tool_calls, "repeats": repeats}
 
 
 def llm_call_start(step: int, provider: str, model: str) -> dict[str, Any]:

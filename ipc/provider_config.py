@@ -22,6 +22,9 @@ Tables read::
 Zero means "not configured" for `temperature`, `max_tokens` and `context_window`: an explicit
 `temperature = 0` cannot be told apart from a missing one once it reaches the engine, and sending 0
 would silently turn the provider's default sampling into greedy decoding.
+
+Every number is bounded (`NUMBER_LIMITS`, `MAX_LLM_DURATION`): what is resolved here travels to every
+worker through the msgpack codec, which carries 64-bit integers only, and into HTTP timeouts.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ __all__ = [
     "referenced_providers",
     "resolve_provider",
     "resolve_provider_name",
+    "shown_value",
     "validate_provider_table",
     "validate_table",
 ]
@@ -70,6 +74,11 @@ DEFAULT_TIMEOUT = 600.0
 DEFAULT_STALL_TIMEOUT = 120.0
 DEFAULT_MAX_RETRIES = 5
 DEFAULT_FALLBACK_MAX_RETRIES = 2
+# The largest value each whole-number key takes: far above any model or sane retry count, far below what
+# the codec and the engines can carry.
+NUMBER_LIMITS = {"context_window": 100_000_000, "max_tokens": 10_000_000, "max_retries": 100,
+                 "fallback_max_retries": 100, "weight": 1000}
+MAX_LLM_DURATION = 86400.0  # [llm] timeout and stall_timeout: a day is already "never" for one request
 
 _PROVIDER_KEYS = frozenset({
     "api_base_url", "api_key", "api_key_env", "model", "api_format", "context_window", "temperature",
@@ -79,6 +88,12 @@ _PRICE_KEYS = ("input", "cached_input", "output")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+def shown_value(value: Any, limit: int = 40) -> str:
+    """A value as a message quotes it: its repr, cut short so that a huge value cannot flood the terminal."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 class ProviderConfigError(ValueError):
@@ -212,10 +227,11 @@ def _table(raw: Mapping[str, Any], path: tuple[str, ...], problems: list[str]) -
 def _duration(value: Any, key: str, problems: list[str]) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         problems.append(f"{key} must be a duration such as \"90s\" or \"10m\" (or a number of seconds), "
-                        f"found {value!r}")
+                        f"found {shown_value(value)}")
         return None
     if isinstance(value, int | float):
-        seconds = float(value)
+        # An integer of hundreds of digits would overflow float(); past the bound its size no longer matters.
+        seconds = float(value) if isinstance(value, float) else float(min(value, MAX_LLM_DURATION + 1))
     else:
         text, pos, seconds = value.strip(), 0, 0.0
         for m in _DURATION_PART.finditer(text):
@@ -224,10 +240,13 @@ def _duration(value: Any, key: str, problems: list[str]) -> float | None:
             seconds += float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
             pos = m.end()
         if pos == 0 or pos != len(text):
-            problems.append(f"{key} = {value!r} is not a duration: write e.g. \"90s\", \"10m\" or \"1h30m\"")
+            problems.append(f"{key} = {shown_value(value)} is not a duration: write e.g. \"90s\", \"10m\" or \"1h30m\"")
             return None
     if not math.isfinite(seconds) or seconds <= 0:
-        problems.append(f"{key} must be a positive duration, found {value!r}")
+        problems.append(f"{key} must be a positive duration, found {shown_value(value)}")
+        return None
+    if seconds > MAX_LLM_DURATION:
+        problems.append(f"{key} = {shown_value(value)} is longer than a day, the most it may be")
         return None
     return seconds
 
@@ -235,7 +254,10 @@ def _duration(value: Any, key: str, problems: list[str]) -> float | None:
 def _int_key(table: Mapping[str, Any], key: str, where: str, problems: list[str], default: int) -> int:
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        problems.append(f"{where} {key} must be a whole number >= 0, found {value!r}")
+        problems.append(f"{where} {key} must be a whole number >= 0, found {shown_value(value)}")
+        return default
+    if value > NUMBER_LIMITS[key]:
+        problems.append(f"{where} {key} must be at most {NUMBER_LIMITS[key]:,}, found {shown_value(value)}")
         return default
     return value
 
@@ -244,7 +266,7 @@ def _parse_fallbacks(name: str, value: Any, problems: list[str]) -> list[Fallbac
     where = f"[global.llm.providers.{name}] fallback_providers"
     if not isinstance(value, list):
         problems.append(f"{where} must be a list such as [\"other\", {{ provider = \"third\", weight = 2 }}], "
-                        f"found {value!r}")
+                        f"found {shown_value(value)}")
         return ()
     refs: list[FallbackRef] = []
     for item in value:
@@ -254,7 +276,11 @@ def _parse_fallbacks(name: str, value: Any, problems: list[str]) -> list[Fallbac
             weight = item.get("weight", 1)
             if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
                 problems.append(f"{where}: weight of {item['provider']!r} must be a whole number >= 1, "
-                                f"found {weight!r}")
+                                f"found {shown_value(weight)}")
+                weight = 1
+            elif weight > NUMBER_LIMITS["weight"]:
+                problems.append(f"{where}: weight of {item['provider']!r} must be at most "
+                                f"{NUMBER_LIMITS['weight']}, found {shown_value(weight)}")
                 weight = 1
             extra = set(item) - {"provider", "weight"}
             if extra:
@@ -311,7 +337,7 @@ def validate_provider_table(name: str, table: Mapping[str, Any]) -> list[str]:
     if "temperature" in table:
         temp = table["temperature"]
         if isinstance(temp, bool) or not isinstance(temp, int | float) or not 0 <= temp <= 2:
-            problems.append(f"{where} temperature must be a number between 0 and 2, found {temp!r}")
+            problems.append(f"{where} temperature must be a number between 0 and 2, found {shown_value(temp)}")
     if "fallback_providers" in table:
         refs = _parse_fallbacks(name, table["fallback_providers"], problems)
         if any(r.provider == name for r in refs):
@@ -382,7 +408,7 @@ def _provider(name: str, table: Mapping[str, Any], environ: Mapping[str, str],
 def _use_provider(table: Mapping[str, Any], where: str, problems: list[str]) -> str:
     value = table.get("use_provider", "")
     if not isinstance(value, str):
-        problems.append(f"{where} use_provider must be a provider name (a string), found {value!r}")
+        problems.append(f"{where} use_provider must be a provider name (a string), found {shown_value(value)}")
         return ""
     return value
 

@@ -47,8 +47,10 @@ def test_wheel_contains_and_imports_every_module(tmp_path: Path) -> None:
         "import importlib, json, sys\n"
         f"mods = {expected!r}\n"
         "files = {m: importlib.import_module(m).__file__ for m in mods}\n"
-        "from yagent.client.unit_file import render_unit\n"
+        "from yagent.client.unit_file import documentation_uri, render_unit\n"
         "assert 'Type=notify' in render_unit('/x')\n"
+        "import pathlib, urllib.parse\n"
+        "assert pathlib.Path(urllib.parse.unquote(documentation_uri()[len('file://'):])).is_file()\n"
         "print(json.dumps(files))\n"
     )
     env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}

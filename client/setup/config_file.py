@@ -25,7 +25,7 @@ from tomlkit.items import InlineTable
 from tomlkit.toml_document import TOMLDocument
 
 from yagent.ipc.atomic_file import write_atomic
-from yagent.ipc.config import ConfigError, settings_from_table
+from yagent.ipc.config import ConfigError, parse_config_text, read_config_bytes, settings_from_table
 from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config, referenced_providers
 
 __all__ = [
@@ -156,21 +156,25 @@ class ConfigFile:
 
     @classmethod
     def load(cls, path: Path) -> ConfigFile:
+        """The file as the daemon would read it (`read_config_bytes`: a pipe, a device or a dangling link is
+        refused, never waited on); a file the daemon cannot use comes back `broken`, with the reason."""
         try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
+            raw = read_config_bytes(path)
+        except ConfigError as exc:
+            return cls(path, "", True, None, f"cannot read it: {exc.what}")
+        if raw is None:
             return cls(path, "", False, tomlkit.document())
-        except OSError as exc:
-            return cls(path, "", True, None, f"cannot read it: {exc.strerror}")
         bom = raw.startswith(BOM)
         try:
             text = raw[len(BOM) if bom else 0:].decode("utf-8")
         except UnicodeDecodeError:
             return cls(path, "", True, None, "it is not UTF-8 text", raw)
         try:
+            parse_config_text(text, path)  # first: tomlkit is more lenient in places, and recurses as deep
             doc = tomlkit.parse(text)
-            tomllib.loads(text)  # tomlkit is more lenient in places; the daemon reads with tomllib
-        except (TOMLKitError, tomllib.TOMLDecodeError) as exc:
+        except ConfigError as exc:
+            return cls(path, text, True, None, exc.what, raw, bom)
+        except TOMLKitError as exc:
             return cls(path, text, True, None, f"TOML syntax error: {exc}", raw, bom)
         return cls(path, text, True, doc, "", raw, bom)
 
@@ -380,9 +384,11 @@ def render(config: ConfigFile, ops: list[Op]) -> str:
 def check(text: str, path: Path, environ: Mapping[str, str]) -> list[str]:
     """Problems the daemon would report loading `text` (empty: it loads)."""
     try:
-        settings_from_table(tomllib.loads(text), path, environ)
-    except tomllib.TOMLDecodeError as exc:
-        return [f"the result is not valid TOML ({exc})"]
+        table = parse_config_text(text, path)
+    except ConfigError as exc:
+        return [f"the result is not valid TOML ({exc.what})"]
+    try:
+        settings_from_table(table, path, environ)
     except ConfigError as exc:
         return [exc.what]
     return []
@@ -395,9 +401,9 @@ def write(config: ConfigFile, ops: list[Op], environ: Mapping[str, str] | None =
     path = config.path
     target = Path(os.path.realpath(path))
     try:
-        current = target.read_bytes() if target.exists() else None
-    except OSError as exc:
-        return WriteResult(False, f"cannot re-read {path} before writing: {exc.strerror}; nothing was written")
+        current = read_config_bytes(target)
+    except ConfigError as exc:
+        return WriteResult(False, f"cannot re-read {path} before writing: {exc.what}; nothing was written")
     if (current is not None) != config.exists or (current is not None and current != config.raw):
         return WriteResult(False, f"{path} changed on disk since the wizard opened it; nothing was written — "
                                   "open the wizard again to start from the new content")

@@ -5,11 +5,11 @@ There is no "wizard already shown" marker: a second source of truth would drift 
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from yagent.ipc.config import ConfigError, read_config_table
 from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config, resolve_provider_name
 
 __all__ = ["SetupNeed", "needs_setup"]
@@ -27,11 +27,11 @@ def needs_setup(path: Path, environ: Mapping[str, str]) -> SetupNeed | None:
     """Why the wizard should run before the first task, or None. A broken file is not judged here:
     the caller reports it (three lines, exit 2) because the wizard cannot guess what was meant."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))
-    except FileNotFoundError:
-        return SetupNeed("fresh", f"there is no configuration file yet ({path})")
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        raw = read_config_table(path)
+    except ConfigError:
         return None
+    if raw is None:
+        return SetupNeed("fresh", f"there is no configuration file yet ({path})")
     try:
         config = parse_llm_config(raw, environ)
     except ProviderConfigError:

@@ -421,8 +421,7 @@ class Wizard:
 
     def probe_finished(self, result: ProbeResult) -> None:
         self.probe_running = False
-        self.probe_result = result
-        self._say(result.summary, error=not result.ok)
+        self.probe_result = result  # the probe screen shows it; the message line would say it a second time
 
     # presets --------------------------------------------------------------------------------------
 

@@ -6,12 +6,12 @@ commands run inside a live session (the wizard is where the file gets fixed).
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from yagent.ipc.config import SETUP_FIXES_IT, ConfigError, read_config_table
 from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config
 from yagent.ipc.vocabulary import YoloLevel
 
@@ -38,11 +38,10 @@ def _table(raw: Mapping[str, Any], *path: str) -> Mapping[str, Any]:
 def read_config_facts(path: Path, environ: Mapping[str, str], home: Path, project: Path | None) -> ConfigFacts:
     facts = ConfigFacts()
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))
-    except FileNotFoundError:
-        raw = {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        facts.problem = f"{path} cannot be read ({exc}); `/setup` or `yagent setup` repairs it"
+        raw = read_config_table(path) or {}
+    except ConfigError as exc:
+        fix = "`/setup` or `yagent setup` repairs it" if exc.fix == SETUP_FIXES_IT else exc.fix
+        facts.problem = f"{path} cannot be read ({exc.what}); {fix}"
         raw = {}
     try:
         llm = parse_llm_config(raw, environ)

@@ -26,6 +26,8 @@ from yagent.ipc.messages import Event, Question, TaskSummary
 from yagent.ipc.vocabulary import EventType, RunStatus, StopReason, TaskState
 
 from ..cells import clean
+from ..event_fields import number, whole
+from ..reply_echo import ReplyEcho
 from ..stamped import stamped_data
 from ..thought_filter import visible_reply
 
@@ -144,9 +146,9 @@ class UsageTotals:
     estimated: bool = False
 
     def add(self, usage: dict[str, Any]) -> None:
-        self.input_tokens += int(usage.get("total_input_tokens") or 0)
-        self.output_tokens += int(usage.get("output_tokens") or 0)
-        self.cached_tokens += int(usage.get("cached_input_tokens") or 0)
+        self.input_tokens += whole(usage, "total_input_tokens")
+        self.output_tokens += whole(usage, "output_tokens")
+        self.cached_tokens += whole(usage, "cached_input_tokens")
         self.calls += 1
         self.estimated = self.estimated or bool(usage.get("estimated"))
 
@@ -215,6 +217,7 @@ class TaskView:
         self._step_entry: dict[tuple[str, int], Entry] = {}  # (run, step) -> reply entry of that step
         self._run_step: dict[str, int] = {}
         self._tools: dict[tuple[str, str], Entry] = {}
+        self._echo = ReplyEcho(visible_reply)  # an answer sent again after a reminder is shown once
 
     # -- set-up ------------------------------------------------------------------------------------
 
@@ -374,6 +377,7 @@ class TaskView:
         info = self.runs.get(ev.run)
         if info is not None:
             info.status, info.ended_at, info.slot_limit = d.status, ev.ts, 0
+        self._show_chunk(ev, self._echo.forget(ev.run))
         self._close_streams(ev.run)
         for rid in [rid for rid, q in self.questions.items() if q.run == ev.run]:
             del self.questions[rid]
@@ -383,13 +387,17 @@ class TaskView:
                 status=d.status, stop_reason=d.stop_reason, error=d.error, elapsed=max(0.0, ev.ts - started))))
 
     def _on_stream_start(self, ev: Event) -> None:
-        self._run_step[ev.run] = int(ev.data.get("step") or 0)
+        self._run_step[ev.run] = whole(ev.data, "step")
         if ev.data.get("model"):
             self.model = str(ev.data["model"])
 
     def _on_chunk(self, ev: Event) -> None:
         text = ev.data.get("text")
-        if not isinstance(text, str) or not text:
+        if isinstance(text, str) and text:
+            self._show_chunk(ev, self._echo.feed(ev.run, text))
+
+    def _show_chunk(self, ev: Event, text: str) -> None:
+        if not text:
             return
         slot = self._slots.get(ev.run)
         if slot is None:
@@ -411,6 +419,7 @@ class TaskView:
     def _on_stream_end(self, ev: Event) -> None:
         if ev.data.get("restarted"):
             # The provider stream restarted: what was shown of it will be streamed again.
+            self._echo.restart(ev.run)
             slot = self._slots.get(ev.run)
             if slot is not None:
                 slot.replace("")
@@ -425,8 +434,18 @@ class TaskView:
     def _on_response(self, ev: Event) -> None:
         d = ev.data
         text = str(d.get("text") or "")
-        step = int(d.get("step") or self._run_step.get(ev.run, 0))
+        step = whole(d, "step") or self._run_step.get(ev.run, 0)
         entry = self._step_entry.get((ev.run, step)) or self._slots.get(ev.run)
+        # What the echo held back is shown below from the complete reply, unless the reply is a repeat.
+        self._echo.response(ev.run, visible_reply(text, final=True), whole(d, "tool_calls"),
+                            bool(d.get("repeats")))
+        if d.get("repeats"):
+            shown = self._step_entry.pop((ev.run, step), None)  # it streamed before it could be told apart
+            if shown is not None and shown in self.entries:
+                self.entries.remove(shown)
+            self._slots.pop(ev.run, None)
+            self._close_streams(ev.run)
+            return
         if entry is not None:
             if text and entry.text != clean(text):
                 entry.replace(text)  # the complete reply is authoritative over what was streamed
@@ -462,7 +481,7 @@ class TaskView:
             entry = self._add(Entry("tool", agent=ev.agent, run=ev.run, data={"name": d.get("name", "?"), "brief": ""}))
         if isinstance(entry.data, dict):
             entry.data.update(done=True, content=str(d.get("content") or ""), is_error=bool(d.get("is_error")),
-                              duration=float(d.get("duration") or 0.0))
+                              duration=number(d, "duration"))
         entry.touch()
 
     def _on_llm_start(self, ev: Event) -> None:
@@ -470,6 +489,8 @@ class TaskView:
             self.model = str(ev.data["model"])
 
     def _on_llm_end(self, ev: Event) -> None:
+        if ev.data.get("error"):
+            self._show_chunk(ev, self._echo.release(ev.run))  # no complete reply follows: show what was held
         usage = ev.data.get("usage")
         if isinstance(usage, dict) and usage:
             self.usage.add(usage)
@@ -483,9 +504,9 @@ class TaskView:
 
     def _on_compressed(self, ev: Event, tier: str) -> None:
         d = ev.data
-        original = int(d.get("original_tokens") or 0)
-        compressed = int(d.get("compressed_tokens") or 0)
-        saved = int(d.get("saved_tokens") or max(0, original - compressed))
+        original = whole(d, "original_tokens")
+        compressed = whole(d, "compressed_tokens")
+        saved = whole(d, "saved_tokens") or max(0, original - compressed)
         c = self.compression
         c.count += 1
         c.saved += saved
@@ -497,7 +518,8 @@ class TaskView:
 
     def _on_thinklink(self, ev: Event) -> None:
         d = ev.data
-        plan = [(str(p.get("status", "")), str(p.get("text", ""))) for p in d.get("plan") or []
+        items = d.get("plan")
+        plan = [(str(p.get("status", "")), str(p.get("text", ""))) for p in (items if isinstance(items, list) else [])
                 if isinstance(p, dict)]
         self.plans.append(PlanEntry(agent=str(d.get("agent") or ev.agent), goal=str(d.get("goal", "")),
                                     step=str(d.get("step", "")), reason=str(d.get("reason", "")), plan=plan))

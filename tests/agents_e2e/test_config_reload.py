@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.agent_harness import MARKERS, llm_config, run_turn
-from tests.daemon_harness import arun, submit
+from tests.client.conftest import PROVIDER_CONFIG
+from tests.daemon_harness import DaemonProcess, arun, collect_turn, of_type, script, submit
 from tests.fake_provider import Step
+from tests.ipc.hostile_config_files import HOSTILE_CASES, make_hostile
 from yagent.ipc.errors import RemoteError
 from yagent.ipc.vocabulary import ErrorCode, EventType
 
@@ -65,3 +69,53 @@ def test_a_key_variable_missing_in_the_daemon_says_to_restart_it(fake, make_daem
     assert "restart yagentd (`yagent daemon stop`, then `yagent daemon start`" in said
     assert "systemctl --user restart yagentd" in said
     assert fake.requests == []
+
+
+def _yagentd(daemon: DaemonProcess, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "yagent.daemon.main"], env=daemon.env, text=True,
+                          capture_output=True, timeout=timeout, cwd=str(daemon.root))
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_CASES))
+def test_yagentd_refuses_to_start_on_a_hostile_config_with_three_lines(tmp_path: Path, case: str) -> None:
+    daemon = DaemonProcess(tmp_path / "d", PROVIDER_CONFIG)
+    try:
+        config = daemon.home / "config" / "config.toml"
+        phrase = make_hostile(case, config)
+        result = _yagentd(daemon)  # a pipe read the blocking way never returns: the timeout fails the test
+    finally:
+        daemon.close()
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 3 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith("configuration error: ") and phrase in lines[0]
+    assert lines[1] == f"file: {config}"
+
+
+def test_a_hostile_config_at_submit_time_is_refused_and_the_daemon_keeps_serving(make_daemon, project: Path) -> None:
+    daemon = make_daemon(PROVIDER_CONFIG)
+    config = daemon.home / "config" / "config.toml"
+    good = config.read_text()
+
+    async def submit_error() -> RemoteError:
+        async with daemon.client() as c:
+            with pytest.raises(RemoteError) as caught:
+                await submit(c, project, script({"emit": 1}))
+            return caught.value
+
+    for case in sorted(HOSTILE_CASES):
+        phrase = make_hostile(case, config)
+        error = arun(submit_error(), 30)
+        assert error.code == ErrorCode.BAD_CONFIG, (case, error)
+        lines = str(error).splitlines()
+        assert len(lines) == 3 and phrase in lines[0] and lines[1] == f"file: {config}", (case, lines)
+    config.unlink()
+    config.write_text(good)
+
+    async def one_turn() -> str:
+        async with daemon.client() as c:
+            sub = await submit(c, project, script({"emit": 1}, output="still serving"))
+            events = await collect_turn(c, sub.task)
+            return of_type(events, EventType.TURN_FINISHED)[0].data["output"]
+
+    assert arun(one_turn(), 60) == "still serving"

@@ -49,6 +49,38 @@ def test_repeating_the_answer_after_a_reminder_makes_it_final(fake, agent_daemon
     fake.assert_no_problems()
 
 
+def _responses(daemon, task: str) -> list[bool]:
+    """The `repeats` mark of every ai_response the task's log holds."""
+    logged = daemon.cli("--json", "logs", task)
+    assert logged.returncode == 0, logged.stderr
+    events = [json.loads(line) for line in logged.stdout.splitlines()]
+    return [e["data"]["repeats"] for e in events if e["type"] == EventType.AI_RESPONSE]
+
+
+def test_an_answer_sent_again_after_the_reminder_is_shown_once(fake, agent_daemon, project: Path) -> None:
+    again = "<thought>\ngoal: greet\n</thought>\nHello!  How can I help?"
+    fake.script("director", MARKERS["director"], [Step(text="Hello! How can I help?", chunk_size=3),
+                                                  Step(text=again, chunk_size=3)])
+    printed = agent_daemon.cli("-p", "hi", cwd=project)
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout == "Hello! How can I help?\n"
+    task = printed.stderr.split("yagent attach ")[1].split("`")[0]
+    assert _responses(agent_daemon, task) == [False, True]  # the worker says which reply is the repeat
+    log = agent_daemon.cli("logs", task).stdout
+    assert log.count("How can I help?") == 1, log
+    fake.assert_no_problems()
+
+
+def test_a_different_answer_after_the_reminder_is_shown_too(fake, agent_daemon, project: Path) -> None:
+    fake.script("director", MARKERS["director"], [Step(text="Hello!"), Step(text="Hello! The project is a CLI."),
+                                                  Step(text="Hello! The project is a CLI.")])
+    printed = agent_daemon.cli("-p", "hi", cwd=project)
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.splitlines() == ["Hello!", "Hello! The project is a CLI."]
+    task = printed.stderr.split("yagent attach ")[1].split("`")[0]
+    assert _responses(agent_daemon, task) == [False, False, True]
+
+
 def test_the_reminder_quota_resets_every_run(fake, agent_daemon, project: Path) -> None:
     fake.script("director", MARKERS["director"], [Step(text=f"first {i}") for i in range(4)]
                 + [Step(text=f"second {i}") for i in range(4)])

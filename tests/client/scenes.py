@@ -7,7 +7,7 @@ from typing import Any
 from yagent.client.tui.state import TaskView
 from yagent.ipc import event_data
 from yagent.ipc.messages import Event, Question
-from yagent.ipc.vocabulary import EventType, QuestionKind
+from yagent.ipc.vocabulary import EventType, QuestionKind, StopReason
 
 T0 = 1_000_000.0
 
@@ -75,3 +75,21 @@ def rich_view() -> TaskView:
                  task="t1", run="c2", agent="coding", asked_at=T0 + 100)
     f(EventType.USER_HELP_NEEDED, q.to_wire(), run="c2", agent="coding")
     return f.view
+
+
+def reminded_answer(first: str, second: str, *, repeats: bool, chunk: int = 3,
+                    after: int | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """A Director turn: a plain reply, a reminder (not an event), the reply again or another one, the end.
+    `after`: stop after this many events, mid-way through the second reply's stream."""
+    def stream(step: int, text: str) -> list[tuple[str, dict[str, Any]]]:
+        pieces = [text[i:i + chunk] for i in range(0, len(text), chunk)]
+        return [(EventType.AI_STREAM_START, event_data.ai_stream_start(step, "m")),
+                *[(EventType.AI_CHUNK, event_data.ai_chunk(p)) for p in pieces],
+                (EventType.AI_STREAM_END, event_data.ai_stream_end(step)),
+                (EventType.AI_RESPONSE, event_data.ai_response(step, text, 0, repeats=step == 2 and repeats))]
+
+    events = [(EventType.TURN_STARTED, {"turn": 1, "text": "hi", "agent": "director"}),
+              *stream(1, first), *stream(2, second),
+              (EventType.TURN_FINISHED, {"turn": 1, "state": "done", "status": "done",
+                                         "stop_reason": StopReason.PLAIN_TEXT, "output": second})]
+    return events if after is None else events[:after]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import tomlkit
 
+from tests.ipc.hostile_config_files import FILE_KIND_CASES, make_hostile
 from yagent.client.setup.config_file import (
     ConfigFile,
     DeleteProvider,
@@ -216,7 +217,8 @@ def test_nothing_is_written_before_the_summary(tmp_path: Path) -> None:
     assert "spare" not in path.read_text() and "# idle limit of delegations" in path.read_text()
 
 
-@pytest.mark.parametrize("broken", ["[agent\nmax = ", "\xff\xfe not utf8", "a = 1\na = 2\n"])
+@pytest.mark.parametrize("broken", ["[agent\nmax = ", "\xff\xfe not utf8", "a = 1\na = 2\n",
+                                    "a = " + "[" * 3000 + "]" * 3000])  # the last: a RecursionError in both parsers
 def test_a_broken_file_opens_and_can_be_replaced_keeping_the_old_one(tmp_path: Path, broken: str) -> None:
     path = tmp_path / "config.toml"
     path.write_bytes(broken.encode("latin-1"))
@@ -402,3 +404,17 @@ def test_a_renamed_provider_keeps_the_comments_of_the_keys_the_wizard_does_not_m
     text = path.read_text()
     assert "[global.llm.providers.deepseek]" in text and "[global.llm.providers.deep]\n" not in text
     assert 'reasoning_effort = "high"   # not managed by the wizard' in text
+
+
+@pytest.mark.parametrize("case", sorted(FILE_KIND_CASES))
+def test_a_file_that_is_not_a_file_opens_as_broken_at_once_and_is_never_written_through(tmp_path: Path,
+                                                                                     case: str) -> None:
+    # `/setup` inside the client opens the file without the command's gate: it must not block on a pipe,
+    # read /dev/zero to the end, or write through a link into a device.
+    path = tmp_path / "config.toml"
+    phrase = make_hostile(case, path)
+    config = ConfigFile.load(path)
+    assert config.doc is None and phrase in config.broken
+    result = write(config, [StartFresh(tmp_path / "kept"), SetDefault("p")], {})
+    assert not result.ok and "nothing was written" in result.message
+    assert not (tmp_path / "kept").exists()

@@ -221,3 +221,17 @@ def test_the_wizard_program_draws_at_small_sizes(tmp_path: Path, width: int) -> 
 
     w = arun(go(), timeout=10)
     assert w.done and w.selected == 1
+
+
+@pytest.mark.parametrize("ok", [True, False])
+def test_the_connectivity_result_is_shown_once(tmp_path: Path, ok: bool) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(TWO)
+    w = Wizard(ConfigFile.load(path), {})
+    w.key("text", "e")
+    w.key("c-s")
+    assert w.screen == "probe"
+    w.probe_finished(ProbeResult(ok, "the endpoint answered in 0.2s" if ok else "connection refused"))
+    screen = ["".join(text for _style, text in line) for line in render_wizard(w, 100, 30)]
+    said = "the endpoint answered in 0.2s" if ok else "connection refused"
+    assert sum(said in line for line in screen) == 1, screen

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.client.scenes import Feed, rich_view
+from tests.client.scenes import Feed, reminded_answer, rich_view
 from yagent.client.tui.render import LogRenderer, render_status
 from yagent.ipc import event_data
 from yagent.ipc.messages import Question
@@ -215,3 +215,39 @@ def test_a_run_waiting_for_a_model_slot_says_so_in_the_status_until_granted() ->
     assert "└ coding running" in status() and "· waiting for a model slot" in status()
     f(EventType.LLM_SLOT_WAIT, {"waiting": False, "limit": 2}, run="c1", agent="coding")
     assert "waiting for a model slot" not in status()
+
+
+def test_an_answer_sent_again_after_a_reminder_shows_once() -> None:
+    f = Feed()
+    again = "<thought>\ngoal: greet\n</thought>\nHello!  How can I help?"  # the same words, other spacing
+    for type_, data in reminded_answer("Hello! How can I help?", again, repeats=True):
+        f(type_, data)
+    assert _texts(f.view) == [("director", "Hello! How can I help?")]
+    screen = "\n".join("".join(t for _s, t in line) for line in LogRenderer().window(f.view, 80, 200, False)[0])
+    assert screen.count("How can I help?") == 1
+
+
+def test_an_answer_sent_again_is_held_back_while_it_streams_not_shown_and_taken_back() -> None:
+    f = Feed()
+    for type_, data in reminded_answer("Hello! How can I help?", "Hello! How can I help?", repeats=True, after=14):
+        f(type_, data)
+    assert _texts(f.view) == [("director", "Hello! How can I help?")]  # mid-way through the second stream
+
+
+def test_a_different_answer_after_the_reminder_shows_as_soon_as_it_differs() -> None:
+    f = Feed()
+    events = reminded_answer("Hello! How can I help?", "Hello! I looked again: 2 files.", repeats=False)
+    cut = next(i for i, (t, d) in enumerate(events) if t == EventType.AI_CHUNK and d["text"] == " I ") + 1
+    for type_, data in events[:cut]:
+        f(type_, data)
+    assert _texts(f.view) == [("director", "Hello! How can I help?"), ("director", "Hello! I ")]
+    for type_, data in events[cut:]:
+        f(type_, data)
+    assert _texts(f.view) == [("director", "Hello! How can I help?"), ("director", "Hello! I looked again: 2 files.")]
+
+
+def test_a_shorter_answer_that_matched_so_far_shows_at_its_response() -> None:
+    f = Feed()
+    for type_, data in reminded_answer("Hello! How can I help?", "Hello!", repeats=False):
+        f(type_, data)
+    assert _texts(f.view) == [("director", "Hello! How can I help?"), ("director", "Hello!")]

@@ -140,7 +140,7 @@ def test_unknown_task_and_no_daemon_errors_are_actionable(daemon, tmp_path: Path
     assert missing.returncode == 1 and "yagent ps" in missing.stderr
     other = DaemonProcess(tmp_path / "nodaemon", "")
     try:
-        result = other.cli("ps")
+        result = other.cli("pause", "t1")  # `ps` and `logs` start the daemon (tests/client/test_config_refusals.py)
         assert result.returncode == 3
         assert "yagentd is not running" in result.stderr and "yagent daemon start" in result.stderr
     finally:

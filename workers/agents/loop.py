@@ -127,6 +127,7 @@ class LoopState:
     empty_reply_nudges: int = 0
     last_plain_reply: str = ""  # the previous reply without tool calls, thought and spacing removed
     plain_reply_repeated: bool = False  # this reply says exactly what the previous one said
+    reminded_reply: str = ""  # the plain reply a reminder went back to, until a step answers it with tools
     usage: dict[str, int] = field(default_factory=lambda: {"total_input_tokens": 0, "output_tokens": 0,
                                                           "cached_input_tokens": 0})
     last_response: Response | None = None
@@ -182,6 +183,11 @@ def _exit_deliverable(messages: list[Message], exit_args: dict[str, Any]) -> str
     return conclusion.strip() if isinstance(conclusion, str) else ""
 
 
+def _plain_words(text: str) -> str:
+    """A reply as it is compared with another: without its thought block and with its spacing evened out."""
+    return " ".join(strip_thought(text).split())
+
+
 def _step_is_retried(exc: LLMError, retries_left: int) -> bool:
     # An error the engine already retried to its limit (a server that is down) would only be retried
     # `[llm] max_retries` times more per step retry: minutes of waiting for the same answer.
@@ -228,7 +234,12 @@ async def _call_model(cfg: LoopConfig, state: LoopState, messages: list[Message]
                               usage.estimated),
         time.monotonic() - started, stop_reason=str(response.finish_reason),
         cost_usd=cfg.cost_of(response.provider, response.model, usage)))
-    emit(EventType.AI_RESPONSE, event_data.ai_response(state.step, response.text, len(response.tool_calls)))
+    # The same answer sent again after a reminder is streamed before anyone can tell: say so, and clients
+    # show it once.
+    repeats = (not response.tool_calls and bool(state.reminded_reply)
+               and _plain_words(response.text) == state.reminded_reply)
+    emit(EventType.AI_RESPONSE, event_data.ai_response(state.step, response.text, len(response.tool_calls),
+                                                       repeats=repeats))
     return response
 
 
@@ -319,6 +330,7 @@ async def run_agent_loop(cfg: LoopConfig) -> RunOutcome:
         _thinklink(cfg, response.text)
 
         if response.tool_calls:
+            state.reminded_reply = ""
             calls = [ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in response.tool_calls]
             state.delegations += sum(1 for c in calls if _declared_delegation(cfg.surface, c.name))
             batch = ToolBatch(cfg.surface, calls, cfg.tool_ctx, max_parallel=cfg.max_parallel_readonly)
@@ -341,7 +353,7 @@ async def run_agent_loop(cfg: LoopConfig) -> RunOutcome:
                 return finish(StopReason.AGENT_EXIT, exit_args=exit_args)
             continue
 
-        reply = " ".join(strip_thought(response.text).split())
+        reply = _plain_words(response.text)
         if not reply and state.empty_reply_nudges < MAX_EMPTY_REPLY_NUDGES:
             state.empty_reply_nudges += 1
             pending_reminder = EMPTY_REPLY_REMINDER
@@ -353,5 +365,6 @@ async def run_agent_loop(cfg: LoopConfig) -> RunOutcome:
         if reminder is None:
             return finish(StopReason.PLAIN_TEXT)
         state.reminders_sent += 1
+        state.reminded_reply = reply
         pending_reminder = reminder
 
