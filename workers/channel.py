@@ -122,7 +122,7 @@ class DaemonChannel:
             async with asyncio.timeout(timeout):
                 await self._ack
             return True
-        except TimeoutError:
+        except (TimeoutError, DaemonLost):  # the daemon died while we waited: nobody will acknowledge
             return False
 
     async def close(self) -> None:
@@ -290,11 +290,14 @@ class DaemonChannel:
     def paused(self) -> bool:
         return not self._resume.is_set()
 
-    def cancel(self, reason: str) -> None:
-        if self.cancel_reason is None:
+    def cancel(self, reason: str, *, again: bool = False) -> None:
+        """Stop the run (once: a second cancellation would cut short what it writes on its way out), or, with
+        `again`, cancel it once more — the daemon's SIGTERM after the grace it gave the first."""
+        first = self.cancel_reason is None
+        if first:
             self.cancel_reason = reason
         self._resume.set()  # a paused run must wake up to notice it was cancelled
-        if self.on_cancel is not None:
+        if (first or again) and self.on_cancel is not None:
             self.on_cancel(reason)
 
     # -- inbound ------------------------------------------------------------------------------------
@@ -351,8 +354,13 @@ class DaemonChannel:
             return
         log.warning("run %s: daemon lost (%s); wrapping up", self.run_id, why)
         self.lost = True
-        self._pending.fail_all(DaemonLost(why))
+        lost = DaemonLost(why)
+        self._pending.fail_all(lost)
+        for waiting in (self._start, self._ack):
+            if waiting is not None and not waiting.done():
+                waiting.set_exception(lost)
         self.cancel("interrupted")
+
 
 
 # -- making what an agent hands over fit the wire -------------------------------------------------------
