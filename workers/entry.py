@@ -188,11 +188,22 @@ async def _serve_run(run_id: str, channel: DaemonChannel) -> int:
     except Exception as exc:
         returned = _outcome_from_exception(exc)
     loop.remove_signal_handler(signal.SIGTERM)
+    if channel.failure is not None:
+        returned = _channel_failed(returned, channel.failure)
     delivered = await channel.finish(_result(returned, spec.agent), timeout=1.0 if channel.lost else 5.0)
     await channel.close()
     if channel.lost or not delivered:
         return EXIT_DAEMON_LOST
     return EXIT_OK
+
+
+def _channel_failed(returned: object, why: str) -> RunOutcome:
+    """The outcome of a run whose channel to the daemon broke, keeping what the agent had to say."""
+    kept = returned if isinstance(returned, RunOutcome) else RunOutcome(status=RunStatus.FAILED,
+                                                                         stop_reason=StopReason.PANIC)
+    return dataclasses.replace(kept, status=RunStatus.FAILED, stop_reason=StopReason.PANIC, error=_joined(
+        f"the worker's channel to yagentd failed: {why}; this is a bug in yagent: the daemon's log has the "
+        "worker's traceback", kept.error))
 
 
 def _result(returned: object, agent: str) -> RunResult:

@@ -19,6 +19,8 @@ import zmq.asyncio
 from yagent.ipc.messages import (
     AskUser,
     EventBatch,
+    LeaseGrant,
+    ListTasks,
     ResultAck,
     RunControl,
     RunOutcome,
@@ -375,3 +377,49 @@ def test_a_daemon_that_dies_mid_run_stops_it_once_and_its_last_writes_happen(
     assert result.outcome.stop_reason == (StopReason.CANCELLED if cancelled_first else StopReason.INTERRUPTED).value
     assert (tmp_path / "on-the-way-out").read_text() == "kept"
 
+
+# -- a channel whose handling of a message fails ----------------------------------------------------------
+
+
+@agent_kind("test-breaks-its-cancel-hook")
+async def _breaks_its_cancel_hook(ctx: RunContext) -> RunOutcome:
+    def broken(_reason: str) -> None:
+        raise RuntimeError("a cancel hook with a bug")
+
+    ctx.channel.on_cancel = broken  # run by the reader when the daemon's cancel arrives
+    await ctx.ask_user("input", "anyone?", options=[], default=None, details={})
+    return RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT)
+
+
+def test_a_message_whose_handling_raises_fails_the_run_at_once_and_bad_frames_never_stop_the_reader(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> tuple[int, RunResult]:
+        ctx, router, endpoint = await _router(tmp_path)
+        served = asyncio.create_task(entry._serve("r10", endpoint))
+        try:
+            identity, _ = await _recv(router, WorkerHello)
+            spec = _spec("r10", agent="test-breaks-its-cancel-hook")
+            await router.send_multipart([identity, encode(StartRun(spec=spec))])
+            await _recv(router, AskUser)
+            # Frames that are merely bad: garbage, a control-socket request, a reply nobody waits for.
+            for frame in (b"\xc1garbage", encode(ListTasks(id=7)), encode(LeaseGrant(id=999))):
+                await router.send_multipart([identity, frame])
+            await router.send_multipart([identity, encode(RunControl(action=ControlAction.CANCEL, reason="cancelled"))])
+            # At once, not after the 30 s loss timeout: the question waiting for a reply fails, the run reports.
+            _, result = await _recv(router, RunResult, deadline=5.0)
+            await router.send_multipart([identity, encode(ResultAck())])  # heard: the reader is still alive
+            async with asyncio.timeout(5.0):
+                return await served, result
+        finally:
+            router.close(0)
+            ctx.term()
+
+    with caplog.at_level("ERROR", logger="yagent.workers.channel"):
+        code, result = asyncio.run(main())
+    assert code == entry.EXIT_OK
+    outcome = result.outcome
+    assert (outcome.status, outcome.stop_reason) == (RunStatus.FAILED, StopReason.PANIC)
+    assert "channel to yagentd failed: handling a run_control message" in outcome.error
+    assert "RuntimeError: a cancel hook with a bug" in outcome.error
+    logged = [r for r in caplog.records if "handling a run_control message" in r.getMessage()]
+    assert logged and logged[0].exc_info is not None  # with the traceback
