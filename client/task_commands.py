@@ -27,7 +27,7 @@ from . import exit_codes
 from .answerer import answerer
 from .event_text import JsonLinesPrinter, TextPrinter
 from .humanize import age
-from .liveness import run_while_daemon_lives
+from .liveness import LivenessUnknown, run_while_daemon_lives
 
 __all__ = ["answer", "control", "logs", "ps"]
 
@@ -42,6 +42,9 @@ def _call(coro: Any) -> int:
     except RemoteError as exc:
         _err(str(exc))
         return exit_codes.for_refusal(exc.code)
+    except LivenessUnknown as exc:  # the daemon may well be running: only the follow stopped
+        _err(str(exc))
+        return exit_codes.FAILED
     except IpcError as exc:
         _err(str(exc))
         return exit_codes.NOT_RUNNING
