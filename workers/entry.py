@@ -63,7 +63,7 @@ def _leave_the_forkserver() -> None:
     does — and the parent-death signal below, which fires when the forkserver exits, would never come.
     """
     server = forkserver._forkserver
-    fd = server._forkserver_alive_fd
+    fd = getattr(server, "_forkserver_alive_fd", None)  # a private of the stdlib: absent, there is nothing to do
     if fd is not None:
         server._forkserver_alive_fd = None
         with contextlib.suppress(OSError):
