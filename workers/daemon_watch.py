@@ -67,12 +67,18 @@ class DaemonWatch:
         os.close(self._wake_w)
 
     def _watch(self) -> None:
+        poller = select.poll()  # not select(): it refuses descriptors past 1023
+        poller.register(self._fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
         try:
-            readable, _, _ = select.select([self._fd, self._wake_r], [], [])
-        except (OSError, ValueError) as exc:  # the fd was closed under us: nothing left to watch
-            log.warning("cannot watch yagentd's end of the run's pipe (%s); heartbeats alone will tell", exc)
+            ready = dict(poller.poll())
+        except OSError as exc:
+            ready = {self._fd: select.POLLNVAL}
+            log.warning("cannot watch yagentd's end of the run's pipe (%s)", exc)
+        if self._stopped.is_set() or self._fd not in ready:
             return
-        if self._stopped.is_set() or self._fd not in readable:
+        if ready[self._fd] & select.POLLNVAL:  # our end was closed under us: say so, never call that a death
+            log.warning("run's pipe to yagentd is no longer open here; only missing pings will tell of its death")
             return
         self.gone.set()
         self._on_gone(GONE)
