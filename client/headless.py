@@ -22,7 +22,7 @@ from yagent.ipc.vocabulary import EventType, QuestionKind, RunStatus, YoloLevel
 
 from . import exit_codes
 from .event_text import JsonLinesPrinter, TextPrinter, answer_hint
-from .liveness import DaemonLost, run_while_daemon_lives
+from .liveness import FollowStopped, LivenessUnknown, run_while_daemon_lives
 from .stamped import stamped_data
 
 __all__ = ["auto_approves", "run_headless"]
@@ -138,8 +138,13 @@ def run_headless(project: Path, text: str, *, task: str | None = None, agent: st
     except RuntimeDirError as exc:  # nothing was submitted: the directory must be fixed first
         print(f"yagent: {exc}", file=err)
         return exit_codes.for_ipc_error(exc)
-    except IpcError as exc:  # `DaemonLost` says all there is to say; other errors need the context
-        reason = str(exc) if isinstance(exc, DaemonLost) else f"lost the connection to yagentd: {exc}"
+    except LivenessUnknown as exc:  # the daemon may well be running: the task goes on without us
+        printer.end_line()
+        _last_result(printer, progress, "detached", str(exc))
+        print(f"yagent: {exc}", file=err)
+        return exit_codes.FAILED
+    except IpcError as exc:  # a stopped follow says all there is to say; other errors need the context
+        reason = str(exc) if isinstance(exc, FollowStopped) else f"lost the connection to yagentd: {exc}"
         printer.end_line()
         _last_result(printer, progress, RunStatus.INTERRUPTED, reason)
         print(f"yagent: {reason}", file=err)

@@ -27,7 +27,7 @@ from . import exit_codes
 from .answerer import answerer
 from .event_text import JsonLinesPrinter, TextPrinter
 from .humanize import age
-from .liveness import run_while_daemon_lives
+from .liveness import LivenessUnknown, run_while_daemon_lives
 from .usage_text import run_figures, task_cost
 
 __all__ = ["answer", "control", "logs", "ps"]
@@ -43,6 +43,9 @@ def _call(coro: Any) -> int:
     except RemoteError as exc:
         _err(str(exc))
         return exit_codes.for_refusal(exc.code)
+    except LivenessUnknown as exc:  # the daemon may well be running: only the follow stopped
+        _err(str(exc))
+        return exit_codes.FAILED
     except IpcError as exc:
         _err(str(exc))
         return exit_codes.for_ipc_error(exc)

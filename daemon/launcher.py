@@ -101,7 +101,9 @@ class _MainlessPopen(popen_forkserver.Popen):
         finally:
             multiprocessing.context.set_spawning_popen(None)
         self.sentinel, w = forkserver.connect_to_new_process(self._fds)
-        parent_w = os.dup(w)  # the child watches this to notice the parent is gone
+        # The run's liveness pipe: the worker reads EOF on it once this process is gone, however it died
+        # (`workers/daemon_watch.py`). Non-inheritable, so no other child of ours keeps it open.
+        parent_w = os.dup(w)
         self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))
         with open(w, "wb", closefd=True) as f:
             f.write(buf.getbuffer())

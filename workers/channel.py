@@ -51,7 +51,7 @@ from yagent.ipc.records import MAX_FRAME_BYTES, Message, cut_to_frame, decode, e
 from yagent.ipc.sockets import connect_dealer
 from yagent.ipc.vocabulary import ControlAction, QuestionKind
 
-__all__ = ["DaemonChannel", "DaemonLost"]
+__all__ = ["ChannelFailed", "DaemonChannel", "DaemonLost"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,10 @@ _MAX_DEPTH = 64
 
 class DaemonLost(Exception):
     """The daemon stopped answering; the run must wrap up and exit."""
+
+
+class ChannelFailed(Exception):
+    """Handling a message from the daemon failed (a bug in yagent): the run ends as failed."""
 
 
 class DaemonChannel:
@@ -90,6 +94,8 @@ class DaemonChannel:
         self.last_heard = time.monotonic()
         self.cancel_reason: str | None = None
         self.lost = False
+        # What broke in handling the daemon's messages, when something did: the run ends FAILED / PANIC.
+        self.failure: str | None = None
         self.on_cancel: Callable[[str], None] | None = None
         self.spec: RunSpec | None = None
 
@@ -99,7 +105,7 @@ class DaemonChannel:
         """Say hello and wait for the start message with the run's spec."""
         loop = asyncio.get_running_loop()
         self._start = loop.create_future()
-        self._reader = loop.create_task(self._read_loop(), name=f"channel-reader-{self.run_id}")
+        self._reader = self._owned(loop.create_task(self._read_loop(), name=f"channel-reader-{self.run_id}"))
         self._send(encode(WorkerHello(version=PROTOCOL_VERSION, run=self.run_id, pid=os.getpid())))
         try:
             async with asyncio.timeout(timeout):
@@ -107,9 +113,21 @@ class DaemonChannel:
         except TimeoutError:
             raise DaemonLost(f"no start message from yagentd within {timeout:.0f}s") from None
         self.spec = spec
-        self._watchdog = loop.create_task(self._watch_daemon(spec.daemon_loss_timeout),
-                                          name=f"channel-watchdog-{self.run_id}")
+        self._watchdog = self._owned(loop.create_task(self._watch_daemon(spec.daemon_loss_timeout),
+                                                      name=f"channel-watchdog-{self.run_id}"))
         return spec
+
+    def _owned(self, task: asyncio.Task[None]) -> asyncio.Task[None]:
+        """The channel's background tasks end only when it closes; one that dies of an error fails the run."""
+        def ended(done: asyncio.Task[None]) -> None:
+            if done.cancelled() or done.exception() is None:
+                return
+            exc = done.exception()
+            log.error("run %s: the channel's %s task died", self.run_id, done.get_name(), exc_info=exc)
+            self.fail(f"the channel's {done.get_name()} task raised {type(exc).__name__}: {exc}")
+
+        task.add_done_callback(ended)
+        return task
 
     async def finish(self, result: RunResult, timeout: float = 5.0) -> bool:
         """Send the final result and wait for the daemon's acknowledgement."""
@@ -122,7 +140,7 @@ class DaemonChannel:
             async with asyncio.timeout(timeout):
                 await self._ack
             return True
-        except TimeoutError:
+        except (TimeoutError, DaemonLost):  # the daemon died while we waited: nobody will acknowledge
             return False
 
     async def close(self) -> None:
@@ -226,6 +244,8 @@ class DaemonChannel:
     async def _request(self, msg: Message, expect: type[Message]) -> Message:
         if self.lost:
             raise DaemonLost("yagentd is gone")
+        if self.failure is not None:
+            raise ChannelFailed(self.failure)
         with self._pending.expect(msg) as reply:
             try:
                 frame = encode(msg)
@@ -290,25 +310,39 @@ class DaemonChannel:
     def paused(self) -> bool:
         return not self._resume.is_set()
 
-    def cancel(self, reason: str) -> None:
-        if self.cancel_reason is None:
+    def cancel(self, reason: str, *, again: bool = False) -> None:
+        """Stop the run (once: a second cancellation would cut short what it writes on its way out), or, with
+        `again`, cancel it once more — the daemon's SIGTERM after the grace it gave the first."""
+        first = self.cancel_reason is None
+        if first:
             self.cancel_reason = reason
         self._resume.set()  # a paused run must wake up to notice it was cancelled
-        if self.on_cancel is not None:
+        if (first or again) and self.on_cancel is not None:
             self.on_cancel(reason)
 
     # -- inbound ------------------------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
         while True:
-            frame = await self._sock.recv()
+            try:
+                frame = await self._sock.recv()
+            except zmq.ZMQError as exc:  # the socket itself failed: nothing more can be heard from yagentd
+                self.daemon_lost(f"cannot read from yagentd's socket: {exc}")
+                return
             self.last_heard = time.monotonic()
             try:
                 msg = decode(frame)
             except ProtocolError as exc:  # malformed or over the cap: skip it, keep listening
                 log.warning("ignoring a malformed frame from yagentd: %s", exc)
                 continue
-            self._dispatch(msg)
+            try:
+                self._dispatch(msg)
+            except Exception as exc:
+                # A bug, not a bad frame: the run cannot trust its state any more, so it ends now (failed, with
+                # the reason) instead of waiting out the loss timeout. The reader stays: the result's
+                # acknowledgement still has to be heard.
+                log.exception("run %s: handling a %s message from yagentd failed", self.run_id, msg.kind)
+                self.fail(f"handling a {msg.kind} message from yagentd raised {type(exc).__name__}: {exc}")
 
     def _dispatch(self, msg: Message) -> None:
         if isinstance(msg, Ping):
@@ -336,6 +370,9 @@ class DaemonChannel:
             return
         if isinstance(msg, ErrorReply) and self._start is not None and not self._start.done():
             self._start.set_exception(RemoteError(msg.code, msg.message))
+            return
+        # A late reply to a request withdrawn meanwhile, or a kind that is not for workers: nothing to do.
+        log.debug("run %s: ignoring a %s message nobody waits for", self.run_id, msg.kind)
 
     async def _watch_daemon(self, loss_timeout: float) -> None:
         """Declare the daemon lost when it has been silent (no ping) for `loss_timeout`."""
@@ -351,8 +388,25 @@ class DaemonChannel:
             return
         log.warning("run %s: daemon lost (%s); wrapping up", self.run_id, why)
         self.lost = True
-        self._pending.fail_all(DaemonLost(why))
+        lost = DaemonLost(why)
+        self._pending.fail_all(lost)
+        for waiting in (self._start, self._ack):
+            if waiting is not None and not waiting.done():
+                waiting.set_exception(lost)
         self.cancel("interrupted")
+
+    def fail(self, why: str) -> None:
+        """End the run as failed because the channel broke: requests in flight fail at once saying why."""
+        if self.failure is not None:
+            return
+        self.failure = why
+        self._pending.fail_all(ChannelFailed(why))
+        if self._start is not None and not self._start.done():
+            self._start.set_exception(ChannelFailed(why))
+        try:
+            self.cancel("failed")
+        except Exception:  # the cancel hook itself is broken: the requests failing above still end the run
+            log.exception("run %s: cancelling the run after the channel failed raised too", self.run_id)
 
 
 # -- making what an agent hands over fit the wire -------------------------------------------------------

@@ -1,9 +1,11 @@
 """The worker process entry point: the function the forkserver runs for every run.
 
-The worker puts itself in its own process group (so the daemon can signal its whole tree), asks the
-kernel for SIGTERM when its parent — the forkserver, which exits when the daemon dies — goes away,
-marks its environment with the run id (inherited by every tool child, so orphans can be found), then
-connects to the daemon and runs its agent kind until it reports a result.
+The worker first lets go of the forkserver's liveness pipe (so the forkserver exits as soon as the
+daemon dies), puts itself in its own process group (so the daemon can signal its whole tree), asks the
+kernel for SIGTERM when its parent — the forkserver — goes away, marks its environment with the run id
+(inherited by every tool child, so orphans can be found), then connects to the daemon and runs its agent
+kind until it reports a result. It watches its own pipe to the daemon (`daemon_watch`): when yagentd
+dies, the run wraps up at once — cancelled, its tools stopped, its result and memory written — and exits.
 """
 
 from __future__ import annotations
@@ -20,14 +22,17 @@ import resource
 import signal
 import sys
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from multiprocessing import forkserver
 
 from yagent.ipc.errors import MalformedMessage
 from yagent.ipc.messages import RunOutcome, RunResult
 from yagent.ipc.vocabulary import RunStatus, StopReason
 
 from .channel import DaemonChannel, DaemonLost
+from .daemon_watch import WRAP_UP_GRACE, DaemonWatch, daemon_liveness_fd
 from .kinds import RunContext, known_kinds, resolve_kind
+from .tools.processes import kill_descendants
 
 __all__ = ["worker_main"]
 
@@ -51,6 +56,20 @@ def _prctl(option: int, arg: int | bytes) -> None:
         pass  # not Linux: heartbeat loss still ends the worker
 
 
+def _leave_the_forkserver() -> None:
+    """Close the forkserver's "alive" pipe the fork handed us.
+
+    The stdlib gives every child a copy of its write end, so the forkserver would live on while any worker
+    does — and the parent-death signal below, which fires when the forkserver exits, would never come.
+    """
+    server = forkserver._forkserver
+    fd = getattr(server, "_forkserver_alive_fd", None)  # a private of the stdlib: absent, there is nothing to do
+    if fd is not None:
+        server._forkserver_alive_fd = None
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 def _become_run_process(run_id: str, agent_hint: str) -> None:
     parent = os.getppid()
     with contextlib.suppress(OSError):
@@ -63,6 +82,7 @@ def _become_run_process(run_id: str, agent_hint: str) -> None:
 
 
 def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ...] = ()) -> None:
+    _leave_the_forkserver()
     _become_run_process(run_id, "worker")
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s worker {run_id} %(levelname)s %(name)s: %(message)s")
     for module in agent_modules:
@@ -73,12 +93,28 @@ def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ..
     # nothing left in this process is worth waiting for.
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    code = loop.run_until_complete(_serve(run_id, workers_endpoint))
+    code = loop.run_until_complete(_serve(run_id, workers_endpoint, liveness_fd=daemon_liveness_fd(),
+                                          give_up=_abandon_run))
+    if code == EXIT_DAEMON_LOST:
+        kill_descendants()  # with yagentd gone nobody else sweeps what the run's tools left running
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(code)
+
+
+def _abandon_run() -> None:
+    """The run is stuck past its wrap-up time with its daemon gone: leave, taking its tools along.
+
+    Called from the watch thread while the event loop is stuck: nothing here may wait for the loop or a lock
+    it might hold (logging's included), so the last word goes straight to stderr.
+    """
+    kill_descendants()
+    with contextlib.suppress(OSError):
+        os.write(2, f"worker {os.getpid()}: the run did not wrap up within {WRAP_UP_GRACE:.0f}s of yagentd's "
+                    "exit; leaving without it\n".encode())
+    os._exit(EXIT_DAEMON_LOST)
 
 
 def _outcome_from_exception(exc: BaseException) -> RunOutcome:
@@ -87,14 +123,34 @@ def _outcome_from_exception(exc: BaseException) -> RunOutcome:
                         error=f"agent raised {exc.__class__.__name__}: {exc}", data={"traceback": tb[-4000:]})
 
 
-async def _serve(run_id: str, endpoint: str) -> int:
+async def _serve(run_id: str, endpoint: str, *, liveness_fd: int | None = None,
+                 give_up: Callable[[], None] | None = None) -> int:
+    """Run one agent kind for the daemon at `endpoint`; `liveness_fd` is the read end of the run's pipe to the
+    daemon (EOF = the daemon is gone), `give_up` what to do if the run has not wrapped up in time after that."""
     channel = DaemonChannel(run_id, endpoint)
+    watch = None
+    if liveness_fd is not None:
+        loop = asyncio.get_running_loop()
+
+        def gone(why: str) -> None:  # from the watch thread
+            with contextlib.suppress(RuntimeError):  # the loop already closed: the run is over anyway
+                loop.call_soon_threadsafe(channel.daemon_lost, why)
+
+        watch = DaemonWatch(liveness_fd, on_gone=gone, give_up=give_up).start()
+    try:
+        return await _serve_run(run_id, channel)
+    finally:
+        if watch is not None:
+            watch.stop()
+
+
+async def _serve_run(run_id: str, channel: DaemonChannel) -> int:
     try:
         spec = await channel.open()
     except (DaemonLost, Exception) as exc:
         log.error("run %s: could not start: %s", run_id, exc)
         await channel.close()
-        return EXIT_NO_START
+        return EXIT_DAEMON_LOST if channel.lost else EXIT_NO_START
     _prctl(_PR_SET_NAME, f"yagent:{spec.agent}"[:15].encode())
     try:
         os.chdir(spec.project_root)
@@ -119,7 +175,9 @@ async def _serve(run_id: str, endpoint: str) -> int:
     channel.on_cancel = lambda reason: agent_task.cancel(reason)
     if channel.cancel_reason is not None:  # the cancel arrived with the start message, before on_cancel
         agent_task.cancel(channel.cancel_reason)
-    loop.add_signal_handler(signal.SIGTERM, lambda: channel.cancel("interrupted"))
+    # SIGTERM: the daemon's stop escalation (cancel once more), or the parent-death signal when the daemon, and
+    # so the forkserver, died — that one comes with the daemon's loss, which has cancelled the run already.
+    loop.add_signal_handler(signal.SIGTERM, lambda: channel.cancel("interrupted", again=not channel.lost))
     returned: object
     try:
         returned = await agent_task
@@ -130,11 +188,22 @@ async def _serve(run_id: str, endpoint: str) -> int:
     except Exception as exc:
         returned = _outcome_from_exception(exc)
     loop.remove_signal_handler(signal.SIGTERM)
+    if channel.failure is not None:
+        returned = _channel_failed(returned, channel.failure)
     delivered = await channel.finish(_result(returned, spec.agent), timeout=1.0 if channel.lost else 5.0)
     await channel.close()
     if channel.lost or not delivered:
         return EXIT_DAEMON_LOST
     return EXIT_OK
+
+
+def _channel_failed(returned: object, why: str) -> RunOutcome:
+    """The outcome of a run whose channel to the daemon broke, keeping what the agent had to say."""
+    kept = returned if isinstance(returned, RunOutcome) else RunOutcome(status=RunStatus.FAILED,
+                                                                         stop_reason=StopReason.PANIC)
+    return dataclasses.replace(kept, status=RunStatus.FAILED, stop_reason=StopReason.PANIC, error=_joined(
+        f"the worker's channel to yagentd failed: {why}; this is a bug in yagent: the daemon's log has the "
+        "worker's traceback", kept.error))
 
 
 def _result(returned: object, agent: str) -> RunResult:

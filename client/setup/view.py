@@ -21,6 +21,7 @@ from prompt_toolkit.layout import Layout, Window
 from prompt_toolkit.output import Output
 
 from ..lines_control import LinesControl
+from ..owned_tasks import OwnedTasks
 from ..theme import STYLE
 from .config_file import ConfigFile
 from .probe import ProbeResult, probe_provider
@@ -79,6 +80,13 @@ class SetupView:
             self.wizard.probe_finished(result)
         self.invalidate()
 
+    def show_error(self, text: str) -> None:
+        """A background task of the wizard failed: say so on its screen, and never leave a test spinning."""
+        w = self.wizard
+        w.probe_running = False
+        w.message, w.message_error = text, True
+        self.invalidate()
+
 
 def build_setup_bindings(view: Callable[[], SetupView | None], active: Filter) -> KeyBindings:
     kb = KeyBindings()
@@ -123,15 +131,8 @@ async def run_setup(path: Path, *, input: Input | None = None, output: Output | 
     """The standalone wizard: returns when it is done (written, discarded or quit). A caller may hand
     in the `wizard` to run (and watch its state); by default one is made for `path`."""
     env = dict(os.environ if environ is None else environ)
-    tasks: set[asyncio.Task[Any]] = set()
-
-    def spawn(name: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-        return task
-
     holder: dict[str, SetupView] = {}
+    tasks = OwnedTasks(lambda text: holder["view"].show_error(text))
     app: Application[None] = Application(full_screen=True, style=STYLE, input=input, output=output,
                                          mouse_support=False)
 
@@ -141,18 +142,12 @@ async def run_setup(path: Path, *, input: Input | None = None, output: Output | 
 
     if wizard is None:
         wizard = Wizard(ConfigFile.load(path), env)
-    view = SetupView(wizard, on_done=done, probe=probe, spawn=spawn, invalidate=app.invalidate)
+    view = SetupView(wizard, on_done=done, probe=probe, spawn=tasks.spawn, invalidate=app.invalidate)
     holder["view"] = view
     app.layout = Layout(view.container, focused_element=view.window)
     app.key_bindings = build_setup_bindings(lambda: holder.get("view"), Condition(lambda: True))
     try:
         await app.run_async()
     finally:
-        for task in list(tasks):
-            task.cancel()
-        for task in list(tasks):
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await tasks.aclose()
     return view.wizard

@@ -21,6 +21,7 @@ from yagent.ipc.messages import Event, TaskDetail
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, YoloLevel
 
 from ..humanize import age
+from ..owned_tasks import OwnedTasks
 from ..stamped import stamped_data
 from .backend import Backend
 from .commands import COMMANDS, parse_input
@@ -99,7 +100,7 @@ class TuiController:
         self.exit_app: Callable[[ExitInfo], None] = lambda info: None
         self.open_setup: Callable[[], None] = lambda: None
         self.exit_info: ExitInfo | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = OwnedTasks(lambda text: self.say(text, error=True))
         self._generation = 0
         self._pump: asyncio.Task[Any] | None = None
         facts = self.facts()
@@ -112,29 +113,11 @@ class TuiController:
             listener()
 
     def spawn(self, name: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None:
-            self.say(f"internal error in {task.get_name()}: {type(exc).__name__}: {exc}", error=True)
+        return self._tasks.spawn(name, coro)
 
     async def aclose(self) -> None:
         self._generation += 1
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await self._tasks.aclose()
         await self.backend.close()
 
     def say(self, text: str, *, error: bool = False) -> None:

@@ -19,6 +19,8 @@ Its input is a JSON object `{"steps": [...], "output": "..."}`; each step is one
     {"options": true}                             emit event "options" with the run's submit options
     {"event": {"type": T, "data": {...}}}         emit one event of any type with exactly this data
     {"chunks": ["a", "b"], "delay": S}            stream ai_chunk events {"text": ...} S seconds apart
+    {"wrap_up": {"seconds": S, "file": P}}        wait to be stopped; then take S seconds (awaiting, as a memory
+                                                  write does) and write file P — a second cancellation loses P
 
 Loaded into workers through `[daemon] agent_modules = ["tests.agents.scripted"]`.
 """
@@ -31,6 +33,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 from yagent.ipc.messages import RunOutcome
@@ -128,6 +131,15 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
         for text in step["chunks"]:
             ctx.emit(EventType.AI_CHUNK, {"text": text})
             await asyncio.sleep(float(step.get("delay", 0)))
+    elif "wrap_up" in step:
+        spec = step["wrap_up"]
+        ctx.emit("mark", {"name": "wrapping"})
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await asyncio.sleep(float(spec.get("seconds", 0.5)))
+            Path(spec["file"]).write_text("written on the way out")
+            raise
     elif "options" in step:
         ctx.emit("options", dict(ctx.spec.options))
     elif "mark" in step:

@@ -235,3 +235,37 @@ def test_the_connectivity_result_is_shown_once(tmp_path: Path, ok: bool) -> None
     screen = ["".join(text for _style, text in line) for line in render_wizard(w, 100, 30)]
     said = "the endpoint answered in 0.2s" if ok else "connection refused"
     assert sum(said in line for line in screen) == 1, screen
+
+
+class _WizardWithABug(Wizard):
+    def probe_finished(self, result: ProbeResult) -> None:
+        raise RuntimeError("a bug in the wizard")
+
+
+def test_a_background_task_of_the_standalone_wizard_that_fails_is_shown_on_its_screen(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(TWO)
+    unread: list[dict] = []
+
+    async def probe(table, environ) -> ProbeResult:
+        return ProbeResult(True, "ok")
+
+    async def go() -> Wizard:
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, context: unread.append(context))
+        w = _WizardWithABug(ConfigFile.load(path), {})
+        with create_pipe_input() as pipe:
+            runner = asyncio.get_running_loop().create_task(
+                run_setup(path, wizard=w, probe=probe, input=pipe, output=SizedOutput(100, 30)))
+            pipe.send_text("e")  # edit the selected provider
+            await until(lambda: w.screen == "form", "the form")
+            pipe.send_text("\x13")  # ctrl+s: save and test, in a background task
+            await until(lambda: w.message_error and "a bug in the wizard" in w.message, "the task's error on screen")
+            assert not w.probe_running  # the test screen does not spin for ever
+            pipe.send_text("\x03")
+            async with asyncio.timeout(10):
+                return await runner
+
+    w = arun(go(), timeout=20)
+    assert w.message == "internal error in setup-probe: RuntimeError: a bug in the wizard"
+    assert unread == []
+    assert path.read_text() == TWO

@@ -104,6 +104,9 @@ class Step:
     are, so invalid UTF-8 can be scripted (in-process only: bytes do not survive `to_dict`).
     `thinking` scripts several Anthropic thinking / redacted_thinking blocks in order (it replaces
     `reasoning` + `signature`, which make one block; OpenAI gets the joined text as reasoning).
+    `end_latency` is the pause between the last event (the format's end marker) and the end of the body,
+    during which the request stays open on the server whatever the client does, as with a server that
+    finishes its own work before it closes the response.
     """
 
     text: str = ""
@@ -119,6 +122,7 @@ class Step:
     raw: str | bytes | list[str] | list[bytes] | None = None
     raw_content_type: str = "text/event-stream"
     thinking: list[ThinkingSpec] = field(default_factory=list)
+    end_latency: float = 0.0
 
     def thinking_blocks(self) -> list[ThinkingSpec]:
         """The thinking blocks to send: `thinking`, else one block of `reasoning` signed with `signature`."""

@@ -293,6 +293,20 @@ class FakeProvider:
         assert found is not None
         return found
 
+    def most_open_at_once(self, identity: str | None = None) -> int:
+        """The most requests (of `identity`, or all) the server had open at one moment: from receiving a request
+        to the end of its response or noticing the client gone; one still unanswered counts as open."""
+        with self._cond:
+            spans = [(r.received_at, r.finished_at if r.finished_at is not None else float("inf"))
+                     for r in self._requests if identity is None or r.identity == identity]
+        # Ends sort before starts at the same instant: a request that begins as another ends never overlaps it.
+        marks = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans], key=lambda m: (m[0], m[1]))
+        most = now = 0
+        for _, step in marks:
+            now += step
+            most = max(most, now)
+        return most
+
     def wait_until(self, predicate: Callable[[FakeProvider], bool], timeout: float = 10.0) -> None:
         """Block until `predicate(self)` holds; it is re-checked whenever a request changes state."""
         self._wait(lambda: predicate(self), timeout, lambda: "the condition never held")
@@ -471,7 +485,7 @@ class FakeProvider:
                                            b"".join(c if isinstance(c, bytes) else c.encode() for c in chunks))
                 self._finish(record, 200)
                 return True
-            return await self._stream(conn, record, chunks, step, None)
+            return await self._stream(conn, record, chunks, step, failure)
         render = render_anthropic if record.api_format == "anthropic" else render_openai
         rendered: Rendered = render(step, body, record.serial, len(record.raw))
         if rendered.json_body is not None:
@@ -509,10 +523,12 @@ class FakeProvider:
                 await writer.drain()
             if failure is not None and failure.after_chunks >= len(events):
                 return await self._fail_stream(conn, record, "", failure)
+            if step.end_latency:
+                await asyncio.sleep(step.end_latency)  # not watching for a hang-up: the request is open till the end
             writer.write(b"0\r\n\r\n")
             await writer.drain()
-            self._finish(record, 200)
-            return True
+            self._finish(record, 200, disconnected=conn.closed.is_set())
+            return not conn.closed.is_set()
         except ConnectionError:
             self._finish(record, 200, disconnected=True)
             return False
@@ -528,11 +544,12 @@ class FakeProvider:
             return False
         return True
 
-    async def _fail_stream(self, conn: _Connection, record: RecordedRequest, next_event: str,
+    async def _fail_stream(self, conn: _Connection, record: RecordedRequest, next_event: str | bytes,
                            failure: Failure) -> bool:
         writer = conn.writer
         if failure.kind == "truncate":
-            half = next_event.encode()[: max(1, len(next_event) // 2)]
+            data = next_event if isinstance(next_event, bytes) else next_event.encode()
+            half = data[: max(1, len(data) // 2)]
             writer.write(b"%x\r\n%s\r\n" % (len(half), half))
             await writer.drain()
             writer.transport.abort()  # no terminating chunk: the client sees an incomplete body

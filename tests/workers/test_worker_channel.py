@@ -19,6 +19,8 @@ import zmq.asyncio
 from yagent.ipc.messages import (
     AskUser,
     EventBatch,
+    LeaseGrant,
+    ListTasks,
     ResultAck,
     RunControl,
     RunOutcome,
@@ -41,9 +43,8 @@ async def _waits_forever(ctx: RunContext) -> RunOutcome:
 
 
 def _spec(run: str, **kw) -> RunSpec:
-    fields = {"agent": "test-waits-forever", "daemon_loss_timeout": 30.0, **kw}
-    return RunSpec(run=run, task="t1", turn=1, project="p", project_root=os.getcwd(), input="x",
-                   home="/nonexistent", **fields)
+    fields = {"agent": "test-waits-forever", "daemon_loss_timeout": 30.0, "project_root": os.getcwd(), **kw}
+    return RunSpec(run=run, task="t1", turn=1, project="p", input="x", home="/nonexistent", **fields)
 
 
 async def _router(tmp_path: Path) -> tuple[zmq.asyncio.Context, zmq.asyncio.Socket, str]:
@@ -311,3 +312,114 @@ def test_a_worker_whose_daemon_is_gone_exits_even_with_a_thread_stuck_in_a_tool(
             ctx.term()
 
     assert asyncio.run(main()) == entry.EXIT_DAEMON_LOST
+
+
+def test_a_daemon_that_dies_before_starting_the_run_is_noticed_at_once_through_the_runs_pipe(
+        tmp_path: Path) -> None:
+    async def main() -> int:
+        ctx, router, endpoint = await _router(tmp_path)
+        liveness_r, liveness_w = os.pipe()
+        served = asyncio.create_task(entry._serve("r8", endpoint, liveness_fd=liveness_r))
+        try:
+            await _recv(router, WorkerHello)
+            os.close(liveness_w)  # the daemon dies between the hello and the start: no StartRun ever comes
+            async with asyncio.timeout(5.0):  # the start deadline is 30 s
+                return await served
+        finally:
+            os.close(liveness_r)
+            router.close(0)
+            ctx.term()
+
+    assert asyncio.run(main()) == entry.EXIT_DAEMON_LOST
+
+
+@agent_kind("test-asks-then-writes-on-the-way-out")
+async def _asks_then_writes(ctx: RunContext) -> RunOutcome:
+    try:
+        await ctx.ask_user("input", "anyone?", options=[], default=None, details={})
+    except asyncio.CancelledError:
+        ctx.emit("mark", {"name": "wrapping"})
+        ctx.channel.flush()
+        await asyncio.sleep(0.2)  # a memory write on the way out: a second cancellation would lose it
+        (Path(ctx.spec.project_root) / "on-the-way-out").write_text("kept")
+        raise
+    return RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT)
+
+
+@pytest.mark.parametrize("cancelled_first", [False, True])
+def test_a_daemon_that_dies_mid_run_stops_it_once_and_its_last_writes_happen(
+        tmp_path: Path, cancelled_first: bool) -> None:
+    async def main() -> tuple[int, RunResult]:
+        ctx, router, endpoint = await _router(tmp_path)
+        liveness_r, liveness_w = os.pipe()
+        served = asyncio.create_task(entry._serve("r9", endpoint, liveness_fd=liveness_r))
+        try:
+            identity, _ = await _recv(router, WorkerHello)
+            spec = _spec("r9", agent="test-asks-then-writes-on-the-way-out", project_root=str(tmp_path))
+            await router.send_multipart([identity, encode(StartRun(spec=spec))])
+            await _recv(router, AskUser)
+            if cancelled_first:  # the daemon cancels the run, then dies while the run writes what it must
+                await router.send_multipart([identity, encode(RunControl(action=ControlAction.CANCEL,
+                                                                         reason="cancelled"))])
+                await _recv(router, EventBatch)
+            os.close(liveness_w)
+            # The result still goes out (nobody acknowledges it), and the worker does not wait for the loss timeout.
+            _, result = await _recv(router, RunResult, deadline=5.0)
+            async with asyncio.timeout(5.0):
+                return await served, result
+        finally:
+            os.close(liveness_r)
+            router.close(0)
+            ctx.term()
+
+    code, result = asyncio.run(main())
+    assert code == entry.EXIT_DAEMON_LOST
+    assert result.outcome.stop_reason == (StopReason.CANCELLED if cancelled_first else StopReason.INTERRUPTED).value
+    assert (tmp_path / "on-the-way-out").read_text() == "kept"
+
+
+# -- a channel whose handling of a message fails ----------------------------------------------------------
+
+
+@agent_kind("test-breaks-its-cancel-hook")
+async def _breaks_its_cancel_hook(ctx: RunContext) -> RunOutcome:
+    def broken(_reason: str) -> None:
+        raise RuntimeError("a cancel hook with a bug")
+
+    ctx.channel.on_cancel = broken  # run by the reader when the daemon's cancel arrives
+    await ctx.ask_user("input", "anyone?", options=[], default=None, details={})
+    return RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT)
+
+
+def test_a_message_whose_handling_raises_fails_the_run_at_once_and_bad_frames_never_stop_the_reader(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> tuple[int, RunResult]:
+        ctx, router, endpoint = await _router(tmp_path)
+        served = asyncio.create_task(entry._serve("r10", endpoint))
+        try:
+            identity, _ = await _recv(router, WorkerHello)
+            spec = _spec("r10", agent="test-breaks-its-cancel-hook")
+            await router.send_multipart([identity, encode(StartRun(spec=spec))])
+            await _recv(router, AskUser)
+            # Frames that are merely bad: garbage, a control-socket request, a reply nobody waits for.
+            for frame in (b"\xc1garbage", encode(ListTasks(id=7)), encode(LeaseGrant(id=999))):
+                await router.send_multipart([identity, frame])
+            await router.send_multipart([identity, encode(RunControl(action=ControlAction.CANCEL, reason="cancelled"))])
+            # At once, not after the 30 s loss timeout: the question waiting for a reply fails, the run reports.
+            _, result = await _recv(router, RunResult, deadline=5.0)
+            await router.send_multipart([identity, encode(ResultAck())])  # heard: the reader is still alive
+            async with asyncio.timeout(5.0):
+                return await served, result
+        finally:
+            router.close(0)
+            ctx.term()
+
+    with caplog.at_level("ERROR", logger="yagent.workers.channel"):
+        code, result = asyncio.run(main())
+    assert code == entry.EXIT_OK
+    outcome = result.outcome
+    assert (outcome.status, outcome.stop_reason) == (RunStatus.FAILED, StopReason.PANIC)
+    assert "channel to yagentd failed: handling a run_control message" in outcome.error
+    assert "RuntimeError: a cancel hook with a bug" in outcome.error
+    logged = [r for r in caplog.records if "handling a run_control message" in r.getMessage()]
+    assert logged and logged[0].exc_info is not None  # with the traceback

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from abc import ABC, abstractmethod
@@ -44,6 +45,10 @@ __all__ = ["DEFAULT_OPTIONS", "Engine", "HTTPEngine", "StreamParser"]
 DEFAULT_OPTIONS = CallOptions()
 DEFAULT_CONNECT_TIMEOUT = 15.0
 _ERROR_BODY_LIMIT = 4000
+# What a server may still send after the format's end marker (the body's last bytes), and for how long,
+# before we hang up on it rather than keep its in-flight slot.
+_AFTER_END_BYTES = 64 * 1024
+_AFTER_END_SECONDS = 2.0
 
 
 class Engine(ABC):
@@ -163,7 +168,10 @@ class HTTPEngine(Engine):
         one slot for its whole chain. Lease, retries, HTTP and SSE reading share this one generator on
         purpose: each async-generator layer costs about as much per chunk as parsing the chunk.
         """
-        # The lease is taken before the budget clock starts: waiting for a slot is not slowness.
+        # The lease is taken before the budget clock starts: waiting for a slot is not slowness. It goes back only
+        # once the response is over: read to its end (the server is done with it) or closed (we hung up), on every
+        # path. Retries keep it: one request's attempts follow each other in one slot, each response closed
+        # before the next is sent, so an attempt never waits behind newer requests for a slot it already had.
         async with self._gate.hold() if lease else contextlib.nullcontext():
             retry = self.retry
             clock = retry.clock
@@ -249,6 +257,9 @@ class HTTPEngine(Engine):
                                         continue  # an event with empty data says nothing to either API
                                     out = feed(data.decode("utf-8", "replace"))
                                     if out is None:
+                                        if parser.done:  # the end marker: nothing after it is the model's
+                                            at_end = True
+                                            break
                                         continue
                                     emitted = True
                                     if type(out) is tuple:
@@ -261,6 +272,8 @@ class HTTPEngine(Engine):
                                         break
                         except (KeyError, TypeError, AttributeError, IndexError) as exc:
                             raise self.unreadable(data.decode("utf-8", "replace"), exc) from exc
+                        if parser.done:
+                            await _read_to_end(chunks)
                         final = parser.finish()
                         deliver(replace(final, attempts=attempt))
                         return
@@ -276,7 +289,7 @@ class HTTPEngine(Engine):
                                               provider=self.provider, model=self.model,
                                               status=response.status_code) from exc
                     finally:
-                        await response.aclose()
+                        await close_response(response)
                 except LLMError as exc:
                     error = exc
                 if not emitted and isinstance(error, LLMBadRequestError) and self.drop_rejected_field(body, error):
@@ -380,6 +393,36 @@ class HTTPEngine(Engine):
     def unreadable(self, data: str, exc: Exception) -> LLMServerError:
         return LLMServerError(f"the server sent JSON this engine cannot read ({type(exc).__name__}: {exc}): "
                               f"{data[:200]!r}", provider=self.provider, model=self.model, status=200)
+
+
+async def _read_to_end(chunks: AsyncGenerator[bytes, None]) -> None:
+    """Read what follows the end marker (the chunked body's terminator, a trailing newline), so the server has
+    ended the response before its slot goes back; a server that keeps sending is hung up on after a bound."""
+    left = _AFTER_END_BYTES
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):  # the reply is complete: hanging up is all that is left
+        async with asyncio.timeout(_AFTER_END_SECONDS):
+            async for chunk in chunks:
+                left -= len(chunk)
+                if left < 0:
+                    return
+
+
+async def close_response(response: httpx.Response) -> None:
+    """Close `response`'s connection even if cancelled meanwhile (again), then let the cancellation through.
+
+    httpx shields its close from anyio cancel scopes only, not from a native task cancellation: a second
+    cancel (the daemon's stop escalation) would leave the socket open while the lease goes back.
+    """
+    closing = asyncio.ensure_future(response.aclose())
+    cancelled = False
+    while not closing.done():
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    closing.result()
 
 
 def deltas_of(response: Response) -> tuple[Delta, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import AsyncGenerator, Callable, Sequence
 
@@ -64,10 +65,12 @@ class FallbackEngine(Engine):
                 received: list[Response] = []
                 emitted = False
                 try:
-                    async for delta in engine.attempts(messages, tools, options, received.append,
-                                                       max_retries=retries):
-                        emitted = True
-                        yield delta
+                    # Closed here, not whenever it is collected: its response must be closed before the lease goes.
+                    async with contextlib.aclosing(engine.attempts(messages, tools, options, received.append,
+                                                                   max_retries=retries)) as attempts:
+                        async for delta in attempts:
+                            emitted = True
+                            yield delta
                 except LLMBadRequestError:
                     raise
                 except LLMError as exc:

@@ -2,7 +2,8 @@
 
 In production the worker's daemon channel implements it (the daemon grants leases fairly across
 projects). One logical request holds one slot from before its timeout starts until it ends, across
-its retries and its whole stream, and gives it back on every path.
+its retries and its whole stream, and gives it back on every path — only once its last response is
+over at the provider (read to its end, or closed by us), so the limit holds as the provider counts.
 """
 
 from __future__ import annotations

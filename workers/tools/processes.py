@@ -70,3 +70,20 @@ def group_alive(pgid: int) -> bool:
         except (ProcessLookupError, psutil.Error):
             continue
     return False
+
+
+def kill_descendants() -> int:
+    """SIGKILL every live descendant of this process; returns how many were signalled.
+
+    For a worker whose daemon is gone: nobody else is left to sweep what its tools started.
+    """
+    try:
+        found = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return 0
+    for proc in found:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    return len(found)
