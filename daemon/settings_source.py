@@ -19,13 +19,19 @@ __all__ = ["SettingsSource"]
 log = logging.getLogger(__name__)
 
 
-def _file_stamp(path: Path) -> tuple[int, int, int] | None:
-    """What tells a changed file from the one read before (None: no file)."""
+def _file_stamp(path: Path) -> tuple[object, ...] | None:
+    """What tells a changed file from the one read before (None: nothing there). The link itself counts too:
+    a symlink that appears, dangling, must be read (and refused), not taken for a missing file."""
     try:
-        st = path.stat()
+        link = path.lstat()
     except OSError:
         return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
+    try:
+        st = path.stat()
+        target: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+    except OSError:
+        target = None
+    return (link.st_ino, link.st_mtime_ns, target)
 
 
 class SettingsSource:

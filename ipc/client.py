@@ -8,7 +8,6 @@ speaking ZeroMQ we try a plain Unix connect, which fails immediately when nobody
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import os
 import socket
@@ -80,6 +79,7 @@ class DaemonClient:
             raise DaemonNotRunning(str(self.runtime_dir))
         self._sock = connect_dealer(self._ctx, RuntimePaths.endpoint(self.paths.control))
         self._reader = asyncio.get_running_loop().create_task(self._read_replies(), name="daemon-client-reader")
+        self._reader.add_done_callback(self._reader_ended)
         try:
             reply = await self.request(Hello(id=0, version=PROTOCOL_VERSION, pid=os.getpid()), HelloReply,
                                        timeout=self.connect_timeout)
@@ -98,11 +98,16 @@ class DaemonClient:
         self.hello = reply
         return reply
 
+    def _reader_ended(self, reader: asyncio.Task[None]) -> None:
+        """A reader that died (the socket failed) fails the requests waiting on it, rather than their timeouts."""
+        if not reader.cancelled() and reader.exception() is not None:
+            self._pending.fail_all(ProtocolError(f"the connection to yagentd failed: {reader.exception()}"))
+
     async def close(self) -> None:
         if self._reader is not None:
             self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
+            # gather, not a suppressed await: a cancellation of the caller itself must go through
+            await asyncio.gather(self._reader, return_exceptions=True)
             self._reader = None
         self._pending.cancel_all()
         if self._sock is not None:

@@ -41,7 +41,8 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval
 
 def arun(coro: Any, timeout: float = 60.0) -> Any:
     async def bounded() -> Any:
-        return await asyncio.wait_for(coro, timeout)
+        async with asyncio.timeout(timeout):
+            return await coro
 
     return asyncio.run(bounded())
 

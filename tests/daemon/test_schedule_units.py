@@ -87,3 +87,12 @@ def test_the_settings_source_reloads_a_changed_file_and_keeps_what_the_daemon_si
     with pytest.raises(ConfigError):
         source.refresh()
     assert source.current.delegate_idle_timeout == 45.0  # a broken file changes nothing
+
+
+def test_a_config_that_becomes_a_dangling_symlink_is_read_and_refused_not_taken_for_no_file(tmp_path: Path) -> None:
+    path = tmp_path / "config" / "config.toml"
+    path.parent.mkdir()
+    source = SettingsSource(tmp_path, load_settings(path))  # no file: built-in defaults
+    path.symlink_to(tmp_path / "gone.toml")
+    with pytest.raises(ConfigError):
+        source.refresh()

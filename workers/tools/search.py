@@ -161,8 +161,12 @@ async def ripgrep_search(rg: str, query: SearchQuery, *, pcre2: bool = False) ->
             # exit status 255 instead of ripgrep's own (2 for a bad pattern).
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)
-        await proc.wait()
-        stderr = (await stderr_task).decode("utf-8", errors="replace")
+        try:
+            await proc.wait()
+            stderr = (await stderr_task).decode("utf-8", errors="replace")
+        finally:
+            if not stderr_task.done():  # cancelled while waiting: the reader must not be left behind
+                stderr_task.cancel()
     if proc.returncode == 2 and not hits and not more:
         message = stderr.strip() or "ripgrep failed"
         if "regex parse error" in message or "PCRE2" in message:

@@ -169,6 +169,7 @@ async def _wait_with_heartbeat(proc: asyncio.subprocess.Process, timeout: float,
     finally:
         if not waiter.done():
             waiter.cancel()
+        waiter.add_done_callback(lambda f: f.cancelled() or f.exception())  # read, so none goes unseen
 
 
 register(
