@@ -51,8 +51,11 @@ def run_figures(run: RunSummary) -> str:
 
 
 def task_cost(task: TaskSummary) -> str:
-    """The task's cost against its limit: '$0.42', '$0.42 of $5.00'."""
-    if not any(r.requests for r in task.runs):
+    """The task's model use and cost against its limit: '12.3k→1.2k tokens · 7 requests · $0.42 of $5.00'."""
+    if not task.requests:
         return ""
     text = money(task.cost_usd, task.cost_known)
-    return f"{text} of ${task.cost_limit:.2f}" if task.cost_limit > 0 else text
+    if task.cost_limit > 0:
+        text += f" of ${task.cost_limit:.2f}"
+    return (f"{tokens_text(task.input_tokens)}→{tokens_text(task.output_tokens)} tokens · "
+            f"{task.requests} request{'s' if task.requests != 1 else ''} · {text}")

@@ -59,5 +59,7 @@ def task_summary(task: TaskRow, runs: list[RunRow], *, questions: list[Question]
     return TaskSummary(task=task.id, project=task.project_path, title=task.title, state=task.state,
                        created_at=task.created_at, updated_at=task.updated_at, runs=summaries, questions=questions,
                        last_seq=max(seq, task.last_seq) if seq is not None else task.last_seq,
+                       requests=sum(r.requests for r in summaries), input_tokens=sum(r.input_tokens for r in summaries),
+                       output_tokens=sum(r.output_tokens for r in summaries),
                        cost_usd=sum(r.cost_usd for r in summaries), cost_known=all(r.cost_known for r in summaries),
                        cost_limit=cost_limit)

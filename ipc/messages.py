@@ -132,6 +132,9 @@ class TaskSummary(Record):
     runs: list[RunSummary] = field(default_factory=list)
     questions: list[Question] = field(default_factory=list)
     last_seq: int = 0
+    requests: int = 0  # model calls of the listed runs
+    input_tokens: int = 0
+    output_tokens: int = 0
     cost_usd: float = 0.0  # the listed runs' cost
     cost_known: bool = True
     cost_limit: float = 0.0  # [llm] max_cost_per_task as it applies to this task (raised by the user?); 0 = none

@@ -64,6 +64,7 @@ def test_what_runs_cost_is_kept_after_they_end_and_the_days_total_survives_a_res
     (run,) = listed["runs"]
     assert (run["requests"], run["input_tokens"], run["output_tokens"]) == (2, 3, 10)
     assert run["cost_usd"] == pytest.approx(3.0) and run["cost_known"] and listed["cost_usd"] == pytest.approx(3.0)
+    assert (listed["requests"], listed["input_tokens"], listed["output_tokens"]) == (2, 3, 10)
     assert daemon.terminate() == 0
     daemon.start()
     shown = daemon.cli("--json", "daemon", "status")

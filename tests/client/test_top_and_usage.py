@@ -38,13 +38,13 @@ def test_top_lists_only_live_runs_with_the_daemons_line() -> None:
     live = TaskSummary(task="t1", project="/p", title="fix it", state=TaskState.RUNNING, created_at=0,
                        updated_at=0, runs=[_run(cpu_percent=5.0, rss_bytes=1 << 20, requests=1, cost_usd=0.5),
                                            RunSummary(run="r0", agent="repo", status=RunStatus.DONE)],
-                       cost_usd=0.5, cost_limit=2.0)
+                       requests=1, input_tokens=2000, output_tokens=100, cost_usd=0.5, cost_limit=2.0)
     done = TaskSummary(task="t2", project="/p", title="old", state=TaskState.DONE, created_at=0, updated_at=0,
                        runs=[RunSummary(run="r9", agent="director", status=RunStatus.DONE)])
     lines = render(status, [live, done], now=100.0)
     assert "spent today $1.50 of $10.00" in lines[0] and "model requests 1/4 in flight" in lines[0]
     text = "\n".join(lines)
-    assert "t1" in text and "$0.50 of $2.00" in text and "r1" in text
+    assert "t1" in text and "2.0k→100 tokens · 1 request · $0.50 of $2.00" in text and "r1" in text
     assert "r0" not in text and "t2" not in text
     assert task_cost(done) == ""
 
