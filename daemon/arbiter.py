@@ -33,6 +33,7 @@ from yagent.ipc.vocabulary import ErrorCode, StopReason
 
 from . import commands
 from .admission import WorkerSlots
+from .control_peers import CONTROL_HWM, ControlPeers, PeerLimits
 from .event_hub import EventHub
 from .launcher import Launcher
 from .leases import LeaseManager
@@ -74,6 +75,7 @@ class Daemon:
         clock: Callable[[], float] = time.monotonic,
         notifier: SystemdNotifier | None = None,
         version: str = "0",
+        peer_limits: PeerLimits | None = None,
     ) -> None:
         self.config = SettingsSource(home, settings)
         self.paths = paths
@@ -99,6 +101,7 @@ class Daemon:
         self._loops_done = False  # set once the loops are meant to end
         self._control_watch: ControlSocketWatch | None = None
         self._registry_retry: Timer | None = None
+        self._peer_limits = peer_limits
 
     @property
     def settings(self) -> Settings:
@@ -142,7 +145,8 @@ class Daemon:
 
     async def serve(self) -> None:
         self._ctx = zmq.asyncio.Context()
-        self._control = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.control))
+        self._control = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.control), hwm=CONTROL_HWM)
+        self.peers = ControlPeers(self._control, self.scheduler.after, self.clock, self._peer_limits)
         self._workers = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.workers))
         self._events = bind_publisher(self._ctx, RuntimePaths.endpoint(self.paths.events), self.settings.pub_hwm)
         self._control_watch = ControlSocketWatch(self.paths.control)
@@ -328,33 +332,39 @@ class Daemon:
                 await self._handle_control(frames)
             except Exception:  # nothing a client sends may stop the control loop
                 log.exception("handling a control frame failed")
+            # A frame already waiting completes the receive without yielding: a flood would starve pings.
+            await asyncio.sleep(0)
 
     async def _handle_control(self, frames: list[bytes]) -> None:
+        identity = frames[0]
+        if self.peers.ignores(identity):  # dropped for not reading its replies
+            return
+        msg: Message | None = None
         if len(frames) != 2:
-            if frames:
-                self._send_control(frames[0], ErrorReply(
-                    id=0, code=ErrorCode.MALFORMED, message="expected exactly one frame per message"))
+            reply: Message | None = ErrorReply(id=0, code=ErrorCode.MALFORMED,
+                                               message="expected exactly one frame per message")
+        else:
+            try:
+                msg, reply = decode(frames[1]), None
+            except (MalformedMessage, MessageTooLarge) as exc:
+                reply = ErrorReply(id=getattr(exc, "request_id", None) or 0, code=ErrorCode.MALFORMED,
+                                   message=str(exc))
+        request_id = getattr(msg if reply is None else reply, "id", 0)
+        if not self.peers.admit(identity, request_id):  # over its limit: refused with `too_fast`
             return
-        identity, payload = frames
-        try:
-            msg = decode(payload)
-        except (MalformedMessage, MessageTooLarge) as exc:
-            request_id = getattr(exc, "request_id", None) or 0
-            self._send_control(identity, ErrorReply(id=request_id, code=ErrorCode.MALFORMED, message=str(exc)))
-            return
-        self._send_control(identity, await commands.dispatch(self, msg))
+        if reply is None:
+            reply = await commands.dispatch(self, msg)
+        self.peers.reply(identity, request_id, self._control_frame(reply))
 
-    def _send_control(self, identity: bytes, msg: Message) -> None:
+    @staticmethod
+    def _control_frame(msg: Message) -> bytes:
         try:
-            frame = encode(msg)
+            return encode(msg)
         except MessageTooLarge as exc:
             log.warning("a %s reply is too large to send: %s", msg.kind, exc)
-            frame = encode(ErrorReply(id=getattr(msg, "id", 0), code=ErrorCode.TOO_LARGE,
-                                      message=f"the {msg.kind} reply is too large for one message ({exc}); "
-                                              "ask for less (a smaller range or limit)"))
-        sent = self._control.send_multipart([identity, frame])
-        # A client that left (EHOSTUNREACH) simply misses its reply; its request times out on its side.
-        sent.add_done_callback(_ignore_send_error)
+            return encode(ErrorReply(id=getattr(msg, "id", 0), code=ErrorCode.TOO_LARGE,
+                                     message=f"the {msg.kind} reply is too large for one message ({exc}); "
+                                             "ask for less (a smaller range or limit)"))
 
     async def _worker_loop(self) -> None:
         while True:
@@ -398,7 +408,3 @@ class Daemon:
 
         sent.add_done_callback(check)
 
-
-def _ignore_send_error(fut: asyncio.Future[Any]) -> None:
-    if not fut.cancelled():
-        fut.exception()  # retrieved, so asyncio does not report it as never retrieved
