@@ -373,6 +373,7 @@ class Daemon:
                 self._handle_worker(frames)
             except Exception:  # a worker's message must not stop the loop every other worker needs
                 log.exception("handling a frame on workers.sock failed")
+            await asyncio.sleep(0)  # as on control.sock: a worker streaming events must not starve the loop
 
     def _handle_worker(self, frames: list[bytes]) -> None:
         if len(frames) != 2:

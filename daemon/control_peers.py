@@ -143,6 +143,8 @@ class ControlPeers:
         if now - peer.limit_since >= self.limits.stall:
             self._drop(identity, peer)
             return False
+        if peer.queue and peer.spare_used >= self.limits.spare:
+            return False  # told already, by the errors queued before this one (and no frame built for nothing)
         self._deliver(identity, peer, self._too_fast(request_id), answers=False)
         return False
 

@@ -1,6 +1,8 @@
-"""A client that floods control.sock and never reads its replies, against a daemon in this process (so the
-test reads the control peers' own accounting) that launches real workers: the flooder's cost stays
-bounded, it is dropped and later heard again, and a polite client and a running task never notice."""
+"""Floods against a daemon in this process (so the tests read its own accounting).
+
+A client that floods control.sock and never reads its replies, with real workers running beside it: the
+flooder's cost stays bounded, it is dropped and later heard again, and a polite client and a running task
+never notice. And frames that never stop coming, on either socket, never starve the loop."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+import zmq
+import zmq.asyncio
 
 from tests.daemon.seams import ScriptedLauncher
 from tests.daemon_harness import REPO, collect_turn, of_type, script, submit
@@ -25,7 +29,7 @@ from yagent.daemon.launcher import Launcher, MultiprocessingLauncher
 from yagent.daemon.sd_notify import SystemdNotifier
 from yagent.ipc import DaemonClient
 from yagent.ipc.config import Settings
-from yagent.ipc.messages import DaemonStatus, StatusRequest
+from yagent.ipc.messages import DaemonStatus, Heartbeat, StatusRequest
 from yagent.ipc.records import encode
 from yagent.ipc.runtime_dir import RuntimePaths, ensure_runtime_dir
 from yagent.ipc.vocabulary import EventType, RunStatus
@@ -120,15 +124,18 @@ def test_a_client_that_floods_and_never_reads_costs_a_bounded_queue_and_nobody_e
     assert peers.peak_queued_bytes <= 64 * 1024
 
 
-def test_control_frames_that_never_stop_coming_never_starve_the_loop(tmp_path: Path) -> None:
-    # A receive that finds a frame waiting completes without yielding to the loop; a control loop that does
+@pytest.mark.parametrize("socket_name", ["control", "workers"])
+def test_frames_that_never_stop_coming_never_starve_the_loop(tmp_path: Path, socket_name: str) -> None:
+    # A receive that finds a frame waiting completes without yielding to the loop; a socket loop that does
     # not yield by itself then runs no timer (worker pings) and no other socket for as long as frames come.
     frames = 5000
 
     async def main() -> int:
         async with _daemon(tmp_path, ScriptedLauncher()) as daemon:
             loop = asyncio.get_running_loop()
-            real = daemon._control.recv_multipart
+            sock = daemon._control if socket_name == "control" else daemon._workers
+            real = sock.recv_multipart
+            frame = encode(StatusRequest(id=1)) if socket_name == "control" else encode(Heartbeat())
             served = 0
 
             def always_waiting():
@@ -137,19 +144,27 @@ def test_control_frames_that_never_stop_coming_never_starve_the_loop(tmp_path: P
                 if served > frames:
                     return real()
                 ready = loop.create_future()
-                ready.set_result([b"\x00gone", encode(StatusRequest(id=served))])
+                ready.set_result([b"\x00gone", frame])
                 return ready
 
-            daemon._control.recv_multipart = always_waiting  # taken by the receive after the pending one
-            async with DaemonClient(daemon.paths.root):  # its hello wakes the control loop
-                pass
-            while not served:
-                await asyncio.sleep(0.001)
-            at_our_turn = served
+            sock.recv_multipart = always_waiting  # taken by the receive after the pending one
+            ctx = zmq.asyncio.Context()
+            waker = ctx.socket(zmq.DEALER)
+            waker.connect(RuntimePaths.endpoint(daemon.paths.control if socket_name == "control"
+                                                else daemon.paths.workers))
+            try:
+                await waker.send(frame)  # completes the pending receive; the loop then takes the endless ones
+                async with asyncio.timeout(30):
+                    while not served:
+                        await asyncio.sleep(0.001)
+                at_our_turn = served
+            finally:
+                waker.close(0)
+                ctx.term()
             async with asyncio.timeout(60):
                 while served <= frames:
                     await asyncio.sleep(0.01)
             return at_our_turn
 
     at_our_turn = asyncio.run(main())
-    assert at_our_turn < frames // 2, f"the loop ran nothing else while {at_our_turn} control frames were handled"
+    assert at_our_turn < frames // 2, f"the loop ran nothing else for {at_our_turn} {socket_name} frames"
