@@ -35,6 +35,7 @@ from . import commands
 from .admission import WorkerSlots
 from .control_peers import CONTROL_HWM, ControlPeers, PeerLimits
 from .event_hub import EventHub
+from .heap_trim import HeapTrim
 from .launcher import Launcher
 from .leases import LeaseManager
 from .log_files import reopen_log_files
@@ -155,7 +156,9 @@ class Daemon:
         # the edge-triggered FD wake-up the asyncio reader waits for, and incoming frames then sit unread.
         events_tx = zmq.Socket.shadow(self._events.underlying)
         self.hub = EventHub(events_tx, self.home / "events", self.settings.event_ring, seq_floor=self._task_seq_floor,
-                            log_max_bytes=self.settings.event_log_max_bytes)
+                            log_max_bytes=self.settings.event_log_max_bytes, ring_bytes=self.settings.event_ring_bytes,
+                            ring_total_bytes=self.settings.event_ring_total_bytes,
+                            on_traffic=HeapTrim(self.scheduler.after).passed)
         self.services = RunServices(
             config=self.config, clock=self.clock, registry=self.registry, hub=self.hub, leases=self.leases,
             slots=self.slots, launcher=self.launcher, scheduler=self.scheduler, scope=self.scope,
