@@ -54,7 +54,8 @@ __all__ = ["Daemon", "LoopEnded"]
 
 log = logging.getLogger(__name__)
 
-RUNTIME_DIR_CHECK = 1.0  # seconds between checks that control.sock is still ours
+RUNTIME_DIR_CHECK = 1.0  # seconds between checks that control.sock is still ours, where inotify cannot say
+RUNTIME_DIR_BACKSTOP = 60.0  # the same where it can: a renamed parent directory is noticed only by looking
 EVENT_LOG_PRUNE_INTERVAL = 3600.0  # seconds between passes deleting event logs past their retention
 STATUS_INTERVAL = 5.0  # seconds between status lines for systemd
 SHUTDOWN_SLACK = 2.0  # seconds beyond two stop graces that runs get to exit at shutdown
@@ -204,6 +205,8 @@ class Daemon:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
             self.hub.close()
+            if self._control_watch is not None:
+                self._control_watch.close()
             for sock in (self._control, self._workers, self._events):
                 sock.close(linger=0)
             self._ctx.term()
@@ -223,8 +226,10 @@ class Daemon:
 
     def _schedule_jobs(self) -> None:
         every = self.scheduler.every
-        every("ping-workers", lambda: self.settings.heartbeat_interval, self._ping_workers, lag_probe=True)
-        every("runtime-dir", lambda: RUNTIME_DIR_CHECK, self._check_runtime_dir)
+        every("ping-workers", lambda: self.settings.heartbeat_interval, self._ping_workers, lag_probe=True,
+              only_while=self.runs.occupied)
+        watched = self._control_watch is not None and self._control_watch.watch(self._check_runtime_dir)
+        every("runtime-dir", lambda: RUNTIME_DIR_BACKSTOP if watched else RUNTIME_DIR_CHECK, self._check_runtime_dir)
         every("prune-event-logs", lambda: EVENT_LOG_PRUNE_INTERVAL, self._prune_event_logs)
         interval = self.notifier.watchdog_interval
         if interval:
