@@ -3,10 +3,11 @@
 A real yagentd; a polite client measures `status` round trips (p50/p99) first alone (the baseline), then
 while another process floods control.sock: a DEALER with a receive high-water mark of 1 that sends
 status requests as fast as it can and never reads ("status"), or one that sends garbage frames as fast
-as it can ("garbage"). Prints the figures, the ratio to the baseline, the daemon's CPU and RSS during
+as it can ("garbage"), or that asks for a long task's whole history, replies of megabytes, and never
+reads them ("replay"). Prints the figures, the ratio to the baseline, the daemon's CPU and RSS during
 the flood, and what the flooder got through.
 Target: p99 < 50 ms under the flood.
-Usage: python bench/control_flood.py [SECONDS] [status|garbage]
+Usage: python bench/control_flood.py [SECONDS] [status|garbage|replay]
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.daemon_harness import DaemonProcess  # noqa: E402
+from tests.daemon_harness import DaemonProcess, collect_turn, script, submit  # noqa: E402
 from yagent.ipc import RequestTimeout  # noqa: E402
 from yagent.ipc.messages import DaemonStatus, StatusRequest  # noqa: E402
 
@@ -57,6 +58,16 @@ def describe(name: str, samples: list[float], timeouts: int) -> str:
             f"{timeouts} timed out (5 s)")
 
 
+async def long_task(daemon: DaemonProcess, root: Path) -> str:
+    """A finished task with ~20 MB of history: 2000 events of 10 KB."""
+    project = root / "project"
+    project.mkdir(exist_ok=True)
+    async with daemon.client(timeout=60) as client:
+        sub = await submit(client, project, script({"emit": 2000, "size": 10_000}))
+        await collect_turn(client, sub.task)
+        return sub.task
+
+
 def main() -> None:
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 15.0
     kind = sys.argv[2] if len(sys.argv) > 2 else "status"
@@ -64,6 +75,8 @@ def main() -> None:
     daemon = DaemonProcess(root / "d", "").start()
     try:
         proc = psutil.Process(daemon.proc.pid)
+        if kind == "replay":
+            kind = f"replay:{asyncio.run(long_task(daemon, root))}"
         asyncio.run(round_trips(daemon, 100))  # warm-up
         base, base_timeouts = asyncio.run(round_trips(daemon, 500))
         rss_idle = proc.memory_info().rss
@@ -81,6 +94,8 @@ def main() -> None:
         sent = flooder.communicate(timeout=seconds + 30)[0].strip()
         after, after_timeouts = asyncio.run(round_trips(daemon, 200))
         rss_after = proc.memory_info().rss
+        time.sleep(3)
+        rss_later = proc.memory_info().rss
         alive = proc.is_running() and daemon.proc.poll() is None
     finally:
         daemon.close()
@@ -93,7 +108,7 @@ def main() -> None:
               f"p99 flood/baseline = {pct(flooded, 0.99) / pct(base, 0.99):.2f}  (target: p99 < 50 ms)")
     print(f"flooder {sent} frames in {seconds:.0f} s; daemon CPU during the flood {busy:.0%} of a core")
     print(f"daemon RSS idle {rss_idle / 2**20:.1f} MiB, during the flood {rss_flood / 2**20:.1f} MiB, "
-          f"after {rss_after / 2**20:.1f} MiB; daemon alive: {alive}")
+          f"after {rss_after / 2**20:.1f} MiB, 3 s later {rss_later / 2**20:.1f} MiB; daemon alive: {alive}")
 
 
 if __name__ == "__main__":

@@ -149,6 +149,7 @@ class Daemon:
         self._ctx = zmq.asyncio.Context()
         self._control = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.control), hwm=CONTROL_HWM)
         self.peers = ControlPeers(self._control, self.scheduler.after, self.clock, self._peer_limits)
+        self.heap = HeapTrim(self.scheduler.after)  # told the bytes of events and replies that passed
         self._workers = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.workers))
         self._events = bind_publisher(self._ctx, RuntimePaths.endpoint(self.paths.events), self.settings.pub_hwm)
         self._control_watch = ControlSocketWatch(self.paths.control)
@@ -159,7 +160,7 @@ class Daemon:
         self.hub = EventHub(events_tx, self.home / "events", self.settings.event_ring, seq_floor=self._task_seq_floor,
                             log_max_bytes=self.settings.event_log_max_bytes, ring_bytes=self.settings.event_ring_bytes,
                             ring_total_bytes=self.settings.event_ring_total_bytes,
-                            on_traffic=HeapTrim(self.scheduler.after).passed)
+                            on_traffic=self.heap.passed)
         self.services = RunServices(
             config=self.config, clock=self.clock, registry=self.registry, hub=self.hub, leases=self.leases,
             slots=self.slots, launcher=self.launcher, scheduler=self.scheduler, scope=self.scope,
@@ -362,7 +363,9 @@ class Daemon:
             return
         if reply is None:
             reply = await commands.dispatch(self, msg)
-        self.peers.reply(identity, request_id, self._control_frame(reply))
+        frame = self._control_frame(reply)
+        self.heap.passed(len(frame))
+        self.peers.reply(identity, request_id, frame)
 
     @staticmethod
     def _control_frame(msg: Message) -> bytes:

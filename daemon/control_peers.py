@@ -33,8 +33,9 @@ __all__ = ["CONTROL_HWM", "ControlPeers", "PeerLimits", "PeerUsage"]
 log = logging.getLogger(__name__)
 
 # Messages libzmq keeps per control peer in each direction (the daemon's side of the pipe): a client reads
-# its replies as they come, so only one that does not read ever fills this.
-CONTROL_HWM = 32
+# its replies as they come, so only one that does not read ever fills this. Each may be a replay page of
+# megabytes, so it is small.
+CONTROL_HWM = 8
 _FIRST_RETRY = 0.005  # seconds before the first retry of a queue libzmq refused; doubled up to _LAST_RETRY
 _LAST_RETRY = 0.25
 
@@ -45,8 +46,8 @@ After = Callable[[float, Callable[[], None], str], Timer]
 class PeerLimits:
     max_in_flight: int = 16  # requests of one peer whose replies have not left the daemon
     spare: int = 8  # queue slots beyond the in-flight replies, for the `too_fast` errors of refused requests
-    max_queued_bytes: int = 2 * MAX_FRAME_BYTES  # per peer; a reply past it is replaced by a `too_fast` error
-    max_total_bytes: int = 8 * MAX_FRAME_BYTES  # over all peers, the same way
+    max_queued_bytes: int = MAX_FRAME_BYTES  # per peer; a reply past it is replaced by a `too_fast` error
+    max_total_bytes: int = 4 * MAX_FRAME_BYTES  # over all peers, the same way
     stall: float = 5.0  # seconds at the in-flight limit before the peer is dropped
     quiet: float = 60.0  # seconds a non-empty queue may go without a frame leaving before the peer is dropped
     drop_period: float = 60.0  # seconds a dropped peer's frames are ignored

@@ -57,7 +57,7 @@ class HeapTrim:
         self.trims = 0
 
     def passed(self, nbytes: int) -> None:
-        """`nbytes` of event data went through (decoded, encoded, queued, freed)."""
+        """`nbytes` of events or replies went through (read, decoded, encoded, queued, freed)."""
         self._since += nbytes
         if self._since >= self._threshold and self._timer is None and self._trim is not None:
             self._timer = self._after(self._delay, self._trim_now, "heap-trim")

@@ -1,10 +1,11 @@
 """A control.sock client that floods and never reads its replies (receive high-water mark 1), in its own process.
 
-    python -m tests.daemon.hostile_peer ENDPOINT status|garbage SECONDS
+    python -m tests.daemon.hostile_peer ENDPOINT status|garbage|replay:TASK SECONDS
 
-`status` sends well-formed status requests, `garbage` random bytes, each as fast as the daemon takes
-them. It prints `flooding` once connected and its first frame is sent, floods for SECONDS (a bound, so
-a test whose daemon stopped reading fails instead of hanging), then prints how many frames it sent.
+`status` sends well-formed status requests, `garbage` random bytes, `replay:TASK` requests for the
+task's whole history (replies of megabytes), each as fast as the daemon takes them. It prints `flooding`
+once connected and its first frame is sent, floods for SECONDS (a bound, so a test whose daemon stopped
+reading fails instead of hanging), then prints how many frames it sent.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 
 import zmq
 
-from yagent.ipc.messages import StatusRequest
+from yagent.ipc.messages import Replay, StatusRequest
 from yagent.ipc.records import encode
 
 __all__ = ["flood"]
@@ -30,6 +31,8 @@ def flood(endpoint: str, kind: str, seconds: float) -> int:
     sock.connect(endpoint)
     if kind == "status":
         frames = [encode(StatusRequest(id=i + 1)) for i in range(1000)]
+    elif kind.startswith("replay:"):
+        frames = [encode(Replay(id=i + 1, task=kind.removeprefix("replay:"), limit=5000)) for i in range(1000)]
     else:
         frames = [os.urandom(16 + i % 300) for i in range(1000)]
     sock.send(frames[0])
