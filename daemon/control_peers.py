@@ -291,9 +291,10 @@ class ControlPeers:
     def _too_fast(self, request_id: int) -> bytes:
         limits = self.limits
         return encode(ErrorReply(id=request_id, code=ErrorCode.TOO_FAST, message=(
-            f"this connection has {limits.max_in_flight} requests whose replies it has not read, so yagentd "
-            f"refused this one; read each reply before sending more (a connection that stays at this limit "
-            f"for {limits.stall:g}s is dropped)")))
+            f"yagentd refused this request: this connection has not read the replies to its earlier ones (at "
+            f"most {limits.max_in_flight} requests or {limits.max_queued_bytes // 2**20} MiB of replies wait for "
+            f"one connection); read each reply before sending more — a connection that stays at this limit for "
+            f"{limits.stall:g}s is dropped")))
 
     def _drop_notice(self) -> bytes:
         limits = self.limits
