@@ -33,7 +33,9 @@ from yagent.ipc.vocabulary import ErrorCode, StopReason
 
 from . import commands
 from .admission import WorkerSlots
+from .control_peers import CONTROL_HWM, ControlPeers, PeerLimits
 from .event_hub import EventHub
+from .heap_trim import HeapTrim
 from .launcher import Launcher
 from .leases import LeaseManager
 from .log_files import reopen_log_files
@@ -53,7 +55,8 @@ __all__ = ["Daemon", "LoopEnded"]
 
 log = logging.getLogger(__name__)
 
-RUNTIME_DIR_CHECK = 1.0  # seconds between checks that control.sock is still ours
+RUNTIME_DIR_CHECK = 1.0  # seconds between checks that control.sock is still ours, where inotify cannot say
+RUNTIME_DIR_BACKSTOP = 60.0  # the same where it can: a renamed parent directory is noticed only by looking
 EVENT_LOG_PRUNE_INTERVAL = 3600.0  # seconds between passes deleting event logs past their retention
 STATUS_INTERVAL = 5.0  # seconds between status lines for systemd
 SHUTDOWN_SLACK = 2.0  # seconds beyond two stop graces that runs get to exit at shutdown
@@ -75,6 +78,7 @@ class Daemon:
         clock: Callable[[], float] = time.monotonic,
         notifier: SystemdNotifier | None = None,
         version: str = "0",
+        peer_limits: PeerLimits | None = None,
     ) -> None:
         self.config = SettingsSource(home, settings)
         self.paths = paths
@@ -100,6 +104,7 @@ class Daemon:
         self._loops_done = False  # set once the loops are meant to end
         self._control_watch: ControlSocketWatch | None = None
         self._registry_retry: Timer | None = None
+        self._peer_limits = peer_limits
 
     @property
     def settings(self) -> Settings:
@@ -147,7 +152,9 @@ class Daemon:
 
     async def serve(self) -> None:
         self._ctx = zmq.asyncio.Context()
-        self._control = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.control))
+        self._control = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.control), hwm=CONTROL_HWM)
+        self.peers = ControlPeers(self._control, self.scheduler.after, self.clock, self._peer_limits)
+        self.heap = HeapTrim(self.scheduler.after)  # told the bytes of events and replies that passed
         self._workers = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.workers))
         self._events = bind_publisher(self._ctx, RuntimePaths.endpoint(self.paths.events), self.settings.pub_hwm)
         self._control_watch = ControlSocketWatch(self.paths.control)
@@ -156,7 +163,9 @@ class Daemon:
         # the edge-triggered FD wake-up the asyncio reader waits for, and incoming frames then sit unread.
         events_tx = zmq.Socket.shadow(self._events.underlying)
         self.hub = EventHub(events_tx, self.home / "events", self.settings.event_ring, seq_floor=self._task_seq_floor,
-                            log_max_bytes=self.settings.event_log_max_bytes)
+                            log_max_bytes=self.settings.event_log_max_bytes, ring_bytes=self.settings.event_ring_bytes,
+                            ring_total_bytes=self.settings.event_ring_total_bytes,
+                            on_traffic=self.heap.passed)
         self.services = RunServices(
             config=self.config, clock=self.clock, registry=self.registry, hub=self.hub, leases=self.leases,
             slots=self.slots, launcher=self.launcher, scheduler=self.scheduler, scope=self.scope,
@@ -205,6 +214,8 @@ class Daemon:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
             self.hub.close()
+            if self._control_watch is not None:
+                self._control_watch.close()
             for sock in (self._control, self._workers, self._events):
                 sock.close(linger=0)
             self._ctx.term()
@@ -224,8 +235,10 @@ class Daemon:
 
     def _schedule_jobs(self) -> None:
         every = self.scheduler.every
-        every("ping-workers", lambda: self.settings.heartbeat_interval, self._ping_workers, lag_probe=True)
-        every("runtime-dir", lambda: RUNTIME_DIR_CHECK, self._check_runtime_dir)
+        every("ping-workers", lambda: self.settings.heartbeat_interval, self._ping_workers, lag_probe=True,
+              only_while=self.runs.occupied)
+        watched = self._control_watch is not None and self._control_watch.watch(self._check_runtime_dir)
+        every("runtime-dir", lambda: RUNTIME_DIR_BACKSTOP if watched else RUNTIME_DIR_CHECK, self._check_runtime_dir)
         every("prune-event-logs", lambda: EVENT_LOG_PRUNE_INTERVAL, self._prune_event_logs)
         interval = self.notifier.watchdog_interval
         if interval:
@@ -335,33 +348,41 @@ class Daemon:
                 await self._handle_control(frames)
             except Exception:  # nothing a client sends may stop the control loop
                 log.exception("handling a control frame failed")
+            # A frame already waiting completes the receive without yielding: a flood would starve pings.
+            await asyncio.sleep(0)
 
     async def _handle_control(self, frames: list[bytes]) -> None:
+        identity = frames[0]
+        if self.peers.ignores(identity):  # dropped for not reading its replies
+            return
+        msg: Message | None = None
         if len(frames) != 2:
-            if frames:
-                self._send_control(frames[0], ErrorReply(
-                    id=0, code=ErrorCode.MALFORMED, message="expected exactly one frame per message"))
+            reply: Message | None = ErrorReply(id=0, code=ErrorCode.MALFORMED,
+                                               message="expected exactly one frame per message")
+        else:
+            try:
+                msg, reply = decode(frames[1]), None
+            except (MalformedMessage, MessageTooLarge) as exc:
+                reply = ErrorReply(id=getattr(exc, "request_id", None) or 0, code=ErrorCode.MALFORMED,
+                                   message=str(exc))
+        request_id = getattr(msg if reply is None else reply, "id", 0)
+        if not self.peers.admit(identity, request_id):  # over its limit: refused with `too_fast`
             return
-        identity, payload = frames
-        try:
-            msg = decode(payload)
-        except (MalformedMessage, MessageTooLarge) as exc:
-            request_id = getattr(exc, "request_id", None) or 0
-            self._send_control(identity, ErrorReply(id=request_id, code=ErrorCode.MALFORMED, message=str(exc)))
-            return
-        self._send_control(identity, await commands.dispatch(self, msg))
+        if reply is None:
+            reply = await commands.dispatch(self, msg)
+        frame = self._control_frame(reply)
+        self.heap.passed(len(frame))
+        self.peers.reply(identity, request_id, frame)
 
-    def _send_control(self, identity: bytes, msg: Message) -> None:
+    @staticmethod
+    def _control_frame(msg: Message) -> bytes:
         try:
-            frame = encode(msg)
+            return encode(msg)
         except MessageTooLarge as exc:
             log.warning("a %s reply is too large to send: %s", msg.kind, exc)
-            frame = encode(ErrorReply(id=getattr(msg, "id", 0), code=ErrorCode.TOO_LARGE,
-                                      message=f"the {msg.kind} reply is too large for one message ({exc}); "
-                                              "ask for less (a smaller range or limit)"))
-        sent = self._control.send_multipart([identity, frame])
-        # A client that left (EHOSTUNREACH) simply misses its reply; its request times out on its side.
-        sent.add_done_callback(_ignore_send_error)
+            return encode(ErrorReply(id=getattr(msg, "id", 0), code=ErrorCode.TOO_LARGE,
+                                     message=f"the {msg.kind} reply is too large for one message ({exc}); "
+                                             "ask for less (a smaller range or limit)"))
 
     async def _worker_loop(self) -> None:
         while True:
@@ -370,6 +391,7 @@ class Daemon:
                 self._handle_worker(frames)
             except Exception:  # a worker's message must not stop the loop every other worker needs
                 log.exception("handling a frame on workers.sock failed")
+            await asyncio.sleep(0)  # as on control.sock: a worker streaming events must not starve the loop
 
     def _handle_worker(self, frames: list[bytes]) -> None:
         if len(frames) != 2:
@@ -405,7 +427,3 @@ class Daemon:
 
         sent.add_done_callback(check)
 
-
-def _ignore_send_error(fut: asyncio.Future[Any]) -> None:
-    if not fut.cancelled():
-        fut.exception()  # retrieved, so asyncio does not report it as never retrieved

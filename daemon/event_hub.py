@@ -4,6 +4,10 @@ Every published frame is `[topic = task id, PublishedEvents]`. PUB drops silentl
 mark, so clients detect gaps by seq and ask for the range (`replay`). The ring answers recent ranges
 from memory; the task's log on disk (`event_log.TaskLog`) answers older ones and survives restarts.
 `dropped` counts requested events that neither could provide.
+
+Rings are bounded in events and in bytes, per task and over all tasks: past a budget the oldest events
+leave, taken from idle tasks first (least recently used first), then from the largest ring. An event
+costs its share of its encoded frame plus `EVENT_OVERHEAD` for the Python objects that hold it.
 """
 
 from __future__ import annotations
@@ -18,15 +22,19 @@ from typing import Any
 import msgpack
 import zmq
 
+from yagent.ipc.config import DEFAULT_RING_BYTES, DEFAULT_RING_TOTAL_BYTES
 from yagent.ipc.errors import MessageTooLarge
 from yagent.ipc.messages import PublishedEvents
 from yagent.ipc.records import MAX_FRAME_BYTES, cut_to_frame, encode
 
 from .event_log import DEFAULT_LOG_MAX_BYTES, EventLogDir, TaskLog
 
-__all__ = ["DEFAULT_LOG_MAX_BYTES", "MAX_IDLE_TASKS", "REPLAY_BYTE_BUDGET", "EventHub", "ReplayPage"]
+__all__ = ["DEFAULT_LOG_MAX_BYTES", "DEFAULT_RING_BYTES", "DEFAULT_RING_TOTAL_BYTES", "EVENT_OVERHEAD",
+           "MAX_IDLE_TASKS", "REPLAY_BYTE_BUDGET", "EventHub", "ReplayPage"]
 
 MAX_IDLE_TASKS = 64
+# What an event costs in memory beyond its encoded bytes: the list, dict, str and number objects holding it.
+EVENT_OVERHEAD = 256
 # A replay page must fit one control frame with room for its envelope.
 REPLAY_BYTE_BUDGET = MAX_FRAME_BYTES // 2
 # An event whose own frame would pass the cap is published as a stub saying what was cut.
@@ -36,13 +44,21 @@ log = logging.getLogger(__name__)
 
 
 class _TaskEvents:
-    __slots__ = ("idle", "last_seq", "log", "ring")
+    __slots__ = ("idle", "last_seq", "log", "ring", "starts", "total")
 
     def __init__(self, ring_size: int, task_log: TaskLog, last_seq: int) -> None:
         self.ring: deque[list[Any]] = deque(maxlen=ring_size)
+        # Beside each event of the ring, the bytes counted before it: the ring's bytes are `total - starts[0]`,
+        # also after `maxlen` pushed the oldest out (in C, without a Python step per event).
+        self.starts: deque[int] = deque(maxlen=ring_size)
+        self.total = 0  # bytes counted up to the newest event
         self.log = task_log
         self.last_seq = last_seq
         self.idle = True  # no turn publishing: may be forgotten (its seq is in the log and the registry)
+
+    @property
+    def ring_bytes(self) -> int:
+        return self.total - self.starts[0] if self.starts else 0
 
 
 class ReplayPage:
@@ -59,13 +75,19 @@ class ReplayPage:
 class EventHub:
     def __init__(self, pub: zmq.Socket, events_dir: Path, ring_size: int,
                  clock: Callable[[], float] = time.time, seq_floor: Callable[[str], int] | None = None,
-                 log_max_bytes: int = DEFAULT_LOG_MAX_BYTES) -> None:
+                 log_max_bytes: int = DEFAULT_LOG_MAX_BYTES, ring_bytes: int = DEFAULT_RING_BYTES,
+                 ring_total_bytes: int = DEFAULT_RING_TOTAL_BYTES,
+                 on_traffic: Callable[[int], None] | None = None) -> None:
         self._pub = pub
         self._logs = EventLogDir(events_dir, log_max_bytes)
         # The registry's record of a task's last seq: a floor in case the log lost its tail in a crash,
         # so seq never goes backwards for a client that saw the lost events.
         self._seq_floor = seq_floor
         self._ring_size = ring_size
+        self._ring_bytes = ring_bytes
+        self._ring_total_bytes = ring_total_bytes
+        self.ring_bytes = 0  # held by every ring together
+        self._on_traffic = on_traffic  # told the bytes of every frame published (`heap_trim.HeapTrim.passed`)
         self._tasks: dict[str, _TaskEvents] = {}  # insertion order = least recently used first
         self.max_idle_tasks = MAX_IDLE_TASKS
         self._clock = clock
@@ -90,7 +112,13 @@ class EventHub:
     def _forget_idle(self) -> None:
         idle = [t for t, s in self._tasks.items() if s.idle]
         for old in idle[: max(0, len(idle) - self.max_idle_tasks)]:
-            self._tasks.pop(old).log.close()
+            self._discard(old)
+
+    def _discard(self, task: str) -> None:
+        state = self._tasks.pop(task, None)
+        if state is not None:
+            self.ring_bytes -= state.ring_bytes
+            state.log.close()
 
     def last_seq(self, task: str) -> int:
         return self._state(task).last_seq
@@ -99,6 +127,11 @@ class EventHub:
         """The task's last seq if the hub holds it in memory; None rather than reading its log."""
         state = self._tasks.get(task)
         return state.last_seq if state is not None else None
+
+    def ring_held(self, task: str) -> tuple[int, int]:
+        """(events, bytes) the task's ring holds in memory, by the budgets' accounting; (0, 0) when not in memory."""
+        state = self._tasks.get(task)
+        return (len(state.ring), state.ring_bytes) if state is not None else (0, 0)
 
     def close_task(self, task: str) -> None:
         """Release the task's log handle (its turn ended); the ring stays for late clients.
@@ -128,9 +161,7 @@ class EventHub:
 
         pruned = self._logs.prune(older_than, keep, now)
         for task in pruned:
-            state = self._tasks.pop(task, None)
-            if state is not None:
-                state.log.close()
+            self._discard(task)
         return pruned
 
     # -- publishing ---------------------------------------------------------------------------------
@@ -170,13 +201,52 @@ class EventHub:
             events = [[seq, run, agent, type_, ts, cut_to_frame(data, _OVERSIZE_KEEP)]]
             frame = encode(PublishedEvents(task=task, events=events))
         state.idle = False
-        state.ring.extend(events)
+        self._keep(state, events, len(frame) // len(events) + EVENT_OVERHEAD)
         state.log.append(events[0][0], frame)
         try:
             self._pub.send_multipart([task.encode(), frame], flags=zmq.NOBLOCK)
         except zmq.Again:
             pass  # PUB at its high-water mark; subscribers fill the gap by replay
         self.published += len(events)
+        if self._on_traffic is not None:
+            self._on_traffic(len(frame))
+
+    # -- the rings' budgets --------------------------------------------------------------------------
+
+    def _keep(self, state: _TaskEvents, events: list[list[Any]], cost: int) -> None:
+        before = state.ring_bytes
+        end = state.total + cost * len(events)
+        state.starts.extend(range(state.total, end, cost))
+        state.total = end
+        state.ring.extend(events)
+        while state.ring and end - state.starts[0] > self._ring_bytes:
+            state.ring.popleft()
+            state.starts.popleft()
+        self.ring_bytes += state.ring_bytes - before
+        if self.ring_bytes > self._ring_total_bytes:
+            self._shed()
+
+    def _evict_oldest(self, state: _TaskEvents) -> None:
+        before = state.ring_bytes
+        state.ring.popleft()
+        state.starts.popleft()
+        self.ring_bytes += state.ring_bytes - before
+
+    def _shed(self) -> None:
+        """Bring all rings together within their budget: idle tasks' first (least recently used first), then
+        the largest ring's oldest events."""
+        for state in self._tasks.values():
+            if self.ring_bytes <= self._ring_total_bytes:
+                return
+            while state.idle and state.ring and self.ring_bytes > self._ring_total_bytes:
+                self._evict_oldest(state)
+        while self.ring_bytes > self._ring_total_bytes:
+            rings = sorted((s for s in self._tasks.values() if s.ring), key=lambda s: s.ring_bytes, reverse=True)
+            if not rings:
+                return
+            largest, floor = rings[0], rings[1].ring_bytes if len(rings) > 1 else 0
+            while largest.ring and largest.ring_bytes >= floor and self.ring_bytes > self._ring_total_bytes:
+                self._evict_oldest(largest)
 
     # -- replay -------------------------------------------------------------------------------------
 

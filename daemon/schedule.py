@@ -4,7 +4,8 @@ A one-shot timer (`after`) is a `call_later` whose callback failures are logged 
 periodic job (`every`) runs from `run()`, which the daemon awaits in its task group beside its socket
 loops: one failing pass is logged and the job goes on (the systemd watchdog must outlive a bad pass),
 while `run()` itself ending would end the daemon. The job marked as the lag probe also reports when the
-event loop was blocked: it wakes up late.
+event loop was blocked: it wakes up late. A job given `only_while` runs while that event is set and costs
+no wake-up while it is clear (worker pings with no worker alive).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class _Job:
     interval: Callable[[], float]  # read before every wait: a reloaded configuration takes effect
     fn: Callable[[], None]
     lag_probe: bool
+    only_while: asyncio.Event | None
 
 
 class Scheduler:
@@ -60,9 +62,9 @@ class Scheduler:
         return Timer(asyncio.get_running_loop().call_later(max(0.0, delay), fire))
 
     def every(self, name: str, interval: Callable[[], float], fn: Callable[[], None], *,
-              lag_probe: bool = False) -> None:
-        """Register a job run every `interval()` seconds once `run` starts."""
-        self._jobs.append(_Job(name, interval, fn, lag_probe))
+              lag_probe: bool = False, only_while: asyncio.Event | None = None) -> None:
+        """Register a job run every `interval()` seconds once `run` starts (while `only_while` is set, if given)."""
+        self._jobs.append(_Job(name, interval, fn, lag_probe, only_while))
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
@@ -72,7 +74,11 @@ class Scheduler:
     async def _repeat(self, job: _Job) -> None:
         loop = asyncio.get_running_loop()
         due = loop.time()
+        gate = job.only_while
         while True:
+            if gate is not None and not gate.is_set():
+                await gate.wait()
+                due = loop.time()  # a pass one interval after the gate opened, not a burst for the time closed
             interval = max(0.01, job.interval())
             due += interval
             await asyncio.sleep(max(0.0, due - loop.time()))
@@ -81,6 +87,8 @@ class Scheduler:
                 log.warning("the daemon's event loop was blocked for %.1fs", late)
             if late > interval:  # do not fire a burst of passes to catch up
                 due = loop.time()
+            if gate is not None and not gate.is_set():
+                continue  # closed while it slept
             try:
                 job.fn()
             except Exception:

@@ -39,6 +39,8 @@ from .run_settings import (
 
 __all__ = [
     "DEFAULT_PARALLEL_READONLY_TOOLS",
+    "DEFAULT_RING_BYTES",
+    "DEFAULT_RING_TOTAL_BYTES",
     "MAX_CONFIG_BYTES",
     "MAX_DURATION",
     "MAX_NESTING",
@@ -58,6 +60,8 @@ __all__ = [
 DEFAULT_MAX_IN_FLIGHT = 8
 DEFAULT_PARALLEL_DELEGATIONS = 2
 DEFAULT_IDLE_TIMEOUT = 60.0
+DEFAULT_RING_BYTES = 4 * 1024 * 1024  # [daemon] event_ring_bytes: one task's ring of recent events
+DEFAULT_RING_TOTAL_BYTES = 64 * 1024 * 1024  # [daemon] event_ring_total_bytes: every task's ring together
 PARALLEL_CLAMP = 8
 # Far above any real configuration (a few KiB): past it the "file" is a device or a mistake, not settings.
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -78,6 +82,7 @@ DAEMON_KEYS: Mapping[str, str] = {
     "max_workers": "daemon", "event_ring": "daemon", "pub_hwm": "daemon", "stop_grace": "daemon",
     "heartbeat_interval": "daemon", "daemon_loss_timeout": "daemon", "event_log_max_bytes": "daemon",
     "event_log_retention": "daemon", "max_cost_per_task": "llm", "max_cost_per_day": "llm",
+    "event_ring_bytes": "daemon", "event_ring_total_bytes": "daemon",
     "agent_modules": "daemon",
     "lang": "agent", "step_retries": "llm", "circuit_breaker_threshold": "llm", "circuit_breaker_reset_timeout": "llm",
 }
@@ -174,6 +179,8 @@ class Settings:
     max_workers: int = 32
     stop_grace: float = 3.0
     event_ring: int = 20_000
+    event_ring_bytes: int = DEFAULT_RING_BYTES  # per task; past it the ring's oldest events leave (replays read logs)
+    event_ring_total_bytes: int = DEFAULT_RING_TOTAL_BYTES  # over every task's ring; idle tasks' events leave first
     event_log_max_bytes: int = 64 * 1024 * 1024  # per task; past it the log keeps its newest half
     event_log_retention: float = 30 * 86400.0  # a task's log unwritten this long is deleted; 0 = kept forever
     pub_hwm: int = 100_000  # frames queued per subscriber before PUB drops (clients refill gaps by replay)
@@ -236,6 +243,10 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
                                                     maximum=10_000)
         kwargs["max_workers"] = _int(daemon, "max_workers", "[daemon]", 32, minimum=1, maximum=10_000)
         kwargs["event_ring"] = _int(daemon, "event_ring", "[daemon]", 20_000, minimum=100, maximum=1_000_000)
+        kwargs["event_ring_bytes"] = _int(daemon, "event_ring_bytes", "[daemon]", DEFAULT_RING_BYTES,
+                                          minimum=64 * 1024, maximum=1 << 34)
+        kwargs["event_ring_total_bytes"] = _int(daemon, "event_ring_total_bytes", "[daemon]",
+                                                DEFAULT_RING_TOTAL_BYTES, minimum=1024 * 1024, maximum=1 << 36)
         kwargs["pub_hwm"] = _int(daemon, "pub_hwm", "[daemon]", 100_000, minimum=1, maximum=10_000_000)
         kwargs["event_log_max_bytes"] = _int(daemon, "event_log_max_bytes", "[daemon]", 64 * 1024 * 1024,
                                              minimum=64 * 1024, maximum=2**40)

@@ -17,14 +17,15 @@ __all__ = ["bind_publisher", "bind_router", "connect_dealer", "connect_subscribe
 _HWM = 100_000
 
 
-def bind_router(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
+def bind_router(ctx: zmq.Context, endpoint: str, hwm: int = _HWM) -> zmq.Socket:
+    """`hwm` is per peer and direction; with ROUTER_MANDATORY a send to a peer at it raises `zmq.Again`."""
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
     # A reconnecting worker keeps its identity (the run id); let the new pipe take over.
     sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)
-    sock.setsockopt(zmq.SNDHWM, _HWM)
-    sock.setsockopt(zmq.RCVHWM, _HWM)
+    sock.setsockopt(zmq.SNDHWM, hwm)
+    sock.setsockopt(zmq.RCVHWM, hwm)
     sock.setsockopt(zmq.LINGER, 0)
     sock.bind(endpoint)
     return sock

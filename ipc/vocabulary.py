@@ -115,6 +115,7 @@ class ErrorCode(StrEnum):
     TOO_LARGE = "too_large"  # the reply would not fit one frame
     INTERNAL = "internal"  # a daemon bug; the daemon log has the traceback
     REGISTRY_UNAVAILABLE = "registry_unavailable"  # state.db locked by another program, or the disk full
+    TOO_FAST = "too_fast"  # the client sends requests faster than it reads the replies
     # requests the user must change
     BAD_REQUEST = "bad_request"
     BAD_CONFIG = "bad_config"

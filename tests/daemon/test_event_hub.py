@@ -267,3 +267,62 @@ def test_prune_deletes_only_the_logs_of_idle_tasks_past_their_retention(tmp_path
         page = hub.replay("old", 0, 100)
         assert page.events == [] and page.last_seq == 0
         assert hub.prune(86400, busy=lambda task: False) == ["old_busy"]  # no longer busy
+
+
+def _big(n: int) -> dict[str, Any]:
+    return {"text": "x" * n}
+
+
+def test_a_task_ring_stays_within_its_byte_budget_and_older_events_replay_from_the_log(tmp_path: Path) -> None:
+    with _hub(tmp_path, ring=20_000, ring_bytes=256 * 1024) as (hub, _sub):
+        for i in range(100):
+            hub.publish("t1", "r1", "a", "x", {"i": i, **_big(10_000)})
+        held, held_bytes = hub.ring_held("t1")
+        assert held_bytes <= 256 * 1024 and 0 < held < 30  # only the newest, not 100 of them
+        assert hub.ring_bytes == held_bytes
+        page = hub.replay("t1", 0, 1000)
+        assert [e[0] for e in page.events] == list(range(1, 101)) and page.dropped == 0
+        assert all(len(e[5]["text"]) == 10_000 for e in page.events)
+
+
+def test_an_event_bigger_than_the_ring_budget_is_kept_only_in_the_log(tmp_path: Path) -> None:
+    with _hub(tmp_path, ring=20_000, ring_bytes=64 * 1024) as (hub, _sub):
+        hub.publish("t1", "r1", "a", "x", _big(100_000))
+        assert hub.ring_held("t1") == (0, 0) and hub.ring_bytes == 0
+        page = hub.replay("t1", 0, 10)
+        assert [len(e[5]["text"]) for e in page.events] == [100_000] and page.dropped == 0
+
+
+def test_the_overall_budget_takes_idle_tasks_first_then_the_largest_ring(tmp_path: Path) -> None:
+    mib = 1024 * 1024
+    with _hub(tmp_path, ring=20_000, ring_bytes=mib, ring_total_bytes=2 * mib) as (hub, _sub):
+        for task in ("idle", "quiet", "loud"):
+            for i in range(60):
+                hub.publish(task, "r", "a", "x", {"i": i, **_big(10_000)})
+        hub.close_task("idle")
+        assert hub.ring_held("idle")[1] > 500 * 1024  # idle, but kept while the budget allows
+        for i in range(60):  # loud goes on, over the overall budget: the idle task's oldest events leave
+            hub.publish("loud", "r", "a", "x", {"i": i, **_big(10_000)})
+        assert hub.ring_bytes <= 2 * mib
+        assert 0 < hub.ring_held("idle")[0] < 60 and hub.ring_held("quiet")[0] == 60
+        for i in range(120):  # another loud one: the idle ring empties, then the largest rings give way
+            hub.publish("louder", "r", "a", "x", {"i": i, **_big(10_000)})
+        assert hub.ring_bytes <= 2 * mib
+        assert hub.ring_held("idle") == (0, 0)
+        assert hub.ring_held("quiet")[0] == 60  # the smallest live ring is untouched
+        assert hub.ring_bytes == sum(hub.ring_held(t)[1] for t in ("idle", "quiet", "loud", "louder"))
+        for task, last in (("idle", 60), ("quiet", 60), ("loud", 120), ("louder", 120)):
+            page = hub.replay(task, 0, 1000)
+            assert [e[0] for e in page.events] == list(range(1, last + 1)) and page.dropped == 0
+
+
+def test_ring_accounting_returns_to_zero_when_tasks_leave_memory(tmp_path: Path) -> None:
+    with _hub(tmp_path, ring=20_000) as (hub, _sub):
+        hub.max_idle_tasks = 1
+        for task in ("ta", "tb", "tc"):
+            for i in range(20):
+                hub.publish(task, "r", "a", "x", {"i": i, **_big(1000)})
+            hub.close_task(task)
+        assert set(hub._tasks) == {"tc"} and hub.ring_bytes == hub.ring_held("tc")[1] > 0
+        hub.prune(0, busy=lambda task: False, now=time.time() + 10)
+        assert hub.ring_bytes == 0

@@ -71,6 +71,42 @@ def test_the_lag_probe_reports_a_blocked_loop_and_a_failing_timer_is_named(caplo
     assert "timer my-timer failed" in caplog.text and "bad timer" in caplog.text
 
 
+def test_a_gated_job_runs_only_while_its_event_is_set_and_costs_no_wake_up_while_clear() -> None:
+    async def main() -> tuple[int, int, int]:
+        scheduler = Scheduler()
+        gate = asyncio.Event()
+        asked = 0  # the interval is read before every wait: a job that wakes while clear asks for it
+        passes = 0
+        woke = asyncio.Event()
+
+        def interval() -> float:
+            nonlocal asked
+            asked += 1
+            return 0.01
+
+        def job() -> None:
+            nonlocal passes
+            passes += 1
+            if passes >= 3:
+                woke.set()
+
+        scheduler.every("gated", interval, job, only_while=gate)
+        running = asyncio.create_task(scheduler.run())
+        await asyncio.sleep(0.2)  # closed: twenty intervals, and not one of them may wake the job
+        closed = (asked, passes)
+        gate.set()
+        async with asyncio.timeout(10):
+            await woke.wait()
+        gate.clear()
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        return closed[0], closed[1], passes
+
+    asked_closed, passes_closed, passes_open = asyncio.run(main())
+    assert asked_closed == 0 and passes_closed == 0 and passes_open >= 3
+
+
 def test_the_settings_source_reloads_a_changed_file_and_keeps_what_the_daemon_sized(tmp_path: Path) -> None:
     home = tmp_path
     path = home / "config" / "config.toml"

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from yagent.ipc import MessageTooLarge, RuntimeDirError
 from yagent.ipc.config import (
+    DEFAULT_RING_BYTES,
+    DEFAULT_RING_TOTAL_BYTES,
     ConfigError,
     clamp_parallel,
     load_settings,
@@ -196,6 +198,21 @@ def test_daemon_keys_in_the_wrong_section_are_reported_and_take_no_effect(tmp_pa
         "[agent] task_timeout has no effect there: it belongs at the top level, before any [section]",
     ]
     assert misplaced_keys({"daemon": {"max_workers": 2}, "llm": {"max_in_flight_requests": 0}}) == []
+
+
+def test_the_ring_byte_budgets_are_read_from_daemon_with_defaults_and_a_floor(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[daemon]\nevent_ring_bytes = 1048576\nevent_ring_total_bytes = 8388608\n")
+    settings = load_settings(cfg, {})
+    assert (settings.event_ring_bytes, settings.event_ring_total_bytes) == (1048576, 8388608)
+    defaults = load_settings(tmp_path / "missing.toml", {})
+    assert (defaults.event_ring_bytes, defaults.event_ring_total_bytes) == (DEFAULT_RING_BYTES,
+                                                                            DEFAULT_RING_TOTAL_BYTES)
+    cfg.write_text("[daemon]\nevent_ring_total_bytes = 10\n")
+    with pytest.raises(ConfigError, match="event_ring_total_bytes must be at least"):
+        load_settings(cfg, {})
+    cfg.write_text("[agent]\nevent_ring_bytes = 1048576\n")
+    assert load_settings(cfg, {}).warnings == ("[agent] event_ring_bytes has no effect there: it belongs in [daemon]",)
 
 
 def test_config_errors_say_what_where_and_what_to_do(tmp_path: Path) -> None:
