@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from yagent.ipc.messages import RunSummary, TaskSummary
 
-from .humanize import age
+from .humanize import age, format_tokens
 
-__all__ = ["bytes_text", "money", "run_figures", "task_cost", "tokens_text"]
+__all__ = ["bytes_text", "money", "run_figures", "task_cost"]
 
 
 def money(cost: float, known: bool) -> str:
@@ -18,14 +18,6 @@ def money(cost: float, known: bool) -> str:
         return "price unknown"
     text = f"${cost:.2f}" if cost >= 0.01 or cost == 0 else f"${cost:.4f}"
     return text if known else f"{text}+ (some prices unknown)"
-
-
-def tokens_text(n: int) -> str:
-    if n < 1000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}k"
-    return f"{n / 1_000_000:.2f}M"
 
 
 def bytes_text(n: int) -> str:
@@ -42,7 +34,7 @@ def run_figures(run: RunSummary) -> str:
         parts.append(f"cpu {run.cpu_percent:.0f}%")
         parts.append(bytes_text(run.uss_bytes or run.rss_bytes))
     if run.requests:
-        parts.append(f"{tokens_text(run.input_tokens)}→{tokens_text(run.output_tokens)} tokens")
+        parts.append(f"{format_tokens(run.input_tokens)}→{format_tokens(run.output_tokens)} tokens")
         parts.append(f"{run.requests} request{'s' if run.requests != 1 else ''}")
         parts.append(money(run.cost_usd, run.cost_known))
     if run.slot_wait_seconds >= 1:
@@ -57,5 +49,5 @@ def task_cost(task: TaskSummary) -> str:
     text = money(task.cost_usd, task.cost_known)
     if task.cost_limit > 0:
         text += f" of ${task.cost_limit:.2f}"
-    return (f"{tokens_text(task.input_tokens)}→{tokens_text(task.output_tokens)} tokens · "
+    return (f"{format_tokens(task.input_tokens)}→{format_tokens(task.output_tokens)} tokens · "
             f"{task.requests} request{'s' if task.requests != 1 else ''} · {text}")

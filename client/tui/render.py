@@ -15,6 +15,7 @@ from yagent.ipc.messages import Question
 from yagent.ipc.vocabulary import RunStatus, TaskState
 
 from ..cells import Line, clean, fit, pad_line, text_width, truncate, wrap, wrap_fragments, wrap_spans
+from ..humanize import format_tokens
 from ..theme import agent_style
 from ..thought_filter import visible_reply
 from .markdown import style_markdown_line, wrap_styled
@@ -33,14 +34,6 @@ __all__ = [
 
 INDENT = 2
 MAX_EXPANDED_RESULT_LINES = 400
-
-
-def format_tokens(n: int) -> str:
-    if n < 1000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}k"
-    return f"{n / 1_000_000:.2f}M"
 
 
 def format_duration(seconds: float) -> str:
