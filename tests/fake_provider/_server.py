@@ -439,9 +439,8 @@ class FakeProvider:
                      headers: dict[str, str] | None = None, error_type: str = "") -> None:
         body = (anthropic_error_body(status, message, error_type) if record.api_format == "anthropic"
                 else openai_error_body(status, message, error_type))
-        self._answering(record, status)
-        await self._write_json(conn, status, body, headers)
         self._finish(record, status)
+        await self._write_json(conn, status, body, headers)
 
     def _answering(self, record: RecordedRequest, status: int) -> None:
         """Record the status before the response leaves: a client that got it may look at the record at once."""
@@ -450,6 +449,8 @@ class FakeProvider:
             self._cond.notify_all()
 
     def _finish(self, record: RecordedRequest, status: int, disconnected: bool = False) -> None:
+        """Mark the request over. Called before the response's last bytes leave: a client that has read them may
+        send its next request (or look at this record) before this thread runs again."""
         with self._cond:
             record.status = status
             record.completed = not disconnected
@@ -480,18 +481,16 @@ class FakeProvider:
                 # A streaming content type makes no sense for a whole body: such steps mean plain JSON.
                 content_type = ("application/json" if step.raw_content_type == "text/event-stream"
                                 else step.raw_content_type)
-                self._answering(record, 200)
+                self._finish(record, 200)
                 await self._write_raw_body(conn, content_type,
                                            b"".join(c if isinstance(c, bytes) else c.encode() for c in chunks))
-                self._finish(record, 200)
                 return True
             return await self._stream(conn, record, chunks, step, failure)
         render = render_anthropic if record.api_format == "anthropic" else render_openai
         rendered: Rendered = render(step, body, record.serial, len(record.raw))
         if rendered.json_body is not None:
-            self._answering(record, 200)
-            await self._write_json(conn, 200, rendered.json_body)
             self._finish(record, 200)
+            await self._write_json(conn, 200, rendered.json_body)
             return True
         return await self._stream(conn, record, rendered.events, step, failure)
 
@@ -525,9 +524,12 @@ class FakeProvider:
                 return await self._fail_stream(conn, record, "", failure)
             if step.end_latency:
                 await asyncio.sleep(step.end_latency)  # not watching for a hang-up: the request is open till the end
+            if conn.closed.is_set():
+                self._finish(record, 200, disconnected=True)
+                return False
+            self._finish(record, 200)
             writer.write(b"0\r\n\r\n")
             await writer.drain()
-            self._finish(record, 200, disconnected=conn.closed.is_set())
             return not conn.closed.is_set()
         except ConnectionError:
             self._finish(record, 200, disconnected=True)
@@ -552,8 +554,8 @@ class FakeProvider:
             half = data[: max(1, len(data) // 2)]
             writer.write(b"%x\r\n%s\r\n" % (len(half), half))
             await writer.drain()
-            writer.transport.abort()  # no terminating chunk: the client sees an incomplete body
             self._finish(record, 200)
+            writer.transport.abort()  # no terminating chunk: the client sees an incomplete body
             return False
         if failure.kind == "stall":
             await conn.closed.wait()
@@ -564,9 +566,9 @@ class FakeProvider:
         else:
             data = (anthropic_error_event(failure) if record.api_format == "anthropic"
                     else openai_error_event(failure)).encode()
+        self._finish(record, 200)
         writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data))
         await writer.drain()
-        self._finish(record, 200)
         return True
 
     async def _control(self, conn: _Connection, method: str, path: str, raw: bytes) -> None:
