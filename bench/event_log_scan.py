@@ -15,13 +15,14 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import msgpack
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from best_time import best_of  # noqa: E402
 
 from yagent.daemon.event_log import TaskLog  # noqa: E402
 from yagent.ipc.messages import PublishedEvents  # noqa: E402
@@ -41,15 +42,6 @@ def frames(total: int) -> list[tuple[int, bytes]]:
         seq += 8
         size += len(frame)
     return out
-
-
-def best(fn, repeat: int = 3) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def old_scan(path: Path) -> int:
@@ -87,24 +79,24 @@ def main() -> None:
                     fh.write(frame)
                     fh.flush()
 
-        t_append = best(append_framed, 1)
-        t_plain = best(append_plain, 1)
+        t_append = best_of(append_framed, 1)
+        t_plain = best_of(append_plain, 1)
         n = len(data)
         print(f"log: {framed.stat().st_size / 2**20:.1f} MiB framed ({bare.stat().st_size / 2**20:.1f} MiB bare), "
               f"{n} frames, {n * 8} events")
         print(f"append: {n / t_append:,.0f} records/s framed vs {n / t_plain:,.0f} frames/s plain writes "
               f"(ratio {t_plain / t_append:.2f})")
 
-        t_old = best(lambda: old_scan(bare))
-        t_framed = best(lambda: TaskLog(framed, cap))
-        t_bare = best(lambda: TaskLog(bare, cap))
+        t_old = best_of(lambda: old_scan(bare))
+        t_framed = best_of(lambda: TaskLog(framed, cap))
+        t_bare = best_of(lambda: TaskLog(bare, cap))
         print(f"open (scan): framed {t_framed * 1000:.0f} ms, bare by today's code {t_bare * 1000:.0f} ms, "
               f"pre-framing scan {t_old * 1000:.0f} ms (framed/pre-framing ratio {t_framed / t_old:.2f})")
 
         with framed.open("r+b") as fh:
             fh.seek(framed.stat().st_size // 3)
             fh.write(b"\xff" * 16)
-        t_damaged = best(lambda: TaskLog(framed, cap))
+        t_damaged = best_of(lambda: TaskLog(framed, cap))
         task_log = TaskLog(framed, cap)
         middle = data[n // 2][0]
         kept = sum(1 for _ in task_log.read(0))
@@ -119,7 +111,7 @@ def main() -> None:
                     if got == 5000:
                         break
 
-        print(f"replay page of 5000 events from the middle: {best(page) * 1000:.1f} ms")
+        print(f"replay page of 5000 events from the middle: {best_of(page) * 1000:.1f} ms")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

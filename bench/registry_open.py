@@ -20,6 +20,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from best_time import best_of  # noqa: E402
+
 from yagent.daemon.registry import Registry  # noqa: E402
 
 
@@ -35,15 +37,6 @@ def build(path: Path, n: int) -> None:
         registry.finish_run(f"r{i:011d}", "done", "agent_exit", "all done " * 20, "")
         registry.finish_turn(task.id, turn, "done", "all done " * 20)
     registry.close()
-
-
-def best(fn, repeat: int = 5) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def pragma(path: Path, sql: str) -> None:
@@ -71,10 +64,10 @@ def main() -> None:
         build(path, n)
         print(f"registry: {n} tasks, {2 * n} runs, {path.stat().st_size / 2**20:.1f} MiB "
               f"(built in {time.perf_counter() - t0:.1f}s)")
-        t_bare = best(lambda: bare(path))
-        t_quick = best(lambda: pragma(path, "PRAGMA quick_check"))
-        t_full = best(lambda: pragma(path, "PRAGMA integrity_check"), 3)
-        t_open = best(lambda: Registry(path).close())
+        t_bare = best_of(lambda: bare(path))
+        t_quick = best_of(lambda: pragma(path, "PRAGMA quick_check"))
+        t_full = best_of(lambda: pragma(path, "PRAGMA integrity_check"), 3)
+        t_open = best_of(lambda: Registry(path).close())
         print(f"bare open + one query: {t_bare * 1000:.1f} ms")
         print(f"PRAGMA quick_check: {t_quick * 1000:.1f} ms; integrity_check: {t_full * 1000:.1f} ms")
         print(f"Registry open with every start check: {t_open * 1000:.1f} ms "

