@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .authorization import ApprovalStore, AuthDecision, Authorizer, AuthRequest, YoloLevel
+from .beneath import FileAccess, Resolution
 from .spec import AuthPolicy, ToolSpec
 
 # Device files commands name all the time; matched before symlink resolution (/dev/stdout -> /proc/...).
@@ -28,7 +29,9 @@ class WorkspaceGuard:
 
     Paths are resolved with symlinks and `..` followed, so a link inside the root that points outside is
     treated as outside. Reads are never gated; writes, deletes, renames and shell commands are, as declared
-    by each tool's `AuthPolicy`.
+    by each tool's `AuthPolicy`. Tools then reach the paths checked here only through `files`, which
+    resolves them again beneath the root (or, outside it, with no link followed), so a link swapped in
+    after the check cannot send them elsewhere.
     """
 
     def __init__(
@@ -38,8 +41,10 @@ class WorkspaceGuard:
         settings_path: Path | None = None,
         session_grants: Iterable[str] = (),
         safe_dirs: Iterable[Path] = (),
+        resolution: Resolution | None = None,
     ):
         self.root = Path(os.path.realpath(os.path.expanduser(str(project_root))))
+        self.files = FileAccess(self.root, resolution=resolution)
         self.approvals = ApprovalStore(self.root, settings_path, session_grants)
         trees = [*SAFE_SYSTEM_TREES, tempfile.gettempdir(), *(str(d) for d in safe_dirs)]
         self._safe_trees = tuple(dict.fromkeys(Path(os.path.realpath(t)) for t in trees))
