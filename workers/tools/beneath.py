@@ -162,8 +162,9 @@ def _step(dir_fd: int, name: str, flags: int, mode: int) -> int:
     try:
         fd = os.open(name, flags | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
     except OSError as exc:
-        # O_NOFOLLOW meets a link as ELOOP, or as ENOTDIR when a directory was asked for.
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(dir_fd, name):
+        # O_NOFOLLOW meets a link as ELOOP, or as ENOTDIR when a directory was asked for; ENOTDIR with a
+        # directory there now means the entry was a link a moment ago (swapped back and forth).
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _kind(dir_fd, name) in (stat.S_IFLNK, stat.S_IFDIR):
             raise PathEscape(errno.ELOOP, "a link on the way", name) from None
         raise
     if flags & os.O_PATH and stat.S_ISLNK(os.fstat(fd).st_mode):  # O_PATH | O_NOFOLLOW opens the link itself
@@ -172,11 +173,11 @@ def _step(dir_fd: int, name: str, flags: int, mode: int) -> int:
     return fd
 
 
-def _is_link(dir_fd: int, name: str) -> bool:
+def _kind(dir_fd: int, name: str) -> int | None:
     try:
-        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        return stat.S_IFMT(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except OSError:
-        return False
+        return None
 
 
 def remove_entry(dir_fd: int, name: str) -> str:
