@@ -13,7 +13,7 @@ import pytest
 from yagent.daemon.home_repair import repair_home
 from yagent.ipc.private_files import USER_UMASK_ENV, keep_private, make_private_dirs, user_umask
 
-from ..daemon_harness import DaemonProcess, arun, collect_turn, script, submit
+from ..daemon_harness import DaemonProcess, arun, collect_turn, script, submit, wait_until
 
 
 def modes(home: Path) -> dict[str, int]:
@@ -41,12 +41,17 @@ def daemon(tmp_path: Path) -> Iterator[DaemonProcess]:
 
 
 def _one_run(d: DaemonProcess, project: Path) -> None:
+    """A run whose worker also has a child make a directory and a file under the home, with default modes."""
+    made = d.home / "made-by-a-run" / "f"
+    command = f"mkdir -p {made.parent} && echo x > {made}.tmp && mv {made}.tmp {made}"
+
     async def go() -> None:
         async with d.client() as c:
-            sub = await submit(c, project, script({"emit": 3}, {"mark": "end"}))
+            sub = await submit(c, project, script({"emit": 3}, {"spawn": command, "keep": True}, {"mark": "end"}))
             await collect_turn(c, sub.task)
 
     arun(go(), 60)
+    wait_until(made.exists, 30, f"the run's child to write {made}")
 
 
 def test_a_fresh_home_is_private_after_a_daemon_start_and_a_run(daemon: DaemonProcess, tmp_path: Path) -> None:
@@ -60,7 +65,7 @@ def test_a_fresh_home_is_private_after_a_daemon_start_and_a_run(daemon: DaemonPr
     daemon.terminate()
     found = modes(daemon.home)
     assert any(name.startswith("events") and name.endswith(".log") for name in found), found
-    assert "state.db" in found and "logs/yagentd.log" in found
+    assert "state.db" in found and "logs/yagentd.log" in found and "made-by-a-run/f" in found
     assert open_to_others(daemon.home) == {}
     assert {mode for name, mode in found.items() if (daemon.home / name).is_file()} == {0o600}
     assert {mode for name, mode in found.items() if (daemon.home / name).is_dir()} == {0o700}
