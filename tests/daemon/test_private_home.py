@@ -145,7 +145,8 @@ def test_a_home_that_is_itself_a_link_is_not_walked(tmp_path: Path) -> None:
 def test_keep_private_sets_077_and_remembers_the_users_umask_for_the_project(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(USER_UMASK_ENV, raising=False)
+    monkeypatch.setenv(USER_UMASK_ENV, "")  # so that the value keep_private records is undone afterwards
+    monkeypatch.delenv(USER_UMASK_ENV)
     previous = os.umask(0o002)
     try:
         assert keep_private() == 0o002

@@ -37,7 +37,7 @@ def _create_file(inv: Invocation) -> ToolResult:
     data = str(inv.args["content"]).encode("utf-8")
     if len(data) > MAX_FILE_BYTES:
         return ToolResult.error(f"content is {len(data)} bytes, over the {_LIMIT_TEXT} limit for one write.")
-    if path == inv.ctx.guard.root:
+    if path == inv.ctx.guard.root or not path.name:  # the root, or `/`
         return ToolResult.error(f"{shown} is a directory.")
     files = inv.ctx.guard.files
     try:
