@@ -3,6 +3,7 @@ old 0755/0644 one after a daemon start and a run; the repair at start never foll
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 from collections.abc import Iterator
@@ -11,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from yagent.daemon.home_repair import repair_home
+from yagent.ipc.messages import Ack, Answer, Event
 from yagent.ipc.private_files import USER_UMASK_ENV, keep_private, make_private_dirs, user_umask
+from yagent.ipc.vocabulary import EventType
 
 from ..daemon_harness import DaemonProcess, arun, collect_turn, script, submit, wait_until
 
@@ -41,17 +44,28 @@ def daemon(tmp_path: Path) -> Iterator[DaemonProcess]:
 
 
 def _one_run(d: DaemonProcess, project: Path) -> None:
-    """A run whose worker also has a child make a directory and a file under the home, with default modes."""
+    """A run whose worker also has a child make a directory and a file under the home, with default modes.
+
+    The run asks a question after starting the child and is answered only once the file is there, so the
+    run's end (which sweeps its processes) cannot come first.
+    """
     made = d.home / "made-by-a-run" / "f"
     command = f"mkdir -p {made.parent} && echo x > {made}.tmp && mv {made}.tmp {made}"
 
     async def go() -> None:
-        async with d.client() as c:
-            sub = await submit(c, project, script({"emit": 3}, {"spawn": command, "keep": True}, {"mark": "end"}))
-            await collect_turn(c, sub.task)
+        async with d.client() as c, d.client() as answering:
+            sub = await submit(c, project, script({"emit": 3}, {"spawn": command, "keep": True},
+                                                  {"ask": {"kind": "confirm", "prompt": "Written?"}}))
 
-    arun(go(), 60)
-    wait_until(made.exists, 30, f"the run's child to write {made}")
+            async def answer(ev: Event) -> None:
+                if ev.type == EventType.USER_HELP_NEEDED:
+                    await asyncio.to_thread(wait_until, made.exists, 30, f"the run's child to write {made}")
+                    await answering.request(Answer(id=0, task=sub.task, request_id=ev.data["request_id"],
+                                                   answer={"value": "yes"}), Ack)
+
+            await collect_turn(c, sub.task, on_event=answer)
+
+    arun(go(), 90)
 
 
 def test_a_fresh_home_is_private_after_a_daemon_start_and_a_run(daemon: DaemonProcess, tmp_path: Path) -> None:
