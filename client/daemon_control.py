@@ -14,6 +14,7 @@ from yagent.ipc import DaemonClient, DaemonNotRunning, IpcError, RuntimeDirError
 from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.home import yagent_home
 from yagent.ipc.messages import Ack, DaemonStatus, Shutdown, StatusRequest
+from yagent.ipc.private_files import make_private_dirs
 from yagent.ipc.runtime_dir import RuntimePaths, ensure_runtime_dir, resolve_runtime_dir, runtime_paths
 
 from . import exit_codes
@@ -61,11 +62,11 @@ def start_background() -> tuple[bool, str]:
         return True, "yagentd is already running"
     home = yagent_home()
     logs = home / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(logs)
     out_path = logs / "yagentd.out"
     # -P: not the working directory (the user's project) first on sys.path, where its modules would shadow ours.
     cmd = [sys.executable, "-P", "-m", "yagent.daemon.main"]
-    with out_path.open("ab") as out:
+    with open(os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600), "ab") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True)
     deadline = time.monotonic() + START_TIMEOUT

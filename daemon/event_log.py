@@ -260,7 +260,7 @@ class TaskLog:
         self.close()
         with self.path.open("rb") as src:
             src.seek(keep_from)
-            write_atomic(self.path, iter(lambda: src.read(1 << 20), b""))
+            write_atomic(self.path, iter(lambda: src.read(1 << 20), b""), mode=0o600)
         kept = self.size - keep_from
         self.index = [(seq, off - keep_from) for seq, off in self.index if off >= keep_from]
         self.legacy_end = max(0, self.legacy_end - keep_from)
@@ -290,7 +290,7 @@ class EventLogDir:
         self.directory = directory
         self.max_bytes = max_bytes
         self._reported: set[tuple[str, tuple[Span, ...], Span | None]] = set()
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def path_for(self, task: str) -> Path:
         return self.directory / f"{task}.log"

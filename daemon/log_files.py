@@ -4,23 +4,33 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import os
 import sys
 from pathlib import Path
+from typing import TextIO
 
 __all__ = ["reopen_log_files", "setup_logging"]
 
 
 def setup_logging(home: Path, level: str) -> None:
     logs = home / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(mode=0o700, parents=True, exist_ok=True)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     stderr = logging.StreamHandler(sys.stderr)
     stderr.setFormatter(fmt)
-    filelog = logging.handlers.RotatingFileHandler(logs / "yagentd.log", maxBytes=5_000_000, backupCount=3)
+    filelog = _PrivateRotatingFileHandler(logs / "yagentd.log", maxBytes=5_000_000, backupCount=3)
     filelog.setFormatter(fmt)
     root = logging.getLogger()
     root.handlers[:] = [stderr, filelog]
     root.setLevel(getattr(logging, level.upper(), logging.INFO))
+
+
+class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Every file it opens (the first, each rotation's, each reopen) is created 0600, whatever the umask."""
+
+    def _open(self) -> TextIO:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
 
 
 def reopen_log_files() -> None:

@@ -9,13 +9,16 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
 
 from yagent.ipc.config import ConfigError, load_settings
 from yagent.ipc.errors import RuntimeDirError
 from yagent.ipc.home import config_path, yagent_home
+from yagent.ipc.private_files import keep_private, make_private_dirs
 from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
 
 from .arbiter import Daemon
+from .home_repair import repair_home
 from .instance_lock import AlreadyRunning, InstanceLock
 from .launcher import MultiprocessingLauncher
 from .log_files import setup_logging
@@ -45,6 +48,16 @@ def _fail(lines: list[str]) -> int:
     return EXIT_USAGE
 
 
+def _repair_home(home: Path) -> None:
+    repair = repair_home(home)
+    if repair.repaired or repair.failed:
+        logging.getLogger("yagent.daemon").warning(
+            "made %d entries under %s private (group and other access removed: state written before yagent kept "
+            "it private)%s", repair.repaired, home,
+            f"; {repair.failed} could not be changed (another owner?): check them with `ls -la {home}`"
+            if repair.failed else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="yagentd", description="yagent supervisor daemon (runs in the foreground)")
     parser.add_argument("--log-level", default=os.environ.get("YAGENT_LOG_LEVEL", "info"),
@@ -52,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"yagentd {_version()}")
     args = parser.parse_args(argv)
 
+    keep_private()  # before anything is created: all of yagentd's and its workers' state is 0600 / 0700
     home = yagent_home()
     try:
         paths = ensure_runtime_dir(resolve_runtime_dir())
@@ -69,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail([f"yagentd: {exc}"])
     home_lock = InstanceLock(home / "yagentd.lock", note=str(paths.root))
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(home)
         try:
             home_lock.acquire()
         except AlreadyRunning as exc:
@@ -79,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                           "two daemons must not share one state.db",
                           f"stop it with `{where}yagent daemon stop`, or give this daemon its own YAGENT_HOME"])
         setup_logging(home, args.log_level)
+        _repair_home(home)
         # `kill -USR1 <pid>` writes every thread's stack to the log: the first question about a stuck daemon.
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
         for warning in [*settings.warnings, *settings.run_settings.llm.warnings]:

@@ -27,6 +27,7 @@ from multiprocessing import forkserver
 
 from yagent.ipc.errors import MalformedMessage
 from yagent.ipc.messages import RunOutcome, RunResult
+from yagent.ipc.private_files import keep_private
 from yagent.ipc.vocabulary import RunStatus, StopReason
 
 from .channel import DaemonChannel, DaemonLost
@@ -83,6 +84,7 @@ def _become_run_process(run_id: str, agent_hint: str) -> None:
 
 def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ...] = ()) -> None:
     _leave_the_forkserver()
+    _keep_state_private()
     _become_run_process(run_id, "worker")
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s worker {run_id} %(levelname)s %(name)s: %(message)s")
     for module in agent_modules:
@@ -102,6 +104,11 @@ def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ..
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(code)
+
+
+def _keep_state_private() -> None:
+    """Umask 077 for what the run writes under $YAGENT_HOME; file tools and shell commands use the user's own."""
+    keep_private()
 
 
 def _abandon_run() -> None:

@@ -26,6 +26,7 @@ from tomlkit.toml_document import TOMLDocument
 
 from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.config import ConfigError, parse_config_text, read_config_bytes, settings_from_table
+from yagent.ipc.private_files import make_private_dirs
 from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config, referenced_providers
 
 __all__ = [
@@ -415,7 +416,7 @@ def write(config: ConfigFile, ops: list[Op], environ: Mapping[str, str] | None =
                                   "the change by hand")
     warnings = check(text, path, env)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(target.parent)  # the config may hold keys: its directory is the owner's alone
         for op in ops:
             if isinstance(op, StartFresh) and current is not None:
                 _write_new(op.backup, current)

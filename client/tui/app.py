@@ -6,6 +6,7 @@ pass `create_pipe_input()` and `DummyOutput()` (or a sized fake output).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import merge_key_bindings
 from prompt_toolkit.layout import Window
 from prompt_toolkit.output import Output
+
+from yagent.ipc.private_files import make_private_dirs
 
 from ..setup.view import ProbeFn, SetupView, build_setup_bindings
 from ..theme import STYLE
@@ -125,7 +128,8 @@ async def run_tui(controller: TuiController, *, task: str | None, latest: bool, 
     """Attach (errors raise before the screen is taken), run until detach, then clean up."""
     history: History | None = None
     if history_path is not None:
-        history_path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(history_path.parent)
+        os.close(os.open(history_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))  # what was typed is private
         history = FileHistory(str(history_path))
     tui = TuiApp(controller, input=input, output=output, history=history)
     try:

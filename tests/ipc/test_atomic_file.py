@@ -125,3 +125,25 @@ def test_concurrent_writers_of_one_path_never_share_a_temp_file(tmp_path: Path) 
     assert len(seen) == writers and all(len(listing) == writers for listing in seen)
     assert path.read_bytes().decode() in {f"writer {n} begins;writer {n} ends" for n in range(writers)}
     assert os.listdir(tmp_path) == [path.name]
+
+
+def test_a_write_through_a_directory_descriptor_follows_the_directory_not_its_name(tmp_path: Path) -> None:
+    inside = tmp_path / "inside"
+    inside.mkdir()
+    (inside / "f.txt").write_bytes(b"old")
+    os.chmod(inside / "f.txt", 0o640)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_bytes(b"outside")
+    fd = os.open(inside, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        inside.rename(tmp_path / "moved")
+        inside.symlink_to(outside, target_is_directory=True)  # the name now leads elsewhere; the descriptor does not
+        write_atomic("f.txt", b"new", dir_fd=fd)
+        with pytest.raises(ValueError, match="one file name"):
+            write_atomic("../f.txt", b"x", dir_fd=fd)
+    finally:
+        os.close(fd)
+    assert (tmp_path / "moved" / "f.txt").read_bytes() == b"new" and _mode(tmp_path / "moved" / "f.txt") == 0o640
+    assert (outside / "f.txt").read_bytes() == b"outside" and sorted(os.listdir(outside)) == ["f.txt"]
+    assert sorted(os.listdir(tmp_path / "moved")) == ["f.txt"]

@@ -18,6 +18,7 @@ from yagent.ipc.run_settings import DEFAULT_TOOL_HEARTBEAT_INTERVAL
 from yagent.ipc.vocabulary import QuestionKind
 
 from .authorization import Authorizer, AuthRequest, YoloLevel
+from .beneath import Resolution
 from .guard import WorkspaceGuard
 from .processes import ProcessRegistry
 
@@ -96,6 +97,7 @@ class ToolContext:
     session_grants: frozenset[str] = frozenset()
     processes: ProcessRegistry = field(default_factory=ProcessRegistry)
     heartbeat_interval: float = DEFAULT_TOOL_HEARTBEAT_INTERVAL  # seconds between beats of long-running tools
+    resolution: Resolution | None = None  # how file tools resolve beneath the root; None: openat2 where it exists
     guard: WorkspaceGuard = field(init=False)
 
     def __post_init__(self) -> None:
@@ -106,6 +108,7 @@ class ToolContext:
             settings_path=self.settings_path,
             session_grants=self.session_grants,
             safe_dirs=(self.scratch_dir,),
+            resolution=self.resolution,
         )
         self.project_root = self.guard.root
 

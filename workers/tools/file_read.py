@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import os
 import shlex
+import stat
 from pathlib import Path
 
+from .beneath import PathEscape
 from .ignore import IgnoreRules, visible_entries
 from .limits import (
     LINES_PER_READ,
@@ -38,20 +41,43 @@ def not_found(inv: Invocation, path: Path) -> ToolResult:
     return ToolResult.error(f"{inv.display(path)} does not exist.{hint}")
 
 
+def moved_away(inv: Invocation, path: Path) -> ToolResult:
+    """The result when a path changed after the guard checked it: a link or `..` now leads elsewhere."""
+    where = "the project" if inv.ctx.guard.is_inside(path) else "the path that was checked"
+    return ToolResult.error(
+        f"{inv.display(path)} changed while {inv.spec.name} was using it: a link on the way now leads out of "
+        f"{where}, so nothing was done. Look at the path again (list_dir) before retrying; links that leave "
+        "the project are not followed."
+    )
+
+
+# Opening never blocks (a FIFO would wait for a writer) and never takes a terminal as controlling tty.
+READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
+
+
 def _read_file(inv: Invocation) -> ToolResult:
     path = inv.path("path")
     shown = inv.display(path)
-    if not path.exists():
+    try:
+        fd = inv.ctx.guard.files.open(path, READ_FLAGS)
+    except FileNotFoundError:
         return not_found(inv, path)
-    if path.is_dir():
-        return ToolResult.error(f"{shown} is a directory; use list_dir or print_dir_tree to see its contents.")
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        return ToolResult.error(
-            f"{shown} is {_mb(size)}, over the {_mb(MAX_FILE_BYTES)} read limit. Find the part you need with "
-            "search_by_regex, or print a slice with run_bash (e.g. sed -n '100,200p')."
-        )
-    data = path.read_bytes()
+    except PathEscape:
+        return moved_away(inv, path)
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            return ToolResult.error(f"{shown} is a directory; use list_dir or print_dir_tree to see its contents.")
+        if not stat.S_ISREG(info.st_mode):
+            return ToolResult.error(f"{shown} is not a regular file (a pipe, socket or device); read_file only "
+                                    "reads files.")
+        size = info.st_size
+        if size > MAX_FILE_BYTES:
+            return ToolResult.error(
+                f"{shown} is {_mb(size)}, over the {_mb(MAX_FILE_BYTES)} read limit. Find the part you need "
+                "with search_by_regex, or print a slice with run_bash (e.g. sed -n '100,200p')."
+            )
+        data = fh.read(MAX_FILE_BYTES)  # bounded: the file may have grown since fstat
     if b"\0" in data[:8192]:
         return ToolResult.error(f"{shown} looks binary ({_mb(size)}); read_file only shows text.")
     try:
@@ -147,15 +173,20 @@ register(
 
 def _list_dir(inv: Invocation) -> ToolResult:
     path = inv.path("path")
-    if not path.exists():
+    try:
+        with inv.ctx.guard.files.directory(path) as fd, os.scandir(fd) as it:
+            found = [(not entry.is_dir(), entry.name) for entry in it]
+    except FileNotFoundError:
         return not_found(inv, path)
-    if not path.is_dir():
+    except NotADirectoryError:
         return ToolResult.error(f"{inv.display(path)} is a file; use read_file to see it.")
-    entries = sorted(path.iterdir(), key=lambda p: (not p.is_dir(), p.name))
+    except PathEscape:
+        return moved_away(inv, path)
+    entries = sorted(found)
     if not entries:
         return ToolResult.ok(f"[empty directory: {inv.display(path)}]")
     shown = entries[:LIST_DIR_MAX_ENTRIES]
-    lines = [inv.display(p) + ("/" if p.is_dir() else "") for p in shown]
+    lines = [inv.display(path / name) + ("" if not_dir else "/") for not_dir, name in shown]
     if len(entries) > len(shown):
         lines.append(f"[{len(entries) - len(shown)} more entries not shown; list a subdirectory]")
     return ToolResult.ok("\n".join(lines), data={"path": inv.display(path), "entries": len(entries)})

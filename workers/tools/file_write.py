@@ -1,22 +1,24 @@
 """File-changing tools: create_file, search_replace_in_file, delete_file, rename_file.
 
 All of them are serial and mutate; the WorkspaceGuard has already resolved and authorised their paths
-by the time an executor runs.
+by the time an executor runs. They reach those paths only through `guard.files` (`beneath.py`): each acts
+on one name in a parent directory opened beneath the project root (or, for an approved outside path,
+beneath `/` with no link followed), so a link swapped into the path after the check sends nothing elsewhere.
 """
 
 from __future__ import annotations
 
 import asyncio
 import difflib
+import errno
 import json
 import os
 import re
-import shutil
+import stat
 from pathlib import Path
 
-from yagent.ipc.atomic_file import write_atomic
-
-from .file_read import not_found, split_lines
+from .beneath import PathEscape, remove_entry, rename_noreplace
+from .file_read import READ_FLAGS, moved_away, not_found, split_lines
 from .limits import MAX_FILE_BYTES
 from .registry import register
 from .result import ToolResult
@@ -35,17 +37,34 @@ def _create_file(inv: Invocation) -> ToolResult:
     data = str(inv.args["content"]).encode("utf-8")
     if len(data) > MAX_FILE_BYTES:
         return ToolResult.error(f"content is {len(data)} bytes, over the {_LIMIT_TEXT} limit for one write.")
-    if path.is_dir():
+    if path == inv.ctx.guard.root or not path.name:  # the root, or `/`
         return ToolResult.error(f"{shown} is a directory.")
-    existed = path.exists()
-    if existed and not inv.args.get("overwrite", False):
-        return ToolResult.error(
-            f"{shown} already exists. Change part of it with search_replace_in_file, or pass "
-            "overwrite=true to replace the whole file."
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, data)
+    files = inv.ctx.guard.files
+    try:
+        with files.directory(path.parent, create=True) as parent:
+            kind = _entry_kind(parent, path.name)
+            if kind == stat.S_IFDIR:
+                return ToolResult.error(f"{shown} is a directory.")
+            existed = kind is not None
+            if existed and not inv.args.get("overwrite", False):
+                return ToolResult.error(
+                    f"{shown} already exists. Change part of it with search_replace_in_file, or pass "
+                    "overwrite=true to replace the whole file."
+                )
+            files.replace_file(parent, path.name, data)
+    except PathEscape:
+        return moved_away(inv, path)
+    except NotADirectoryError:
+        return ToolResult.error(f"a parent of {shown} is a file, not a directory; choose another path.")
     return _json({"path": shown, "created": not existed, "bytes": len(data), "lines": data.count(b"\n")})
+
+
+def _entry_kind(dir_fd: int, name: str) -> int | None:
+    """The file type (stat.S_IFMT) of the entry `name` in `dir_fd`, the entry itself and not a link's target."""
+    try:
+        return stat.S_IFMT(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return None
 
 
 async def create_file(inv: Invocation) -> ToolResult:
@@ -85,15 +104,40 @@ def _search_replace(inv: Invocation) -> ToolResult:
     path = inv.path("path")
     shown = inv.display(path)
     search, replace = str(inv.args["search"]), str(inv.args["replace"])
-    if not path.is_file():
-        return not_found(inv, path) if not path.exists() else ToolResult.error(f"{shown} is not a file.")
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
+    try:
+        with inv.ctx.guard.files.directory(path.parent) as parent:
+            return _edit_in(inv, parent, path, search, replace)
+    except FileNotFoundError:
+        return not_found(inv, path)
+    except NotADirectoryError:
+        return ToolResult.error(f"a parent of {shown} is a file, not a directory.")
+    except PathEscape:
+        return moved_away(inv, path)
+
+
+def _edit_in(inv: Invocation, parent: int, path: Path, search: str, replace: str) -> ToolResult:
+    """The edit of the entry `path.name` of the directory `parent`: read and replaced through that descriptor."""
+    shown = inv.display(path)
+    try:
+        # The name is the link-free one the guard resolved: a link at it now was swapped in after the check.
+        fd = os.open(path.name, READ_FLAGS | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise PathEscape(errno.ELOOP, "a link was swapped in", path.name) from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return ToolResult.error(f"{shown} is not a file.")
+        if info.st_size > MAX_FILE_BYTES:
+            return ToolResult.error(f"{shown} is over the {_LIMIT_TEXT} edit limit; edit it with run_bash instead.")
+        raw = fh.read(MAX_FILE_BYTES + 1)
+    if len(raw) > MAX_FILE_BYTES:
         return ToolResult.error(f"{shown} is over the {_LIMIT_TEXT} edit limit; edit it with run_bash instead.")
     if not search:
         return ToolResult.error("search is empty; give the exact text to replace, with enough context lines.")
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return ToolResult.error(f"{shown} is not UTF-8 text; search_replace_in_file only edits text files.")
     crlf_only = "\r\n" in text and text.count("\r\n") == text.count("\n")
@@ -126,7 +170,7 @@ def _search_replace(inv: Invocation) -> ToolResult:
     encoded = updated.encode("utf-8")
     if len(encoded) > MAX_FILE_BYTES:
         return ToolResult.error(f"the edited file would be over the {_LIMIT_TEXT} limit; nothing was written.")
-    write_atomic(path, encoded)
+    inv.ctx.guard.files.replace_file(parent, path.name, encoded)
     diff = unified_diff(text, updated, shown)
     return ToolResult.ok(f"File: {shown}  (1 replacement)\n{diff}", data={"path": shown, "diff": diff})
 
@@ -247,27 +291,29 @@ def _outside_link_error(inv: Invocation, link: Path) -> ToolResult:
 
 def _delete_file(inv: Invocation) -> ToolResult:
     link = _named_symlink(inv, "path")
-    if link is not None:
-        if not inv.ctx.guard.is_inside(link.parent):
-            return _outside_link_error(inv, link)
-        link.unlink()  # the link only: its target stays where it is
-        return _json({"path": inv.display(link), "deleted": "symlink"})
-    path = inv.path("path")
+    if link is not None and not inv.ctx.guard.is_inside(link.parent):
+        return _outside_link_error(inv, link)
+    path = link or inv.path("path")  # a link itself, never its target
     shown = inv.display(path)
     if path == inv.ctx.guard.root:
         return ToolResult.error("refusing to delete the project root.")
-    if not path.exists():
+    try:
+        with inv.ctx.guard.files.directory(path.parent) as parent:
+            deleted = remove_entry(parent, path.name)
+    except FileNotFoundError:
         return not_found(inv, path)
-    if path.is_dir():
-        if any(path.iterdir()):
-            return ToolResult.error(
-                f"{shown} is a non-empty directory; delete its files first, or remove it with run_bash "
-                "(marked is_dangerous)."
-            )
-        path.rmdir()
-        return _json({"path": shown, "deleted": "directory"})
-    path.unlink()
-    return _json({"path": shown, "deleted": "file"})
+    except NotADirectoryError:
+        return ToolResult.error(f"a parent of {shown} is a file, not a directory.")
+    except PathEscape:
+        return moved_away(inv, path)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        return ToolResult.error(
+            f"{shown} is a non-empty directory; delete its files first, or remove it with run_bash "
+            "(marked is_dangerous)."
+        )
+    return _json({"path": shown, "deleted": deleted})
 
 
 async def delete_file(inv: Invocation) -> ToolResult:
@@ -318,8 +364,31 @@ def _rename_file(inv: Invocation) -> ToolResult:
             f"cannot move the directory {inv.display(source)} into itself ({inv.display(destination)}); "
             "choose a destination outside it."
         )
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(source, destination)
+    files = inv.ctx.guard.files
+    at = source  # the path being opened, for the error
+    try:
+        with files.directory(source.parent) as src_dir:
+            at = destination
+            with files.directory(destination.parent, create=True) as dst_dir:
+                at = source
+                rename_noreplace(src_dir, source.name, dst_dir, destination.name)
+    except FileNotFoundError:
+        return not_found(inv, source)
+    except FileExistsError:
+        return ToolResult.error(f"{inv.display(destination)} already exists; choose another destination.")
+    except NotADirectoryError:
+        return ToolResult.error(f"a parent of {inv.display(at)} is a file, not a directory.")
+    except PathEscape:
+        return moved_away(inv, at)
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:  # the kernel's answer to a directory moved into itself
+            return ToolResult.error(f"cannot move {inv.display(source)} into itself ({inv.display(destination)}).")
+        if exc.errno == errno.EXDEV:
+            return ToolResult.error(
+                f"{inv.display(source)} is a directory on another file system than {inv.display(destination)}; "
+                "rename_file moves directories within one file system only. Use run_bash (mv) for this."
+            )
+        raise
     return _json({"source": inv.display(source), "destination": inv.display(destination)})
 
 

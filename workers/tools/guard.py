@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from .authorization import ApprovalStore, AuthDecision, Authorizer, AuthRequest, YoloLevel
+from .beneath import FileAccess, Resolution
 from .spec import AuthPolicy, ToolSpec
 
+# realpath raises when an entry on the way is swapped mid-resolution (EINVAL from readlink); it is retried.
+_RESOLVE_ATTEMPTS = 4
 # Device files commands name all the time; matched before symlink resolution (/dev/stdout -> /proc/...).
 SAFE_DEVICE_PATHS = frozenset(
     {"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/stdin", "/dev/stdout", "/dev/stderr",
@@ -28,7 +31,9 @@ class WorkspaceGuard:
 
     Paths are resolved with symlinks and `..` followed, so a link inside the root that points outside is
     treated as outside. Reads are never gated; writes, deletes, renames and shell commands are, as declared
-    by each tool's `AuthPolicy`.
+    by each tool's `AuthPolicy`. Tools then reach the paths checked here only through `files`, which
+    resolves them again beneath the root (or, outside it, with no link followed), so a link swapped in
+    after the check cannot send them elsewhere.
     """
 
     def __init__(
@@ -38,18 +43,20 @@ class WorkspaceGuard:
         settings_path: Path | None = None,
         session_grants: Iterable[str] = (),
         safe_dirs: Iterable[Path] = (),
+        resolution: Resolution | None = None,
     ):
-        self.root = Path(os.path.realpath(os.path.expanduser(str(project_root))))
+        self.root = Path(_realpath(os.path.expanduser(str(project_root))))
+        self.files = FileAccess(self.root, resolution=resolution)
         self.approvals = ApprovalStore(self.root, settings_path, session_grants)
         trees = [*SAFE_SYSTEM_TREES, tempfile.gettempdir(), *(str(d) for d in safe_dirs)]
-        self._safe_trees = tuple(dict.fromkeys(Path(os.path.realpath(t)) for t in trees))
+        self._safe_trees = tuple(dict.fromkeys(Path(_realpath(t)) for t in trees))
 
     def resolve(self, raw: str | Path, base: Path | None = None) -> Path:
         """The real absolute path `raw` names; relative paths start at `base` (default the project root)."""
         path = Path(os.path.expanduser(str(raw)))
         if not path.is_absolute():
             path = (base or self.root) / path
-        return Path(os.path.realpath(path))
+        return Path(_realpath(path))
 
     def is_inside(self, path: Path) -> bool:
         """True for the root itself and anything beneath it (`path` must already be resolved)."""
@@ -98,9 +105,9 @@ class WorkspaceGuard:
                     continue  # beneath an outside directory that is reported (and approved) as a whole
                 path = base / path
             if command_word and path.name not in ("", ".", ".."):
-                resolved = Path(os.path.realpath(path.parent)) / path.name
+                resolved = Path(_realpath(path.parent)) / path.name
             else:
-                resolved = Path(os.path.realpath(path))
+                resolved = Path(_realpath(path))
             if not self._allowed(resolved) and resolved not in found:
                 found.append(resolved)
 
@@ -116,7 +123,7 @@ class WorkspaceGuard:
                 # bash imports OLDPWD from its environment when it names a directory; an earlier `cd` of the
                 # same command may have changed it, but only to a directory already in `bases`.
                 old = os.environ.get("OLDPWD", "")
-                targets = [Path(os.path.realpath(old))] if old and os.path.isdir(old) else []
+                targets = [Path(_realpath(old))] if old and os.path.isdir(old) else []
             else:
                 # From where the command is if every `cd` so far worked, and from where it started (a `cd`
                 # in a subshell or after `||` may not have). `cd` alone, or with an operand that expands
@@ -203,10 +210,20 @@ class WorkspaceGuard:
             path = Path(os.path.expanduser(raw))
             path = path if path.is_absolute() else self.root / path
             if path.name not in ("", ".", ".."):
-                link = Path(os.path.realpath(path.parent)) / path.name
+                link = Path(_realpath(path.parent)) / path.name
                 if link.is_symlink() and link != resolved:
                     return f"{self.display(link)} (a link to {self.display(resolved)})"
         return self.display(resolved)
+
+
+def _realpath(path: str | Path) -> str:
+    """os.path.realpath, retried when an entry on the way changes kind while it is read (EINVAL, ENOENT)."""
+    for _ in range(_RESOLVE_ATTEMPTS - 1):
+        try:
+            return os.path.realpath(path)
+        except OSError:
+            continue
+    return os.path.realpath(path)
 
 
 def _apply_yolo(request: AuthRequest | None, yolo: YoloLevel) -> AuthRequest | None:
@@ -373,7 +390,7 @@ def _cd_targets(operand: str, start: Path) -> list[Path]:
     """Where `cd operand` may land from `start`: the `$CDPATH` entries holding it, then `start` itself."""
     path = Path(operand)
     if path.is_absolute():
-        return [Path(os.path.realpath(path))]
+        return [Path(_realpath(path))]
     targets: list[Path] = []
     cdpath = os.environ.get("CDPATH")
     if cdpath and not (operand in (".", "..") or operand.startswith(("./", "../"))):
@@ -381,8 +398,8 @@ def _cd_targets(operand: str, start: Path) -> list[Path]:
             directory = Path(os.path.expanduser(entry)) if entry else start
             candidate = directory / path if directory.is_absolute() else start / directory / path
             if candidate.is_dir():
-                targets.append(Path(os.path.realpath(candidate)))
-    targets.append(Path(os.path.realpath(start / path)))
+                targets.append(Path(_realpath(candidate)))
+    targets.append(Path(_realpath(start / path)))
     return list(dict.fromkeys(targets))
 
 

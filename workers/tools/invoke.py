@@ -79,8 +79,14 @@ async def _invoke(surface: Surface, spec: ToolSpec, call: ToolCall, ctx: ToolCon
             "path can hold. Send the path without it. Nothing was executed."
         )
     # An optional path parameter the model left out means the project root (list_dir, run_bash cwd).
-    paths: dict[str, Path] = {p: guard.resolve(args.get(p) or ".") for p in spec.path_params}
-    request = guard.request_for(spec, args, paths, cwd=paths.get("cwd"))
+    try:
+        paths: dict[str, Path] = {p: guard.resolve(args.get(p) or ".") for p in spec.path_params}
+        request = guard.request_for(spec, args, paths, cwd=paths.get("cwd"))
+    except OSError as exc:
+        return ToolResult.error(
+            f"{spec.name}: a path could not be resolved ({exc.strerror}: {exc.filename}); something on the way "
+            "kept changing while it was looked at. Nothing was executed; look at the path again before retrying."
+        )
     try:
         refusal = await ctx.authorize(request)
     except Exception as exc:  # not CancelledError (a BaseException): cancellation propagates

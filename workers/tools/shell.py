@@ -2,6 +2,12 @@
 
 No command blacklist: the model marks risky commands with `is_dangerous`, and the guard asks the user
 for those and for any command that names a path outside the project (see WorkspaceGuard).
+
+The working directory is opened beneath the project root once, after the check, and the command starts
+in that very directory: the child changes to `/proc/self/fd/<n>` (the descriptor, passed to it) before
+it execs bash. Not `os.fchdir` in a `preexec_fn`: that runs Python in a forked child of a threaded worker
+(unsafe); the chdir by /proc path is done by subprocess's own C code, and a magic link is never resolved
+by name again. Where /proc is missing, the checked path itself is used.
 """
 
 from __future__ import annotations
@@ -9,11 +15,14 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import os
 import re
 import signal
 import time
 from pathlib import Path
 
+from .beneath import PathEscape
+from .file_read import moved_away
 from .limits import BASH_DEFAULT_TIMEOUT, BASH_MAX_TIMEOUT, BASH_OUTPUT_CAP
 from .processes import group_alive, terminate_group
 from .registry import register
@@ -63,18 +72,36 @@ def read_capped(path: Path, cap: int = BASH_OUTPUT_CAP) -> tuple[str, int]:
     return head_text + marker + tail.decode("utf-8", errors="replace"), size
 
 
+_FD_DIR = Path("/proc/self/fd")
+
+
+class _MissingDirectory(Exception):
+    """The working directory is gone (or is no longer a directory) by the time the command starts."""
+
+
 async def _spawn(inv: Invocation, output: Path) -> asyncio.subprocess.Process:
-    with open(output, "wb") as out:
-        return await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            str(inv.args["command"]),
-            cwd=inv.path("cwd"),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=out,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # own session and process group: one signal reaches every descendant
-        )
+    files = inv.ctx.guard.files
+    try:
+        cwd_fd = files.open(inv.path("cwd"), os.O_RDONLY | os.O_DIRECTORY)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise _MissingDirectory from exc
+    by_descriptor = _FD_DIR.is_dir()
+    try:
+        with open(output, "wb") as out:
+            return await asyncio.create_subprocess_exec(
+                "bash",
+                "-c",
+                str(inv.args["command"]),
+                cwd=_FD_DIR / str(cwd_fd) if by_descriptor else inv.path("cwd"),
+                pass_fds=(cwd_fd,) if by_descriptor else (),
+                umask=files.umask,  # the user's, not the worker's private 077: what commands make is the user's
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,  # own session and process group: one signal reaches every descendant
+            )
+    finally:
+        os.close(cwd_fd)
 
 
 async def _start(inv: Invocation, output: Path) -> asyncio.subprocess.Process:
@@ -116,6 +143,10 @@ async def run_bash(inv: Invocation) -> ToolResult:
     output = logs / f"{stem}-{time.monotonic_ns()}.log"
     try:
         proc = await _start(inv, output)
+    except PathEscape:
+        return moved_away(inv, cwd)
+    except _MissingDirectory:
+        return ToolResult.error(f"working directory {inv.display(cwd)} does not exist.")
     except OSError as exc:
         return ToolResult.error(f"could not start bash: {exc}")
     if inv.args.get("is_background", False):
