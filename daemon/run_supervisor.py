@@ -43,6 +43,7 @@ from .launcher import RunHandle
 from .process_identity import start_time
 from .run_accounting import ProcessSample, RunUsage
 from .run_clock import RunClock
+from .run_leases import BudgetGate, RunLeases
 from .run_outcome import decide_outcome, exit_note
 from .run_phase import MOVES, IllegalTransition, RunPhase
 from .run_services import RunServices
@@ -58,14 +59,12 @@ MAX_DELEGATION_DEPTH = 4
 HELLO_DEADLINE = 30.0
 
 
-class RunOwner(Protocol):
-    """What a run needs of the turn it belongs to (`turn.TurnController`)."""
+class RunOwner(BudgetGate, Protocol):
+    """What a run needs of the turn it belongs to (`turn.TurnController`); its lease requests see the spending
+    limit and the project through `BudgetGate`."""
 
     @property
     def id(self) -> str: ...  # the task id: the topic of the run's events
-
-    @property
-    def project_id(self) -> str: ...  # leases are shared fairly between projects
 
     @property
     def paused(self) -> bool: ...
@@ -81,12 +80,7 @@ class RunOwner(Protocol):
 
     def run_gone(self, run: RunSupervisor) -> None: ...
 
-    @property
-    def over_budget(self) -> bool: ...  # a spending limit was reached and the user has not answered yet
-
     def charge(self, dollars: float) -> None: ...
-
-    def after_budget(self, resume: Callable[[], None]) -> None: ...  # called once the limit is raised
 
 
 Handler = Callable[["RunSupervisor", Any], None]
@@ -123,9 +117,8 @@ class RunSupervisor:
         self.outcome: RunOutcome | None = None
         self.stop_reason: StopReason | None = None  # why the daemon is stopping it, if it is
         self.stop_detail = ""
-        self.queued_leases: dict[int, float] = {}  # lease requests still waiting for a slot: since when
-        self._budget_held: set[int] = set()  # lease requests held back by a spending limit
         self.usage = RunUsage()
+        self.leases = RunLeases(self, services, turn, self.usage)
         self.last_sample: ProcessSample | None = None  # for the CPU share between two looks
         self.exited = asyncio.Event()
         self._hello_timer: Timer | None = None
@@ -261,51 +254,19 @@ class RunSupervisor:
     def _on_lease_request(self, msg: LeaseRequest) -> None:
         assert self.clock is not None
         self.clock.freeze("lease", self._now())
-        if self.turn.over_budget:  # no new model call past a spending limit until the user says so
-            self.queued_leases[msg.id] = self._now()
-            self._budget_held.add(msg.id)
-            self._publish_slot_wait(waiting=True)
-            self.turn.after_budget(lambda: self._release_budget_hold(msg.id))
-            return
-        self._ask_for_lease(msg.id)
-
-    def _release_budget_hold(self, lease_id: int) -> None:
-        if lease_id in self._budget_held:  # not withdrawn meanwhile
-            self._budget_held.discard(lease_id)
-            if not self.ended:
-                self._ask_for_lease(lease_id)
-
-    def _ask_for_lease(self, lease_id: int) -> None:
-        def grant() -> None:
-            if self.clock is not None:
-                self._unfreeze("lease")
-            self.send(LeaseGrant(id=lease_id))
-            self._end_slot_wait(lease_id)
-
-        # A request that is not granted at once has not been granted yet (`LeaseManager.request`).
-        granted = self.services.leases.request(self.turn.project_id, self.id, lease_id, grant)
-        if not granted and lease_id not in self.queued_leases:
-            # Otherwise the run just looks stuck: say it waits its turn ([llm] max_in_flight_requests).
-            self.queued_leases[lease_id] = self._now()
-            self._publish_slot_wait(waiting=True)
-
-    def _end_slot_wait(self, lease_id: int) -> None:
-        since = self.queued_leases.pop(lease_id, None)
-        if since is None:
-            return
-        self.usage.slot_wait_seconds += max(0.0, self._now() - since)
-        if not self.queued_leases:  # granted or withdrawn after a wait: say the wait is over
-            self._publish_slot_wait(waiting=False)
+        self.leases.request(msg.id)
 
     @_handles(LeaseRelease)
     def _on_lease_release(self, msg: LeaseRelease) -> None:
-        self._budget_held.discard(msg.id)
-        self.services.leases.release(self.id, msg.id)
-        if msg.id in self.queued_leases:  # withdrawn while queued: the run is no longer waiting on it
-            self._end_slot_wait(msg.id)
+        if self.leases.release(msg.id):  # withdrawn while it waited: the run is no longer waiting on it
             self._unfreeze("lease")
 
-    def _publish_slot_wait(self, *, waiting: bool) -> None:
+    def lease_granted(self, lease_id: int) -> None:
+        if self.clock is not None:
+            self._unfreeze("lease")
+        self.send(LeaseGrant(id=lease_id))
+
+    def slot_wait_changed(self, *, waiting: bool) -> None:
         self.services.publish(self.turn.id, LlmSlotWait(waiting=waiting, limit=self.services.leases.limit), self)
 
     @_handles(DelegateRequest)

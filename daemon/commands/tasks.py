@@ -24,7 +24,7 @@ async def _sample(daemon: DaemonView, rows: list[TaskRow]) -> dict[str, LiveFigu
     figures: dict[str, LiveFigures] = {}
     for run in runs:
         live = LiveFigures(usage=run.usage)
-        if run.queued_leases and not run.ended:
+        if run.leases.waiting and not run.ended:
             live.waiting = (f"a model slot ([llm] max_in_flight_requests = {limit}, all in use)"
                             if not run.turn.over_budget else "an answer about the spending limit")
         sample = samples.get(run.id)

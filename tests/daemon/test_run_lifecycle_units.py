@@ -345,9 +345,9 @@ def test_a_lease_withdrawn_while_queued_ends_the_slot_wait(tmp_path: Path) -> No
             _hello(b)
             a.receive(LeaseRequest(id=1))  # the only slot
             b.receive(LeaseRequest(id=1))
-            assert set(b.queued_leases) == {1} and b.clock is not None and b.clock.frozen_by("lease")
+            assert set(b.leases.waiting) == {1} and b.clock is not None and b.clock.frozen_by("lease")
             b.receive(LeaseRelease(id=1))
-            assert not b.queued_leases and not b.clock.frozen_by("lease")
+            assert not b.leases.waiting and not b.clock.frozen_by("lease")
             assert b.usage.slot_wait_seconds > 0
             waits = [e[5]["waiting"] for e in w.events(turn.id) if e[3] == EventType.LLM_SLOT_WAIT]
             assert waits == [True, False]
