@@ -2,27 +2,38 @@
 
 ROUTER sockets set ROUTER_MANDATORY: without it a reply to a peer that has gone is dropped silently,
 and we would rather know. MAXMSGSIZE makes libzmq drop a peer that sends an oversized frame before
-we allocate it.
+we allocate it. ROUTER_HANDOVER stays off: a connection claiming an identity that is already connected
+is ignored instead of taking that peer's place (and its run, or its authenticated mark). DEALERs connect
+with a random identity nobody can guess, so nobody can claim theirs after they leave either.
 """
 
 from __future__ import annotations
+
+import secrets
 
 import zmq
 
 from .records import MAX_FRAME_BYTES
 
-__all__ = ["bind_publisher", "bind_router", "connect_dealer", "connect_subscriber"]
+__all__ = ["MIN_RANDOM_IDENTITY", "bind_publisher", "bind_router", "connect_dealer", "connect_subscriber",
+           "random_identity"]
 
 # A frame carries up to a few dozen coalesced events, so these are generous in events.
 _HWM = 100_000
+# Identities shorter than this could be guessed (libzmq's own are 5 bytes, a counter from a random start).
+MIN_RANDOM_IDENTITY = 16
+
+
+def random_identity() -> bytes:
+    """128 random bits; the first byte is never 0, which libzmq reserves for identities it makes itself."""
+    return b"y" + secrets.token_bytes(MIN_RANDOM_IDENTITY)
 
 
 def bind_router(ctx: zmq.Context, endpoint: str, hwm: int = _HWM) -> zmq.Socket:
     """`hwm` is per peer and direction; with ROUTER_MANDATORY a send to a peer at it raises `zmq.Again`."""
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-    # A reconnecting worker keeps its identity (the run id); let the new pipe take over.
-    sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+    sock.setsockopt(zmq.ROUTER_HANDOVER, 0)  # a second connection with a live identity never takes it over
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)
     sock.setsockopt(zmq.SNDHWM, hwm)
     sock.setsockopt(zmq.RCVHWM, hwm)
@@ -41,8 +52,7 @@ def bind_publisher(ctx: zmq.Context, endpoint: str, sndhwm: int = _HWM) -> zmq.S
 
 def connect_dealer(ctx: zmq.Context, endpoint: str, identity: bytes | None = None, linger_ms: int = 0) -> zmq.Socket:
     sock = ctx.socket(zmq.DEALER)
-    if identity is not None:
-        sock.setsockopt(zmq.IDENTITY, identity)
+    sock.setsockopt(zmq.IDENTITY, identity if identity is not None else random_identity())
     sock.setsockopt(zmq.SNDHWM, _HWM)
     sock.setsockopt(zmq.RCVHWM, _HWM)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)
