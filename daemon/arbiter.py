@@ -23,6 +23,7 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
+from yagent.ipc.client_token import new_client_token, write_client_token
 from yagent.ipc.config import ConfigError, Settings
 from yagent.ipc.errors import MalformedMessage, MessageTooLarge
 from yagent.ipc.messages import ErrorReply, Ping, WorkerHello
@@ -98,6 +99,8 @@ class Daemon:
         self.tasks: dict[str, TurnController] = {}  # tasks with anything alive, by id
         self.runs = RunTable()
         self.refused_workers = RefusedPeers("workers.sock", clock)  # peers that proved no run's secret
+        self.refused_clients = RefusedPeers("control.sock", clock)  # peers that showed no client token
+        self.client_token = new_client_token()  # a new one at every start, written before control.sock is bound
         self.shutting_down = False
         self.exit_code = 0  # what `yagentd` exits with after `serve` returns
         self.hub: EventHub | None = None
@@ -154,6 +157,8 @@ class Daemon:
     # -- lifecycle ------------------------------------------------------------------------------------
 
     async def serve(self) -> None:
+        # Only who can read the runtime directory gets it: the user's clients, not an agent's confined shell.
+        write_client_token(self.paths.token, self.client_token)
         self._ctx = zmq.asyncio.Context()
         self._control = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.control), hwm=CONTROL_HWM)
         self.peers = ControlPeers(self._control, self.scheduler.after, self.clock, self._peer_limits)
@@ -372,7 +377,7 @@ class Daemon:
         if not self.peers.admit(identity, request_id):  # over its limit: refused with `too_fast`
             return
         if reply is None:
-            reply = await commands.dispatch(self, msg)
+            reply = await commands.dispatch(self, msg, identity)
         frame = self._control_frame(reply)
         self.heap.passed(len(frame))
         self.peers.reply(identity, request_id, frame)

@@ -261,6 +261,7 @@ class Hello(Message):
     version: int
     role: str = "client"
     pid: int = 0
+    token: str = ""  # the runtime directory's client token (`client_token`): nothing else is answered first
 
 
 @message("hello_reply")
