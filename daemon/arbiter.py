@@ -51,6 +51,7 @@ from .schedule import Scheduler, Timer
 from .sd_notify import SystemdNotifier
 from .settings_source import SettingsSource
 from .spending import DailySpend, start_of_day
+from .subscriber_auth import ZAP_DOMAIN, SubscriberAuth
 from .task_scope import TaskScope
 from .turn import TurnController
 
@@ -164,7 +165,9 @@ class Daemon:
         self.peers = ControlPeers(self._control, self.scheduler.after, self.clock, self._peer_limits)
         self.heap = HeapTrim(self.scheduler.after)  # told the bytes of events and replies that passed
         self._workers = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.workers))
-        self._events = bind_publisher(self._ctx, RuntimePaths.endpoint(self.paths.events), self.settings.pub_hwm)
+        self._subscriber_auth = SubscriberAuth(self._ctx, self.client_token, self.clock)  # before events.sock
+        self._events = bind_publisher(self._ctx, RuntimePaths.endpoint(self.paths.events), self.settings.pub_hwm,
+                                      zap_domain=ZAP_DOMAIN)
         self._control_watch = ControlSocketWatch(self.paths.control)
         # PUB never receives, so a synchronous shadow is safe for it (no future per frame on the hot path).
         # ROUTER sockets that also receive must send through the asyncio API: a send on a shadow consumes
@@ -203,7 +206,7 @@ class Daemon:
                 async with asyncio.TaskGroup() as group:
                     loops = [group.create_task(self._essential(name, coro), name=name) for name, coro in (
                         ("control", self._control_loop()), ("workers", self._worker_loop()),
-                        ("timers", self.scheduler.run()))]
+                        ("events-auth", self._subscriber_auth.run()), ("timers", self.scheduler.run()))]
                     await self._stop.wait()
                     await self._shutdown()
                     self._loops_done = True
@@ -226,6 +229,7 @@ class Daemon:
                 self._control_watch.close()
             for sock in (self._control, self._workers, self._events):
                 sock.close(linger=0)
+            self._subscriber_auth.close()
             self._ctx.term()
             self.registry.close()
             log.info("yagentd stopped")

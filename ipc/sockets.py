@@ -5,6 +5,10 @@ and we would rather know. MAXMSGSIZE makes libzmq drop a peer that sends an over
 we allocate it. ROUTER_HANDOVER stays off: a connection claiming an identity that is already connected
 is ignored instead of taking that peer's place (and its run, or its authenticated mark). DEALERs connect
 with a random identity nobody can guess, so nobody can claim theirs after they leave either.
+
+events.sock speaks ZeroMQ's PLAIN mechanism: the daemon's ZAP handler (`daemon/subscriber_auth.py`) admits
+a subscriber only with the client token as its password, because PUB/SUB has no per-message check and a
+subscription to "" would otherwise show every task's content to any process that can connect.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import secrets
 
 import zmq
 
+from .client_token import EVENTS_USER
 from .records import MAX_FRAME_BYTES
 
 __all__ = ["MIN_RANDOM_IDENTITY", "bind_publisher", "bind_router", "connect_dealer", "connect_subscriber",
@@ -42,10 +47,14 @@ def bind_router(ctx: zmq.Context, endpoint: str, hwm: int = _HWM) -> zmq.Socket:
     return sock
 
 
-def bind_publisher(ctx: zmq.Context, endpoint: str, sndhwm: int = _HWM) -> zmq.Socket:
+def bind_publisher(ctx: zmq.Context, endpoint: str, sndhwm: int = _HWM, *, zap_domain: bytes) -> zmq.Socket:
+    """A PUB socket that takes only PLAIN subscribers, each checked by the ZAP handler bound in `ctx` for
+    `zap_domain` (bind that handler first: without one, libzmq refuses every PLAIN peer)."""
     sock = ctx.socket(zmq.PUB)
     sock.setsockopt(zmq.SNDHWM, sndhwm)
     sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.PLAIN_SERVER, 1)
+    sock.setsockopt(zmq.ZAP_DOMAIN, zap_domain)
     sock.bind(endpoint)
     return sock
 
@@ -61,11 +70,15 @@ def connect_dealer(ctx: zmq.Context, endpoint: str, identity: bytes | None = Non
     return sock
 
 
-def connect_subscriber(ctx: zmq.Context, endpoint: str, topics: list[bytes], rcvhwm: int | None = None) -> zmq.Socket:
+def connect_subscriber(ctx: zmq.Context, endpoint: str, topics: list[bytes], rcvhwm: int | None = None, *,
+                       token: str) -> zmq.Socket:
+    """`token` is the client token (`client_token.read_client_token`): events.sock admits no one without it."""
     sock = ctx.socket(zmq.SUB)
     sock.setsockopt(zmq.RCVHWM, _HWM if rcvhwm is None else rcvhwm)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)
     sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.PLAIN_USERNAME, EVENTS_USER)
+    sock.setsockopt(zmq.PLAIN_PASSWORD, token.encode())
     for topic in topics:
         sock.setsockopt(zmq.SUBSCRIBE, topic)
     sock.connect(endpoint)

@@ -128,3 +128,61 @@ def test_the_token_is_new_at_every_start_and_a_connected_client_says_hello_again
 
     events = arun(across_a_restart())
     assert of_type(events, EventType.TURN_FINISHED)[0].data["output"] == "after the restart"
+
+
+def _connect_and_handshake(sock: zmq.Socket, endpoint: str, timeout_ms: int = 10_000) -> int:
+    """Connect `sock` and return libzmq's handshake outcome for it (a monitor event: a signal, not a wait)."""
+    from zmq.utils.monitor import recv_monitor_message
+
+    wanted = {zmq.EVENT_HANDSHAKE_SUCCEEDED, zmq.EVENT_HANDSHAKE_FAILED_AUTH, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
+              zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL}
+    monitor = sock.get_monitor_socket()  # armed before connecting, so no event is missed
+    try:
+        sock.connect(endpoint)
+        while True:
+            assert monitor.poll(timeout_ms), "no handshake outcome"
+            event = recv_monitor_message(monitor)["event"]
+            if event in wanted:
+                return event
+    finally:
+        sock.disable_monitor()
+        monitor.close(0)
+
+
+def test_events_sock_shows_nothing_to_a_subscriber_without_the_token(daemon, project: Path) -> None:
+    token = (daemon.runtime / "client.token").read_text().strip()
+    ctx = zmq.Context()
+    endpoint = f"ipc://{daemon.runtime / 'events.sock'}"
+    subs: dict[str, zmq.Socket] = {}
+    try:
+        outcomes = {}
+        for name, password in (("no", None), ("a wrong", "f" * len(token)), ("the", token)):
+            sock = subs[name] = ctx.socket(zmq.SUB)
+            sock.setsockopt(zmq.LINGER, 0)
+            if password is not None:
+                sock.setsockopt(zmq.PLAIN_USERNAME, b"yagent")
+                sock.setsockopt(zmq.PLAIN_PASSWORD, password.encode())
+            sock.setsockopt(zmq.SUBSCRIBE, b"")  # every task's events
+            outcomes[name] = _connect_and_handshake(sock, endpoint)
+        assert outcomes["the"] == zmq.EVENT_HANDSHAKE_SUCCEEDED
+        assert outcomes["a wrong"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH
+        assert outcomes["no"] != zmq.EVENT_HANDSHAKE_SUCCEEDED  # a NULL peer cannot even speak to a PLAIN server
+
+        async def run_one() -> list:
+            async with daemon.client() as c:
+                sub = await submit(c, project, script({"mark": "secret content"}, output="private"))
+                return await collect_turn(c, sub.task)
+
+        events = arun(run_one())
+        assert of_type(events, EventType.TURN_FINISHED)
+        assert subs["the"].poll(10_000), "the subscriber with the token heard nothing"
+        # The task's last event reached the subscriber with the token, so it was published to the others too.
+        while subs["the"].poll(0):
+            subs["the"].recv_multipart()
+        for name in ("no", "a wrong"):
+            assert not subs[name].poll(0), f"the subscriber with {name} token heard the task"
+    finally:
+        for sock in subs.values():
+            sock.close(0)
+        ctx.term()
+    assert daemon.log_path.read_text().count("events.sock: refused peer") == 1  # the wrong password, once
