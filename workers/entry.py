@@ -65,8 +65,9 @@ def _take_run_secret(pipe: Connection | None) -> bytes:
 
     Non-dumpable first: no ptrace attach and no /proc/PID/mem (nor environ, fds...) for other processes of the
     user, so the secret and the keys in the start message stay in this process. What it costs: no core dumps
-    of workers, and the daemon finds a worker by its pid, never by its environment. Programs the worker
-    executes (run_bash) are dumpable again: execve resets the flag.
+    of workers; a daemon not run as root finds a worker by its pid, never by its environment, and sees its RSS
+    but not its USS (smaps is closed too). Programs the worker executes (run_bash) are dumpable again: execve
+    resets the flag.
     """
     _prctl(_PR_SET_DUMPABLE, 0)
     if pipe is None:
