@@ -104,10 +104,11 @@ class EventStream:
                     _topic, payload = await self._sub.recv_multipart()
             except TimeoutError:
                 # Quiet: either nothing happened or the tail was dropped; a replay tells which.
-                for ev in self._accept(await self._replay_until(None)):
-                    yield ev
+                fresh = self._accept(await self._replay_until(None))
                 if self.client.token != self._sub_token:  # yagentd restarted: its events.sock wants the new token
                     self._subscribe()
+                for ev in fresh:
+                    yield ev
                 continue
             try:
                 msg = decode(payload)

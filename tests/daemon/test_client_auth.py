@@ -130,6 +130,34 @@ def test_the_token_is_new_at_every_start_and_a_connected_client_says_hello_again
     assert of_type(events, EventType.TURN_FINISHED)[0].data["output"] == "after the restart"
 
 
+def test_a_follower_open_across_a_restart_goes_on_and_resubscribes_with_the_new_token(
+        make_daemon, project: Path) -> None:
+    from yagent.ipc import EventStream
+
+    daemon = make_daemon()
+
+    async def follow_across_a_restart() -> tuple[list, EventStream, str]:
+        async with daemon.client() as c:
+            sub = await submit(c, project, script(output="before"))
+            before = await collect_turn(c, sub.task)
+            async with EventStream(c, sub.task, after_seq=before[-1].seq, idle_poll=0.2) as stream:
+                old_token = c.token
+                await asyncio.to_thread(daemon.terminate)
+                await asyncio.to_thread(daemon.start)
+                await submit(c, project, script(output="after the restart"), task=sub.task)
+                assert c.token != old_token
+                seen = []
+                async for ev in stream.events():
+                    seen.append(ev)
+                    if ev.type == EventType.TURN_FINISHED and ev.data.get("output") == "after the restart":
+                        break
+                return seen, stream, c.token
+
+    seen, stream, token = arun(follow_across_a_restart())
+    assert of_type(seen, EventType.TURN_FINISHED)
+    assert stream._sub_token == token  # events.sock would refuse the old one for good
+
+
 def _connect_and_handshake(sock: zmq.Socket, endpoint: str, timeout_ms: int = 10_000) -> int:
     """Connect `sock` and return libzmq's handshake outcome for it (a monitor event: a signal, not a wait)."""
     from zmq.utils.monitor import recv_monitor_message
