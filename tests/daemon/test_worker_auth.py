@@ -194,6 +194,13 @@ def test_a_replayed_or_second_hello_is_refused_and_the_bound_worker_keeps_its_ru
                 sub = await submit(client, project, "x")
                 run_id, secret = next(iter(launcher.secrets.items()))
                 worker_id = random_identity()
+                # Before the real worker says hello, every kind from a connection of its own: refused, once each.
+                for forged in _forgeries(run_id):
+                    impostor = dealer()
+                    await impostor.send(encode(forged))
+                    reply = await _recv(impostor)
+                    assert isinstance(reply, ErrorReply) and reply.code == ErrorCode.UNAUTHENTICATED, (forged, reply)
+                assert daemon.runs.get(run_id).peer is None and daemon.leases.in_use == 0
                 genuine = encode(WorkerHello(version=PROTOCOL_VERSION, run=run_id, pid=1,
                                              proof=hello_proof(secret, run_id, worker_id)))
                 # A hello with the right secret but made for another connection, before the real one.
@@ -249,7 +256,7 @@ def test_a_replayed_or_second_hello_is_refused_and_the_bound_worker_keeps_its_ru
     assert of_type(events, EventType.TURN_FINISHED)[0].data["output"] == "the real output"
     assert FORGED not in repr([e.data for e in events])
     refusals = [r.getMessage() for r in caplog.records if "refused peer" in r.getMessage()]
-    assert len(refusals) == 3, refusals  # early, replay, stolen — once each, though two of them sent twice
+    assert len(refusals) == 11, refusals  # 8 kinds, early, replay, stolen — once each, though two sent twice
 
 
 # -- the secret's way to the worker ---------------------------------------------------------------------
