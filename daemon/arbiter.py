@@ -23,6 +23,7 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
+from yagent.ipc.client_token import new_client_token, write_client_token
 from yagent.ipc.config import ConfigError, Settings
 from yagent.ipc.errors import MalformedMessage, MessageTooLarge
 from yagent.ipc.messages import ErrorReply, Ping, WorkerHello
@@ -40,14 +41,17 @@ from .launcher import Launcher
 from .leases import LeaseManager
 from .log_files import reopen_log_files
 from .recovery import kill_leftover_workers, mark_and_report_interrupted
+from .refused_peers import RefusedPeers
 from .registry import Registry, TaskRow
 from .run_services import RunServices
+from .run_supervisor import RunSupervisor
 from .run_table import RunTable
 from .runtime_dir_watch import ControlSocketWatch
 from .schedule import Scheduler, Timer
 from .sd_notify import SystemdNotifier
 from .settings_source import SettingsSource
 from .spending import DailySpend, start_of_day
+from .subscriber_auth import ZAP_DOMAIN, SubscriberAuth
 from .task_scope import TaskScope
 from .turn import TurnController
 
@@ -95,6 +99,9 @@ class Daemon:
         self.scope = TaskScope("daemon")
         self.tasks: dict[str, TurnController] = {}  # tasks with anything alive, by id
         self.runs = RunTable()
+        self.refused_workers = RefusedPeers("workers.sock", clock)  # peers that proved no run's secret
+        self.refused_clients = RefusedPeers("control.sock", clock)  # peers that showed no client token
+        self.client_token = new_client_token()  # a new one at every start, written before control.sock is bound
         self.shutting_down = False
         self.exit_code = 0  # what `yagentd` exits with after `serve` returns
         self.hub: EventHub | None = None
@@ -151,12 +158,16 @@ class Daemon:
     # -- lifecycle ------------------------------------------------------------------------------------
 
     async def serve(self) -> None:
+        # Only who can read the runtime directory gets it: the user's clients, not an agent's confined shell.
+        write_client_token(self.paths.token, self.client_token)
         self._ctx = zmq.asyncio.Context()
         self._control = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.control), hwm=CONTROL_HWM)
         self.peers = ControlPeers(self._control, self.scheduler.after, self.clock, self._peer_limits)
         self.heap = HeapTrim(self.scheduler.after)  # told the bytes of events and replies that passed
         self._workers = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.workers))
-        self._events = bind_publisher(self._ctx, RuntimePaths.endpoint(self.paths.events), self.settings.pub_hwm)
+        self._subscriber_auth = SubscriberAuth(self._ctx, self.client_token, self.clock)  # before events.sock
+        self._events = bind_publisher(self._ctx, RuntimePaths.endpoint(self.paths.events), self.settings.pub_hwm,
+                                      zap_domain=ZAP_DOMAIN)
         self._control_watch = ControlSocketWatch(self.paths.control)
         # PUB never receives, so a synchronous shadow is safe for it (no future per frame on the hot path).
         # ROUTER sockets that also receive must send through the asyncio API: a send on a shadow consumes
@@ -195,7 +206,7 @@ class Daemon:
                 async with asyncio.TaskGroup() as group:
                     loops = [group.create_task(self._essential(name, coro), name=name) for name, coro in (
                         ("control", self._control_loop()), ("workers", self._worker_loop()),
-                        ("timers", self.scheduler.run()))]
+                        ("events-auth", self._subscriber_auth.run()), ("timers", self.scheduler.run()))]
                     await self._stop.wait()
                     await self._shutdown()
                     self._loops_done = True
@@ -218,6 +229,7 @@ class Daemon:
                 self._control_watch.close()
             for sock in (self._control, self._workers, self._events):
                 sock.close(linger=0)
+            self._subscriber_auth.close()
             self._ctx.term()
             self.registry.close()
             log.info("yagentd stopped")
@@ -369,7 +381,7 @@ class Daemon:
         if not self.peers.admit(identity, request_id):  # over its limit: refused with `too_fast`
             return
         if reply is None:
-            reply = await commands.dispatch(self, msg)
+            reply = await commands.dispatch(self, msg, identity)
         frame = self._control_frame(reply)
         self.heap.passed(len(frame))
         self.peers.reply(identity, request_id, frame)
@@ -397,33 +409,61 @@ class Daemon:
         if len(frames) != 2:
             return
         identity, payload = frames
-        try:
-            run_id = identity.decode()
-        except UnicodeDecodeError:
+        run = self.runs.by_peer(identity)
+        if run is None and self.runs.retired(identity):  # what an ended run's worker still had in flight
             return
-        run = self.runs.get(run_id)
         try:
             msg = decode(payload)
         except (MalformedMessage, MessageTooLarge) as exc:
-            log.debug("dropping a bad frame from %r on workers.sock: %s", run_id, exc)
+            log.debug("dropping a bad frame from %s on workers.sock: %s", run.id if run else "a stranger", exc)
             request_id = getattr(exc, "request_id", None)
             if run is not None and request_id is not None:  # the run waits for this reply: it must not hang
                 run.send(ErrorReply(id=request_id, code=ErrorCode.MALFORMED,
                                     message=f"yagentd could not read the {exc.kind or 'request'}: {exc}"))
+            elif run is None:
+                self.refused_workers.first(identity, "a frame yagentd cannot read, from a connection bound to no run")
             return
         if run is None:
-            if isinstance(msg, WorkerHello):
-                self._send_worker(run_id, ErrorReply(
-                    id=0, code=ErrorCode.UNKNOWN_RUN, message=f"no live run {run_id!r}; exiting is the right thing"))
-            return
+            run = self._admit_worker(identity, msg)
+            if run is None:
+                return
         run.receive(msg)
 
-    def _send_worker(self, run_id: str, msg: Message) -> None:
-        sent = self._workers.send_multipart([run_id.encode(), encode(msg)])
+    def _admit_worker(self, identity: bytes, msg: Message) -> RunSupervisor | None:
+        """The run whose secret the hello on this new connection proves, now bound to it; None if refused.
+
+        A refused peer is logged and answered once; its further frames are dropped without a word."""
+        if not isinstance(msg, WorkerHello):
+            self._refuse_worker(identity, msg, f"a {msg.kind} from a connection that has not proved a run's secret",
+                                "say hello with the proof of your run's secret first")
+            return None
+        run = self.runs.get(msg.run)
+        if run is None:
+            self._refuse_worker(identity, msg, f"a hello for {msg.run!r}, which is no live run",
+                                f"no live run {msg.run!r}; exiting is the right thing", ErrorCode.UNKNOWN_RUN)
+            return None
+        why = run.bind(identity, msg.proof)
+        if why is not None:
+            self._refuse_worker(identity, msg, f"a hello for run {run.id} {why}",
+                                f"this connection cannot speak for run {run.id}: its hello does not prove the "
+                                "run's secret, or the run already has its worker")
+            return None
+        self.runs.bind(identity, run)
+        return run
+
+    def _refuse_worker(self, identity: bytes, msg: Message, why: str, tell: str,
+                       code: ErrorCode = ErrorCode.UNAUTHENTICATED) -> None:
+        if self.refused_workers.first(identity, why):
+            request_id = getattr(msg, "id", None)
+            self._send_worker(identity, ErrorReply(id=request_id if isinstance(request_id, int) else 0, code=code,
+                                                   message=tell))
+
+    def _send_worker(self, peer: bytes, msg: Message) -> None:
+        sent = self._workers.send_multipart([peer, encode(msg)])
 
         def check(fut: asyncio.Future[Any]) -> None:
             if not fut.cancelled() and fut.exception() is not None:
-                log.warning("cannot send %s to worker %s: %s", msg.kind, run_id, fut.exception())
+                log.warning("cannot send %s to a worker: %s", msg.kind, fut.exception())
 
         sent.add_done_callback(check)
 

@@ -7,6 +7,11 @@ A peer with `max_in_flight` requests whose replies have not left gets a `too_fas
 at once; a peer that stays at that limit for `stall` seconds, or whose queue does not move for `quiet`
 seconds, is dropped: its queue is freed, one error tells it why, and its frames are ignored for
 `drop_period` seconds. A peer with nothing pending costs nothing here.
+
+It also remembers which peers have authenticated (a `hello` with the client token): ROUTER never says that a
+peer has left, so at most `max_authenticated` are kept, the least recently active forgotten first (such a
+peer is refused until it says hello again, which `DaemonClient` does by itself). Only identities nobody can
+guess are marked, so no one can take a mark over by connecting with the identity of a client that has left.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import asyncio
 import enum
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +29,7 @@ import zmq
 
 from yagent.ipc.messages import ErrorReply
 from yagent.ipc.records import MAX_FRAME_BYTES, encode
+from yagent.ipc.sockets import MIN_RANDOM_IDENTITY
 from yagent.ipc.vocabulary import ErrorCode
 
 from .schedule import Timer
@@ -51,6 +57,7 @@ class PeerLimits:
     stall: float = 5.0  # seconds at the in-flight limit before the peer is dropped
     quiet: float = 60.0  # seconds a non-empty queue may go without a frame leaving before the peer is dropped
     drop_period: float = 60.0  # seconds a dropped peer's frames are ignored
+    max_authenticated: int = 4096  # peers remembered as authenticated, the least recently active forgotten first
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +109,7 @@ class ControlPeers:
         self.limits = limits or PeerLimits()
         self._peers: dict[bytes, _Peer] = {}
         self._dropped: dict[bytes, _Dropped] = {}
+        self._authenticated: OrderedDict[bytes, None] = OrderedDict()
         # The accounting, for `yagent`'s own tests and benches: what is held, and the most that ever was.
         self.queued_bytes = 0
         self.peak_queued = 0  # the longest queue of any one peer
@@ -166,6 +174,22 @@ class ControlPeers:
         if peer is None:
             return None
         return PeerUsage(peer.in_flight, len(peer.queue), peer.queued_bytes, peer.refused)
+
+    def authenticate(self, identity: bytes) -> bool:
+        """Mark the peer as authenticated; False (and no mark) for an identity short enough to be guessed."""
+        if len(identity) < MIN_RANDOM_IDENTITY or identity[0] == 0:
+            return False
+        self._authenticated[identity] = None
+        self._authenticated.move_to_end(identity)
+        if len(self._authenticated) > self.limits.max_authenticated:
+            self._authenticated.popitem(last=False)
+        return True
+
+    def authenticated(self, identity: bytes) -> bool:
+        if identity not in self._authenticated:
+            return False
+        self._authenticated.move_to_end(identity)
+        return True
 
     def is_dropped(self, identity: bytes) -> bool:
         record = self._dropped.get(identity)

@@ -6,6 +6,11 @@ the tokenizer), so a start costs a fork rather than an interpreter boot. The for
 running before the daemon creates its ZeroMQ context: libzmq's I/O threads do not survive a fork.
 Workers are children of the forkserver, not of the daemon, so they are tracked by pid, process
 group and the run id they carry in their environment.
+
+Each worker gets its run's secret (`yagent.ipc.run_secret`) through a pipe of its own, passed as an inherited
+descriptor (the forkserver receives it over its Unix socket with the request, the child finds it among its
+inherited fds): never in the environment, argv or the pickled process arguments, and the worker closes the
+pipe once it has read the secret. The daemon keeps the secret only in the run's supervisor.
 """
 
 from __future__ import annotations
@@ -55,7 +60,8 @@ class Launcher(abc.ABC):
         """Prepare (e.g. start the forkserver). Called once, before the daemon creates sockets."""
 
     @abc.abstractmethod
-    def launch(self, run_id: str, agent: str, workers_endpoint: str) -> RunHandle: ...
+    def launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes) -> RunHandle:
+        """Start the run's worker, handing it `secret` so that its hello can prove it is that worker."""
 
     def stop(self) -> None:  # noqa: B027 - optional hook
         """Release launcher resources at daemon exit."""
@@ -129,15 +135,23 @@ class MultiprocessingLauncher(Launcher):
             self._ctx.set_forkserver_preload(self._preload)  # type: ignore[attr-defined]
             forkserver.ensure_running()
 
-    def launch(self, run_id: str, agent: str, workers_endpoint: str) -> RunHandle:
+    def launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes) -> RunHandle:
         cls = _WorkerProcess if self.method == "forkserver" else self._ctx.Process
-        process = cls(
-            target=call_entry,
-            args=(WORKER_ENTRY, run_id, workers_endpoint, tuple(self._preload)),
-            name=f"yagent-{agent}-{run_id}",
-            daemon=True,
-        )
-        process.start()
+        # A Connection pickles as an inherited descriptor (multiprocessing's DupFd), never as its content.
+        reader, writer = multiprocessing.Pipe(duplex=False)
+        try:
+            writer.send_bytes(secret)  # 32 bytes: far below a pipe's buffer, so this never blocks
+            writer.close()
+            process = cls(
+                target=call_entry,
+                args=(WORKER_ENTRY, run_id, workers_endpoint, tuple(self._preload), reader),
+                name=f"yagent-{agent}-{run_id}",
+                daemon=True,
+            )
+            process.start()
+        finally:
+            writer.close()
+            reader.close()  # the worker has its own copy now; ours would keep the pipe alive for nothing
         return _ProcessHandle(process)
 
 

@@ -47,7 +47,7 @@ class RunServices:
     scope: TaskScope  # owner of background work a run starts (stop escalations, tree sweeps)
     workers_endpoint: str
     home: Path
-    send_worker: Callable[[str, Message], None]  # (run id, message): never blocks
+    send_worker: Callable[[bytes, Message], None]  # (the worker's bound connection, message): never blocks
     is_shutting_down: Callable[[], bool]
     spend: DailySpend = field(default_factory=DailySpend)  # today's dollars over every task
     runs_started: int = 0

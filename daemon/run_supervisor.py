@@ -3,6 +3,10 @@
 A run is in one `RunPhase` at a time and moves only along `run_phase.MOVES`. Worker messages are dispatched
 through `_HANDLERS`, declared beside the methods that handle them. Timeouts are timers: the hello deadline
 here, a delegation's idle and total timeouts in its `RunWatchdog` — nothing polls.
+
+The worker is handed a fresh secret at launch; the first hello that proves it (`bind`) binds the run to that
+connection, which is then the only one the run hears and sends to. The secret is forgotten once used, so no
+later hello — a replayed one included — can bind the run again.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from yagent.ipc.messages import (
     WorkerHello,
 )
 from yagent.ipc.records import Message
+from yagent.ipc.run_secret import new_run_secret, proves
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus, StopReason
 
 from .admission import DelegationPool
@@ -113,6 +118,8 @@ class RunSupervisor:
         self.phase = RunPhase.QUEUED
         self.handle: RunHandle | None = None
         self.pid = 0
+        self.peer: bytes | None = None  # the worker's connection (ZeroMQ identity), once its hello proved the secret
+        self._secret: bytes | None = None  # the worker's until its hello: then forgotten
         self.clock: RunClock | None = None  # set at hello: the watchdog's view of the run
         self.outcome: RunOutcome | None = None
         self.stop_reason: StopReason | None = None  # why the daemon is stopping it, if it is
@@ -146,8 +153,8 @@ class RunSupervisor:
         return any(not child.ended for child in self.children.values())
 
     def send(self, msg: Message) -> None:
-        if self.connected and not self.exited.is_set():
-            self.services.send_worker(self.id, msg)
+        if self.connected and self.peer is not None and not self.exited.is_set():
+            self.services.send_worker(self.peer, msg)
 
     def _now(self) -> float:
         return self.services.clock()
@@ -169,14 +176,15 @@ class RunSupervisor:
             self.services.slots.release(self.id)
             return
         self.spec.paused = self.turn.paused
+        secret = new_run_secret()
         try:
-            handle = self.services.launcher.launch(self.id, self.agent, self.services.workers_endpoint)
+            handle = self.services.launcher.launch(self.id, self.agent, self.services.workers_endpoint, secret)
         except Exception as exc:
             log.exception("launching a worker for run %s failed", self.id)
             self.finish(RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
                                    error=f"could not start a worker process: {exc}"))
             return
-        self.handle, self.pid = handle, handle.pid
+        self.handle, self.pid, self._secret = handle, handle.pid, secret
         self._move(RunPhase.STARTING)
         self.services.runs_started += 1
         self.services.registry.run_started(self.id, handle.pid, start_time(handle.pid))
@@ -188,6 +196,18 @@ class RunSupervisor:
             self.stop(StopReason.PANIC, f"worker did not say hello within {HELLO_DEADLINE:.0f}s")
 
     # -- worker messages ---------------------------------------------------------------------------
+
+    def bind(self, peer: bytes, proof: bytes) -> str | None:
+        """Bind the run to the connection `peer` if `proof` (its hello's) proves the run's secret for it;
+        otherwise say why not, changing nothing: an impostor's hello costs the real worker nothing."""
+        if self.peer is not None:
+            return "that is already bound to its worker's connection (a second or replayed hello)"
+        if self._secret is None:
+            return "that has no worker waiting to say hello"
+        if not proves(self._secret, self.id, peer, proof):
+            return "whose secret it does not prove"
+        self.peer, self._secret = peer, None
+        return None
 
     def receive(self, msg: Message) -> None:
         entry = _HANDLERS.get(type(msg))
@@ -225,7 +245,8 @@ class RunSupervisor:
     @_handles(WorkerHello, after_hello=False)
     def _on_hello(self, msg: WorkerHello) -> None:
         if msg.version != PROTOCOL_VERSION:
-            self.services.send_worker(self.id, ErrorReply(
+            assert self.peer is not None  # the table hands a run only its bound connection's frames
+            self.services.send_worker(self.peer, ErrorReply(
                 id=0, code=ErrorCode.PROTOCOL_MISMATCH,
                 message=f"worker speaks protocol {msg.version}, daemon {PROTOCOL_VERSION}; restart yagentd"))
             return
@@ -454,6 +475,7 @@ class RunSupervisor:
         self._gone()
 
     def _gone(self) -> None:
+        self._secret = None
         self._move(RunPhase.GONE)
         self.exited.set()
         self.turn.run_gone(self)

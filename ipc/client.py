@@ -2,7 +2,9 @@
 
 `DaemonClient` is asyncio-based (the TUI runs on asyncio); the CLI drives it with `asyncio.run`.
 A client that cannot reach the daemon gets `DaemonNotRunning` at once instead of a hang: before
-speaking ZeroMQ we try a plain Unix connect, which fails immediately when nobody listens.
+speaking ZeroMQ we try a plain Unix connect, which fails immediately when nobody listens. Its hello carries
+the runtime directory's client token (`client_token`), without which yagentd answers nothing; when the daemon
+restarted under the connection (a new token, a daemon that does not know it) the client says hello again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TypeVar
 import zmq
 import zmq.asyncio
 
+from .client_token import read_client_token
 from .errors import DaemonNotRunning, ProtocolError, ProtocolMismatch, RemoteError, RequestTimeout
 from .messages import PROTOCOL_VERSION, Hello, HelloReply
 from .pending_replies import PendingReplies
@@ -65,6 +68,7 @@ class DaemonClient:
         self._reader: asyncio.Task[None] | None = None
         self.paths: RuntimePaths | None = None
         self.hello: HelloReply | None = None
+        self.token = ""  # the client token this connection authenticated with (events.sock takes it too)
 
     async def __aenter__(self) -> DaemonClient:
         await self.connect()
@@ -81,8 +85,7 @@ class DaemonClient:
         self._reader = asyncio.get_running_loop().create_task(self._read_replies(), name="daemon-client-reader")
         self._reader.add_done_callback(self._reader_ended)
         try:
-            reply = await self.request(Hello(id=0, version=PROTOCOL_VERSION, pid=os.getpid()), HelloReply,
-                                       timeout=self.connect_timeout)
+            reply = await self._say_hello()
         except RequestTimeout:
             await self.close()
             raise RequestTimeout(
@@ -95,7 +98,23 @@ class DaemonClient:
             if exc.code == ErrorCode.PROTOCOL_MISMATCH:
                 raise ProtocolMismatch(str(exc)) from None
             raise
-        self.hello = reply
+        return reply
+
+    async def _say_hello(self) -> HelloReply:
+        """Authenticate this connection with the token yagentd wrote at its start (read anew each time)."""
+        assert self.paths is not None
+        try:
+            token, unreadable = read_client_token(self.paths.token), ""
+        except OSError as exc:
+            token, unreadable = "", f"{self.paths.token}: {exc.strerror or exc}"
+        hello = Hello(id=0, version=PROTOCOL_VERSION, pid=os.getpid(), token=token)
+        try:
+            reply = await self._request(hello, HelloReply, self.connect_timeout)
+        except RemoteError as exc:
+            if exc.code == ErrorCode.UNAUTHENTICATED and unreadable:
+                raise RemoteError(exc.code, f"{exc} (this client cannot read the token: {unreadable})") from None
+            raise
+        self.token, self.hello = token, reply
         return reply
 
     def _reader_ended(self, reader: asyncio.Task[None]) -> None:
@@ -116,6 +135,17 @@ class DaemonClient:
 
     async def request(self, msg: Message, expect: type[R], *, timeout: float | None = None) -> R:
         """Send `msg` (its `id` is assigned here) and wait for the reply of type `expect`."""
+        try:
+            return await self._request(msg, expect, timeout)
+        except RemoteError as exc:
+            if exc.code != ErrorCode.UNAUTHENTICATED or self.hello is None or isinstance(msg, Hello):
+                raise
+        # yagentd restarted under this connection: it has a new token and does not know us. Once more, after
+        # a hello; the refused request was not acted on, so sending it again is safe.
+        await self._say_hello()
+        return await self._request(msg, expect, timeout)
+
+    async def _request(self, msg: Message, expect: type[R], timeout: float | None) -> R:
         if self._sock is None:
             raise DaemonNotRunning(str(self.runtime_dir))
         with self._pending.expect(msg) as reply:

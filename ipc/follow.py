@@ -40,14 +40,22 @@ class EventStream:
         self.gap_fills = 0
         self.dropped = 0
         self._sub: zmq.asyncio.Socket | None = None
+        self._sub_token = ""
         self._rcvhwm = rcvhwm
 
     async def __aenter__(self) -> EventStream:
         assert self.client.paths is not None, "connect the client first"
-        ctx = self.client._ctx
-        self._sub = connect_subscriber(ctx, RuntimePaths.endpoint(self.client.paths.events), [self.task.encode()],
-                                       rcvhwm=self._rcvhwm)
+        self._subscribe()
         return self
+
+    def _subscribe(self) -> None:
+        """(Re)connect the subscriber with the token the client authenticated with: events.sock takes no other."""
+        assert self.client.paths is not None
+        if self._sub is not None:
+            self._sub.close(linger=0)
+        self._sub_token = self.client.token
+        self._sub = connect_subscriber(self.client._ctx, RuntimePaths.endpoint(self.client.paths.events),
+                                       [self.task.encode()], rcvhwm=self._rcvhwm, token=self._sub_token)
 
     async def __aexit__(self, *exc: object) -> None:
         if self._sub is not None:
@@ -96,7 +104,10 @@ class EventStream:
                     _topic, payload = await self._sub.recv_multipart()
             except TimeoutError:
                 # Quiet: either nothing happened or the tail was dropped; a replay tells which.
-                for ev in self._accept(await self._replay_until(None)):
+                fresh = self._accept(await self._replay_until(None))
+                if self.client.token != self._sub_token:  # yagentd restarted: its events.sock wants the new token
+                    self._subscribe()
+                for ev in fresh:
                     yield ev
                 continue
             try:

@@ -4,7 +4,8 @@ Three conversations share this vocabulary:
 
 * client ⇄ daemon over `control.sock` (DEALER → ROUTER): requests carry an `id`, the reply echoes it;
 * daemon → clients over `events.sock` (PUB, topic = task id): `PublishedEvents`;
-* worker ⇄ daemon over `workers.sock` (DEALER with identity = run id → ROUTER).
+* worker ⇄ daemon over `workers.sock` (DEALER with a random identity → ROUTER), bound to its run by the
+  first `WorkerHello` that proves the run's secret.
 
 Errors are replies too (`ErrorReply`) with a machine-readable code and a message for people.
 """
@@ -260,6 +261,7 @@ class Hello(Message):
     version: int
     role: str = "client"
     pid: int = 0
+    token: str = ""  # the runtime directory's client token (`client_token`): nothing else is answered first
 
 
 @message("hello_reply")
@@ -400,6 +402,7 @@ class WorkerHello(Message):
     version: int
     run: str
     pid: int
+    proof: bytes = b""  # `run_secret.hello_proof` of the run's secret for this connection's identity
 
 
 @message("start")

@@ -28,6 +28,7 @@ class RuntimePaths:
     events: Path
     workers: Path
     lock: Path
+    token: Path  # the client credential (`client_token`): readable only by whoever can read this directory
 
     @staticmethod
     def endpoint(path: Path) -> str:
@@ -52,6 +53,7 @@ def runtime_paths(root: Path) -> RuntimePaths:
         events=root / "events.sock",
         workers=root / "workers.sock",
         lock=root / "yagentd.lock",
+        token=root / "client.token",
     )
 
 

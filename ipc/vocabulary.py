@@ -116,6 +116,7 @@ class ErrorCode(StrEnum):
     INTERNAL = "internal"  # a daemon bug; the daemon log has the traceback
     REGISTRY_UNAVAILABLE = "registry_unavailable"  # state.db locked by another program, or the disk full
     TOO_FAST = "too_fast"  # the client sends requests faster than it reads the replies
+    UNAUTHENTICATED = "unauthenticated"  # no hello with the client token (or a worker's proof) on this connection
     # requests the user must change
     BAD_REQUEST = "bad_request"
     BAD_CONFIG = "bad_config"

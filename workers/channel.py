@@ -1,4 +1,4 @@
-"""The worker's DEALER channel to the daemon (identity = run id).
+"""The worker's DEALER channel to the daemon (a random identity; the hello proves the run's secret).
 
 Owns everything that crosses that socket: the hello/start handshake, coalesced events, progress
 heartbeats, in-flight LLM leases, delegate and ask_user requests, the pause gate, cancellation, the
@@ -48,7 +48,8 @@ from yagent.ipc.messages import (
 )
 from yagent.ipc.pending_replies import PendingReplies
 from yagent.ipc.records import MAX_FRAME_BYTES, Message, cut_to_frame, decode, encode
-from yagent.ipc.sockets import connect_dealer
+from yagent.ipc.run_secret import hello_proof
+from yagent.ipc.sockets import connect_dealer, random_identity
 from yagent.ipc.vocabulary import ControlAction, QuestionKind
 
 __all__ = ["ChannelFailed", "DaemonChannel", "DaemonLost"]
@@ -75,11 +76,15 @@ class ChannelFailed(Exception):
 
 
 class DaemonChannel:
-    def __init__(self, run_id: str, endpoint: str, *, context: zmq.asyncio.Context | None = None) -> None:
+    def __init__(self, run_id: str, endpoint: str, *, context: zmq.asyncio.Context | None = None,
+                 secret: bytes = b"") -> None:
         self.run_id = run_id
         self._ctx = context or zmq.asyncio.Context()
         self._owns_ctx = context is None
-        self._sock = connect_dealer(self._ctx, endpoint, identity=run_id.encode(), linger_ms=2000)
+        identity = random_identity()  # not the run id: nobody may guess it and connect in this worker's place
+        self._sock = connect_dealer(self._ctx, endpoint, identity=identity, linger_ms=2000)
+        # Only the proof is kept: the secret itself has no further use in this process.
+        self._proof = hello_proof(secret, run_id, identity) if secret else b""
         self._sends: set[asyncio.Future[Any]] = set()
         self._batch: list[list[Any]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -106,7 +111,7 @@ class DaemonChannel:
         loop = asyncio.get_running_loop()
         self._start = loop.create_future()
         self._reader = self._owned(loop.create_task(self._read_loop(), name=f"channel-reader-{self.run_id}"))
-        self._send(encode(WorkerHello(version=PROTOCOL_VERSION, run=self.run_id, pid=os.getpid())))
+        self._send(encode(WorkerHello(version=PROTOCOL_VERSION, run=self.run_id, pid=os.getpid(), proof=self._proof)))
         try:
             async with asyncio.timeout(timeout):
                 spec = await self._start

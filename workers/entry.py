@@ -1,6 +1,8 @@
 """The worker process entry point: the function the forkserver runs for every run.
 
-The worker first lets go of the forkserver's liveness pipe (so the forkserver exits as soon as the
+The worker first takes its run's secret from the pipe the launcher handed it (then closes the pipe) and makes
+itself non-dumpable, so no other process of the user can read the secret out of its memory. It then lets go of
+the forkserver's liveness pipe (so the forkserver exits as soon as the
 daemon dies), puts itself in its own process group (so the daemon can signal its whole tree), asks the
 kernel for SIGTERM when its parent — the forkserver — goes away, marks its environment with the run id
 (inherited by every tool child, so orphans can be found), then connects to the daemon and runs its agent
@@ -24,6 +26,7 @@ import sys
 import traceback
 from collections.abc import Callable, Mapping
 from multiprocessing import forkserver
+from multiprocessing.connection import Connection
 
 from yagent.ipc.errors import MalformedMessage
 from yagent.ipc.messages import RunOutcome, RunResult
@@ -41,6 +44,7 @@ log = logging.getLogger(__name__)
 
 RUN_ENV = "YAGENT_RUN_ID"
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 _PR_SET_NAME = 15
 
 # Exit codes, for the daemon's log only: the result message is what counts.
@@ -55,6 +59,26 @@ def _prctl(option: int, arg: int | bytes) -> None:
         libc.prctl(option, arg, 0, 0, 0)
     except (OSError, AttributeError):
         pass  # not Linux: heartbeat loss still ends the worker
+
+
+def _take_run_secret(pipe: Connection | None) -> bytes:
+    """The run's secret, read once from the launcher's pipe, which is then closed; b"" without one.
+
+    Non-dumpable first: no ptrace attach and no /proc/PID/mem (nor environ, fds...) for other processes of the
+    user, so the secret and the keys in the start message stay in this process. What it costs: no core dumps
+    of workers; a daemon not run as root finds a worker by its pid, never by its environment, and sees its RSS
+    but not its USS (smaps is closed too). Programs the worker executes (run_bash) are dumpable again: execve
+    resets the flag.
+    """
+    _prctl(_PR_SET_DUMPABLE, 0)
+    if pipe is None:
+        return b""
+    try:
+        return pipe.recv_bytes(256)
+    except (OSError, EOFError):  # no secret: the hello cannot prove anything and the daemon refuses the run
+        return b""
+    finally:
+        pipe.close()
 
 
 def _leave_the_forkserver() -> None:
@@ -82,7 +106,9 @@ def _become_run_process(run_id: str, agent_hint: str) -> None:
     _prctl(_PR_SET_NAME, f"yagent:{agent_hint}"[:15].encode())
 
 
-def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ...] = ()) -> None:
+def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ...] = (),
+                secret_pipe: Connection | None = None) -> None:
+    secret = _take_run_secret(secret_pipe)
     _leave_the_forkserver()
     _keep_state_private()
     _become_run_process(run_id, "worker")
@@ -96,7 +122,7 @@ def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ..
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     code = loop.run_until_complete(_serve(run_id, workers_endpoint, liveness_fd=daemon_liveness_fd(),
-                                          give_up=_abandon_run))
+                                          give_up=_abandon_run, secret=secret))
     if code == EXIT_DAEMON_LOST:
         kill_descendants()  # with yagentd gone nobody else sweeps what the run's tools left running
     logging.shutdown()
@@ -131,10 +157,11 @@ def _outcome_from_exception(exc: BaseException) -> RunOutcome:
 
 
 async def _serve(run_id: str, endpoint: str, *, liveness_fd: int | None = None,
-                 give_up: Callable[[], None] | None = None) -> int:
+                 give_up: Callable[[], None] | None = None, secret: bytes = b"") -> int:
     """Run one agent kind for the daemon at `endpoint`; `liveness_fd` is the read end of the run's pipe to the
-    daemon (EOF = the daemon is gone), `give_up` what to do if the run has not wrapped up in time after that."""
-    channel = DaemonChannel(run_id, endpoint)
+    daemon (EOF = the daemon is gone), `give_up` what to do if the run has not wrapped up in time after that,
+    `secret` what the hello proves."""
+    channel = DaemonChannel(run_id, endpoint, secret=secret)
     watch = None
     if liveness_fd is not None:
         loop = asyncio.get_running_loop()

@@ -3,7 +3,8 @@
 A handler is `async def handler(daemon, msg) -> Message` registered with `@command(RequestType)`;
 it raises `CommandError(code, message)` for anything the user must fix. Adding a command means adding
 its message to `yagent.ipc.messages` and one module here. `dispatch` turns every failure into an error
-reply: no request can stop the daemon.
+reply: no request can stop the daemon. It answers a peer only once its `hello` carried the client token
+(`hello.py` checks it; `dispatch` marks the peer): everything else gets `unauthenticated`, saying what to do.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from yagent.ipc.config import Settings
-from yagent.ipc.messages import ErrorReply
+from yagent.ipc.messages import ErrorReply, Hello, HelloReply
 from yagent.ipc.records import Message
 from yagent.ipc.runtime_dir import RuntimePaths
 from yagent.ipc.vocabulary import ErrorCode
 
 from ..admission import WorkerSlots
+from ..control_peers import ControlPeers
 from ..event_hub import EventHub
 from ..leases import LeaseManager
+from ..refused_peers import RefusedPeers
 from ..registry import Registry, TaskRow
 from ..registry_errors import is_trouble, running_failure
 from ..spending import DailySpend
@@ -49,6 +52,9 @@ class DaemonView(Protocol):
     version: str
     started_at: float
     shutting_down: bool
+    client_token: str  # what a hello must carry (`yagent.ipc.client_token`)
+    peers: ControlPeers  # which control peers have authenticated
+    refused_clients: RefusedPeers
 
     @property
     def settings(self) -> Settings: ...
@@ -117,12 +123,31 @@ def _registered_task(daemon: DaemonView, ref: str) -> TaskRow:
     return row
 
 
-async def dispatch(daemon: DaemonView, msg: Message) -> Message:
-    """The reply to one control request: the handler's, or an error reply saying what went wrong."""
+async def dispatch(daemon: DaemonView, msg: Message, peer: bytes) -> Message:
+    """The reply to one control request from `peer`: the handler's, or an error reply saying what went wrong."""
     request_id = getattr(msg, "id", 0)
+    if type(msg) is not Hello and not daemon.peers.authenticated(peer):
+        daemon.refused_clients.first(peer, f"a {msg.kind} request before a hello with the client token")
+        return ErrorReply(id=request_id, code=ErrorCode.UNAUTHENTICATED, message=(
+            f"yagentd answers a connection only after its hello carries the client token from "
+            f"{daemon.paths.token}: connect through `yagent` (or `yagent.ipc.DaemonClient`), which reads that file "
+            "and says hello; a process that cannot read it (an agent's confined shell) cannot drive yagentd"))
     handler = _HANDLERS.get(type(msg))
     if handler is None:
         return ErrorReply(id=request_id, code=ErrorCode.NOT_A_REQUEST, message=f"{msg.kind!r} is not a control request")
+    reply = await _handled(daemon, handler, msg, request_id)
+    if isinstance(reply, ErrorReply) and reply.code == ErrorCode.UNAUTHENTICATED:  # a hello without the token
+        daemon.refused_clients.first(peer, f"a hello with {'a wrong' if getattr(msg, 'token', '') else 'no'} token")
+    elif isinstance(reply, HelloReply) and not daemon.peers.authenticate(peer):
+        daemon.refused_clients.first(peer, "a hello from a connection whose identity can be guessed")
+        return ErrorReply(id=request_id, code=ErrorCode.UNAUTHENTICATED, message=(
+            f"this connection's ZeroMQ identity ({len(peer)} bytes) could be guessed, so another process could "
+            "take its place once it leaves; connect with a random identity of at least 16 bytes, as "
+            "`yagent.ipc.DaemonClient` does"))
+    return reply
+
+
+async def _handled(daemon: DaemonView, handler: Handler, msg: Message, request_id: int) -> Message:
     try:
         return await handler(daemon, msg)
     except CommandError as exc:

@@ -1,7 +1,12 @@
-"""`hello`: the version handshake every client starts with."""
+"""`hello`: the version handshake every client starts with, and its credential: the client token.
+
+A client shows the token yagentd wrote to the runtime directory at its start; `dispatch` then marks the
+connection authenticated. The version is checked first, so an old client learns that it is old.
+"""
 
 from __future__ import annotations
 
+import hmac
 import os
 
 from yagent.ipc.messages import PROTOCOL_VERSION, Hello, HelloReply
@@ -17,5 +22,12 @@ async def hello(daemon: DaemonView, msg: Hello) -> HelloReply:
             ErrorCode.PROTOCOL_MISMATCH,
             f"this client speaks protocol {msg.version} but yagentd speaks {PROTOCOL_VERSION}: restart the daemon "
             "after upgrading (`yagent daemon stop && yagent daemon start`)")
+    if not hmac.compare_digest(msg.token.encode(), daemon.client_token.encode()):
+        raise CommandError(
+            ErrorCode.UNAUTHENTICATED,
+            f"this hello carries {'a wrong' if msg.token else 'no'} client token: yagentd writes a new one to "
+            f"{daemon.paths.token} at each start and answers only clients that show it; run `yagent` as the user "
+            "who started yagentd (a process confined by yagent's sandbox cannot read it, by design), or restart "
+            "yagentd (`yagent daemon stop && yagent daemon start`) if the file is gone")
     return HelloReply(id=msg.id, version=PROTOCOL_VERSION, daemon_pid=os.getpid(), started_at=daemon.started_at,
                       runtime_dir=str(daemon.paths.root), home=str(daemon.home))

@@ -4,7 +4,8 @@
 
 `status` sends well-formed status requests, `garbage` random bytes, `replay:TASK` requests for the
 task's whole history (replies of megabytes), each as fast as the daemon takes them. It prints `flooding`
-once connected and its first frame is sent, floods for SECONDS (a bound, so a test whose daemon stopped
+once connected (its hello carrying the client token, as a misbehaving client of the user's own would) and
+its first frame is sent, floods for SECONDS (a bound, so a test whose daemon stopped
 reading fails instead of hanging), then prints how many frames it sent.
 """
 
@@ -13,11 +14,15 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 
 import zmq
 
-from yagent.ipc.messages import Replay, StatusRequest
+from yagent.ipc.client_token import read_client_token
+from yagent.ipc.messages import PROTOCOL_VERSION, Hello, Replay, StatusRequest
 from yagent.ipc.records import encode
+from yagent.ipc.runtime_dir import runtime_paths
+from yagent.ipc.sockets import random_identity
 
 __all__ = ["flood"]
 
@@ -28,7 +33,11 @@ def flood(endpoint: str, kind: str, seconds: float) -> int:
     sock.setsockopt(zmq.RCVHWM, 1)
     sock.setsockopt(zmq.SNDHWM, 1000)
     sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.IDENTITY, random_identity())
     sock.connect(endpoint)
+    token = read_client_token(runtime_paths(Path(endpoint.removeprefix("ipc://")).parent).token)
+    # Not waited for (the daemon may share the test's loop): it is read first, so what follows is authenticated.
+    sock.send(encode(Hello(id=0, version=PROTOCOL_VERSION, pid=os.getpid(), token=token)))
     if kind == "status":
         frames = [encode(StatusRequest(id=i + 1)) for i in range(1000)]
     elif kind.startswith("replay:"):

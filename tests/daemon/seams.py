@@ -37,14 +37,16 @@ class ScriptedLauncher(Launcher):
     def __init__(self, fail: bool = False) -> None:
         self.fail = fail
         self.handles: dict[str, PipeHandle] = {}
+        self.secrets: dict[str, bytes] = {}  # what each run's worker would have been handed
         self._pids = itertools.count(900_000)  # no real process has these: a stray signal hits nothing
 
     def start(self) -> None:
         pass
 
-    def launch(self, run_id: str, agent: str, workers_endpoint: str) -> RunHandle:
+    def launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes) -> RunHandle:
         if self.fail:
             raise OSError("no more processes")
         handle = PipeHandle(next(self._pids))
         self.handles[run_id] = handle
+        self.secrets[run_id] = secret
         return handle

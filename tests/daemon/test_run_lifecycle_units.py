@@ -48,6 +48,7 @@ from yagent.ipc.messages import (
     WorkerHello,
 )
 from yagent.ipc.records import Message
+from yagent.ipc.run_secret import hello_proof
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, QuestionKind, RunStatus, StopReason, TaskState
 
 # -- seams -----------------------------------------------------------------------------------------------
@@ -62,7 +63,7 @@ class _World:
     forgotten: list[str] = field(default_factory=list)
 
     def to(self, run: RunSupervisor) -> list[Message]:
-        return [m for rid, m in self.sent if rid == run.id]
+        return [m for peer, m in self.sent if peer == run.peer]
 
     def events(self, task: str) -> list[list]:
         return self.services.hub.replay(task, 0, 1000).events
@@ -90,8 +91,8 @@ async def _world(tmp_path: Path, *, fail_launch: bool = False, **settings: objec
     scope = TaskScope("test")
     world: _World
 
-    def send(run_id: str, msg: Message) -> None:
-        world.sent.append((run_id, msg))
+    def send(peer: bytes, msg: Message) -> None:
+        world.sent.append((peer, msg))
 
     services = RunServices(
         config=config, clock=asyncio.get_running_loop().time, registry=registry, hub=hub,
@@ -116,7 +117,11 @@ async def _until(predicate, what: str, timeout: float = 5.0) -> None:
 
 
 def _hello(run: RunSupervisor) -> None:
-    run.receive(WorkerHello(version=PROTOCOL_VERSION, run=run.id, pid=run.pid))
+    """What the arbiter does with a worker's first hello: bind the run to its connection, then hand it the hello."""
+    peer = b"worker-of-" + run.id.encode()
+    secret = run.services.launcher.secrets[run.id]  # type: ignore[attr-defined]
+    assert run.bind(peer, hello_proof(secret, run.id, peer)) is None
+    run.receive(WorkerHello(version=PROTOCOL_VERSION, run=run.id, pid=run.pid, proof=hello_proof(secret, run.id, peer)))
 
 
 def _done(output: str = "ok") -> RunResult:
@@ -184,6 +189,38 @@ def test_a_run_goes_queued_starting_running_ended_gone_and_its_turn_finishes(tmp
             assert types == [EventType.TURN_STARTED, EventType.RUN_STARTED, EventType.RUN_FINISHED,
                              EventType.TURN_FINISHED]
             assert w.events(turn.id)[-1][5]["output"] == "the answer"
+
+    asyncio.run(main())
+
+
+def test_a_runs_secret_is_in_no_event_and_no_message_and_is_forgotten_at_hello(tmp_path: Path) -> None:
+    import base64
+
+    from yagent.ipc.records import encode
+
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            secret = w.launcher.secrets[root.id]
+            _hello(root)
+            root.receive(DelegateRequest(id=5, agent="scripted", task="look"))
+            child = root.children[next(iter(root.children))]
+            _hello(child)
+            child.receive(_done("child"))
+            root.receive(_done("the answer"))
+            for run in (root, child):
+                w.launcher.handles[run.id].exit(0)
+                await _until(lambda run=run: run.phase is RunPhase.GONE, "the exit to be seen")
+            assert w.launcher.secrets[child.id] != secret
+            wire = repr(w.events(turn.id)).encode() + b"".join(encode(m) for _peer, m in w.sent)
+            for run in (root, child):
+                run_secret = w.launcher.secrets[run.id]
+                for form in (run_secret, run_secret.hex().encode(), base64.b64encode(run_secret)):
+                    assert form not in wire
+                assert run._secret is None  # used once, then gone
+                peer = run.peer
+                assert run.bind(b"another connection x", b"") is not None and run.peer == peer
 
     asyncio.run(main())
 
