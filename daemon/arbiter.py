@@ -24,6 +24,7 @@ import zmq
 import zmq.asyncio
 
 from yagent.ipc.config import ConfigError, Settings
+from yagent.ipc.confinement import landlock_abi
 from yagent.ipc.errors import MalformedMessage, MessageTooLarge
 from yagent.ipc.messages import ErrorReply, Ping, WorkerHello
 from yagent.ipc.records import Message, decode, encode
@@ -41,6 +42,7 @@ from .leases import LeaseManager
 from .log_files import reopen_log_files
 from .recovery import kill_leftover_workers, mark_and_report_interrupted
 from .registry import Registry, TaskRow
+from .run_confinement import confinement_status
 from .run_services import RunServices
 from .run_table import RunTable
 from .runtime_dir_watch import ControlSocketWatch
@@ -79,6 +81,7 @@ class Daemon:
         notifier: SystemdNotifier | None = None,
         version: str = "0",
         peer_limits: PeerLimits | None = None,
+        landlock_probe: Callable[[], int] = landlock_abi,
     ) -> None:
         self.config = SettingsSource(home, settings)
         self.paths = paths
@@ -105,6 +108,7 @@ class Daemon:
         self._control_watch: ControlSocketWatch | None = None
         self._registry_retry: Timer | None = None
         self._peer_limits = peer_limits
+        self._landlock_probe = landlock_probe  # a seam: a test hands in a kernel without Landlock
 
     @property
     def settings(self) -> Settings:
@@ -171,7 +175,9 @@ class Daemon:
             slots=self.slots, launcher=self.launcher, scheduler=self.scheduler, scope=self.scope,
             workers_endpoint=RuntimePaths.endpoint(self.paths.workers), home=self.home,
             send_worker=self._send_worker, is_shutting_down=lambda: self.shutting_down,
-            spend=DailySpend(self.registry.spent_since(start_of_day(time.time()))))
+            spend=DailySpend(self.registry.spent_since(start_of_day(time.time()))),
+            runtime_dir=self.paths.root, landlock_abi=self._landlock_probe())
+        self._say_confinement()
         self.registry.deferred.on_deferred = self._retry_registry_later
         # Before any request is read or lease granted: a dead predecessor's workers must not race new runs.
         await asyncio.to_thread(kill_leftover_workers, self.registry.unfinished_runs())
@@ -334,6 +340,12 @@ class Daemon:
             log.error("SIGHUP: %s; keeping the configuration in use", " / ".join(exc.lines()))
             return
         log.info("SIGHUP: log files reopened, configuration checked (%s)", self.config.path)
+
+    def _say_confinement(self) -> None:
+        assert self.services is not None
+        note = confinement_status(self.settings, self.services.landlock_abi)
+        (log.warning if self.services.landlock_abi < 1 and self.settings.sandbox.enabled else log.info)(
+            "confinement: %s", note)
 
     def _status_line(self) -> str:
         running = sum(1 for t in self.tasks.values() if t.in_flight)

@@ -1,8 +1,8 @@
 """Starting worker processes.
 
-`Launcher` is the narrow edge: `launch(run_id, agent) -> RunHandle`. The default starts each run from
-a `multiprocessing` forkserver whose server process has already imported the worker code (and loaded
-the tokenizer), so a start costs a fork rather than an interpreter boot. The forkserver must be
+`Launcher` is the narrow edge: `launch(run_id, agent, endpoint, confinement=) -> RunHandle`. The default
+starts each run from a `multiprocessing` forkserver whose server process has already imported the worker code (and
+loaded the tokenizer), so a start costs a fork rather than an interpreter boot. The forkserver must be
 running before the daemon creates its ZeroMQ context: libzmq's I/O threads do not survive a fork.
 Workers are children of the forkserver, not of the daemon, so they are tracked by pid, process
 group and the run id they carry in their environment.
@@ -21,6 +21,7 @@ from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
 
 import psutil
 
+from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.process_entry import call_entry
 
 __all__ = ["MultiprocessingLauncher", "RunHandle", "kill_run_tree", "run_processes"]
@@ -55,7 +56,9 @@ class Launcher(abc.ABC):
         """Prepare (e.g. start the forkserver). Called once, before the daemon creates sockets."""
 
     @abc.abstractmethod
-    def launch(self, run_id: str, agent: str, workers_endpoint: str) -> RunHandle: ...
+    def launch(self, run_id: str, agent: str, workers_endpoint: str, *,
+               confinement: ConfinementSpec | None = None) -> RunHandle:
+        """Start the run's worker; `confinement` is what it restricts itself to first thing (None: nothing)."""
 
     def stop(self) -> None:  # noqa: B027 - optional hook
         """Release launcher resources at daemon exit."""
@@ -129,11 +132,12 @@ class MultiprocessingLauncher(Launcher):
             self._ctx.set_forkserver_preload(self._preload)  # type: ignore[attr-defined]
             forkserver.ensure_running()
 
-    def launch(self, run_id: str, agent: str, workers_endpoint: str) -> RunHandle:
+    def launch(self, run_id: str, agent: str, workers_endpoint: str, *,
+               confinement: ConfinementSpec | None = None) -> RunHandle:
         cls = _WorkerProcess if self.method == "forkserver" else self._ctx.Process
         process = cls(
             target=call_entry,
-            args=(WORKER_ENTRY, run_id, workers_endpoint, tuple(self._preload)),
+            args=(WORKER_ENTRY, run_id, workers_endpoint, tuple(self._preload), confinement),
             name=f"yagent-{agent}-{run_id}",
             daemon=True,
         )

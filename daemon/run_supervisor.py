@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from yagent.ipc.daemon_events import RUN_INPUT_PREVIEW, LlmSlotWait, RunFinished, RunQueued, RunStarted
@@ -36,13 +37,14 @@ from yagent.ipc.messages import (
     WorkerHello,
 )
 from yagent.ipc.records import Message
-from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus, StopReason
+from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus, StopReason, Unconfined
 
 from .admission import DelegationPool
 from .launcher import RunHandle
 from .process_identity import start_time
 from .run_accounting import ProcessSample, RunUsage
 from .run_clock import RunClock
+from .run_confinement import REQUIRED_BUT_MISSING, confinement_for, why_unconfined
 from .run_outcome import decide_outcome, exit_note
 from .run_phase import MOVES, IllegalTransition, RunPhase
 from .run_services import RunServices
@@ -128,6 +130,7 @@ class RunSupervisor:
         self.usage = RunUsage()
         self.last_sample: ProcessSample | None = None  # for the CPU share between two looks
         self.exited = asyncio.Event()
+        self.unconfined: Unconfined | None = None  # why the kernel does not confine this run, decided at launch
         self._hello_timer: Timer | None = None
         self._watchdog = RunWatchdog(self.id, services.scheduler, lambda: services.settings, services.clock,
                                      self._timed_out)
@@ -176,8 +179,15 @@ class RunSupervisor:
             self.services.slots.release(self.id)
             return
         self.spec.paused = self.turn.paused
+        services = self.services
+        self.unconfined = why_unconfined(services.settings, self.spec.yolo, services.landlock_abi)
+        if self.unconfined is Unconfined.LANDLOCK_MISSING and services.settings.sandbox.required:
+            self.finish(RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC, error=REQUIRED_BUT_MISSING))
+            return
         try:
-            handle = self.services.launcher.launch(self.id, self.agent, self.services.workers_endpoint)
+            confinement = confinement_for(self.spec, services.settings, abi=services.landlock_abi,
+                                          runtime_dir=services.runtime_dir or Path(self.spec.home))
+            handle = services.launcher.launch(self.id, self.agent, services.workers_endpoint, confinement=confinement)
         except Exception as exc:
             log.exception("launching a worker for run %s failed", self.id)
             self.finish(RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,

@@ -14,6 +14,7 @@ import signal
 import time
 from pathlib import Path
 
+from .. import sandbox
 from .limits import BASH_DEFAULT_TIMEOUT, BASH_MAX_TIMEOUT, BASH_OUTPUT_CAP
 from .processes import group_alive, terminate_group
 from .registry import register
@@ -65,11 +66,11 @@ def read_capped(path: Path, cap: int = BASH_OUTPUT_CAP) -> tuple[str, int]:
 
 async def _spawn(inv: Invocation, output: Path) -> asyncio.subprocess.Process:
     with open(output, "wb") as out:
+        # Through the sandbox's exec helper when the worker is confined: the command's own, stricter domain.
         return await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            str(inv.args["command"]),
+            *sandbox.shell_argv(str(inv.args["command"])),
             cwd=inv.path("cwd"),
+            env=sandbox.shell_env(),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=out,
             stderr=asyncio.subprocess.STDOUT,
