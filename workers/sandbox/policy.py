@@ -52,16 +52,28 @@ def _devices() -> list[Rule]:
 
 def _read_set(spec: ConfinementSpec, home: str | None, *, own_state: bool = True) -> list[Rule]:
     hidden = [spec.home, spec.runtime_dir, *spec.deny_read]
-    readable: list[str] = [*SYSTEM_TREES, *_python_trees(), spec.project_root, spec.scratch_dir,
+    # Each tree is listed around what must stay hidden: a sys.path entry (the daemon's working directory), the
+    # project or $HOME may hold the state home or the runtime directory.
+    readable: list[str] = [*SYSTEM_TREES, *_python_trees(), *_command_trees(), spec.project_root,
                            *spec.writable_roots]
-    if own_state:
-        readable += [spec.task_dir, *spec.shared_dirs]
-    rules = [Rule(p, READ) for p in readable if not _inside_any(p, hidden) or _inside(p, spec.project_root)
-             or p in (spec.task_dir, spec.scratch_dir, *spec.shared_dirs)]
+    own = [spec.task_dir, *spec.shared_dirs] if own_state else []
     user_home = home if home is not None else os.path.expanduser("~")
-    for tree in (user_home, "/run"):
+    rules = [Rule(p, READ) for p in [spec.scratch_dir, *own]]  # beneath the state home, allowed by name
+    for tree in [*readable, user_home, "/run"]:
         rules += (Rule(p, READ) for p in _around(tree, hidden))
     return rules
+
+
+def _command_trees() -> list[str]:
+    """Every $PATH directory, and the tool root of a `bin` or `shims` one (~/.pyenv, ~/.cargo, ~/.nvm/...):
+    a version manager's shim runs code from beside it."""
+    trees: set[str] = set()
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if entry and os.path.isabs(entry):
+            trees.add(entry)
+            if os.path.basename(entry.rstrip("/")) in ("bin", "shims"):
+                trees.add(os.path.dirname(entry.rstrip("/")))
+    return sorted(trees)
 
 
 def _python_trees() -> list[str]:
