@@ -119,6 +119,10 @@ class Daemon:
         return self.services.spend if self.services else DailySpend()
 
     @property
+    def landlock_abi(self) -> int:
+        return self.services.landlock_abi if self.services else 0
+
+    @property
     def runs_started(self) -> int:
         return self.services.runs_started if self.services else 0
 

@@ -265,7 +265,8 @@ class RunSupervisor:
         self.services.registry.run_running(self.id)
         self.services.publish(self.turn.id, RunStarted(
             agent=self.agent, parent=self.parent.id if self.parent else None, call_id=self.call_id,
-            pid=self.pid, depth=self.spec.depth, input=self.spec.input[:RUN_INPUT_PREVIEW]), self)
+            pid=self.pid, depth=self.spec.depth, input=self.spec.input[:RUN_INPUT_PREVIEW],
+            unconfined=self.unconfined.value if self.unconfined else ""), self)
 
     @_handles(LeaseRequest)
     def _on_lease_request(self, msg: LeaseRequest) -> None:
