@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from yagent.ipc import event_data
 from yagent.ipc.daemon_events import RUN_INPUT_PREVIEW, LlmSlotWait, RunFinished, RunQueued, RunStarted
 from yagent.ipc.event_data import LlmCallEnd
 from yagent.ipc.messages import (
@@ -40,6 +41,7 @@ from yagent.ipc.records import Message
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus, StopReason, Unconfined
 
 from .admission import DelegationPool
+from .git_guard import WRITES_PROJECT, GitSnapshot, revert_changes, snapshot
 from .launcher import RunHandle
 from .process_identity import start_time
 from .run_accounting import ProcessSample, RunUsage
@@ -131,6 +133,7 @@ class RunSupervisor:
         self.last_sample: ProcessSample | None = None  # for the CPU share between two looks
         self.exited = asyncio.Event()
         self.unconfined: Unconfined | None = None  # why the kernel does not confine this run, decided at launch
+        self._git: GitSnapshot | None = None  # the project's .git hooks and config as they were at launch
         self._hello_timer: Timer | None = None
         self._watchdog = RunWatchdog(self.id, services.scheduler, lambda: services.settings, services.clock,
                                      self._timed_out)
@@ -187,6 +190,8 @@ class RunSupervisor:
         try:
             confinement = confinement_for(self.spec, services.settings, abi=services.landlock_abi,
                                           runtime_dir=services.runtime_dir or Path(self.spec.home))
+            if self.unconfined is None and self.agent in WRITES_PROJECT:  # its .git is put back after the run
+                self._git = snapshot(Path(self.spec.project_root))
             handle = services.launcher.launch(self.id, self.agent, services.workers_endpoint, confinement=confinement)
         except Exception as exc:
             log.exception("launching a worker for run %s failed", self.id)
@@ -500,8 +505,20 @@ class RunSupervisor:
             self.finish(self._outcome(None, exit_note=exit_note(code)))
         # Tool processes that left the worker's group (setsid, a daemonising command) outlive even a clean
         # exit; they still carry the run id in their environment, so sweep for them after every run.
-        services.scope.spawn(f"reap-{self.id}", kill_tree_now(self.id, None))
+        services.scope.spawn(f"reap-{self.id}", self._reap())
         self._gone()
+
+    async def _reap(self) -> None:
+        await kill_tree_now(self.id, None)
+        if self._git is None:
+            return
+        reverted = await asyncio.to_thread(revert_changes, self._git)  # nothing of the run is left to race it
+        if reverted:
+            note = (f"run {self.id} ({self.agent}) changed {', '.join(reverted)}; put back as it was before the run "
+                    "(a hook or git setting planted there would run unconfined the next time you use git)")
+            log.warning("%s in %s", note, self.spec.project_root)
+            self.services.hub.publish(self.turn.id, self.id, self.agent, EventType.LOG.value,
+                                      event_data.log("warning", note))
 
     def _gone(self) -> None:
         self._move(RunPhase.GONE)

@@ -126,6 +126,7 @@ ALLOWED: tuple[str, ...] = (
     "python3 -c \"import tempfile; tempfile.mkstemp()\"",
     "cat /etc/hostname >/dev/null && ls /usr /etc >/dev/null",
     "echo ok > /dev/null",
-    "git --version >/dev/null",
+    "git --version >/dev/null && git status --short >/dev/null",
+    "cat ~/notes.txt",  # the user's own files stay readable
     "python3 -c \"import json, ssl, sqlite3\"",
 )

@@ -60,8 +60,13 @@ def confine_worker(spec: ConfinementSpec | None, agent: str) -> Confinement | No
         _current = Confinement(spec, spec.unconfined)
         return _current
     writes = writes_project(agent)
+    # A file the home lacks is denied under Landlock, not missing (its name lies in no allowed tree), and git
+    # takes a denied ~/.gitconfig for a broken configuration: point git at no global file instead.
+    if not os.path.lexists(os.path.expanduser("~/.gitconfig")):
+        os.environ.setdefault("GIT_CONFIG_GLOBAL", os.devnull)
     try:
         os.makedirs(spec.scratch_dir, mode=0o700, exist_ok=True)
+        shell = shell_rules(spec, writes)  # before the domain: listing what lies around the hidden needs it
         restrict_self(spec.abi, worker_rules(spec, writes))
     except (LandlockError, OSError) as exc:
         _current = Confinement(spec, Unconfined.LANDLOCK_MISSING, error=str(exc))
@@ -69,7 +74,7 @@ def confine_worker(spec: ConfinementSpec | None, agent: str) -> Confinement | No
     # The worker's own temporary files go to its scratch dir: /tmp is not in its write set.
     os.environ["TMPDIR"] = spec.scratch_dir
     tempfile.tempdir = spec.scratch_dir
-    _current = Confinement(spec, shell=shell_rules(spec, writes))
+    _current = Confinement(spec, shell=shell)
     return _current
 
 
