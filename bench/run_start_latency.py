@@ -1,7 +1,9 @@
-"""Run start latency: launch → worker hello, forkserver (preloaded) vs plain spawn, in one run.
+"""Run start latency: launch → worker hello, forkserver (preloaded) vs plain spawn, and confined (Landlock, a
+Coding worker's rules) vs unconfined forkserver starts interleaved, in one run.
 
-Target: forkserver p50 ≤ 15 ms. The worker side is the real worker entry point; this script plays
-the daemon's part of the handshake on a real ROUTER socket. Usage: python bench/run_start_latency.py [N]
+Targets: forkserver p50 ≤ 15 ms; confinement adds ≤ 1 ms at p50. The worker side is the real worker entry
+point; this script plays the daemon's part of the handshake on a real ROUTER socket.
+Usage: python bench/run_start_latency.py [N]
 """
 
 from __future__ import annotations
@@ -19,17 +21,19 @@ import zmq
 
 from yagent.daemon.launcher import MultiprocessingLauncher
 from yagent.daemon.main import PRELOAD
+from yagent.ipc.confinement import ConfinementSpec, landlock_abi
 from yagent.ipc.messages import ErrorReply, WorkerHello
 from yagent.ipc.records import decode, encode
 from yagent.ipc.sockets import bind_router
 
 
-def measure(launcher: MultiprocessingLauncher, runs: int, endpoint: str, router: zmq.Socket) -> list[float]:
+def measure(launcher: MultiprocessingLauncher, runs: int, endpoint: str, router: zmq.Socket,
+            confinement: ConfinementSpec | None = None) -> list[float]:
     samples = []
     for i in range(runs):
-        run_id = f"bench{launcher.method[:2]}{i}"
+        run_id = f"bench{launcher.method[:2]}{'c' if confinement else ''}{i}"
         t0 = time.perf_counter()
-        handle = launcher.launch(run_id, "bench", endpoint)
+        handle = launcher.launch(run_id, "bench", endpoint, confinement=confinement)
         identity, frame = router.recv_multipart()
         samples.append(time.perf_counter() - t0)
         assert isinstance(decode(frame), WorkerHello)
@@ -60,7 +64,7 @@ def report(name: str, samples: list[float]) -> float:
     ms = sorted(s * 1000 for s in samples)
     p50 = statistics.median(ms)
     p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
-    print(f"{name:<22} n={len(ms):<4} p50={p50:7.2f} ms  p99={p99:7.2f} ms  min={ms[0]:6.2f} ms")
+    print(f"{name:<24} n={len(ms):<4} p50={p50:7.2f} ms  p99={p99:7.2f} ms  min={ms[0]:6.2f} ms")
     return p50
 
 
@@ -78,6 +82,12 @@ def main() -> None:
             # The first start waits for the forkserver to finish preloading, as right after the daemon starts.
             cold = measure(fork_launcher, 1, endpoint, router)[0]
             fork = measure(fork_launcher, runs, endpoint, router)
+            spec = _confinement(root)
+            plain, confined = [], []
+            if spec.abi:
+                for _ in range(runs):  # interleaved: machine load falls on both alike
+                    plain += measure(fork_launcher, 1, endpoint, router)
+                    confined += measure(fork_launcher, 1, endpoint, router, spec)
             spawn_launcher = MultiprocessingLauncher("spawn", preload=PRELOAD)
             spawn = measure(spawn_launcher, max(10, runs // 4), endpoint, router)
         finally:
@@ -88,6 +98,25 @@ def main() -> None:
     f50 = report("forkserver (preloaded)", fork)
     s50 = report("spawn (baseline)", spawn)
     print(f"ratio forkserver/spawn p50 = {f50 / s50:.3f}  (target: forkserver p50 ≤ 15 ms)")
+    if confined:
+        u50 = report("unconfined (interleaved)", plain)
+        c50 = report("confined (Landlock)", confined)
+        print(f"confinement adds {c50 - u50:+.2f} ms at p50, ratio confined/unconfined = {c50 / u50:.3f}  "
+              "(target: ≤ 1 ms added)")
+    else:
+        print("confined starts not measured: this kernel has no Landlock")
+
+
+def _confinement(root: Path) -> ConfinementSpec:
+    """A Coding run's spec, its directories made as the daemon makes them."""
+    home, project = root / "home", root / "project"
+    for d in (home / "tasks" / "t1", home / "scratch" / "r1", home / "approvals", home / "breaker", project):
+        d.mkdir(parents=True, exist_ok=True)
+    return ConfinementSpec(abi=landlock_abi(), agent="coding", project_root=str(project), home=str(home),
+                           runtime_dir=str(root), task_dir=str(home / "tasks" / "t1"),
+                           scratch_dir=str(home / "scratch" / "r1"),
+                           shared_dirs=[str(home / "approvals"), str(home / "breaker")],
+                           deny_read=[str(Path.home() / p) for p in (".ssh", ".gnupg", ".aws")])
 
 
 if __name__ == "__main__":

@@ -16,9 +16,10 @@ import anyio.streams.tls
 import anyio.to_thread  # noqa: F401
 import httpcore  # noqa: F401
 
-from . import agents  # noqa: F401 - registers the agent kinds
+from . import agents, sandbox  # noqa: F401 - registers the agent kinds
 from .context.tokens import count_tokens_exact
 from .llm import shared_ssl_context
 
 count_tokens_exact("warm up the tokenizer")
+sandbox.policy.warm()
 shared_ssl_context()

@@ -78,6 +78,7 @@ def _state_attacks(w: World) -> list[tuple[str, str]]:
         ("list_runtime", f"ls -a {w.daemon.runtime}"),
         ("read_ssh", f"cat {w.userhome}/.ssh/id_test"),
         ("python_read_config", f"python3 -c \"print(open('{cfg}').read())\""),
+        ("read_other_project", f"cat {w.other_project}/secret.txt"),
         ("signal_daemon", f"kill -0 {w.daemon.proc.pid if w.daemon.proc else 1}"),
         ("signal_worker", "kill -0 $PPID"),
     ]
@@ -85,10 +86,11 @@ def _state_attacks(w: World) -> list[tuple[str, str]]:
 
 STATE_ATTACKS = ("grants", "grants_py", "memory_append", "memory_rm", "agents", "approvals", "config_write",
                  "config_replace", "breaker", "state_db", "home_new", "read_config", "grep_home", "list_tasks",
-                 "read_other_task", "list_runtime", "read_ssh", "python_read_config", "signal_daemon", "signal_worker")
+                 "read_other_task", "list_runtime", "read_ssh", "python_read_config", "read_other_project",
+                 "signal_daemon", "signal_worker")
 # Reads that must fail: their output must not carry the secret, and they must not succeed.
 _MUST_FAIL = {"read_config", "grep_home", "list_tasks", "read_other_task", "list_runtime", "read_ssh",
-              "python_read_config", "signal_daemon", "signal_worker"}
+              "python_read_config", "read_other_project", "signal_daemon", "signal_worker"}
 
 _PROJECT_WRITES = (
     "echo x > README.md", "echo x >> README.md", "rm README.md", "touch new_<n>", "mkdir dir_<n>",
@@ -123,6 +125,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     (project / "appendable.txt").write_text("")
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     (other / "main.py").write_text(ORIGINAL)
+    (other / "secret.txt").write_text(SECRET)
     (userhome / ".ssh" / "id_test").write_text(SECRET)
     (userhome / "notes.txt").write_text("the user's own notes\n")
     config = (f"# {SECRET}\n[daemon]\nagent_modules = [\"tests.agents.scripted\", \"tests.agents.sandbox_probe\"]\n"
@@ -255,7 +258,7 @@ def test_the_corpus_is_large_enough_and_the_outside_dir_holds_only_its_sentinels
     assert len(SHELL_CASES) + len(STATE_ATTACKS) * 2 + len(_PROJECT_WRITES) >= 150
     expected = {f"{agent}{i}" for agent, i in SHELL_CASES}
     assert {p.name for p in world.outside.iterdir()} == expected, "something was created outside"
-    assert [p.name for p in world.other_project.iterdir()] == ["main.py"]
+    assert sorted(p.name for p in world.other_project.iterdir()) == ["main.py", "secret.txt"]
     assert (world.other_project / "main.py").read_text() == ORIGINAL
     assert not (world.project.parent / ".git").exists()
 

@@ -69,6 +69,13 @@ def test_the_read_set_lists_around_what_stays_hidden(tmp_path: Path) -> None:
     assert spec.task_dir not in shell and spec.project_root not in shell and spec.scratch_dir in shell
 
 
+def test_no_path_entry_widens_the_read_set_to_a_system_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/bin:/usr/bin:/tmp/bin:/home/me/bin:/home/me/.pyenv/shims:/opt/tool/bin")
+    trees = policy._command_trees("/home/me")
+    assert {"/", "/tmp", "/home", "/home/me"}.isdisjoint(trees)
+    assert {"/home/me/.pyenv", "/opt/tool", "/tmp/bin"} <= set(trees)
+
+
 def _confined(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     script = textwrap.dedent(code)
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,

@@ -21,7 +21,7 @@ from yagent.ipc.vocabulary import Unconfined
 from ..tools.profiles import PROFILES
 from ..tools.spec import Effect
 from ._landlock import LandlockError, Rule, restrict_self
-from .policy import shell_rules, worker_rules
+from .policy import rule_sets
 
 __all__ = ["Confinement", "confine_worker", "current", "shell_argv", "shell_env", "writes_project"]
 
@@ -66,8 +66,8 @@ def confine_worker(spec: ConfinementSpec | None, agent: str) -> Confinement | No
         os.environ.setdefault("GIT_CONFIG_GLOBAL", os.devnull)
     try:
         os.makedirs(spec.scratch_dir, mode=0o700, exist_ok=True)
-        shell = shell_rules(spec, writes)  # before the domain: listing what lies around the hidden needs it
-        restrict_self(spec.abi, worker_rules(spec, writes))
+        own, shell = rule_sets(spec, writes)  # both before the domain: listing around the hidden needs reads
+        restrict_self(spec.abi, own)
     except (LandlockError, OSError) as exc:
         _current = Confinement(spec, Unconfined.LANDLOCK_MISSING, error=str(exc))
         return _current

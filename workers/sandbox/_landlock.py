@@ -143,8 +143,9 @@ class Rule:
 def set_no_new_privs() -> None:
     """No execve may gain privileges from now on (setuid, file capabilities): `sudo` inside fails. Required
     by the kernel before an unprivileged process may restrict itself."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    _syscall()  # loads libc once
+    assert _libc is not None
+    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         code = ctypes.get_errno()
         raise LandlockError(code, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(code)}")
 

@@ -15,7 +15,7 @@ from yagent.ipc.confinement import ConfinementSpec
 
 from ._landlock import IOCTL_DEV, READ, READ_FILE, WRITE, WRITE_FILE, Rule
 
-__all__ = ["SYSTEM_TREES", "shell_rules", "worker_rules"]
+__all__ = ["SYSTEM_TREES", "minimal", "rule_sets", "shell_rules", "warm", "worker_rules"]
 
 # Read (and execute) everywhere beneath these; /run is listed around the runtime directory instead.
 SYSTEM_TREES = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
@@ -25,24 +25,28 @@ _WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pt
 _READ_WRITE = READ | WRITE
 
 
+def rule_sets(spec: ConfinementSpec, writes_project: bool, *, home: str | None = None
+              ) -> tuple[list[Rule], list[Rule]]:
+    """(the worker's domain, its commands' nested domain), the read set worked out once for both.
+
+    The worker reads the read set and writes its task's state, the shared state dirs, its scratch dir, the
+    writable roots (its commands' domain nests inside this one, so it must hold them too) and, for an agent
+    whose profile writes files, the project. A `run_bash` command writes only its scratch dir (its TMPDIR),
+    the writable roots and, for Coding, the project — never the task's state (memory, grants) or the shared
+    approvals, so a command can neither approve itself nor rewrite the conversation."""
+    read = [*_read_set(spec, home), *_devices()]
+    shell_writes = [spec.scratch_dir, *spec.writable_roots, *([spec.project_root] if writes_project else [])]
+    shell = [*read, *(Rule(p, _READ_WRITE) for p in shell_writes)]
+    worker = [*shell, *(Rule(p, _READ_WRITE) for p in (spec.task_dir, *spec.shared_dirs))]
+    return minimal(worker), minimal(shell)
+
+
 def worker_rules(spec: ConfinementSpec, writes_project: bool, *, home: str | None = None) -> list[Rule]:
-    """The worker's own domain: read the read set; write its task's state, the shared state dirs, its scratch
-    dir, the writable roots (its commands' domain nests inside this one, so it must hold them too) and, for an
-    agent whose profile writes files, the project."""
-    writable = [spec.task_dir, spec.scratch_dir, *spec.shared_dirs, *spec.writable_roots]
-    if writes_project:
-        writable.append(spec.project_root)
-    return [*_read_set(spec, home), *(Rule(p, _READ_WRITE) for p in writable), *_devices()]
+    return rule_sets(spec, writes_project, home=home)[0]
 
 
 def shell_rules(spec: ConfinementSpec, writes_project: bool, *, home: str | None = None) -> list[Rule]:
-    """A `run_bash` command's nested domain: the read set, and writes to its scratch dir (its TMPDIR), the
-    writable roots and, for Coding, the project — never the task's state (memory, grants) or the shared
-    approvals, so a command can neither approve itself nor rewrite the conversation."""
-    writable = [spec.scratch_dir, *spec.writable_roots]
-    if writes_project:
-        writable.append(spec.project_root)
-    return [*_read_set(spec, home, own_state=False), *(Rule(p, _READ_WRITE) for p in writable), *_devices()]
+    return rule_sets(spec, writes_project, home=home)[1]
 
 
 def _devices() -> list[Rule]:
@@ -50,29 +54,64 @@ def _devices() -> list[Rule]:
     return [Rule("/dev", READ | IOCTL_DEV), *(Rule(p, READ_FILE | WRITE_FILE | IOCTL_DEV) for p in _WRITABLE_DEVICES)]
 
 
-def _read_set(spec: ConfinementSpec, home: str | None, *, own_state: bool = True) -> list[Rule]:
-    hidden = [spec.home, spec.runtime_dir, *spec.deny_read]
+def _read_set(spec: ConfinementSpec, home: str | None) -> list[Rule]:
+    hidden = [os.path.realpath(p) for p in (spec.home, spec.runtime_dir, *spec.deny_read)]
     # Each tree is listed around what must stay hidden: a sys.path entry (the daemon's working directory), the
     # project or $HOME may hold the state home or the runtime directory.
-    readable: list[str] = [*SYSTEM_TREES, *_python_trees(), *_command_trees(), spec.project_root,
-                           *spec.writable_roots]
-    own = [spec.task_dir, *spec.shared_dirs] if own_state else []
-    user_home = home if home is not None else os.path.expanduser("~")
-    rules = [Rule(p, READ) for p in [spec.scratch_dir, *own]]  # beneath the state home, allowed by name
-    for tree in [*readable, user_home, "/run"]:
-        rules += (Rule(p, READ) for p in _around(tree, hidden))
+    user_home = os.path.normpath(home if home is not None else os.path.expanduser("~"))
+    rules: list[Rule] = []  # the run's own state lies beneath the state home: granted by name, with writes
+    for tree, real in [*_static_trees(user_home), *((t, os.path.realpath(t)) for t in (
+            spec.project_root, *spec.writable_roots, user_home, "/run"))]:
+        rules += (Rule(p, READ) for p in _around(tree, hidden, real))
     return rules
 
 
-def _command_trees() -> list[str]:
-    """Every $PATH directory, and the tool root of a `bin` or `shims` one (~/.pyenv, ~/.cargo, ~/.nvm/...):
-    a version manager's shim runs code from beside it."""
+def minimal(rules: list[Rule]) -> list[Rule]:
+    """`rules` without those another one already grants: same or more rights on an enclosing tree (each rule
+    is a path to open and a system call at every start)."""
+    merged: dict[str, int] = {}
+    for rule in rules:
+        merged[rule.path] = merged.get(rule.path, 0) | rule.access
+    kept: list[Rule] = []
+    for path, access in merged.items():
+        parent, above = os.path.dirname(path), path
+        while parent != above and not (parent in merged and access & ~merged[parent] == 0):
+            parent, above = os.path.dirname(parent), parent
+        if parent == above:  # reached / with no enclosing rule that grants as much
+            kept.append(Rule(path, access))
+    return kept
+
+
+_STATIC: dict[str, list[tuple[str, str]]] = {}
+
+
+def _static_trees(user_home: str) -> list[tuple[str, str]]:
+    """(tree, resolved) of the system, Python and $PATH trees: the same for every run of a daemon, so worked out
+    once in the forkserver (`warm`) and inherited by every worker."""
+    found = _STATIC.get(user_home)
+    if found is None:
+        trees = dict.fromkeys([*SYSTEM_TREES, *_python_trees(), *_command_trees(user_home)])
+        found = _STATIC[user_home] = [(t, os.path.realpath(t)) for t in trees if os.path.lexists(t)]
+    return found
+
+
+def warm() -> None:
+    """Work out what every run shares, in the forkserver before it forks workers."""
+    _static_trees(os.path.normpath(os.path.expanduser("~")))
+
+
+def _command_trees(user_home: str) -> list[str]:
+    """Every $PATH directory, and the tool root of a `bin` or `shims` one (~/.pyenv, ~/.cargo, /opt/tool): a
+    version manager's shim runs code from beside it. Never a top-level directory (/tmp), the home or above."""
     trees: set[str] = set()
     for entry in os.environ.get("PATH", "").split(os.pathsep):
-        if entry and os.path.isabs(entry):
-            trees.add(entry)
-            if os.path.basename(entry.rstrip("/")) in ("bin", "shims"):
-                trees.add(os.path.dirname(entry.rstrip("/")))
+        entry = os.path.normpath(entry) if entry else ""
+        if not os.path.isabs(entry):
+            continue
+        trees.add(entry)
+        parent = os.path.dirname(entry)
+        if os.path.basename(entry) in ("bin", "shims") and parent.count("/") >= 2 and not _inside(user_home, parent):
+            trees.add(parent)
     return sorted(trees)
 
 
@@ -88,11 +127,10 @@ def _python_trees() -> list[str]:
     return sorted(trees)
 
 
-def _around(tree: str, hidden: Iterable[str]) -> list[str]:
-    """Paths that together cover `tree` except the `hidden` paths beneath it: the tree itself when nothing is
-    hidden in it, else its entries, each the same way."""
-    hidden_real = [os.path.realpath(h) for h in hidden]
-    real = os.path.realpath(tree)
+def _around(tree: str, hidden_real: list[str], real: str | None = None) -> list[str]:
+    """Paths that together cover `tree` (`real` once resolved) except the `hidden_real` paths (resolved)
+    beneath it: the tree itself when nothing is hidden in it, else its entries, each the same way."""
+    real = real or os.path.realpath(tree)
     if _inside_any(real, hidden_real):
         return []
     if not any(_inside(h, real) for h in hidden_real):
