@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -78,8 +79,9 @@ def test_no_path_entry_widens_the_read_set_to_a_system_root(monkeypatch: pytest.
 
 def _confined(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     script = textwrap.dedent(code)
+    repo = str(Path(__file__).resolve().parents[2])
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          cwd=str(tmp_path))
+                          cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": repo})
 
 
 @needs_landlock
@@ -160,3 +162,32 @@ def test_a_helper_given_malformed_arguments_runs_nothing(tmp_path: Path) -> None
                                 text=True, timeout=30)
         assert result.returncode == 2 and "bad arguments" in result.stderr, (args, result)
     assert not marker.exists()
+
+
+@needs_landlock
+def test_an_approved_write_outside_the_rules_fails_saying_it_was_approved_and_how_to_allow_it(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    result = _confined(f"""
+        import json
+        from yagent.ipc.confinement import ConfinementSpec
+        from yagent.workers import sandbox
+        from tests.tools.doubles import ScriptedAuthorizer, call_tool, make_ctx
+        from pathlib import Path
+        spec = ConfinementSpec.read({spec.to_wire()!r})
+        state = sandbox.confine_worker(spec, "coding")
+        assert state is not None and not state.error, state
+        approve = ScriptedAuthorizer()
+        ctx = make_ctx(Path(spec.project_root), Path({str(tmp_path)!r}), authorizer=approve,
+                       scratch_dir=Path(spec.scratch_dir), settings_path=None)
+        inside = call_tool(ctx, "create_file", {{"path": "ok.txt", "content": "x"}})
+        out = call_tool(ctx, "create_file", {{"path": {str(outside / 'f.txt')!r}, "content": "x"}})
+        print(json.dumps([inside.is_error, len(approve.requests), out.is_error, out.content]))
+        """, tmp_path)
+    assert result.returncode == 0, result.stderr
+    inside_failed, asked, refused, text = json.loads(result.stdout.strip().splitlines()[-1])
+    assert not inside_failed and asked == 1 and refused  # the user was asked once, for the outside path
+    assert "the user approved this, but the sandbox refused it" in text
+    assert "[sandbox] writable_roots" in text and "--full-yolo" in text
+    assert not (outside / "f.txt").exists() and (tmp_path / "project" / "ok.txt").exists()

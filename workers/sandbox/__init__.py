@@ -23,7 +23,8 @@ from ..tools.spec import Effect
 from ._landlock import LandlockError, Rule, restrict_self
 from .policy import rule_sets
 
-__all__ = ["Confinement", "confine_worker", "current", "shell_argv", "shell_env", "writes_project"]
+__all__ = ["Confinement", "confine_worker", "confined", "current", "refused_after_approval", "shell_argv", "shell_env",
+           "writes_project"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,19 @@ def confine_worker(spec: ConfinementSpec | None, agent: str) -> Confinement | No
 
 def current() -> Confinement | None:
     return _current
+
+
+def confined() -> bool:
+    """Whether the kernel confines this process."""
+    return _current is not None and _current.unconfined is None
+
+
+def refused_after_approval(tool: str, exc: OSError) -> str:
+    """What the model (and so the user) reads when an approved operation outside the run's rules is refused."""
+    return (f"{tool}: the user approved this, but the sandbox refused it ({exc.strerror}: {exc.filename or 'path'}):"
+            " this run may write only the project (Coding), its scratch dir and the [sandbox] writable_roots. "
+            "It did not happen. To allow it, add the directory to [sandbox] writable_roots in config.toml, or send "
+            "the turn with --full-yolo (no confinement); otherwise keep the change inside the project.")
 
 
 def shell_argv(command: str) -> list[str]:
