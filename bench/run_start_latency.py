@@ -71,6 +71,8 @@ def report(name: str, samples: list[float]) -> float:
 def main() -> None:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 60
     root = Path(tempfile.mkdtemp(prefix="ygb-", dir="/tmp"))
+    # As under yagentd: the forkserver works out the listing around the daemon's own home and runtime dir.
+    os.environ["YAGENT_HOME"], os.environ["YAGENT_RUNTIME_DIR"] = str(root / "home"), str(root)
     with quiet_workers():
         # The forkserver must start before any zmq context exists, as in the daemon.
         fork_launcher = MultiprocessingLauncher("forkserver", preload=PRELOAD)

@@ -95,9 +95,14 @@ def _static_trees(user_home: str) -> list[tuple[str, str]]:
     return found
 
 
-def warm() -> None:
-    """Work out what every run shares, in the forkserver before it forks workers."""
-    _static_trees(os.path.normpath(os.path.expanduser("~")))
+def warm(home: str, runtime_dir: str, deny_read: Iterable[str]) -> None:
+    """Work out what every run shares, in the forkserver before it forks workers: the system, Python and $PATH
+    trees, and the listing of the user's home and /run around the state home, runtime dir and `deny_read`."""
+    user_home = os.path.normpath(os.path.expanduser("~"))
+    _static_trees(user_home)
+    hidden = [os.path.realpath(p) for p in (home, runtime_dir, *deny_read)]
+    for tree in (user_home, "/run"):
+        _around(tree, hidden, os.path.realpath(tree))
 
 
 def _command_trees(user_home: str) -> list[str]:
@@ -130,19 +135,45 @@ def _python_trees() -> list[str]:
 def _around(tree: str, hidden_real: list[str], real: str | None = None) -> list[str]:
     """Paths that together cover `tree` (`real` once resolved) except the `hidden_real` paths (resolved)
     beneath it: the tree itself when nothing is hidden in it, else its entries, each the same way."""
-    real = real or os.path.realpath(tree)
+    return _listed_around(tree, hidden_real, real or os.path.realpath(tree))[0]
+
+
+def _listed_around(tree: str, hidden_real: list[str], real: str) -> tuple[list[str], list[tuple[str, int]]]:
+    """`_around`'s paths, and every directory it had to list with its modification time then."""
     if _inside_any(real, hidden_real):
-        return []
+        return [], []
     if not any(_inside(h, real) for h in hidden_real):
-        return [tree]
+        return [tree], []
+    key = (tree, real, tuple(hidden_real))
+    cached = _LISTED.get(key)
+    if cached is not None and all(_mtime(d) == m for d, m in cached[1]):
+        return cached
+    listed = [(tree, _mtime(tree))]
     try:
-        names = os.listdir(tree)
+        entries = list(os.scandir(tree))
     except OSError:
-        return []
+        return [], listed
     out: list[str] = []
-    for name in names:
-        out += _around(os.path.join(tree, name), hidden_real)
-    return out
+    for entry in entries:
+        # An entry that is no link resolves to its name beneath the resolved tree: no realpath per entry.
+        below = os.path.realpath(entry.path) if entry.is_symlink() else os.path.join(real, entry.name)
+        paths, deeper = _listed_around(entry.path, hidden_real, below)
+        out += paths
+        listed += deeper
+    _LISTED[key] = (out, listed)
+    return out, listed
+
+
+# What `_around` listed, with the modification time of each directory it read: valid while none changed (an
+# entry added to the home shows at the next run). Filled in the forkserver by `warm`, inherited by workers.
+_LISTED: dict[tuple[str, str, tuple[str, ...]], tuple[list[str], list[tuple[str, int]]]] = {}
+
+
+def _mtime(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1
 
 
 def _inside(path: str, root: str) -> bool:
