@@ -199,6 +199,8 @@ def daemon_status(as_json: bool = False) -> int:
           f"peak {leases.get('peak')}")
     limit_text = f" of ${status.daily_limit:.2f} ([llm] max_cost_per_day)" if status.daily_limit > 0 else ""
     print(f"  spent today  ${status.spent_today:.2f}{limit_text}")
+    if status.confinement:
+        print(f"  sandbox      {status.confinement}")
     return exit_codes.OK
 
 

@@ -25,6 +25,7 @@ from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, ControlAction, QuestionKind
 
 from . import exit_codes
 from .answerer import answerer
+from .confinement_text import unconfined_text
 from .event_text import JsonLinesPrinter, TextPrinter
 from .humanize import age
 from .liveness import LivenessUnknown, run_while_daemon_lives
@@ -67,6 +68,8 @@ def _runs_tree(summary: TaskSummary) -> list[str]:
             reason = f" ({r.stop_reason})" if r.stop_reason and r.stop_reason != r.status else ""
             if r.waiting:
                 reason += f", waiting for {r.waiting}"
+            if r.unconfined:
+                reason += f", NOT CONFINED ({unconfined_text(r.unconfined)})"
             figures = run_figures(r)
             lines.append(f"{'  ' * depth}└ {r.agent} {r.run} {r.status}{reason}" + (f" · {figures}" if figures else ""))
             walk(r.run, depth + 1)

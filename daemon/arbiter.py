@@ -25,6 +25,7 @@ import zmq.asyncio
 
 from yagent.ipc.client_token import new_client_token, write_client_token
 from yagent.ipc.config import ConfigError, Settings
+from yagent.ipc.confinement import landlock_abi
 from yagent.ipc.errors import MalformedMessage, MessageTooLarge
 from yagent.ipc.messages import ErrorReply, Ping, WorkerHello
 from yagent.ipc.records import Message, decode, encode
@@ -43,6 +44,7 @@ from .log_files import reopen_log_files
 from .recovery import kill_leftover_workers, mark_and_report_interrupted
 from .refused_peers import RefusedPeers
 from .registry import Registry, TaskRow
+from .run_confinement import confinement_status
 from .run_services import RunServices
 from .run_supervisor import RunSupervisor
 from .run_table import RunTable
@@ -83,6 +85,7 @@ class Daemon:
         notifier: SystemdNotifier | None = None,
         version: str = "0",
         peer_limits: PeerLimits | None = None,
+        landlock_probe: Callable[[], int] = landlock_abi,
     ) -> None:
         self.config = SettingsSource(home, settings)
         self.paths = paths
@@ -112,6 +115,7 @@ class Daemon:
         self._control_watch: ControlSocketWatch | None = None
         self._registry_retry: Timer | None = None
         self._peer_limits = peer_limits
+        self._landlock_probe = landlock_probe  # a seam: a test hands in a kernel without Landlock
 
     @property
     def settings(self) -> Settings:
@@ -120,6 +124,10 @@ class Daemon:
     @property
     def spend(self) -> DailySpend:
         return self.services.spend if self.services else DailySpend()
+
+    @property
+    def landlock_abi(self) -> int:
+        return self.services.landlock_abi if self.services else 0
 
     @property
     def runs_started(self) -> int:
@@ -182,7 +190,9 @@ class Daemon:
             slots=self.slots, launcher=self.launcher, scheduler=self.scheduler, scope=self.scope,
             workers_endpoint=RuntimePaths.endpoint(self.paths.workers), home=self.home,
             send_worker=self._send_worker, is_shutting_down=lambda: self.shutting_down,
-            spend=DailySpend(self.registry.spent_since(start_of_day(time.time()))))
+            spend=DailySpend(self.registry.spent_since(start_of_day(time.time()))),
+            runtime_dir=self.paths.root, landlock_abi=self._landlock_probe())
+        self._say_confinement()
         self.registry.deferred.on_deferred = self._retry_registry_later
         # Before any request is read or lease granted: a dead predecessor's workers must not race new runs.
         await asyncio.to_thread(kill_leftover_workers, self.registry.unfinished_runs())
@@ -346,6 +356,12 @@ class Daemon:
             log.error("SIGHUP: %s; keeping the configuration in use", " / ".join(exc.lines()))
             return
         log.info("SIGHUP: log files reopened, configuration checked (%s)", self.config.path)
+
+    def _say_confinement(self) -> None:
+        assert self.services is not None
+        note = confinement_status(self.settings, self.services.landlock_abi)
+        (log.warning if self.services.landlock_abi < 1 and self.settings.sandbox.enabled else log.info)(
+            "confinement: %s", note)
 
     def _status_line(self) -> str:
         running = sum(1 for t in self.tasks.values() if t.in_flight)

@@ -1,8 +1,8 @@
 """Starting worker processes.
 
-`Launcher` is the narrow edge: `launch(run_id, agent) -> RunHandle`. The default starts each run from
-a `multiprocessing` forkserver whose server process has already imported the worker code (and loaded
-the tokenizer), so a start costs a fork rather than an interpreter boot. The forkserver must be
+`Launcher` is the narrow edge: `launch(run_id, agent, endpoint, confinement=) -> RunHandle`. The default
+starts each run from a `multiprocessing` forkserver whose server process has already imported the worker code (and
+loaded the tokenizer), so a start costs a fork rather than an interpreter boot. The forkserver must be
 running before the daemon creates its ZeroMQ context: libzmq's I/O threads do not survive a fork.
 Workers are children of the forkserver, not of the daemon, so they are tracked by pid, process
 group and the run id they carry in their environment.
@@ -26,6 +26,7 @@ from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
 
 import psutil
 
+from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.process_entry import call_entry
 
 __all__ = ["MultiprocessingLauncher", "RunHandle", "kill_run_tree", "run_processes"]
@@ -60,8 +61,10 @@ class Launcher(abc.ABC):
         """Prepare (e.g. start the forkserver). Called once, before the daemon creates sockets."""
 
     @abc.abstractmethod
-    def launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes) -> RunHandle:
-        """Start the run's worker, handing it `secret` so that its hello can prove it is that worker."""
+    def launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes, *,
+               confinement: ConfinementSpec | None = None) -> RunHandle:
+        """Start the run's worker, handing it `secret` so that its hello can prove it is that worker, and
+        `confinement`: what it restricts itself to first thing (None: nothing)."""
 
     def stop(self) -> None:  # noqa: B027 - optional hook
         """Release launcher resources at daemon exit."""
@@ -135,7 +138,8 @@ class MultiprocessingLauncher(Launcher):
             self._ctx.set_forkserver_preload(self._preload)  # type: ignore[attr-defined]
             forkserver.ensure_running()
 
-    def launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes) -> RunHandle:
+    def launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes, *,
+               confinement: ConfinementSpec | None = None) -> RunHandle:
         cls = _WorkerProcess if self.method == "forkserver" else self._ctx.Process
         # A Connection pickles as an inherited descriptor (multiprocessing's DupFd), never as its content.
         reader, writer = multiprocessing.Pipe(duplex=False)
@@ -144,7 +148,7 @@ class MultiprocessingLauncher(Launcher):
             writer.close()
             process = cls(
                 target=call_entry,
-                args=(WORKER_ENTRY, run_id, workers_endpoint, tuple(self._preload), reader),
+                args=(WORKER_ENTRY, run_id, workers_endpoint, tuple(self._preload), reader, confinement),
                 name=f"yagent-{agent}-{run_id}",
                 daemon=True,
             )

@@ -24,6 +24,7 @@ from .launcher import MultiprocessingLauncher
 from .log_files import setup_logging
 from .registry import RegistryUnreadable
 from .sd_notify import SystemdNotifier
+from .state_migration import migrate_state_layout
 
 __all__ = ["main"]
 
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"stop it with `{where}yagent daemon stop`, or give this daemon its own YAGENT_HOME"])
         setup_logging(home, args.log_level)
         _repair_home(home)
+        migrate_state_layout(home)  # before any run: workers look for their state in the new layout only
         # `kill -USR1 <pid>` writes every thread's stack to the log: the first question about a stuck daemon.
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
         for warning in [*settings.warnings, *settings.run_settings.llm.warnings]:

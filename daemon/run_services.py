@@ -50,6 +50,8 @@ class RunServices:
     send_worker: Callable[[bytes, Message], None]  # (the worker's bound connection, message): never blocks
     is_shutting_down: Callable[[], bool]
     spend: DailySpend = field(default_factory=DailySpend)  # today's dollars over every task
+    runtime_dir: Path | None = None  # kept out of every confined worker's reach
+    landlock_abi: int = 0  # the kernel's Landlock ABI as probed at start (0: none, runs are not confined)
     runs_started: int = 0
 
     @property

@@ -16,8 +16,10 @@ import dataclasses
 import logging
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
+from yagent.ipc import event_data
 from yagent.ipc.daemon_events import RUN_INPUT_PREVIEW, LlmSlotWait, RunFinished, RunQueued, RunStarted
 from yagent.ipc.event_data import LlmCallEnd
 from yagent.ipc.messages import (
@@ -41,13 +43,15 @@ from yagent.ipc.messages import (
 )
 from yagent.ipc.records import Message
 from yagent.ipc.run_secret import new_run_secret, proves
-from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus, StopReason
+from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus, StopReason, Unconfined
 
 from .admission import DelegationPool
+from .git_guard import WRITES_PROJECT, GitSnapshot, revert_changes, snapshot
 from .launcher import RunHandle
 from .process_identity import start_time
 from .run_accounting import ProcessSample, RunUsage
 from .run_clock import RunClock
+from .run_confinement import REQUIRED_BUT_MISSING, confinement_for, why_unconfined
 from .run_leases import BudgetGate, RunLeases
 from .run_outcome import decide_outcome, exit_note
 from .run_phase import MOVES, IllegalTransition, RunPhase
@@ -128,6 +132,8 @@ class RunSupervisor:
         self.leases = RunLeases(self, services, turn, self.usage)
         self.last_sample: ProcessSample | None = None  # for the CPU share between two looks
         self.exited = asyncio.Event()
+        self.unconfined: Unconfined | None = None  # why the kernel does not confine this run, decided at launch
+        self._git: GitSnapshot | None = None  # the project's .git hooks and config as they were at launch
         self._hello_timer: Timer | None = None
         self._watchdog = RunWatchdog(self.id, services.scheduler, lambda: services.settings, services.clock,
                                      self._timed_out)
@@ -176,9 +182,19 @@ class RunSupervisor:
             self.services.slots.release(self.id)
             return
         self.spec.paused = self.turn.paused
+        services = self.services
+        self.unconfined = why_unconfined(services.settings, self.spec.yolo, services.landlock_abi)
+        if self.unconfined is Unconfined.LANDLOCK_MISSING and services.settings.sandbox.required:
+            self.finish(RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC, error=REQUIRED_BUT_MISSING))
+            return
         secret = new_run_secret()
         try:
-            handle = self.services.launcher.launch(self.id, self.agent, self.services.workers_endpoint, secret)
+            confinement = confinement_for(self.spec, services.settings, abi=services.landlock_abi,
+                                          runtime_dir=services.runtime_dir or Path(self.spec.home))
+            if self.unconfined is None and self.agent in WRITES_PROJECT:  # its .git is put back after the run
+                self._git = snapshot(Path(self.spec.project_root))
+            handle = services.launcher.launch(self.id, self.agent, services.workers_endpoint, secret,
+                                             confinement=confinement)
         except Exception as exc:
             log.exception("launching a worker for run %s failed", self.id)
             self.finish(RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
@@ -269,7 +285,8 @@ class RunSupervisor:
         self.services.registry.run_running(self.id)
         self.services.publish(self.turn.id, RunStarted(
             agent=self.agent, parent=self.parent.id if self.parent else None, call_id=self.call_id,
-            pid=self.pid, depth=self.spec.depth, input=self.spec.input[:RUN_INPUT_PREVIEW]), self)
+            pid=self.pid, depth=self.spec.depth, input=self.spec.input[:RUN_INPUT_PREVIEW],
+            unconfined=self.unconfined.value if self.unconfined else ""), self)
 
     @_handles(LeaseRequest)
     def _on_lease_request(self, msg: LeaseRequest) -> None:
@@ -471,8 +488,20 @@ class RunSupervisor:
             self.finish(self._outcome(None, exit_note=exit_note(code)))
         # Tool processes that left the worker's group (setsid, a daemonising command) outlive even a clean
         # exit; they still carry the run id in their environment, so sweep for them after every run.
-        services.scope.spawn(f"reap-{self.id}", kill_tree_now(self.id, None))
+        services.scope.spawn(f"reap-{self.id}", self._reap())
         self._gone()
+
+    async def _reap(self) -> None:
+        await kill_tree_now(self.id, None)
+        if self._git is None:
+            return
+        reverted = await asyncio.to_thread(revert_changes, self._git)  # nothing of the run is left to race it
+        if reverted:
+            note = (f"run {self.id} ({self.agent}) changed {', '.join(reverted)}; put back as it was before the run "
+                    "(a hook or git setting planted there would run unconfined the next time you use git)")
+            log.warning("%s in %s", note, self.spec.project_root)
+            self.services.hub.publish(self.turn.id, self.id, self.agent, EventType.LOG.value,
+                                      event_data.log("warning", note))
 
     def _gone(self) -> None:
         self._secret = None

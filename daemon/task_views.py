@@ -26,6 +26,7 @@ class LiveFigures:
     waiting: str = ""
     sample: ProcessSample | None = None
     cpu_percent: float | None = None
+    unconfined: str = ""  # why the kernel does not confine the run ("" when it does)
 
 
 def run_summary(row: RunRow, live: LiveFigures | None = None) -> RunSummary:
@@ -39,6 +40,7 @@ def run_summary(row: RunRow, live: LiveFigures | None = None) -> RunSummary:
     summary.slot_wait_seconds = u.slot_wait_seconds
     if live is not None:
         summary.waiting = live.waiting
+        summary.unconfined = live.unconfined
         if live.sample is not None:
             summary.cpu_percent, summary.rss_bytes, summary.uss_bytes = (
                 live.cpu_percent, live.sample.rss_bytes, live.sample.uss_bytes)

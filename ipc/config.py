@@ -36,6 +36,7 @@ from .run_settings import (
     OTHER_ROLE_MAX_STEPS,
     RunSettings,
 )
+from .sandbox_settings import SANDBOX_KEYS, SandboxSettings, parse_sandbox
 
 __all__ = [
     "DEFAULT_PARALLEL_READONLY_TOOLS",
@@ -85,7 +86,10 @@ DAEMON_KEYS: Mapping[str, str] = {
     "event_ring_bytes": "daemon", "event_ring_total_bytes": "daemon",
     "agent_modules": "daemon",
     "lang": "agent", "step_retries": "llm", "circuit_breaker_threshold": "llm", "circuit_breaker_reset_timeout": "llm",
+    **dict.fromkeys(SANDBOX_KEYS, "sandbox"),
 }
+# Keys of DAEMON_KEYS that another section also reads under the same name (`[routing] mode`): never misplaced there.
+ALSO_READ_IN: Mapping[str, frozenset[str]] = {"mode": frozenset({"routing"})}
 
 
 SETUP_FIXES_IT = "run `yagent setup` to fix it"
@@ -191,6 +195,7 @@ class Settings:
     agent_modules: tuple[str, ...] = ()  # modules the forkserver imports so workers find their agent kinds
     warnings: tuple[str, ...] = ()  # problems that do not stop the daemon (misplaced keys, ignored values)
     run_settings: RunSettings = field(default_factory=RunSettings)
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)  # [sandbox]: how runs are confined
 
 
 def _section(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -270,6 +275,7 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
             raise ValueError("[daemon] agent_modules must be a list of module names, "
                              'e.g. ["my_agents.reviewer"]')
         kwargs["agent_modules"] = tuple(modules)
+        kwargs["sandbox"] = parse_sandbox(table)
         llm_config = parse_llm_config(table, env)  # validates the provider tables, expands api_key_env
         ignored: list[str] = []
         run = _run_settings(agent, llm, llm_config, ignored,
@@ -342,6 +348,8 @@ def misplaced_keys(table: Mapping[str, Any]) -> list[str]:
         for key in values:
             home = DAEMON_KEYS.get(key)
             if home is None or home == section or (section == "" and isinstance(values[key], Mapping)):
+                continue
+            if section in ALSO_READ_IN.get(key, ()):
                 continue
             where = f"[{section}] {key}" if section else f"{key} (at the top level)"
             belongs = f"in [{home}]" if home else "at the top level, before any [section]"

@@ -96,6 +96,7 @@ class RunStarted(DaemonEvent):
     pid: int = 0
     depth: int = 0
     input: str = ""  # the first RUN_INPUT_PREVIEW characters of the task
+    unconfined: str = ""  # an `Unconfined` reason when the kernel does not confine the run ("" when it does)
 
 
 @_daemon_event(EventType.RUN_FINISHED)

@@ -109,6 +109,7 @@ class RunSummary(Record):
     cpu_percent: float | None = None  # of one core, the run's process tree; live runs only
     rss_bytes: int = 0  # the run's process tree; live runs only
     uss_bytes: int = 0
+    unconfined: str = ""  # an `Unconfined` reason when the kernel does not confine the run; live runs only
 
 
 @record
@@ -380,6 +381,8 @@ class DaemonStatus(Message):
     shutting_down: bool = False
     spent_today: float = 0.0  # US dollars over every task since midnight
     daily_limit: float = 0.0  # [llm] max_cost_per_day as it applies today; 0 = none
+    confinement: str = ""  # how runs are confined (Landlock ABI, or why not), one line
+    confined: bool = False  # runs are confined by default (Landlock present and [sandbox] mode = "on")
 
 
 @message("shutdown")

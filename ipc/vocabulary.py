@@ -22,6 +22,7 @@ __all__ = [
     "RunStatus",
     "StopReason",
     "TaskState",
+    "Unconfined",
     "YoloLevel",
 ]
 
@@ -81,6 +82,14 @@ class YoloLevel(StrEnum):
     NONE = "none"
     YOLO = "yolo"  # skip authorisation prompts for in-workspace operations
     FULL = "full"  # also outside the workspace; ask_user_for_help is removed
+
+
+class Unconfined(StrEnum):
+    """Why a run is not confined by the kernel (Landlock); a confined run has none."""
+
+    SANDBOX_OFF = "sandbox_off"  # [sandbox] mode = "off"
+    FULL_YOLO = "full_yolo"  # the turn was sent with --full-yolo
+    LANDLOCK_MISSING = "landlock_missing"  # the kernel has no Landlock (too old, or disabled)
 
 
 class QuestionKind(StrEnum):

@@ -28,11 +28,13 @@ from collections.abc import Callable, Mapping
 from multiprocessing import forkserver
 from multiprocessing.connection import Connection
 
+from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.errors import MalformedMessage
 from yagent.ipc.messages import RunOutcome, RunResult
 from yagent.ipc.private_files import keep_private
 from yagent.ipc.vocabulary import RunStatus, StopReason
 
+from . import sandbox
 from .channel import DaemonChannel, DaemonLost
 from .daemon_watch import WRAP_UP_GRACE, DaemonWatch, daemon_liveness_fd
 from .kinds import RunContext, known_kinds, resolve_kind
@@ -106,12 +108,28 @@ def _become_run_process(run_id: str, agent_hint: str) -> None:
     _prctl(_PR_SET_NAME, f"yagent:{agent_hint}"[:15].encode())
 
 
+def _confine(confinement: ConfinementSpec | None) -> str:
+    """Restrict this process as the daemon said (Landlock, no-new-privileges); "" or why the run must not go on.
+
+    Must come before anything starts a thread (agent modules' imports, the channel's libzmq, executors): the
+    kernel confines the calling thread only, and threads that exist already keep every right. A sandbox that
+    was asked for and could not be applied fails the run rather than letting it go on unconfined."""
+    state = sandbox.confine_worker(confinement, confinement.agent if confinement else "")
+    if state is not None and state.error:
+        return (f"the sandbox could not be applied ({state.error}); the run was not started. Set "
+                '[sandbox] mode = "off" in config.toml (or send the turn with --full-yolo) to run unconfined')
+    return ""
+
+
 def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ...] = (),
-                secret_pipe: Connection | None = None) -> None:
+                secret_pipe: Connection | None = None, confinement: ConfinementSpec | None = None) -> None:
     secret = _take_run_secret(secret_pipe)
     _leave_the_forkserver()
     _keep_state_private()
     _become_run_process(run_id, "worker")
+    # Order matters: everything that needs a right the sandbox takes away (inherited fds are kept) goes above,
+    # every thread below.
+    refusal = _confine(confinement)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s worker {run_id} %(levelname)s %(name)s: %(message)s")
     for module in agent_modules:
         importlib.import_module(module)
@@ -122,7 +140,7 @@ def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ..
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     code = loop.run_until_complete(_serve(run_id, workers_endpoint, liveness_fd=daemon_liveness_fd(),
-                                          give_up=_abandon_run, secret=secret))
+                                          give_up=_abandon_run, secret=secret, refusal=refusal))
     if code == EXIT_DAEMON_LOST:
         kill_descendants()  # with yagentd gone nobody else sweeps what the run's tools left running
     logging.shutdown()
@@ -157,7 +175,8 @@ def _outcome_from_exception(exc: BaseException) -> RunOutcome:
 
 
 async def _serve(run_id: str, endpoint: str, *, liveness_fd: int | None = None,
-                 give_up: Callable[[], None] | None = None, secret: bytes = b"") -> int:
+                 give_up: Callable[[], None] | None = None, secret: bytes = b"",
+                 refusal: str = "") -> int:
     """Run one agent kind for the daemon at `endpoint`; `liveness_fd` is the read end of the run's pipe to the
     daemon (EOF = the daemon is gone), `give_up` what to do if the run has not wrapped up in time after that,
     `secret` what the hello proves."""
@@ -172,13 +191,13 @@ async def _serve(run_id: str, endpoint: str, *, liveness_fd: int | None = None,
 
         watch = DaemonWatch(liveness_fd, on_gone=gone, give_up=give_up).start()
     try:
-        return await _serve_run(run_id, channel)
+        return await _serve_run(run_id, channel, refusal)
     finally:
         if watch is not None:
             watch.stop()
 
 
-async def _serve_run(run_id: str, channel: DaemonChannel) -> int:
+async def _serve_run(run_id: str, channel: DaemonChannel, refusal: str = "") -> int:
     try:
         spec = await channel.open()
     except (DaemonLost, Exception) as exc:
@@ -186,6 +205,11 @@ async def _serve_run(run_id: str, channel: DaemonChannel) -> int:
         await channel.close()
         return EXIT_DAEMON_LOST if channel.lost else EXIT_NO_START
     _prctl(_PR_SET_NAME, f"yagent:{spec.agent}"[:15].encode())
+    if refusal:
+        await channel.finish(_result(RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
+                                                error=refusal), spec.agent))
+        await channel.close()
+        return EXIT_OK
     try:
         os.chdir(spec.project_root)
     except OSError as exc:

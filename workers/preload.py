@@ -8,6 +8,7 @@ of each paying for their own. httpcore is imported by httpx only when a client i
 from __future__ import annotations
 
 import importlib.resources.readers  # noqa: F401
+import os
 
 # Imported lazily by httpx on a worker's first request otherwise — about 25 ms of CPU per run.
 import anyio._backends._asyncio
@@ -16,9 +17,16 @@ import anyio.streams.tls
 import anyio.to_thread  # noqa: F401
 import httpcore  # noqa: F401
 
-from . import agents  # noqa: F401 - registers the agent kinds
+from yagent.ipc.home import yagent_home
+from yagent.ipc.runtime_dir import resolve_runtime_dir
+from yagent.ipc.sandbox_settings import DEFAULT_DENY_READ
+
+from . import agents, sandbox  # noqa: F401 - registers the agent kinds
 from .context.tokens import count_tokens_exact
 from .llm import shared_ssl_context
 
 count_tokens_exact("warm up the tokenizer")
+# The daemon's defaults: a run with other [sandbox] deny_read works its listing out itself.
+sandbox.policy.warm(str(yagent_home()), str(resolve_runtime_dir()),
+                    [os.path.join(os.path.expanduser("~"), p[2:]) for p in DEFAULT_DENY_READ])
 shared_ssl_context()

@@ -15,6 +15,7 @@ from yagent.ipc.messages import Question
 from yagent.ipc.vocabulary import RunStatus, TaskState
 
 from ..cells import Line, clean, fit, pad_line, text_width, truncate, wrap, wrap_fragments, wrap_spans
+from ..confinement_text import unconfined_text
 from ..humanize import format_tokens
 from ..theme import agent_style
 from ..thought_filter import visible_reply
@@ -320,6 +321,10 @@ def render_status(view: TaskView, width: int, rows: int, now: float, *, model_ov
     badge = f" {state} "
     segments: list[str] = []  # in priority order; dropped from the end when narrow
     segments.append(format_duration(view.elapsed(now)))
+    unconfined = sorted({r.unconfined for _d, r in view.live_runs() if r.unconfined and r.status in (
+        RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.STARTING)})
+    if unconfined:  # said first after the time: the one thing a narrow terminal must not drop
+        segments.append("NOT CONFINED: " + ", ".join(unconfined_text(u) for u in unconfined))
     if lines_below > 0:
         segments.append(f"↓ {lines_below} lines below")
     runs = view.live_runs()

@@ -133,6 +133,7 @@ class RunInfo:
     started_at: float = 0.0
     ended_at: float = 0.0
     slot_limit: int = 0  # > 0 while the run waits for one of this many in-flight model request slots
+    unconfined: str = ""  # why the kernel does not confine the run ("" when it does)
 
 
 @dataclass(slots=True)
@@ -367,6 +368,7 @@ class TaskView:
         if info is None:
             info = self.runs[ev.run] = RunInfo(ev.run, ev.agent, parent, RunStatus.RUNNING, ev.ts)
         info.status, info.started_at, info.agent = RunStatus.RUNNING, ev.ts, ev.agent
+        info.unconfined = d.unconfined
         if parent:
             first = d.input.strip().splitlines()
             self._add(Entry("delegation", agent=ev.agent, run=ev.run,

@@ -62,6 +62,9 @@ class DaemonView(Protocol):
     @property
     def runs_started(self) -> int: ...
 
+    @property
+    def landlock_abi(self) -> int: ...  # as probed at start (0: Landlock missing)
+
     def refresh_settings(self) -> None: ...
 
     @property

@@ -7,6 +7,7 @@ import os
 
 from yagent.ipc.messages import Ack, DaemonStatus, Shutdown, StatusRequest
 
+from ..run_confinement import confinement_status
 from . import DaemonView, command
 
 
@@ -17,7 +18,9 @@ async def status(daemon: DaemonView, msg: StatusRequest) -> DaemonStatus:
         runtime_dir=str(daemon.paths.root), home=str(daemon.home), live_workers=len(daemon.slots.live),
         max_workers=daemon.slots.limit, tasks_running=sum(1 for t in daemon.tasks.values() if t.in_flight),
         leases=daemon.leases.stats(), runs_started=daemon.runs_started, shutting_down=daemon.shutting_down,
-        spent_today=daemon.spend.spent, daily_limit=daemon.spend.limit(daemon.settings.max_cost_per_day))
+        spent_today=daemon.spend.spent, daily_limit=daemon.spend.limit(daemon.settings.max_cost_per_day),
+        confinement=confinement_status(daemon.settings, daemon.landlock_abi),
+        confined=daemon.settings.sandbox.enabled and daemon.landlock_abi > 0)
 
 
 @command(Shutdown)

@@ -23,7 +23,7 @@ async def _sample(daemon: DaemonView, rows: list[TaskRow]) -> dict[str, LiveFigu
     limit = daemon.settings.max_in_flight_requests
     figures: dict[str, LiveFigures] = {}
     for run in runs:
-        live = LiveFigures(usage=run.usage)
+        live = LiveFigures(usage=run.usage, unconfined=run.unconfined.value if run.unconfined else "")
         if run.leases.waiting and not run.ended:
             live.waiting = (f"a model slot ([llm] max_in_flight_requests = {limit}, all in use)"
                             if not run.turn.over_budget else "an answer about the spending limit")

@@ -12,6 +12,7 @@ from tests.daemon_harness import of_type
 from tests.fake_provider import Failure, Step, ToolCallSpec
 from yagent.ipc.vocabulary import EventType, StopReason
 from yagent.workers.agents.director import FIRST_REMINDER, LATER_REMINDER
+from yagent.workers.memory import memory_path
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +32,7 @@ def test_forced_delegation_reminders_then_the_reply_stands(fake, agent_daemon, p
     finished = of_type(events, EventType.TURN_FINISHED)[0].data
     assert finished["stop_reason"] == StopReason.PLAIN_TEXT and finished["output"] == "answer 3"
     # Reminders went to this step's call only: the stored conversation never contains them.
-    memory = (agent_daemon.home / "tasks" / f"{task}.jsonl").read_text()
+    memory = memory_path(agent_daemon.home, task).read_text()
     assert "You replied without delegating" not in memory and "Still no delegation" not in memory
     assert "answer 0" in memory and "answer 3" in memory
     fake.assert_no_problems()
@@ -284,7 +285,7 @@ def test_cancelling_a_turn_keeps_every_tool_call_paired_in_memory(fake, agent_da
 
     task, events = arun(go(), 60)
     assert of_type(events, EventType.TURN_FINISHED)[0].data["status"] == "cancelled"
-    lines = [json.loads(line) for line in (agent_daemon.home / "tasks" / f"{task}.jsonl").read_text().splitlines()]
+    lines = [json.loads(line) for line in memory_path(agent_daemon.home, task).read_text().splitlines()]
     calls = [c["id"] for m in lines if m["role"] == "assistant" for c in m.get("tool_calls", [])]
     results = [m["tool_call_id"] for m in lines if m["role"] == "tool"]
     assert calls == ["d1", "d2", "d3"] and results == calls

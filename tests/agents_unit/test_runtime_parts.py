@@ -11,6 +11,7 @@ import pytest
 
 from yagent.ipc.config import settings_from_table
 from yagent.ipc.messages import RunOutcome, RunSpec
+from yagent.ipc.state_layout import GRANTS_FILE, task_dir
 from yagent.ipc.vocabulary import StopReason
 from yagent.workers.agents import AGENT_SPECS
 from yagent.workers.agents.circuit_breaker import CircuitBreaker, ProviderBreakers
@@ -348,11 +349,11 @@ def test_session_grants_saved_by_a_child_survive_the_parent_saving_its_own(tmp_p
     child.save_session_grants()  # the child finishes first, while its parent still runs
     approve(parent, "/srv/parent")
     parent.save_session_grants()
-    saved = json.loads((tmp_path / "tasks" / "t.grants.json").read_text())
+    saved = json.loads((task_dir(tmp_path, "t") / GRANTS_FILE).read_text())
     assert saved == ["outside:/srv/child", "outside:/srv/parent"]
     later = AgentRun(RunContext(_run_spec(tmp_path, "coding", config, run="r3"), _Channel()), "coding")
     assert later.tool_ctx.guard.approvals.session_grants() == {"outside:/srv/child", "outside:/srv/parent"}
-    assert not list((tmp_path / "tasks").glob("*.tmp"))  # replaced atomically, no temp file left behind
+    assert not list(task_dir(tmp_path, "t").glob("*.tmp"))  # replaced atomically, no temp file left behind
 
 
 def test_a_confirm_with_its_own_wording_is_answered_with_the_option_picked() -> None:

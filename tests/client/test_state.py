@@ -6,7 +6,7 @@ from tests.client.scenes import Feed, reminded_answer, rich_view
 from yagent.client.tui.render import LogRenderer, render_status
 from yagent.ipc import event_data
 from yagent.ipc.messages import Question
-from yagent.ipc.vocabulary import EventType, StopReason
+from yagent.ipc.vocabulary import EventType, StopReason, Unconfined
 
 
 def _texts(view, kind="text"):
@@ -251,3 +251,19 @@ def test_a_shorter_answer_that_matched_so_far_shows_at_its_response() -> None:
     for type_, data in reminded_answer("Hello! How can I help?", "Hello!", repeats=False):
         f(type_, data)
     assert _texts(f.view) == [("director", "Hello! How can I help?"), ("director", "Hello!")]
+
+
+def test_a_run_the_kernel_does_not_confine_says_so_first_in_the_status_line_while_it_runs() -> None:
+    f = Feed()
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
+    f(EventType.RUN_STARTED, {"agent": "director", "parent": None, "input": "go", "unconfined": Unconfined.FULL_YOLO})
+
+    def status(width: int = 120) -> str:
+        return "".join(t for _s, t in render_status(f.view, width, 30, f.ts)[0])
+
+    assert "NOT CONFINED: --full-yolo" in status()
+    assert "NOT CONFINED" in status(44)  # a narrow terminal drops the runs and tokens, not this
+    f(EventType.RUN_FINISHED, {"status": "done", "stop_reason": "agent_exit"})
+    assert "NOT CONFINED" not in status()
+    f(EventType.RUN_STARTED, {"agent": "coding", "parent": None, "input": "go"}, run="c1", agent="coding")
+    assert "NOT CONFINED" not in status()  # a confined run says nothing

@@ -6,6 +6,7 @@ import itertools
 import os
 
 from yagent.daemon.launcher import Launcher, RunHandle
+from yagent.ipc.confinement import ConfinementSpec
 
 __all__ = ["PipeHandle", "ScriptedLauncher"]
 
@@ -38,12 +39,15 @@ class ScriptedLauncher(Launcher):
         self.fail = fail
         self.handles: dict[str, PipeHandle] = {}
         self.secrets: dict[str, bytes] = {}  # what each run's worker would have been handed
+        self.confinements: dict[str, ConfinementSpec | None] = {}  # what each run's worker was handed
         self._pids = itertools.count(900_000)  # no real process has these: a stray signal hits nothing
 
     def start(self) -> None:
         pass
 
-    def launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes) -> RunHandle:
+    def launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes, *,
+               confinement: ConfinementSpec | None = None) -> RunHandle:
+        self.confinements[run_id] = confinement
         if self.fail:
             raise OSError("no more processes")
         handle = PipeHandle(next(self._pids))

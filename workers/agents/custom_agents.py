@@ -1,4 +1,4 @@
-"""Custom agents the Meta agent designed, registered per task in `tasks/{task}.agents.json`.
+"""Custom agents the Meta agent designed, registered per task in `tasks/{task}/agents.json`.
 
 The registry outlives the run that wrote it: every later Director turn of the task offers each
 design as its own `delegate_<name>` tool, and the `custom:<name>` worker reads its design from here.
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from yagent.ipc.atomic_file import write_atomic
+from yagent.ipc.state_layout import AGENTS_FILE, task_dir
 from yagent.workers.tools import ToolSpec, custom_delegate_spec, palette
 
 __all__ = ["BUILTIN_AGENTS", "CustomAgentRegistry", "Design", "DesignError", "parse_design"]
@@ -76,7 +77,7 @@ def parse_design(text: str, fallback_task: str) -> Design:
 
 class CustomAgentRegistry:
     def __init__(self, home: Path, task: str) -> None:
-        self.path = home / "tasks" / f"{task}.agents.json"
+        self.path = task_dir(home, task) / AGENTS_FILE
         self._designs: dict[str, Design] = {}
         self.reload()
 

@@ -17,6 +17,7 @@ from typing import Any
 from yagent.ipc import event_data
 from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.messages import RunOutcome
+from yagent.ipc.state_layout import GRANTS_FILE, approvals_file, breaker_dir, scratch_dir, task_dir
 from yagent.ipc.vocabulary import EventType
 from yagent.workers.kinds import RunContext
 from yagent.workers.llm import Engine, EngineFactory, RoutingEngine, Usage, build_engine, call_cost
@@ -76,8 +77,8 @@ class AgentRun:
             emit=lambda type_, data: ctx.emit(type_, dict(data)),
             heartbeat=ctx.heartbeat,
             heartbeat_interval=self.settings.tool_heartbeat_interval,
-            scratch_dir=ctx.home / "scratch" / ctx.spec.run,
-            settings_path=ctx.home / "settings.json",
+            scratch_dir=scratch_dir(ctx.home, ctx.spec.run),
+            settings_path=approvals_file(ctx.home),
             session_grants=frozenset(self._load_session_grants()),
         )
 
@@ -89,7 +90,7 @@ class AgentRun:
         if self.settings.circuit_breaker_threshold <= 0:
             return None
         return ProviderBreakers(self.settings.circuit_breaker_threshold, self.settings.circuit_breaker_reset,
-                                directory=self.ctx.home / "breaker")
+                                directory=breaker_dir(self.ctx.home))
 
     def _engine_for_tool(self, tool: str) -> Engine:
         engine = self._tool_engines.get(tool)
@@ -102,7 +103,7 @@ class AgentRun:
     # -- session approvals ----------------------------------------------------------------------------
 
     def _grants_path(self) -> Path:
-        return self.ctx.home / "tasks" / f"{self.ctx.spec.task}.grants.json"
+        return task_dir(self.ctx.home, self.ctx.spec.task) / GRANTS_FILE
 
     def _load_session_grants(self) -> list[str]:
         try:

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from yagent.ipc.atomic_file import write_atomic
+from yagent.ipc.state_layout import MEMORY_FILE, task_dir
 from yagent.workers.llm import Message
 
 __all__ = ["ConversationMemory", "MemoryFileError", "load_memory", "memory_path"]
 
 
 def memory_path(home: Path, task: str) -> Path:
-    return home / "tasks" / f"{task}.jsonl"
+    return task_dir(home, task) / MEMORY_FILE
 
 
 class ConversationMemory:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import sandbox
 from .context import ToolContext
 from .result import ToolResult, truncate_for_model
 from .spec import Invocation, ToolSpec
@@ -102,6 +103,11 @@ async def _invoke(surface: Surface, spec: ToolSpec, call: ToolCall, ctx: ToolCon
         return await spec.executor(Invocation(spec, args, call.id, ctx, surface, paths))
     except asyncio.CancelledError:
         raise
+    except PermissionError as exc:
+        if request is not None and sandbox.confined():  # approved, then refused by the kernel, not by us
+            return ToolResult.error(sandbox.refused_after_approval(spec.name, exc))
+        log.exception("tool %s failed", spec.name)
+        return ToolResult.error(f"{spec.name} failed unexpectedly: {type(exc).__name__}: {exc}")
     except Exception as exc:
         log.exception("tool %s failed", spec.name)
         return ToolResult.error(f"{spec.name} failed unexpectedly: {type(exc).__name__}: {exc}")

@@ -21,6 +21,7 @@ import signal
 import time
 from pathlib import Path
 
+from .. import sandbox
 from .beneath import PathEscape
 from .file_read import moved_away
 from .limits import BASH_DEFAULT_TIMEOUT, BASH_MAX_TIMEOUT, BASH_OUTPUT_CAP
@@ -89,11 +90,11 @@ async def _spawn(inv: Invocation, output: Path) -> asyncio.subprocess.Process:
     try:
         with open(output, "wb") as out:
             return await asyncio.create_subprocess_exec(
-                "bash",
-                "-c",
-                str(inv.args["command"]),
+                # Through the sandbox's exec helper when the worker is confined: the command's own, stricter domain.
+                *sandbox.shell_argv(str(inv.args["command"])),
                 cwd=_FD_DIR / str(cwd_fd) if by_descriptor else inv.path("cwd"),
                 pass_fds=(cwd_fd,) if by_descriptor else (),
+                env=sandbox.shell_env(),
                 umask=files.umask,  # the user's, not the worker's private 077: what commands make is the user's
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=out,

@@ -1,0 +1,63 @@
+"""The confinement spec a run's worker gets at launch, and the state directories it needs, made beforehand.
+
+The daemon decides whether a run is confined (`[sandbox] mode`, the turn's yolo level, the kernel's Landlock
+ABI) and where its state lives; the worker decides from its kind's tool profile whether it may write the
+project. Landlock rules need paths that exist, so the task's, the run's and the shared state dirs are made
+here, private to the user, before the fork.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from yagent.ipc.config import Settings
+from yagent.ipc.confinement import ConfinementSpec
+from yagent.ipc.messages import RunSpec
+from yagent.ipc.state_layout import approvals_dir, breaker_dir, scratch_dir, task_dir
+from yagent.ipc.vocabulary import Unconfined, YoloLevel
+
+__all__ = ["REQUIRED_BUT_MISSING", "confinement_for", "confinement_status", "why_unconfined"]
+
+REQUIRED_BUT_MISSING = (
+    "[sandbox] required = true, but this kernel has no Landlock (Linux 5.13 or later with `landlock` in the "
+    "`lsm=` boot parameter), so runs cannot be confined and none is started; run on a kernel with Landlock, or "
+    "set `[sandbox] required = false` in config.toml to run unconfined")
+
+
+def confinement_status(settings: Settings, abi: int) -> str:
+    """One line on how runs are confined, for the daemon's log and `yagent daemon status`."""
+    if not settings.sandbox.enabled:
+        return 'off ([sandbox] mode = "off"): runs are not confined'
+    if abi < 1:
+        if settings.sandbox.required:
+            return "Landlock is missing and [sandbox] required = true: runs are refused"
+        return ("Landlock is missing on this kernel: runs are NOT confined (set [sandbox] required = true to "
+                "refuse them instead)")
+    return f"Landlock ABI {abi}: runs are confined (except those sent with --full-yolo)"
+
+
+def why_unconfined(settings: Settings, yolo: str, abi: int) -> Unconfined | None:
+    """Why a run of this yolo level would not be confined (None: it is)."""
+    if not settings.sandbox.enabled:
+        return Unconfined.SANDBOX_OFF
+    if yolo == YoloLevel.FULL:
+        return Unconfined.FULL_YOLO
+    if abi < 1:
+        return Unconfined.LANDLOCK_MISSING
+    return None
+
+
+def confinement_for(spec: RunSpec, settings: Settings, *, abi: int, runtime_dir: Path,
+                    user_home: Path | None = None) -> ConfinementSpec:
+    """The run's confinement spec, its state directories created (OSError if they cannot be)."""
+    home = Path(spec.home)
+    task, scratch = task_dir(home, spec.task), scratch_dir(home, spec.run)
+    shared = [approvals_dir(home), breaker_dir(home)]
+    for directory in (task, scratch, *shared):
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    writable, deny = settings.sandbox.expanded(str(user_home or Path.home()))
+    return ConfinementSpec(
+        abi=abi, agent=spec.agent, project_root=spec.project_root, home=str(home), runtime_dir=str(runtime_dir),
+        task_dir=str(task), scratch_dir=str(scratch), unconfined=why_unconfined(settings, spec.yolo, abi),
+        required=settings.sandbox.required, shared_dirs=[str(p) for p in shared], writable_roots=writable,
+        deny_read=deny)

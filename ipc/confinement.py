@@ -1,0 +1,66 @@
+"""What a worker needs to confine itself, handed to it at launch, and whether the kernel can confine at all.
+
+A worker confines itself first thing after the fork, before it has said a word to the daemon (Landlock
+holds only for threads started after it, and the channel's first act starts libzmq's threads), so this
+record travels with the launch, not in `StartRun`. The daemon builds it from the run and `[sandbox]`; the
+worker decides from its agent kind's tool profile whether the project is in its write set.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Mapping
+from dataclasses import field
+
+from .records import Record, record
+from .vocabulary import Unconfined
+
+__all__ = ["ABI_ENV", "ConfinementSpec", "landlock_abi"]
+
+# The one place the ABI can be lowered from outside: `YAGENT_LANDLOCK_ABI=0 yagentd` behaves as on a kernel
+# without Landlock, `=5` as on one without scopes. It never raises the ABI above what the kernel has.
+ABI_ENV = "YAGENT_LANDLOCK_ABI"
+_CREATE_RULESET = {"x86_64": 444, "aarch64": 444}
+_CREATE_RULESET_VERSION = 1
+
+
+@record
+class ConfinementSpec(Record):
+    """How one run's worker confines itself; `unconfined` set: it does not, and that is why."""
+
+    abi: int  # the Landlock ABI the daemon found (0: none); the worker uses no more than this
+    agent: str  # the run's agent kind: its tool profile decides whether the project is writable
+    project_root: str
+    home: str  # $YAGENT_HOME: never readable as a whole
+    runtime_dir: str  # the daemon's sockets and the control credential: never readable
+    task_dir: str  # the task's own state: writable by its workers, never by their commands
+    scratch_dir: str  # the run's scratch space: TMPDIR of its commands
+    unconfined: Unconfined | None = None
+    required: bool = False  # [sandbox] required: a worker that cannot confine refuses to run
+    shared_dirs: list[str] = field(default_factory=list)  # state every worker writes (approvals, breakers)
+    writable_roots: list[str] = field(default_factory=list)  # [sandbox] writable_roots, expanded
+    deny_read: list[str] = field(default_factory=list)  # [sandbox] deny_read, expanded
+
+
+def landlock_abi(environ: Mapping[str, str] | None = None) -> int:
+    """The Landlock ABI version of the running kernel (0 where there is none), capped by `YAGENT_LANDLOCK_ABI`."""
+    env = os.environ if environ is None else environ
+    abi = _kernel_abi()
+    cap = env.get(ABI_ENV, "").strip()
+    if cap.isdigit():
+        abi = min(abi, int(cap))
+    return abi
+
+
+def _kernel_abi() -> int:
+    number = _CREATE_RULESET.get(os.uname().machine)
+    if number is None or os.uname().sysname != "Linux":
+        return 0
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        version = libc.syscall(number, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    except (OSError, AttributeError):
+        return 0
+    return max(0, int(version))

@@ -1,0 +1,54 @@
+"""Where a run's state lives under `$YAGENT_HOME`: the directories the daemon creates before a launch and
+the worker's sandbox lets it write.
+
+A Landlock rule grants rights to a whole tree that exists when the rule is made, so each piece of state a
+worker writes is a directory of its own: one per task (its conversation, custom agents and session
+approvals), one per run (scratch), and two shared by every run (project approvals, circuit breakers). The
+daemon creates them and never reads what is inside (the formats belong to the workers).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "AGENTS_FILE",
+    "GRANTS_FILE",
+    "MEMORY_FILE",
+    "approvals_dir",
+    "approvals_file",
+    "breaker_dir",
+    "scratch_dir",
+    "task_dir",
+    "tasks_dir",
+]
+
+MEMORY_FILE = "memory.jsonl"  # the task's conversation
+AGENTS_FILE = "agents.json"  # custom agents the Meta agent designed for the task
+GRANTS_FILE = "grants.json"  # session approvals, read by the task's later runs
+
+
+def tasks_dir(home: Path) -> Path:
+    return home / "tasks"
+
+
+def task_dir(home: Path, task: str) -> Path:
+    return tasks_dir(home) / task
+
+
+def scratch_dir(home: Path, run: str) -> Path:
+    return home / "scratch" / run
+
+
+def approvals_dir(home: Path) -> Path:
+    """Project-scope approvals of every project (one file), written by any worker that asked the user."""
+    return home / "approvals"
+
+
+def approvals_file(home: Path) -> Path:
+    return approvals_dir(home) / "settings.json"
+
+
+def breaker_dir(home: Path) -> Path:
+    """The circuit breakers' shared state, one file per provider."""
+    return home / "breaker"

@@ -1,0 +1,193 @@
+"""The Landlock module over the real kernel: each confinement runs in a child process (it cannot be undone)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from yagent.ipc.confinement import ABI_ENV, ConfinementSpec, landlock_abi
+from yagent.workers.sandbox import _landlock as ll
+from yagent.workers.sandbox import policy, writes_project
+
+needs_landlock = pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock")
+
+
+def test_each_abi_handles_the_rights_it_introduced() -> None:
+    assert ll.handled_for(0) == 0
+    assert ll.handled_for(1) == (1 << 13) - 1
+    assert ll.handled_for(2) == ll.handled_for(1) | ll.REFER
+    assert ll.handled_for(3) == ll.handled_for(2) | ll.TRUNCATE
+    assert ll.handled_for(4) == ll.handled_for(3)  # ABI 4 added network rights, not filesystem ones
+    assert ll.handled_for(5) == ll.handled_for(3) | ll.IOCTL_DEV
+    assert ll.handled_for(7) == ll.handled_for(5)
+    assert ll.scopes_for(5) == 0
+    assert ll.scopes_for(6) == ll.SCOPE_ABSTRACT_UNIX_SOCKET | ll.SCOPE_SIGNAL
+
+
+def test_the_abi_can_be_lowered_from_outside_but_never_raised() -> None:
+    kernel = landlock_abi({})
+    assert landlock_abi({ABI_ENV: "0"}) == 0
+    assert landlock_abi({ABI_ENV: "5"}) == min(5, kernel)
+    assert landlock_abi({ABI_ENV: "99"}) == kernel
+    assert landlock_abi({ABI_ENV: "garbage"}) == kernel
+
+
+def test_only_a_kind_whose_profile_writes_files_may_write_the_project() -> None:
+    assert writes_project("coding")
+    for kind in ("director", "repo", "chat", "devops", "meta", "custom:reviewer", "scripted", "unknown"):
+        assert not writes_project(kind), kind
+
+
+def _spec(tmp_path: Path, **kw: object) -> ConfinementSpec:
+    home = tmp_path / "home"
+    dirs = {"project_root": tmp_path / "project", "home": home, "runtime_dir": tmp_path / "run",
+            "task_dir": home / "tasks" / "t1", "scratch_dir": home / "scratch" / "r1"}
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+    (home / "config").mkdir()
+    (home / "config" / "config.toml").write_text("secret")
+    fields = {k: str(v) for k, v in dirs.items()}
+    return ConfinementSpec(abi=landlock_abi(), agent="coding", **{**fields, **kw})  # type: ignore[arg-type]
+
+
+def test_the_read_set_lists_around_what_stays_hidden(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    rules = policy.worker_rules(spec, writes_project=True, home=str(tmp_path))
+    paths = {r.path for r in rules}
+    assert str(tmp_path) not in paths  # it holds the state home: listed entry by entry instead
+    assert str(tmp_path / "project") in paths
+    assert not any(p == spec.home or p.startswith(spec.home + "/config") or p == spec.runtime_dir for p in paths)
+    writable = {r.path for r in rules if r.access & ll.WRITE_FILE}
+    assert {spec.task_dir, spec.scratch_dir, spec.project_root} <= writable
+    shell = {r.path for r in policy.shell_rules(spec, writes_project=False, home=str(tmp_path))
+             if r.access & ll.WRITE_FILE}
+    assert spec.task_dir not in shell and spec.project_root not in shell and spec.scratch_dir in shell
+
+
+def test_no_path_entry_widens_the_read_set_to_a_system_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/bin:/usr/bin:/tmp/bin:/home/me/bin:/home/me/.pyenv/shims:/opt/tool/bin")
+    trees = policy._command_trees("/home/me")
+    assert {"/", "/tmp", "/home", "/home/me"}.isdisjoint(trees)
+    assert {"/home/me/.pyenv", "/opt/tool", "/tmp/bin"} <= set(trees)
+
+
+def _confined(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    script = textwrap.dedent(code)
+    repo = str(Path(__file__).resolve().parents[2])
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": repo})
+
+
+@needs_landlock
+def test_restrict_self_allows_beneath_its_rules_and_denies_writes_truncation_and_refer_elsewhere(
+        tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "f").write_text("original")
+    (tmp_path / "in" / "g").write_text("original")
+    result = _confined(f"""
+        import os
+        from yagent.workers.sandbox import _landlock as ll
+        ll.restrict_self(ll.kernel_abi(), [ll.Rule("/", ll.READ), ll.Rule({str(tmp_path / 'in')!r}, ll.READ | ll.WRITE),
+                                           ll.Rule("/dev/null", ll.WRITE_FILE)])
+        def tried(f):
+            try:
+                f(); return "ok"
+            except OSError as e:
+                return e.errno
+        print(tried(lambda: open({str(tmp_path / 'in' / 'new')!r}, "w").write("x")))
+        print(tried(lambda: open({str(tmp_path / 'out' / 'f')!r}, "a").write("x")))
+        print(tried(lambda: os.truncate({str(tmp_path / 'out' / 'f')!r}, 0)))
+        print(tried(lambda: os.rename({str(tmp_path / 'in' / 'g')!r}, {str(tmp_path / 'out' / 'g')!r})))
+        print(tried(lambda: os.link({str(tmp_path / 'out' / 'f')!r}, {str(tmp_path / 'in' / 'link')!r})))
+        print(tried(lambda: open({str(tmp_path / 'out' / 'f')!r}).read()))
+        """, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["ok", "13", "13", "13", "18", "ok"]  # EACCES; EXDEV: a link across domains
+    assert (tmp_path / "out" / "f").read_text() == "original"
+
+
+@needs_landlock
+@pytest.mark.skipif(landlock_abi() < ll.ABI_SCOPES, reason="scopes came with Landlock ABI 6")
+def test_the_scopes_keep_a_confined_process_from_signalling_out_or_reaching_abstract_sockets(tmp_path: Path) -> None:
+    import socket
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(f"\0yagent-test-{os.getpid()}")
+    listener.listen(1)
+    try:
+        result = _confined(f"""
+            import os, signal, socket, subprocess
+            from yagent.workers.sandbox import _landlock as ll
+            ll.restrict_self(ll.kernel_abi(), [ll.Rule("/", ll.READ)])
+            try:
+                os.kill({os.getpid()}, 0); print("signalled")
+            except PermissionError:
+                print("denied")
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect("\\0yagent-test-{os.getpid()}"); print("connected")
+            except PermissionError:
+                print("denied")
+            child = subprocess.Popen(["sleep", "30"])  # its own children: still signalled
+            child.send_signal(signal.SIGKILL); print(child.wait())
+            """, tmp_path)
+    finally:
+        listener.close()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["denied", "denied", "-9"]
+
+
+@needs_landlock
+def test_no_new_privileges_is_set_before_the_domain(tmp_path: Path) -> None:
+    result = _confined("""
+        from yagent.workers.sandbox import _landlock as ll
+        ll.restrict_self(ll.kernel_abi(), [ll.Rule("/", ll.READ)])
+        print(open("/proc/self/status").read().split("NoNewPrivs:")[1].split()[0])
+        """, tmp_path)
+    assert result.stdout.strip() == "1", result.stderr
+
+
+def test_a_helper_given_malformed_arguments_runs_nothing(tmp_path: Path) -> None:
+    helper = Path(policy.__file__).with_name("shell_exec.py")
+    marker = tmp_path / "ran"
+    for args in (["x"], ["7", "2", "1", "/"], ["7", "0", "touch", str(marker)], ["7", "0", "--"]):
+        result = subprocess.run([sys.executable, "-E", "-s", "-S", str(helper), *args], capture_output=True,
+                                text=True, timeout=30)
+        assert result.returncode == 2 and "bad arguments" in result.stderr, (args, result)
+    assert not marker.exists()
+
+
+@needs_landlock
+def test_an_approved_write_outside_the_rules_fails_saying_it_was_approved_and_how_to_allow_it(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    result = _confined(f"""
+        import json
+        from yagent.ipc.confinement import ConfinementSpec
+        from yagent.workers import sandbox
+        from tests.tools.doubles import ScriptedAuthorizer, call_tool, make_ctx
+        from pathlib import Path
+        spec = ConfinementSpec.read({spec.to_wire()!r})
+        state = sandbox.confine_worker(spec, "coding")
+        assert state is not None and not state.error, state
+        approve = ScriptedAuthorizer()
+        ctx = make_ctx(Path(spec.project_root), Path({str(tmp_path)!r}), authorizer=approve,
+                       scratch_dir=Path(spec.scratch_dir), settings_path=None)
+        inside = call_tool(ctx, "create_file", {{"path": "ok.txt", "content": "x"}})
+        out = call_tool(ctx, "create_file", {{"path": {str(outside / 'f.txt')!r}, "content": "x"}})
+        print(json.dumps([inside.is_error, len(approve.requests), out.is_error, out.content]))
+        """, tmp_path)
+    assert result.returncode == 0, result.stderr
+    inside_failed, asked, refused, text = json.loads(result.stdout.strip().splitlines()[-1])
+    assert not inside_failed and asked == 1 and refused  # the user was asked once, for the outside path
+    assert "the user approved this, but the sandbox refused it" in text
+    assert "[sandbox] writable_roots" in text and "--full-yolo" in text
+    assert not (outside / "f.txt").exists() and (tmp_path / "project" / "ok.txt").exists()

@@ -1,0 +1,116 @@
+"""Kernel confinement (Landlock) of a worker and of the commands it runs.
+
+`confine_worker` is called once, first thing after the fork, while the worker has a single thread: Landlock
+restricts the calling thread and what it starts afterwards, and ABI 7 cannot reach threads that already
+exist. What the worker may write follows its agent kind's tool profile (`tools/profiles.py`): only a kind
+granted file writes (Coding) may write the project. `run_bash` commands run in a stricter domain nested
+inside the worker's, applied by the exec helper (`shell_exec.py`) in the fresh process before `execve`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+from yagent.ipc.confinement import ConfinementSpec
+from yagent.ipc.vocabulary import Unconfined
+
+from ..tools.profiles import PROFILES
+from ..tools.spec import Effect
+from ._landlock import LandlockError, Rule, restrict_self
+from .policy import rule_sets
+
+__all__ = ["Confinement", "confine_worker", "confined", "current", "refused_after_approval", "shell_argv", "shell_env",
+           "writes_project"]
+
+log = logging.getLogger(__name__)
+
+_HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shell_exec.py")
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What this worker process is under; `unconfined` set: nothing, and why."""
+
+    spec: ConfinementSpec
+    unconfined: Unconfined | None = None
+    error: str = ""  # the sandbox was asked for but could not be applied
+    shell: list[Rule] = field(default_factory=list)  # the nested domain of each `run_bash` command
+
+
+_current: Confinement | None = None
+
+
+def writes_project(agent: str) -> bool:
+    """Whether an agent kind's profile grants file writes; a kind without a profile (a third-party or test
+    kind, `family:instance` looked up by family) gets none."""
+    profile = PROFILES.get(agent) or PROFILES.get(agent.split(":", 1)[0])
+    return profile is not None and bool(profile.grant & Effect.FS_WRITE) and not profile.deny & Effect.FS_WRITE
+
+
+def confine_worker(spec: ConfinementSpec | None, agent: str) -> Confinement | None:
+    """Confine this process as `spec` says (no-new-privileges, then Landlock). Must run before any thread
+    starts. Returns what was done; never raises (a failure is in `.error`, for the run to report)."""
+    global _current
+    if spec is None:
+        return None
+    if spec.unconfined is not None:
+        _current = Confinement(spec, spec.unconfined)
+        return _current
+    writes = writes_project(agent)
+    # A file the home lacks is denied under Landlock, not missing (its name lies in no allowed tree), and git
+    # takes a denied ~/.gitconfig for a broken configuration: point git at no global file instead.
+    if not os.path.lexists(os.path.expanduser("~/.gitconfig")):
+        os.environ.setdefault("GIT_CONFIG_GLOBAL", os.devnull)
+    try:
+        os.makedirs(spec.scratch_dir, mode=0o700, exist_ok=True)
+        own, shell = rule_sets(spec, writes)  # both before the domain: listing around the hidden needs reads
+        restrict_self(spec.abi, own)
+    except (LandlockError, OSError) as exc:
+        _current = Confinement(spec, Unconfined.LANDLOCK_MISSING, error=str(exc))
+        return _current
+    # The worker's own temporary files go to its scratch dir: /tmp is not in its write set.
+    os.environ["TMPDIR"] = spec.scratch_dir
+    tempfile.tempdir = spec.scratch_dir
+    _current = Confinement(spec, shell=shell)
+    return _current
+
+
+def current() -> Confinement | None:
+    return _current
+
+
+def confined() -> bool:
+    """Whether the kernel confines this process."""
+    return _current is not None and _current.unconfined is None
+
+
+def refused_after_approval(tool: str, exc: OSError) -> str:
+    """What the model (and so the user) reads when an approved operation outside the run's rules is refused."""
+    return (f"{tool}: the user approved this, but the sandbox refused it ({exc.strerror}: {exc.filename or 'path'}):"
+            " this run may write only the project (Coding), its scratch dir and the [sandbox] writable_roots. "
+            "It did not happen. To allow it, add the directory to [sandbox] writable_roots in config.toml, or send "
+            "the turn with --full-yolo (no confinement); otherwise keep the change inside the project.")
+
+
+def shell_argv(command: str) -> list[str]:
+    """The argv that runs `command` under bash, through the exec helper when this worker is confined."""
+    state = _current
+    argv = ["bash", "-c", command]
+    if state is None or state.unconfined is not None:
+        return argv
+    rules: list[str] = []
+    for rule in state.shell:
+        rules += (str(rule.access), rule.path)
+    return [sys.executable, "-E", "-s", "-S", _HELPER, str(state.spec.abi), str(len(state.shell)), *rules, "--", *argv]
+
+
+def shell_env() -> dict[str, str] | None:
+    """The environment of a command (None: the worker's own): TMPDIR is the run's scratch dir when confined."""
+    state = _current
+    if state is None or state.unconfined is not None:
+        return None
+    return {**os.environ, "TMPDIR": state.spec.scratch_dir}

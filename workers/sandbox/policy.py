@@ -1,0 +1,184 @@
+"""What a worker and its commands may read and write, as Landlock rules built from a `ConfinementSpec`.
+
+Landlock rules are allow-lists over whole trees, so nothing is excluded: what must stay unreadable (the state
+home with the config file and other tasks' state, the runtime directory with the control credential, the
+`deny_read` entries) is kept out by listing the siblings around it, one level at a time (`_around`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+
+from yagent.ipc.confinement import ConfinementSpec
+
+from ._landlock import IOCTL_DEV, READ, READ_FILE, WRITE, WRITE_FILE, Rule
+
+__all__ = ["SYSTEM_TREES", "minimal", "rule_sets", "shell_rules", "warm", "worker_rules"]
+
+# Read (and execute) everywhere beneath these; /run is listed around the runtime directory instead.
+SYSTEM_TREES = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
+                "/snap", "/nix")
+# Devices a process writes without meaning a file: output sinks, terminals.
+_WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts")
+_READ_WRITE = READ | WRITE
+
+
+def rule_sets(spec: ConfinementSpec, writes_project: bool, *, home: str | None = None
+              ) -> tuple[list[Rule], list[Rule]]:
+    """(the worker's domain, its commands' nested domain), the read set worked out once for both.
+
+    The worker reads the read set and writes its task's state, the shared state dirs, its scratch dir, the
+    writable roots (its commands' domain nests inside this one, so it must hold them too) and, for an agent
+    whose profile writes files, the project. A `run_bash` command writes only its scratch dir (its TMPDIR),
+    the writable roots and, for Coding, the project — never the task's state (memory, grants) or the shared
+    approvals, so a command can neither approve itself nor rewrite the conversation."""
+    read = [*_read_set(spec, home), *_devices()]
+    shell_writes = [spec.scratch_dir, *spec.writable_roots, *([spec.project_root] if writes_project else [])]
+    shell = [*read, *(Rule(p, _READ_WRITE) for p in shell_writes)]
+    worker = [*shell, *(Rule(p, _READ_WRITE) for p in (spec.task_dir, *spec.shared_dirs))]
+    return minimal(worker), minimal(shell)
+
+
+def worker_rules(spec: ConfinementSpec, writes_project: bool, *, home: str | None = None) -> list[Rule]:
+    return rule_sets(spec, writes_project, home=home)[0]
+
+
+def shell_rules(spec: ConfinementSpec, writes_project: bool, *, home: str | None = None) -> list[Rule]:
+    return rule_sets(spec, writes_project, home=home)[1]
+
+
+def _devices() -> list[Rule]:
+    # /dev as a whole is readable (random, urandom, fd links); ioctl on terminals (stty, isatty) is allowed.
+    return [Rule("/dev", READ | IOCTL_DEV), *(Rule(p, READ_FILE | WRITE_FILE | IOCTL_DEV) for p in _WRITABLE_DEVICES)]
+
+
+def _read_set(spec: ConfinementSpec, home: str | None) -> list[Rule]:
+    hidden = [os.path.realpath(p) for p in (spec.home, spec.runtime_dir, *spec.deny_read)]
+    # Each tree is listed around what must stay hidden: a sys.path entry (the daemon's working directory), the
+    # project or $HOME may hold the state home or the runtime directory.
+    user_home = os.path.normpath(home if home is not None else os.path.expanduser("~"))
+    rules: list[Rule] = []  # the run's own state lies beneath the state home: granted by name, with writes
+    for tree, real in [*_static_trees(user_home), *((t, os.path.realpath(t)) for t in (
+            spec.project_root, *spec.writable_roots, user_home, "/run"))]:
+        rules += (Rule(p, READ) for p in _around(tree, hidden, real))
+    return rules
+
+
+def minimal(rules: list[Rule]) -> list[Rule]:
+    """`rules` without those another one already grants: same or more rights on an enclosing tree (each rule
+    is a path to open and a system call at every start)."""
+    merged: dict[str, int] = {}
+    for rule in rules:
+        merged[rule.path] = merged.get(rule.path, 0) | rule.access
+    kept: list[Rule] = []
+    for path, access in merged.items():
+        parent, above = os.path.dirname(path), path
+        while parent != above and not (parent in merged and access & ~merged[parent] == 0):
+            parent, above = os.path.dirname(parent), parent
+        if parent == above:  # reached / with no enclosing rule that grants as much
+            kept.append(Rule(path, access))
+    return kept
+
+
+_STATIC: dict[str, list[tuple[str, str]]] = {}
+
+
+def _static_trees(user_home: str) -> list[tuple[str, str]]:
+    """(tree, resolved) of the system, Python and $PATH trees: the same for every run of a daemon, so worked out
+    once in the forkserver (`warm`) and inherited by every worker."""
+    found = _STATIC.get(user_home)
+    if found is None:
+        trees = dict.fromkeys([*SYSTEM_TREES, *_python_trees(), *_command_trees(user_home)])
+        found = _STATIC[user_home] = [(t, os.path.realpath(t)) for t in trees if os.path.lexists(t)]
+    return found
+
+
+def warm(home: str, runtime_dir: str, deny_read: Iterable[str]) -> None:
+    """Work out what every run shares, in the forkserver before it forks workers: the system, Python and $PATH
+    trees, and the listing of the user's home and /run around the state home, runtime dir and `deny_read`."""
+    user_home = os.path.normpath(os.path.expanduser("~"))
+    _static_trees(user_home)
+    hidden = [os.path.realpath(p) for p in (home, runtime_dir, *deny_read)]
+    for tree in (user_home, "/run"):
+        _around(tree, hidden, os.path.realpath(tree))
+
+
+def _command_trees(user_home: str) -> list[str]:
+    """Every $PATH directory, and the tool root of a `bin` or `shims` one (~/.pyenv, ~/.cargo, /opt/tool): a
+    version manager's shim runs code from beside it. Never a top-level directory (/tmp), the home or above."""
+    trees: set[str] = set()
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        entry = os.path.normpath(entry) if entry else ""
+        if not os.path.isabs(entry):
+            continue
+        trees.add(entry)
+        parent = os.path.dirname(entry)
+        if os.path.basename(entry) in ("bin", "shims") and parent.count("/") >= 2 and not _inside(user_home, parent):
+            trees.add(parent)
+    return sorted(trees)
+
+
+def _python_trees() -> list[str]:
+    """The interpreter, its standard library and every import location (a venv under /tmp included)."""
+    trees = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    trees.update(p for p in sys.path if p and os.path.isabs(p))
+    # yagent's own packages: an editable install maps them from a source tree that is on no sys.path entry.
+    trees.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ipc = sys.modules.get("yagent.ipc")
+    if ipc is not None and getattr(ipc, "__file__", None):
+        trees.add(os.path.dirname(os.path.abspath(ipc.__file__)))
+    return sorted(trees)
+
+
+def _around(tree: str, hidden_real: list[str], real: str | None = None) -> list[str]:
+    """Paths that together cover `tree` (`real` once resolved) except the `hidden_real` paths (resolved)
+    beneath it: the tree itself when nothing is hidden in it, else its entries, each the same way."""
+    return _listed_around(tree, hidden_real, real or os.path.realpath(tree))[0]
+
+
+def _listed_around(tree: str, hidden_real: list[str], real: str) -> tuple[list[str], list[tuple[str, int]]]:
+    """`_around`'s paths, and every directory it had to list with its modification time then."""
+    if _inside_any(real, hidden_real):
+        return [], []
+    if not any(_inside(h, real) for h in hidden_real):
+        return [tree], []
+    key = (tree, real, tuple(hidden_real))
+    cached = _LISTED.get(key)
+    if cached is not None and all(_mtime(d) == m for d, m in cached[1]):
+        return cached
+    listed = [(tree, _mtime(tree))]
+    try:
+        entries = list(os.scandir(tree))
+    except OSError:
+        return [], listed
+    out: list[str] = []
+    for entry in entries:
+        # An entry that is no link resolves to its name beneath the resolved tree: no realpath per entry.
+        below = os.path.realpath(entry.path) if entry.is_symlink() else os.path.join(real, entry.name)
+        paths, deeper = _listed_around(entry.path, hidden_real, below)
+        out += paths
+        listed += deeper
+    _LISTED[key] = (out, listed)
+    return out, listed
+
+
+# What `_around` listed, with the modification time of each directory it read: valid while none changed (an
+# entry added to the home shows at the next run). Filled in the forkserver by `warm`, inherited by workers.
+_LISTED: dict[tuple[str, str, tuple[str, ...]], tuple[list[str], list[tuple[str, int]]]] = {}
+
+
+def _mtime(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _inside_any(path: str, roots: Iterable[str]) -> bool:
+    return any(_inside(path, r) for r in roots)
