@@ -27,7 +27,7 @@ from yagent.ipc.client_token import new_client_token, write_client_token
 from yagent.ipc.config import ConfigError, Settings
 from yagent.ipc.confinement import landlock_abi
 from yagent.ipc.errors import MalformedMessage, MessageTooLarge
-from yagent.ipc.messages import ErrorReply, Ping, WorkerHello
+from yagent.ipc.messages import ErrorReply, Ping
 from yagent.ipc.records import Message, decode, encode
 from yagent.ipc.runtime_dir import RuntimePaths
 from yagent.ipc.sockets import bind_publisher, bind_router
@@ -46,7 +46,6 @@ from .refused_peers import RefusedPeers
 from .registry import Registry, TaskRow
 from .run_confinement import confinement_status
 from .run_services import RunServices
-from .run_supervisor import RunSupervisor
 from .run_table import RunTable
 from .runtime_dir_watch import ControlSocketWatch
 from .schedule import Scheduler, Timer
@@ -56,6 +55,7 @@ from .spending import DailySpend, start_of_day
 from .subscriber_auth import ZAP_DOMAIN, SubscriberAuth
 from .task_scope import TaskScope
 from .turn import TurnController
+from .worker_gate import WorkerGate
 
 __all__ = ["Daemon", "LoopEnded"]
 
@@ -102,7 +102,6 @@ class Daemon:
         self.scope = TaskScope("daemon")
         self.tasks: dict[str, TurnController] = {}  # tasks with anything alive, by id
         self.runs = RunTable()
-        self.refused_workers = RefusedPeers("workers.sock", clock)  # peers that proved no run's secret
         self.refused_clients = RefusedPeers("control.sock", clock)  # peers that showed no client token
         self.client_token = new_client_token()  # a new one at every start, written before control.sock is bound
         self.shutting_down = False
@@ -173,6 +172,7 @@ class Daemon:
         self.peers = ControlPeers(self._control, self.scheduler.after, self.clock, self._peer_limits)
         self.heap = HeapTrim(self.scheduler.after)  # told the bytes of events and replies that passed
         self._workers = bind_router(self._ctx, RuntimePaths.endpoint(self.paths.workers))
+        self.worker_gate = WorkerGate(self._workers, self.runs, RefusedPeers("workers.sock", self.clock))
         self._subscriber_auth = SubscriberAuth(self._ctx, self.client_token, self.clock)  # before events.sock
         self._events = bind_publisher(self._ctx, RuntimePaths.endpoint(self.paths.events), self.settings.pub_hwm,
                                       zap_domain=ZAP_DOMAIN)
@@ -189,7 +189,7 @@ class Daemon:
             config=self.config, clock=self.clock, registry=self.registry, hub=self.hub, leases=self.leases,
             slots=self.slots, launcher=self.launcher, scheduler=self.scheduler, scope=self.scope,
             workers_endpoint=RuntimePaths.endpoint(self.paths.workers), home=self.home,
-            send_worker=self._send_worker, is_shutting_down=lambda: self.shutting_down,
+            send_worker=self.worker_gate.send, is_shutting_down=lambda: self.shutting_down,
             spend=DailySpend(self.registry.spent_since(start_of_day(time.time()))),
             runtime_dir=self.paths.root, landlock_abi=self._landlock_probe())
         self._say_confinement()
@@ -215,7 +215,7 @@ class Daemon:
             try:
                 async with asyncio.TaskGroup() as group:
                     loops = [group.create_task(self._essential(name, coro), name=name) for name, coro in (
-                        ("control", self._control_loop()), ("workers", self._worker_loop()),
+                        ("control", self._control_loop()), ("workers", self.worker_gate.serve()),
                         ("events-auth", self._subscriber_auth.run()), ("timers", self.scheduler.run()))]
                     await self._stop.wait()
                     await self._shutdown()
@@ -411,75 +411,3 @@ class Daemon:
             return encode(ErrorReply(id=getattr(msg, "id", 0), code=ErrorCode.TOO_LARGE,
                                      message=f"the {msg.kind} reply is too large for one message ({exc}); "
                                              "ask for less (a smaller range or limit)"))
-
-    async def _worker_loop(self) -> None:
-        while True:
-            frames = await self._workers.recv_multipart()
-            try:
-                self._handle_worker(frames)
-            except Exception:  # a worker's message must not stop the loop every other worker needs
-                log.exception("handling a frame on workers.sock failed")
-            await asyncio.sleep(0)  # as on control.sock: a worker streaming events must not starve the loop
-
-    def _handle_worker(self, frames: list[bytes]) -> None:
-        if len(frames) != 2:
-            return
-        identity, payload = frames
-        run = self.runs.by_peer(identity)
-        if run is None and self.runs.retired(identity):  # what an ended run's worker still had in flight
-            return
-        try:
-            msg = decode(payload)
-        except (MalformedMessage, MessageTooLarge) as exc:
-            log.debug("dropping a bad frame from %s on workers.sock: %s", run.id if run else "a stranger", exc)
-            request_id = getattr(exc, "request_id", None)
-            if run is not None and request_id is not None:  # the run waits for this reply: it must not hang
-                run.send(ErrorReply(id=request_id, code=ErrorCode.MALFORMED,
-                                    message=f"yagentd could not read the {exc.kind or 'request'}: {exc}"))
-            elif run is None:
-                self.refused_workers.first(identity, "a frame yagentd cannot read, from a connection bound to no run")
-            return
-        if run is None:
-            run = self._admit_worker(identity, msg)
-            if run is None:
-                return
-        run.receive(msg)
-
-    def _admit_worker(self, identity: bytes, msg: Message) -> RunSupervisor | None:
-        """The run whose secret the hello on this new connection proves, now bound to it; None if refused.
-
-        A refused peer is logged and answered once; its further frames are dropped without a word."""
-        if not isinstance(msg, WorkerHello):
-            self._refuse_worker(identity, msg, f"a {msg.kind} from a connection that has not proved a run's secret",
-                                "say hello with the proof of your run's secret first")
-            return None
-        run = self.runs.get(msg.run)
-        if run is None:
-            self._refuse_worker(identity, msg, f"a hello for {msg.run!r}, which is no live run",
-                                f"no live run {msg.run!r}; exiting is the right thing", ErrorCode.UNKNOWN_RUN)
-            return None
-        why = run.bind(identity, msg.proof)
-        if why is not None:
-            self._refuse_worker(identity, msg, f"a hello for run {run.id} {why}",
-                                f"this connection cannot speak for run {run.id}: its hello does not prove the "
-                                "run's secret, or the run already has its worker")
-            return None
-        self.runs.bind(identity, run)
-        return run
-
-    def _refuse_worker(self, identity: bytes, msg: Message, why: str, tell: str,
-                       code: ErrorCode = ErrorCode.UNAUTHENTICATED) -> None:
-        if self.refused_workers.first(identity, why):
-            request_id = getattr(msg, "id", None)
-            self._send_worker(identity, ErrorReply(id=request_id if isinstance(request_id, int) else 0, code=code,
-                                                   message=tell))
-
-    def _send_worker(self, peer: bytes, msg: Message) -> None:
-        sent = self._workers.send_multipart([peer, encode(msg)])
-
-        def check(fut: asyncio.Future[Any]) -> None:
-            if not fut.cancelled() and fut.exception() is not None:
-                log.warning("cannot send %s to a worker: %s", msg.kind, fut.exception())
-
-        sent.add_done_callback(check)
-
