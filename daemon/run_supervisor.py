@@ -16,7 +16,6 @@ import dataclasses
 import logging
 import sqlite3
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Protocol
 
 from yagent.ipc import event_data
@@ -46,15 +45,14 @@ from yagent.ipc.run_secret import new_run_secret, proves
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus, StopReason, Unconfined
 
 from .admission import DelegationPool
-from .git_guard import WRITES_PROJECT, GitSnapshot, revert_changes, snapshot
 from .launcher import RunHandle
 from .process_identity import start_time
 from .run_accounting import ProcessSample, RunUsage
 from .run_clock import RunClock
-from .run_confinement import REQUIRED_BUT_MISSING, confinement_for, why_unconfined
 from .run_leases import BudgetGate, RunLeases
 from .run_outcome import decide_outcome, exit_note
 from .run_phase import MOVES, IllegalTransition, RunPhase
+from .run_sandbox import RunSandbox
 from .run_services import RunServices
 from .run_watchdog import RunWatchdog
 from .schedule import Timer
@@ -132,12 +130,15 @@ class RunSupervisor:
         self.leases = RunLeases(self, services, turn, self.usage)
         self.last_sample: ProcessSample | None = None  # for the CPU share between two looks
         self.exited = asyncio.Event()
-        self.unconfined: Unconfined | None = None  # why the kernel does not confine this run, decided at launch
-        self._git: GitSnapshot | None = None  # the project's .git hooks and config as they were at launch
+        self.sandbox = RunSandbox(spec, services)
         self._hello_timer: Timer | None = None
         self._watchdog = RunWatchdog(self.id, services.scheduler, lambda: services.settings, services.clock,
                                      self._timed_out)
         self._escalation: asyncio.Task[None] | None = None
+
+    @property
+    def unconfined(self) -> Unconfined | None:
+        return self.sandbox.unconfined
 
     # -- state --------------------------------------------------------------------------------------
 
@@ -182,19 +183,14 @@ class RunSupervisor:
             self.services.slots.release(self.id)
             return
         self.spec.paused = self.turn.paused
-        services = self.services
-        self.unconfined = why_unconfined(services.settings, self.spec.yolo, services.landlock_abi)
-        if self.unconfined is Unconfined.LANDLOCK_MISSING and services.settings.sandbox.required:
-            self.finish(RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC, error=REQUIRED_BUT_MISSING))
+        refusal = self.sandbox.refusal()
+        if refusal:
+            self.finish(RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC, error=refusal))
             return
         secret = new_run_secret()
         try:
-            confinement = confinement_for(self.spec, services.settings, abi=services.landlock_abi,
-                                          runtime_dir=services.runtime_dir or Path(self.spec.home))
-            if self.unconfined is None and self.agent in WRITES_PROJECT:  # its .git is put back after the run
-                self._git = snapshot(Path(self.spec.project_root))
-            handle = services.launcher.launch(self.id, self.agent, services.workers_endpoint, secret,
-                                             confinement=confinement)
+            handle = self.services.launcher.launch(self.id, self.agent, self.services.workers_endpoint, secret,
+                                                   confinement=self.sandbox.launch_spec())
         except Exception as exc:
             log.exception("launching a worker for run %s failed", self.id)
             self.finish(RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
@@ -493,9 +489,7 @@ class RunSupervisor:
 
     async def _reap(self) -> None:
         await kill_tree_now(self.id, None)
-        if self._git is None:
-            return
-        reverted = await asyncio.to_thread(revert_changes, self._git)  # nothing of the run is left to race it
+        reverted = await self.sandbox.put_back()  # nothing of the run is left to race it
         if reverted:
             note = (f"run {self.id} ({self.agent}) changed {', '.join(reverted)}; put back as it was before the run "
                     "(a hook or git setting planted there would run unconfined the next time you use git)")

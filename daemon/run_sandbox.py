@@ -1,0 +1,53 @@
+"""One run's confinement as the daemon sees to it: decided at launch, and the project's `.git` put back after.
+
+Whether the run is confined, and to what, is settled before the fork (`run_confinement`); a confined run that
+may write the project has its `.git` hooks and config noted at launch and, once no process of the run is left
+to race it, put back as they were (`git_guard`), because a planted hook would run unconfined at the user's next
+git command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from yagent.ipc.confinement import ConfinementSpec
+from yagent.ipc.messages import RunSpec
+from yagent.ipc.vocabulary import Unconfined
+
+from .git_guard import WRITES_PROJECT, GitSnapshot, revert_changes, snapshot
+from .run_confinement import REQUIRED_BUT_MISSING, confinement_for, why_unconfined
+from .run_services import RunServices
+
+__all__ = ["RunSandbox"]
+
+
+class RunSandbox:
+    def __init__(self, spec: RunSpec, services: RunServices) -> None:
+        self._spec = spec
+        self._services = services
+        self.unconfined: Unconfined | None = None  # why the kernel does not confine the run, once launched
+        self._git: GitSnapshot | None = None  # the project's .git hooks and config as they were at launch
+
+    def refusal(self) -> str:
+        """Decide how the run is confined; why it must not start at all ("" when it may)."""
+        services = self._services
+        self.unconfined = why_unconfined(services.settings, self._spec.yolo, services.landlock_abi)
+        if self.unconfined is Unconfined.LANDLOCK_MISSING and services.settings.sandbox.required:
+            return REQUIRED_BUT_MISSING
+        return ""
+
+    def launch_spec(self) -> ConfinementSpec | None:
+        """What the worker restricts itself to (its state dirs made here); notes `.git` when that is needed."""
+        services, spec = self._services, self._spec
+        confinement = confinement_for(spec, services.settings, abi=services.landlock_abi,
+                                      runtime_dir=services.runtime_dir or Path(spec.home))
+        if self.unconfined is None and spec.agent in WRITES_PROJECT:
+            self._git = snapshot(Path(spec.project_root))
+        return confinement
+
+    async def put_back(self) -> list[str]:
+        """Undo the run's changes to `.git` hooks and config (call once its processes are gone); what changed."""
+        if self._git is None:
+            return []
+        return await asyncio.to_thread(revert_changes, self._git)
