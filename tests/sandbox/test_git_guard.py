@@ -39,6 +39,7 @@ def test_the_daemon_checks_exactly_the_kinds_whose_profile_writes_the_project() 
     "git config core.fsmonitor 'sh -c evil'",
     "rm .git/config",
     "ln -sf /etc/passwd .git/config.tmp && mv .git/config.tmp .git/config",
+    "mkdir -p ../evil && cp -r .git/. ../evil/ && echo \"$PWD/../evil\" > .git/commondir",  # redirects both
 ])
 def test_every_change_to_hooks_or_config_is_reverted_and_named(tmp_path: Path, attack: str) -> None:
     project = _repo(tmp_path)
@@ -54,6 +55,7 @@ def test_every_change_to_hooks_or_config_is_reverted_and_named(tmp_path: Path, a
              if p.is_file()}
     assert after == before and not (project / ".git" / "hooks").is_symlink()
     assert (project / ".git" / "config").read_bytes() == config
+    assert not (project / ".git" / "commondir").exists()
     assert revert_changes(snap) == []  # put back: a second look finds nothing
 
 
