@@ -46,7 +46,7 @@ from yagent.ipc.run_secret import new_run_secret, proves
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus, StopReason, Unconfined
 
 from .admission import DelegationPool
-from .git_guard import WRITES_PROJECT, GitSnapshot, revert_changes, snapshot
+from .git_guard import WRITES_PROJECT, GitSnapshot, git_protection, revert_changes, snapshot
 from .launcher import RunHandle
 from .process_identity import start_time
 from .run_accounting import ProcessSample, RunUsage
@@ -189,10 +189,13 @@ class RunSupervisor:
             return
         secret = new_run_secret()
         try:
+            guarded = self.unconfined is None and self.agent in WRITES_PROJECT
             confinement = confinement_for(self.spec, services.settings, abi=services.landlock_abi,
-                                          runtime_dir=services.runtime_dir or Path(self.spec.home))
-            if self.unconfined is None and self.agent in WRITES_PROJECT:  # its .git is put back after the run
+                                          runtime_dir=services.runtime_dir or Path(self.spec.home),
+                                          git_namespace=guarded and services.user_namespaces)
+            if guarded:  # its .git is put back after the run, even where the worker sees it read-only
                 self._git = snapshot(Path(self.spec.project_root))
+                log.info("run %s (%s): %s", self.id, self.agent, git_protection(confinement.git_namespace))
             handle = services.launcher.launch(self.id, self.agent, services.workers_endpoint, secret,
                                              confinement=confinement)
         except Exception as exc:
