@@ -110,7 +110,7 @@ def test_a_coding_run_cannot_touch_hooks_or_config_and_git_still_works(make_daem
 
 
 _CHILD = """
-import ctypes, json, os, sys
+import ctypes, json, os, subprocess, sys
 from yagent.workers.sandbox.git_namespace import protect_git
 ns = os.readlink("/proc/self/ns/user")
 out = {"bound": protect_git(sys.argv[1])}
@@ -127,6 +127,8 @@ for name, op in json.loads(sys.argv[2]).items():
                 raise OSError(ctypes.get_errno(), "umount2")
         elif op[0] == "mkdir":
             os.mkdir(op[1])
+        elif op[0] == "shell" and subprocess.run(["sh", "-c", op[1]], capture_output=True).returncode != 0:
+            raise OSError(1, "the command failed")
         results[name] = 0
     except OSError as exc:
         results[name] = exc.errno
@@ -143,12 +145,16 @@ def _in_child(project: Path, ops: dict[str, list[str]]) -> dict:
 
 
 def test_the_mounts_are_locked_without_landlock_too(tmp_path: Path) -> None:
-    """Unmounting needs a namespace above the one the worker ends in: refused whatever the caller's rights."""
+    """The worker keeps no capability to unmount with, and a namespace of a command's own inherits them locked."""
     project = _repo(tmp_path)
     before = _state(project)
+    nested = "unshare -Urm sh -c 'umount -l .git/{0} && echo x >> .git/{0}{1}'"
     out = _in_child(project, {"umount hooks": ["umount", ".git/hooks"], "umount config": ["umount", ".git/config"],
                               "umount git": ["umount", ".git"], "hook": ["write", ".git/hooks/pre-commit"],
-                              "config": ["write", ".git/config"], "object": ["write", ".git/objects/x"]})
+                              "config": ["write", ".git/config"], "object": ["write", ".git/objects/x"],
+                              "as root": ["shell", "umount -l .git/hooks && echo x > .git/hooks/pre-commit"],
+                              "nested hooks": ["shell", nested.format("hooks", "/pre-commit")],
+                              "nested config": ["shell", nested.format("config", "")]})
     assert out["bound"] == [".git/hooks", ".git/config"] and out["new_namespace"]
     results = out["results"]
     assert results.pop("object") == 0  # the rest of .git stays writable: git needs it

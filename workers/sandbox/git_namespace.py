@@ -4,9 +4,11 @@ A run allowed to write the project could otherwise plant a hook (or `core.hooksP
 the user's next git command runs unconfined. Where unprivileged user namespaces exist, the worker enters a
 user and mount namespace of its own first thing after the fork (single-threaded: `unshare` refuses a
 threaded process), mapping only its own uid and gid, and bind-mounts them read-only over themselves; `.git`
-is bound over itself too, so it cannot be renamed away and replaced. A second user namespace on top locks
-those mounts (the kernel refuses to unmount or remount them from a less privileged namespace), and the
-Landlock domain that follows refuses any mount change at all. Nothing outside the worker sees the mounts.
+is bound over itself too, so it cannot be renamed away and replaced. The worker then gives up every
+capability it holds in its namespace for good (a command run as uid 0 gets none back at `execve`), so
+nothing below can unmount or remount them, and a namespace a command makes of its own inherits them locked
+(the kernel refuses to unmount or remount a mount inherited from a more privileged namespace). The Landlock
+domain that follows refuses any mount change at all. Nothing outside the worker sees the mounts.
 
 Only what exists is bound, reached without following a symlink: a `.git/hooks` made later, a symlinked one,
 a missing `.git` are not covered here, which is why the daemon still checks and reverts both after the run.
@@ -29,6 +31,20 @@ _KEPT_FLAGS = {os.ST_NOSUID: 2, os.ST_NODEV: 4, os.ST_NOEXEC: 8, os.ST_NOATIME: 
                os.ST_RELATIME: 1 << 21}
 
 
+class _Libc:
+    """The C calls, resolved at import: the forkserver imports this module, so a worker starts with them."""
+
+    def __init__(self) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.unshare, self.mount, self.prctl, self.capset = libc.unshare, libc.mount, libc.prctl, libc.capset
+
+
+try:
+    _LIBC: _Libc | None = _Libc()
+except (OSError, AttributeError):  # not Linux
+    _LIBC = None
+
+
 class GitNamespaceError(OSError):
     """The namespace could not be set up: the run goes on with the daemon's check-and-revert only, unless
     `broken` (the process entered a namespace without its uid mapped, where it cannot create a file)."""
@@ -43,7 +59,9 @@ def protect_git(project_root: str) -> list[str]:
     kind = _kind_at(project_root)
     if kind is None or kind == "link":
         return []  # no repository here, or a .git that points elsewhere by a symlink: nothing of ours to bind
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _LIBC
+    if libc is None:
+        raise GitNamespaceError(0, "this system has no mount namespaces")
     _enter_namespaces(libc)
     _call(libc.mount, None, b"/", None, _MS_REC | _MS_PRIVATE, None, what="make mounts private")
     try:  # opened in the new namespace: a descriptor from before names mounts of the old one
@@ -61,7 +79,7 @@ def protect_git(project_root: str) -> list[str]:
             bound = [f".git/{name}" for name in ("hooks", "config") if _bind_in_git(libc, root, name)]
     finally:
         os.close(root)
-    _enter_namespaces(libc)  # the mounts above are locked for everything below this namespace
+    _drop_capabilities(libc)  # what made the mounts could unmake them: kept by nobody below
     return bound
 
 
@@ -76,7 +94,7 @@ def _kind_at(project_root: str) -> str | None:
         os.close(root)
 
 
-def _bind_in_git(libc: ctypes.CDLL, root: int, name: str) -> bool:
+def _bind_in_git(libc: _Libc, root: int, name: str) -> bool:
     git = os.open(".git", os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=root)  # inside the new mount
     try:
         kind = _kind(git, name)
@@ -100,7 +118,7 @@ def _kind(dir_fd: int, name: str) -> str | None:
     return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else None
 
 
-def _bind(libc: ctypes.CDLL, dir_fd: int, name: str, *, read_only: bool) -> None:
+def _bind(libc: _Libc, dir_fd: int, name: str, *, read_only: bool) -> None:
     """Bind `name` (beneath `dir_fd`, no symlink followed) over itself, then remount it read-only if asked."""
     fd = os.open(name, os.O_PATH | os.O_NOFOLLOW, dir_fd=dir_fd)
     try:
@@ -125,7 +143,7 @@ def _bind(libc: ctypes.CDLL, dir_fd: int, name: str, *, read_only: bool) -> None
         os.close(fd)
 
 
-def _enter_namespaces(libc: ctypes.CDLL) -> None:
+def _enter_namespaces(libc: _Libc) -> None:
     """A new user and mount namespace in which this process keeps its own uid and gid (and nothing else)."""
     uid, gid = os.getuid(), os.getgid()
     _call(libc.unshare, _CLONE_NEWUSER | _CLONE_NEWNS, what="unshare a user and mount namespace")
@@ -145,6 +163,29 @@ def _enter_namespaces(libc: ctypes.CDLL) -> None:
         finally:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+_PR_SET_SECUREBITS = 28
+_SECBIT_NOROOT, _SECBIT_NOROOT_LOCKED = 1 << 0, 1 << 1
+_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capabilities(libc: _Libc) -> None:
+    """No capability left in this namespace, and none to regain: uid 0 gets none at `execve` (the locked
+    no-root bit), a file's capabilities are not granted under no-new-privileges (set by the Landlock step)."""
+    _call(libc.prctl, _PR_SET_SECUREBITS, _SECBIT_NOROOT | _SECBIT_NOROOT_LOCKED, 0, 0, 0,
+          what="keep uid 0 from regaining capabilities")
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    none = (_CapData * 2)()  # the ambient set goes with the permitted one
+    _call(libc.capset, ctypes.byref(header), none, what="drop capabilities")
 
 
 def _call(function: object, *args: object, what: str) -> None:
