@@ -28,8 +28,8 @@ MAX_BYTES = 8 << 20
 def git_protection(namespace: bool) -> str:
     """What protects a writing run's .git, for the daemon's log."""
     if namespace:
-        return (".git/hooks and .git/config are read-only inside the run (a private mount namespace), and "
-                "checked and put back after it")
+        return (".git/hooks and .git/config are read-only inside the run (a private mount namespace; a worker "
+                "that cannot make one says so in this log), and checked and put back after it")
     return (".git/hooks and .git/config are checked and put back after the run only (no unprivileged user "
             "namespaces here: the run can change them while it lasts)")
 

@@ -194,3 +194,33 @@ def test_a_symlinked_hooks_dir_is_not_followed_and_a_missing_one_not_made(tmp_pa
 def test_the_seam_turns_user_namespaces_off() -> None:
     assert user_namespaces({USERNS_ENV: "0"}) is False
     assert user_namespaces({}) is True  # this machine has them (the module is skipped otherwise)
+
+
+_WORKER_STEP = """
+import os, sys, threading
+from yagent.ipc.confinement import ConfinementSpec
+from yagent.workers import sandbox
+agent, asked, threaded = sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
+if threaded:  # the worker got the order wrong: unshare refuses a process with more than one thread
+    stop = threading.Event()
+    threading.Thread(target=stop.wait, daemon=True).start()
+ns = os.readlink("/proc/self/ns/mnt")
+spec = ConfinementSpec(abi=1, agent=agent, project_root=sys.argv[1], home="/nonexistent", runtime_dir="/nonexistent",
+                       task_dir="/nonexistent", scratch_dir="/nonexistent", git_namespace=asked)
+refusal = sandbox.protect_git_dir(spec)
+print(repr(refusal), os.readlink("/proc/self/ns/mnt") != ns)
+"""
+
+
+@pytest.mark.parametrize(("agent", "asked", "threaded", "private"), [
+    ("coding", True, False, True), ("coding", False, False, False), ("repo", True, False, False),
+    ("coding", True, True, False)])
+def test_the_worker_step_applies_only_when_asked_and_otherwise_leaves_the_backstop(
+        tmp_path: Path, agent: str, asked: bool, threaded: bool, private: bool) -> None:
+    project = _repo(tmp_path)
+    done = subprocess.run([sys.executable, "-c", _WORKER_STEP, str(project), agent, str(int(asked)),
+                           str(int(threaded))], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["''", str(private)]  # the run goes on either way
+    # A namespace that could not be made is said, with what still protects the run.
+    assert ("checked and put back after it" in done.stderr) is threaded, done.stderr
