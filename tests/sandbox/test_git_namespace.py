@@ -70,6 +70,12 @@ def _attacks(pwned: Path) -> list[list[str]]:
         ["bash", "mount -o remount,rw,bind .git/hooks"],
         ["bash", "mount --bind <SCRATCH> .git/hooks"],
         ["bash", f"unshare -Urm sh -c 'umount -l .git/hooks; printf \"touch {pwned}\" > .git/hooks/pre-commit'"],
+        # Another process's root is its mount namespace, where no read-only view exists: the daemon's, the
+        # forkserver's, the user's shells.
+        ["bash", f"for p in /proc/[0-9]*; do printf 'touch {pwned}' > $p/root$PWD/.git/hooks/pre-commit "
+                 f"2>/dev/null && echo via $p && exit 0; done; exit 1"],
+        ["bash", "for p in /proc/[0-9]*; do (cd $p/cwd 2>/dev/null && echo x >> .git/config 2>/dev/null) && exit 0;"
+                 " done; exit 1"],
         ["write", ".git/hooks/pre-commit"],
         ["write", ".git/config"],
         ["append", ".git/hooks/keep.sample"],
