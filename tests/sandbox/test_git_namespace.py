@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon_harness import arun, collect_turn, submit
+from tests.daemon_harness import arun, collect_turn, submit, wait_until
 from yagent.ipc.confinement import USERNS_ENV, landlock_abi, user_namespaces
 
 pytestmark = pytest.mark.skipif(not user_namespaces(), reason="no unprivileged user namespaces here")
@@ -230,3 +230,26 @@ def test_the_worker_step_applies_only_when_asked_and_otherwise_leaves_the_backst
     assert done.stdout.split() == ["''", str(private)]  # the run goes on either way
     # A namespace that could not be made is said, with what still protects the run.
     assert ("checked and put back after it" in done.stderr) is threaded, done.stderr
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock")
+def test_the_daemon_still_stops_a_namespaced_run_and_its_commands(make_daemon, tmp_path: Path) -> None:
+    """Signals, the tree sweep and /proc reads reach a worker in its own user namespace as any other."""
+    psutil = pytest.importorskip("psutil")
+    project = _repo(tmp_path)
+    daemon = make_daemon('[daemon]\nagent_modules = ["tests.agents.scripted", "tests.agents.sandbox_probe"]\n'
+                         "[sandbox]\nwritable_roots = []\n")
+    sub = daemon.cli("--json", "run", "--detach", "--agent", "coding", json.dumps([["bash", "sleep 29.125"]]),
+                     cwd=project)
+    assert sub.returncode == 0, sub.stderr
+    task = json.loads(sub.stdout)["task"]
+
+    def sleeper() -> list:
+        return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "29.125"]]
+
+    found = wait_until(sleeper, 60, "the run's command to start")
+    assert os.readlink(f"/proc/{found[0].pid}/ns/user") != os.readlink("/proc/self/ns/user")  # it is namespaced
+    assert daemon.cli("cancel", task).returncode == 0
+    wait_until(lambda: json.loads(daemon.cli("--json", "ps").stdout)[0]["state"] == "cancelled", 60,
+               "the task to be cancelled")
+    wait_until(lambda: not sleeper(), 30, "the run's command to be killed")
