@@ -63,6 +63,13 @@ def protect_git(project_root: str) -> list[str]:
     if libc is None:
         raise GitNamespaceError(0, "this system has no mount namespaces")
     _enter_namespaces(libc)
+    try:
+        return _make_view(libc, project_root, kind)
+    finally:  # what made the mounts could unmake them: kept by nobody below, even if the view is unfinished
+        _drop_capabilities(libc)
+
+
+def _make_view(libc: _Libc, project_root: str, kind: str) -> list[str]:
     _call(libc.mount, None, b"/", None, _MS_REC | _MS_PRIVATE, None, what="make mounts private")
     try:  # opened in the new namespace: a descriptor from before names mounts of the old one
         root = os.open(project_root, os.O_PATH | os.O_DIRECTORY)
@@ -73,14 +80,11 @@ def protect_git(project_root: str) -> list[str]:
             raise GitNamespaceError(0, f"{project_root}/.git changed while it was being protected")
         if kind == "file":  # a worktree's or submodule's gitlink: its pointer is what a run could redirect
             _bind(libc, root, ".git", read_only=True)
-            bound = [".git"]
-        else:
-            _bind(libc, root, ".git", read_only=False)  # a mount point cannot be renamed or removed
-            bound = [f".git/{name}" for name in ("hooks", "config") if _bind_in_git(libc, root, name)]
+            return [".git"]
+        _bind(libc, root, ".git", read_only=False)  # a mount point cannot be renamed or removed
+        return [f".git/{name}" for name in ("hooks", "config") if _bind_in_git(libc, root, name)]
     finally:
         os.close(root)
-    _drop_capabilities(libc)  # what made the mounts could unmake them: kept by nobody below
-    return bound
 
 
 def _kind_at(project_root: str) -> str | None:
