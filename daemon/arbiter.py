@@ -25,7 +25,7 @@ import zmq.asyncio
 
 from yagent.ipc.client_token import new_client_token, write_client_token
 from yagent.ipc.config import ConfigError, Settings
-from yagent.ipc.confinement import landlock_abi
+from yagent.ipc.confinement import landlock_abi, user_namespaces
 from yagent.ipc.errors import MalformedMessage, MessageTooLarge
 from yagent.ipc.messages import ErrorReply, Ping
 from yagent.ipc.records import Message, decode, encode
@@ -86,6 +86,7 @@ class Daemon:
         version: str = "0",
         peer_limits: PeerLimits | None = None,
         landlock_probe: Callable[[], int] = landlock_abi,
+        userns_probe: Callable[[], bool] = user_namespaces,
     ) -> None:
         self.config = SettingsSource(home, settings)
         self.paths = paths
@@ -115,6 +116,7 @@ class Daemon:
         self._registry_retry: Timer | None = None
         self._peer_limits = peer_limits
         self._landlock_probe = landlock_probe  # a seam: a test hands in a kernel without Landlock
+        self._userns_probe = userns_probe  # a seam: a system without unprivileged user namespaces
 
     @property
     def settings(self) -> Settings:
@@ -191,7 +193,7 @@ class Daemon:
             workers_endpoint=RuntimePaths.endpoint(self.paths.workers), home=self.home,
             send_worker=self.worker_gate.send, is_shutting_down=lambda: self.shutting_down,
             spend=DailySpend(self.registry.spent_since(start_of_day(time.time()))),
-            runtime_dir=self.paths.root, landlock_abi=self._landlock_probe())
+            runtime_dir=self.paths.root, landlock_abi=self._landlock_probe(), user_namespaces=self._userns_probe())
         self._say_confinement()
         self.registry.deferred.on_deferred = self._retry_registry_later
         # Before any request is read or lease granted: a dead predecessor's workers must not race new runs.

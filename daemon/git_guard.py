@@ -16,13 +16,22 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["WRITES_PROJECT", "GitSnapshot", "revert_changes", "snapshot"]
+__all__ = ["WRITES_PROJECT", "GitSnapshot", "git_protection", "revert_changes", "snapshot"]
 
 # The agent kinds whose workers may write the project (workers/tools/profiles.py decides; this mirrors it,
 # pinned by tests/sandbox/test_git_guard.py): only their runs are checked.
 WRITES_PROJECT = frozenset({"coding"})
 MAX_FILES = 512
 MAX_BYTES = 8 << 20
+
+
+def git_protection(namespace: bool) -> str:
+    """What protects a writing run's .git, for the daemon's log."""
+    if namespace:
+        return (".git/hooks and .git/config are read-only inside the run (a private mount namespace; a worker "
+                "that cannot make one says so in this log), and checked and put back after it")
+    return (".git/hooks and .git/config are checked and put back after the run only (no unprivileged user "
+            "namespaces here: the run can change them while it lasts)")
 
 
 @dataclass
@@ -32,6 +41,10 @@ class GitSnapshot:
     config_mode: int = 0o644
     hooks: dict[str, tuple[str, bytes, int]] = field(default_factory=dict)  # name -> (kind, content, mode)
     hooks_existed: bool = True
+    # `commondir` makes git take config and hooks from the directory it names: a run that writes one
+    # redirects both past any protection of the two.
+    commondir: bytes | None = None
+    commondir_mode: int = 0o644
 
 
 def snapshot(project: Path) -> GitSnapshot | None:
@@ -44,6 +57,7 @@ def snapshot(project: Path) -> GitSnapshot | None:
         return None
     config, mode = _read(git_dir / "config")
     snap = GitSnapshot(git_dir, config, mode)
+    snap.commondir, snap.commondir_mode = _read(git_dir / "commondir")
     hooks = git_dir / "hooks"
     snap.hooks_existed = hooks.is_dir() and not hooks.is_symlink()
     total = 0
@@ -64,13 +78,10 @@ def snapshot(project: Path) -> GitSnapshot | None:
 def revert_changes(snap: GitSnapshot) -> list[str]:
     """Put config and hooks back as `snap` has them; returns what was changed (empty: nothing was)."""
     changed: list[str] = []
-    config_path = snap.git_dir / "config"
-    now, mode = _read(config_path)
-    if (now, mode) != (snap.config, snap.config_mode) or config_path.is_symlink():
-        changed.append(".git/config")
-        _remove(config_path)
-        if snap.config is not None:
-            _write(config_path, snap.config, snap.config_mode)
+    for name, content, mode in (("config", snap.config, snap.config_mode),
+                                ("commondir", snap.commondir, snap.commondir_mode)):
+        if _revert_file(snap.git_dir / name, content, mode):
+            changed.append(f".git/{name}")
     hooks = snap.git_dir / "hooks"
     if not snap.hooks_existed:
         if os.path.lexists(hooks):
@@ -98,6 +109,16 @@ def revert_changes(snap: GitSnapshot) -> list[str]:
             changed.append(f".git/hooks/{rel} (removed)")
             _restore(hooks / rel, entry)
     return changed
+
+
+def _revert_file(path: Path, content: bytes | None, mode: int) -> bool:
+    """Put one file back (None: there was none); whether it had changed."""
+    if _read(path) == (content, mode) and not path.is_symlink():
+        return False
+    _remove(path)
+    if content is not None:
+        _write(path, content, mode)
+    return True
 
 
 def _read(path: Path) -> tuple[bytes | None, int]:

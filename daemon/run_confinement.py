@@ -48,7 +48,7 @@ def why_unconfined(settings: Settings, yolo: str, abi: int) -> Unconfined | None
 
 
 def confinement_for(spec: RunSpec, settings: Settings, *, abi: int, runtime_dir: Path,
-                    user_home: Path | None = None) -> ConfinementSpec:
+                    user_home: Path | None = None, git_namespace: bool = False) -> ConfinementSpec:
     """The run's confinement spec, its state directories created (OSError if they cannot be)."""
     home = Path(spec.home)
     task, scratch = task_dir(home, spec.task), scratch_dir(home, spec.run)
@@ -60,4 +60,4 @@ def confinement_for(spec: RunSpec, settings: Settings, *, abi: int, runtime_dir:
         abi=abi, agent=spec.agent, project_root=spec.project_root, home=str(home), runtime_dir=str(runtime_dir),
         task_dir=str(task), scratch_dir=str(scratch), unconfined=why_unconfined(settings, spec.yolo, abi),
         required=settings.sandbox.required, shared_dirs=[str(p) for p in shared], writable_roots=writable,
-        deny_read=deny)
+        deny_read=deny, git_namespace=git_namespace)

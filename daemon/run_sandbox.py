@@ -9,17 +9,20 @@ git command.
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.messages import RunSpec
 from yagent.ipc.vocabulary import Unconfined
 
-from .git_guard import WRITES_PROJECT, GitSnapshot, revert_changes, snapshot
+from .git_guard import WRITES_PROJECT, GitSnapshot, git_protection, revert_changes, snapshot
 from .run_confinement import REQUIRED_BUT_MISSING, confinement_for, why_unconfined
 from .run_services import RunServices
 
 __all__ = ["RunSandbox"]
+
+log = logging.getLogger(__name__)
 
 
 class RunSandbox:
@@ -37,13 +40,17 @@ class RunSandbox:
             return REQUIRED_BUT_MISSING
         return ""
 
-    def launch_spec(self) -> ConfinementSpec | None:
+    def launch_spec(self) -> ConfinementSpec:
         """What the worker restricts itself to (its state dirs made here); notes `.git` when that is needed."""
         services, spec = self._services, self._spec
+        guarded = self.unconfined is None and spec.agent in WRITES_PROJECT
         confinement = confinement_for(spec, services.settings, abi=services.landlock_abi,
-                                      runtime_dir=services.runtime_dir or Path(spec.home))
-        if self.unconfined is None and spec.agent in WRITES_PROJECT:
+                                      runtime_dir=services.runtime_dir or Path(spec.home),
+                                      git_namespace=guarded and services.user_namespaces)
+        if guarded:  # its .git is put back after the run, even where the worker sees it read-only
             self._git = snapshot(Path(spec.project_root))
+            log.info("run %s (%s): %s", spec.run, spec.agent,
+                     git_protection(confinement.git_namespace))
         return confinement
 
     async def put_back(self) -> list[str]:

@@ -52,6 +52,7 @@ class RunServices:
     spend: DailySpend = field(default_factory=DailySpend)  # today's dollars over every task
     runtime_dir: Path | None = None  # kept out of every confined worker's reach
     landlock_abi: int = 0  # the kernel's Landlock ABI as probed at start (0: none, runs are not confined)
+    user_namespaces: bool = False  # as probed at start: a run that writes the project gets a read-only .git view
     runs_started: int = 0
 
     @property

@@ -16,11 +16,14 @@ from dataclasses import field
 from .records import Record, record
 from .vocabulary import Unconfined
 
-__all__ = ["ABI_ENV", "ConfinementSpec", "landlock_abi"]
+__all__ = ["ABI_ENV", "USERNS_ENV", "ConfinementSpec", "landlock_abi", "user_namespaces"]
 
 # The one place the ABI can be lowered from outside: `YAGENT_LANDLOCK_ABI=0 yagentd` behaves as on a kernel
 # without Landlock, `=5` as on one without scopes. It never raises the ABI above what the kernel has.
 ABI_ENV = "YAGENT_LANDLOCK_ABI"
+# `YAGENT_USER_NAMESPACES=0 yagentd` behaves as on a system without unprivileged user namespaces.
+USERNS_ENV = "YAGENT_USER_NAMESPACES"
+_MAX_USER_NAMESPACES = "/proc/sys/user/max_user_namespaces"
 _CREATE_RULESET = {"x86_64": 444, "aarch64": 444}
 _CREATE_RULESET_VERSION = 1
 
@@ -41,6 +44,7 @@ class ConfinementSpec(Record):
     shared_dirs: list[str] = field(default_factory=list)  # state every worker writes (approvals, breakers)
     writable_roots: list[str] = field(default_factory=list)  # [sandbox] writable_roots, expanded
     deny_read: list[str] = field(default_factory=list)  # [sandbox] deny_read, expanded
+    git_namespace: bool = False  # a worker that writes the project sees its .git hooks and config read-only
 
 
 def landlock_abi(environ: Mapping[str, str] | None = None) -> int:
@@ -51,6 +55,19 @@ def landlock_abi(environ: Mapping[str, str] | None = None) -> int:
     if cap.isdigit():
         abi = min(abi, int(cap))
     return abi
+
+
+def user_namespaces(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this process may create user namespaces (read once here; `YAGENT_USER_NAMESPACES=0` says no)."""
+    env = os.environ if environ is None else environ
+    if env.get(USERNS_ENV, "").strip() == "0":
+        return False
+    try:
+        with open(_MAX_USER_NAMESPACES) as fh:
+            allowed = int(fh.read().strip() or 0)
+    except (OSError, ValueError):
+        return False
+    return allowed > 0
 
 
 def _kernel_abi() -> int:

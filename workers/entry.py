@@ -123,13 +123,15 @@ def _confine(confinement: ConfinementSpec | None) -> str:
 
 def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ...] = (),
                 secret_pipe: Connection | None = None, confinement: ConfinementSpec | None = None) -> None:
+    # Before anything else: unshare needs a single thread, and the uid map is written while still dumpable.
+    git_refusal = sandbox.protect_git_dir(confinement)
     secret = _take_run_secret(secret_pipe)
     _leave_the_forkserver()
     _keep_state_private()
     _become_run_process(run_id, "worker")
     # Order matters: everything that needs a right the sandbox takes away (inherited fds are kept) goes above,
     # every thread below.
-    refusal = _confine(confinement)
+    refusal = _confine(confinement) or git_refusal
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s worker {run_id} %(levelname)s %(name)s: %(message)s")
     for module in agent_modules:
         importlib.import_module(module)

@@ -11,7 +11,7 @@ import pytest
 
 from tests.daemon_harness import arun, collect_turn, submit, wait_until
 from yagent.daemon.git_guard import WRITES_PROJECT, revert_changes, snapshot
-from yagent.ipc.confinement import landlock_abi
+from yagent.ipc.confinement import USERNS_ENV, landlock_abi
 from yagent.workers.sandbox import writes_project
 from yagent.workers.tools.profiles import PROFILES
 
@@ -39,6 +39,7 @@ def test_the_daemon_checks_exactly_the_kinds_whose_profile_writes_the_project() 
     "git config core.fsmonitor 'sh -c evil'",
     "rm .git/config",
     "ln -sf /etc/passwd .git/config.tmp && mv .git/config.tmp .git/config",
+    "mkdir -p ../evil && cp -r .git/. ../evil/ && echo \"$PWD/../evil\" > .git/commondir",  # redirects both
 ])
 def test_every_change_to_hooks_or_config_is_reverted_and_named(tmp_path: Path, attack: str) -> None:
     project = _repo(tmp_path)
@@ -54,6 +55,7 @@ def test_every_change_to_hooks_or_config_is_reverted_and_named(tmp_path: Path, a
              if p.is_file()}
     assert after == before and not (project / ".git" / "hooks").is_symlink()
     assert (project / ".git" / "config").read_bytes() == config
+    assert not (project / ".git" / "commondir").exists()
     assert revert_changes(snap) == []  # put back: a second look finds nothing
 
 
@@ -65,9 +67,10 @@ def test_no_git_dir_or_a_gitlink_is_nothing_to_guard(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock")
 def test_a_hook_a_coding_run_plants_is_gone_after_the_run_and_the_task_says_so(make_daemon, tmp_path: Path) -> None:
+    """Where user namespaces are missing (the seam says so), check-and-revert is the only protection."""
     project = _repo(tmp_path)
     daemon = make_daemon('[daemon]\nagent_modules = ["tests.agents.scripted", "tests.agents.sandbox_probe"]\n'
-                         "[sandbox]\nwritable_roots = []\n")
+                         "[sandbox]\nwritable_roots = []\n", env={USERNS_ENV: "0"})
     hook = project / ".git" / "hooks" / "pre-commit"
     ops = [["bash", f"echo 'touch {tmp_path}/pwned' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit"],
            ["bash", "git config core.hooksPath /tmp/planted"], ["write", str(project / "src.py")]]
@@ -84,6 +87,7 @@ def test_a_hook_a_coding_run_plants_is_gone_after_the_run_and_the_task_says_so(m
     assert (project / "src.py").exists()  # the run's real work stays
     assert "hooksPath" not in (project / ".git" / "config").read_text()
     wait_until(lambda: "put back as it was before the run" in daemon.log_path.read_text(), 30, "the daemon's note")
+    assert "checked and put back after the run only" in daemon.log_path.read_text()  # which protection it got
     subprocess.run(["git", "-C", str(project), "commit", "-q", "--allow-empty", "-m", "x"], check=True,
                    env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
                         "GIT_COMMITTER_EMAIL": "t@t"})

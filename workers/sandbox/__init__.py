@@ -21,10 +21,11 @@ from yagent.ipc.vocabulary import Unconfined
 from ..tools.profiles import PROFILES
 from ..tools.spec import Effect
 from ._landlock import LandlockError, Rule, restrict_self
+from .git_namespace import GitNamespaceError, protect_git
 from .policy import rule_sets
 
-__all__ = ["Confinement", "confine_worker", "confined", "current", "refused_after_approval", "shell_argv", "shell_env",
-           "writes_project"]
+__all__ = ["Confinement", "confine_worker", "confined", "current", "protect_git_dir", "refused_after_approval",
+           "shell_argv", "shell_env", "writes_project"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,23 @@ def writes_project(agent: str) -> bool:
     kind, `family:instance` looked up by family) gets none."""
     profile = PROFILES.get(agent) or PROFILES.get(agent.split(":", 1)[0])
     return profile is not None and bool(profile.grant & Effect.FS_WRITE) and not profile.deny & Effect.FS_WRITE
+
+
+def protect_git_dir(spec: ConfinementSpec | None) -> str:
+    """Give this process (and all it starts) a read-only view of the project's .git hooks and config when the
+    daemon asked for one; "" or why the run must not go on. Must run while the process has one thread and
+    before Landlock, which refuses mount changes. A namespace that cannot be made leaves the daemon's
+    check-and-revert as the only protection, said on stderr (the daemon's log)."""
+    if spec is None or not spec.git_namespace or spec.unconfined is not None or not writes_project(spec.agent):
+        return ""
+    try:
+        protect_git(spec.project_root)
+    except GitNamespaceError as exc:
+        if exc.broken:
+            return f"the read-only view of .git could not be set up ({exc.strerror}); the run was not started"
+        os.write(2, f"yagent worker {os.getpid()}: .git/hooks and .git/config of {spec.project_root} stay writable "
+                    f"during this run ({exc.strerror}); they are checked and put back after it\n".encode())
+    return ""
 
 
 def confine_worker(spec: ConfinementSpec | None, agent: str) -> Confinement | None:
