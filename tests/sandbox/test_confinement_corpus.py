@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ import pytest
 from tests.daemon_harness import DaemonProcess, arun, collect_turn, submit, wait_until
 from tests.sandbox.shell_escapes import ALLOWED, OUTSIDE_WRITES
 from yagent.ipc.confinement import landlock_abi, user_namespaces
-from yagent.ipc.vocabulary import EventType, YoloLevel
+from yagent.ipc.vocabulary import ErrorCode, EventType, YoloLevel
 
 pytestmark = pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock")
 
@@ -60,6 +61,7 @@ def _fill(template: str, w: World, name: str, *, control: bool = False) -> str:
 def _state_attacks(w: World) -> list[tuple[str, str]]:
     """(name, command) trying to rewrite the run's own state, approve itself, read what is yagent's."""
     home, cfg = w.daemon.home, w.daemon.home / "config" / "config.toml"
+    raw_submit = _RAW_SUBMIT.format(endpoint=w.daemon.runtime / "control.sock", yolo=YoloLevel.FULL.value)
     return [
         ("grants", "echo '[\"run_bash:pwned\"]' > <TASKDIR>/grants.json"),
         ("grants_py", "python3 -c \"open('<TASKDIR>/grants.json', 'w').write('pwned')\""),
@@ -82,16 +84,32 @@ def _state_attacks(w: World) -> list[tuple[str, str]]:
         ("read_other_project", f"cat {w.other_project}/secret.txt"),
         ("signal_daemon", f"kill -0 {w.daemon.proc.pid if w.daemon.proc else 1}"),
         ("signal_worker", "kill -0 $PPID"),
+        # Landlock does not mediate connect() to control.sock: the client token the shell cannot read does.
+        ("drive_daemon_ps", f"{sys.executable} -m yagent.client.cli ps"),
+        ("drive_daemon_run", f"{sys.executable} -m yagent.client.cli run --full-yolo 'echo pwned > {home}/pwned'"),
+        ("drive_daemon_raw", f"{sys.executable} -c \"{raw_submit}\""),
     ]
+
+
+# A client of its own, past the CLI and its token file: a hello with no token, then a full-yolo submit. Exits 0
+# only if the daemon took the submit.
+_RAW_SUBMIT = ("import os, sys, zmq; from yagent.ipc.messages import Hello, Submit, Submitted; "
+               "from yagent.ipc.records import decode, encode; s = zmq.Context().socket(zmq.DEALER); "
+               "s.setsockopt(zmq.IDENTITY, b'x' + os.urandom(16)); s.setsockopt(zmq.RCVTIMEO, 10000); "
+               "s.connect('ipc://{endpoint}'); s.send(encode(Hello(id=1, version=1))); "
+               "s.send(encode(Submit(id=2, project=os.getcwd(), text='pwned', yolo='{yolo}'))); "
+               "replies = [decode(s.recv()) for _ in range(2)]; print(replies); "
+               "sys.exit(0 if any(isinstance(r, Submitted) for r in replies) else 1)")
 
 
 STATE_ATTACKS = ("grants", "grants_py", "memory_append", "memory_rm", "agents", "approvals", "config_write",
                  "config_replace", "breaker", "state_db", "home_new", "read_config", "grep_home", "list_tasks",
                  "read_other_task", "list_runtime", "read_ssh", "python_read_config", "read_other_project",
-                 "signal_daemon", "signal_worker")
+                 "signal_daemon", "signal_worker", "drive_daemon_ps", "drive_daemon_run", "drive_daemon_raw")
 # Reads that must fail: their output must not carry the secret, and they must not succeed.
 _MUST_FAIL = {"read_config", "grep_home", "list_tasks", "read_other_task", "list_runtime", "read_ssh",
-              "python_read_config", "read_other_project", "signal_daemon", "signal_worker"}
+              "python_read_config", "read_other_project", "signal_daemon", "signal_worker", "drive_daemon_ps",
+              "drive_daemon_run", "drive_daemon_raw"}
 
 _PROJECT_WRITES = (
     "echo x > README.md", "echo x >> README.md", "rm README.md", "touch new_<n>", "mkdir dir_<n>",
@@ -328,3 +346,11 @@ def test_a_worker_itself_is_held_to_its_profile(world: World, agent: str) -> Non
     assert (world.project / f"by_{agent}").exists() is writes
     assert not (world.outside / f"worker_{agent}").exists()
     assert (world.other_project / "main.py").read_text() == ORIGINAL
+
+
+@pytest.mark.parametrize("agent", ["coding", "devops"])
+def test_a_confined_shell_cannot_drive_the_daemon_for_want_of_the_client_token(world: World, agent: str) -> None:
+    # Refused for the right reason: the token file is out of the read set, and the daemon answers no one without it.
+    ps, raw = world.results[f"{agent}-state-drive_daemon_ps"], world.results[f"{agent}-state-drive_daemon_raw"]
+    assert "cannot read the token" in ps["out"] and "Permission denied" in ps["out"], ps["out"]
+    assert raw["out"].count(ErrorCode.UNAUTHENTICATED.value) == 2, raw["out"]  # the hello and the submit
