@@ -25,6 +25,15 @@ def _child_outcome(events) -> dict:
     return json.loads(of_type(events, EventType.TURN_FINISHED)[0].data["output"])["notes"][0][0]
 
 
+def _process(pid: int) -> psutil.Process | None:
+    """The live process `pid`, or None: it may exit between any look and the next."""
+    try:
+        proc = psutil.Process(pid)
+        return proc if proc.status() != psutil.STATUS_ZOMBIE else None
+    except psutil.NoSuchProcess:
+        return None
+
+
 def _alive(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -53,7 +62,7 @@ def test_idle_timeout_kills_a_stuck_run_and_its_children(make_daemon, project: P
     assert len(child_pids) == 2
     run_id = of_type(events, "spawned")[0].run
     # The grandchild `sleep` of the second spawn is found by the run id in its environment.
-    tree = [psutil.Process(p) for p in [worker_pid, *child_pids] if _alive(p)]
+    tree = [proc for p in [worker_pid, *child_pids] if (proc := _process(p)) is not None]
     tree += [p for p in psutil.process_iter() if _env_run(p) == run_id and p.pid not in child_pids]
     _gone, alive = psutil.wait_procs(tree, timeout=10)
     assert [p for p in alive if _alive(p.pid)] == []
@@ -192,7 +201,7 @@ def test_cancel_stops_every_run_of_the_task(make_daemon, project: Path) -> None:
     assert finished["status"] == "cancelled" and finished["stop_reason"] == "cancelled"
     pids = [e.data["pid"] for e in of_type(events, EventType.RUN_STARTED)]
     pids += [e.data["pid"] for e in of_type(events, "spawned")]
-    _gone, alive = psutil.wait_procs([psutil.Process(p) for p in pids if _alive(p)], timeout=10)
+    _gone, alive = psutil.wait_procs([proc for p in pids if (proc := _process(p)) is not None], timeout=10)
     assert not alive
     child_end = [e for e in of_type(events, EventType.RUN_FINISHED) if e.data["parent"]][0].data
     assert child_end["status"] == "cancelled"

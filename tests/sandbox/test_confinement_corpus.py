@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -196,15 +196,21 @@ def _run_everything(w: World) -> None:
             for i, command in enumerate(_PROJECT_WRITES):
                 ops.append(["bash", command.replace("<n>", f"devops{i}")])
                 ids.append(f"devops-project-{i}")
+        # The run's end sweeps what its commands left running: on a busy machine that could come before a
+        # background case has done its work (a false "confined"), so the run waits for their markers first.
+        ops.append(["bash", _waiting_for(f'ls "$TMPDIR"/{p}* >/dev/null 2>&1' for p in BACKGROUND_MARKERS)])
+        ids.append(f"{agent}-background-done")
         answers = _turn(w, agent, ops)
         w.scratch[agent] = Path(answers[0]["out"].split("\n")[1].strip())
         w.results.update(zip(ids, answers, strict=True))
     # The control: every case run unconfined, to show it does change its target when nothing stops it.
     unconfined = [["bash", _fill(t, w, f"open{i}", control=True)] for i, t in enumerate(OUTSIDE_WRITES)]
+    background = [i for i, t in enumerate(OUTSIDE_WRITES) if _in_background(t)]
+    unconfined.append(["bash", _waiting_for(f"grep -qx x {w.control / 'outside'}/open{i}" for i in background)])
     control = _turn(w, "coding", unconfined, project=w.control / "project", yolo=YoloLevel.FULL)
     w.results.update({f"control-{i}": a for i, a in enumerate(control)})
     for i, template in enumerate(OUTSIDE_WRITES):
-        if template.rstrip().endswith("&") or template.startswith("setsid -f"):  # done after the command returned
+        if _in_background(template):  # done after the command returned
             wait_until(lambda i=i: _changed(w.control / "outside", f"open{i}"), 30, f"unconfined {template!r}")
     # Background jobs the corpus left: they ran (their marker is in the scratch dir) before we look.
     for agent in ("coding", "devops"):
@@ -215,6 +221,15 @@ def _run_everything(w: World) -> None:
         ops = _in_process_ops(w, agent)
         answers = _turn(w, agent, [op for _, op in ops])
         w.results.update({f"{agent}-worker-{name}": a for (name, _), a in zip(ops, answers, strict=True)})
+
+
+def _in_background(template: str) -> bool:
+    return template.rstrip().endswith("&") or template.startswith("setsid -f")
+
+
+def _waiting_for(checks: Iterable[str]) -> str:
+    """A command that returns once every one of the shell `checks` holds (two minutes at most)."""
+    return f"timeout 120 sh -c 'until {' && '.join(checks)}; do sleep 0.05; done'"
 
 
 def _in_process_ops(w: World, agent: str) -> list[tuple[str, list[Any]]]:
