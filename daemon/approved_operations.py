@@ -17,11 +17,12 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 from collections import OrderedDict
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any
+
+import psutil
 
 from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.messages import ApprovedOperation, ApprovedOperationResult, ErrorReply, Question
@@ -140,9 +141,15 @@ async def _run(run: RunSupervisor, reply_id: int, approval: Approval, request: d
 async def _in_process(run: RunSupervisor, request: dict[str, Any], confinement: ConfinementSpec
                       ) -> ApprovedOperationResult:
     handle, reader = run.services.launcher.launch_operation(run.id, request, confinement=confinement)
+    receiving = asyncio.ensure_future(asyncio.to_thread(_receive, reader, handle.sentinel, handle.pid))
+    ended = asyncio.ensure_future(run.exited.wait())
     try:
-        got = await asyncio.to_thread(_receive, reader, handle.sentinel, handle.pid)
+        await asyncio.wait([receiving, ended], return_when=asyncio.FIRST_COMPLETED)
     finally:
+        ended.cancel()
+        if not receiving.done():  # the run ended (or the daemon stops) first: the operation goes with it
+            await asyncio.to_thread(_kill_tree, handle.pid)
+        got = await asyncio.shield(receiving)  # EOF at once now that the process is gone
         reader.close()
         handle.close()
     if not isinstance(got, dict):
@@ -154,6 +161,18 @@ async def _in_process(run: RunSupervisor, request: dict[str, Any], confinement: 
                                    data=data if isinstance(data, dict) else {})
 
 
+def _kill_tree(pid: int) -> None:
+    """SIGKILL the operation's process and what it started (a command runs in a session of its own)."""
+    try:
+        root = psutil.Process(pid)
+        procs = [*root.children(recursive=True), root]
+    except psutil.Error:
+        return
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+
+
 def _receive(reader: Connection, sentinel: int, pid: int) -> object:
     """The process's result (None if it died first), then its exit: it is killed if it lingers after replying."""
     try:
@@ -161,6 +180,5 @@ def _receive(reader: Connection, sentinel: int, pid: int) -> object:
     except (EOFError, OSError):
         got = None
     if not wait([sentinel], timeout=LINGER):
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)  # its own process group (`entry._become_run_process`)
+        _kill_tree(pid)
     return got

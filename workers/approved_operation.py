@@ -31,9 +31,11 @@ from .tools.context import ToolContext
 from .tools.invoke import parse_arguments
 from .tools.spec import Invocation
 
-__all__ = ["COMMAND_TOOL", "operation_main"]
+__all__ = ["CARRIED_OUT", "COMMAND_TOOL", "operation_main"]
 
 COMMAND_TOOL = "run_bash"  # the one tool whose approved calls also get the home writable
+# The tools an approved operation may be: those that write files or run a command (never a delegation).
+CARRIED_OUT = frozenset({"create_file", "search_replace_in_file", "delete_file", "rename_file", COMMAND_TOOL})
 
 
 def operation_main(run_id: str, reply: Connection, confinement: ConfinementSpec, request: dict[str, Any]) -> None:
@@ -56,7 +58,7 @@ def _carry_out(confinement: ConfinementSpec, request: dict[str, Any]) -> ToolRes
     tool = str(request.get("tool", ""))
     spec = REGISTRY.get(tool)
     approved = [str(p) for p in request.get("approved", ())]
-    if spec is None or not spec.mutates:
+    if spec is None or tool not in CARRIED_OUT:
         return ToolResult.error(f"{tool!r} is not a tool an approved operation carries out; nothing was done.")
     hidden = [os.path.realpath(p) for p in (confinement.home, confinement.runtime_dir)]
     for path in approved:

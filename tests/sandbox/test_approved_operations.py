@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import select
@@ -14,14 +15,15 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.agent_harness import MARKERS, llm_config, tool_messages
 from tests.daemon_harness import arun, collect_turn, of_type, submit
 from tests.fake_provider import FakeProvider, Step, ToolCallSpec
 from yagent.ipc.confinement import landlock_abi
-from yagent.ipc.messages import Ack, Answer, ListTasks, TaskList
-from yagent.ipc.vocabulary import EventType, QuestionKind
+from yagent.ipc.messages import Ack, Answer, ListTasks, TaskControl, TaskList
+from yagent.ipc.vocabulary import ControlAction, EventType, QuestionKind
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(landlock_abi() < 1, reason="needs a kernel with Landlock")]
@@ -157,7 +159,7 @@ def test_an_approved_command_that_writes_outside_runs_in_its_own_process_shown_i
     made = outside / "made.txt"
     hidden = base64.b64encode(str(other / "leaked").encode()).decode()  # a path the prompt cannot show
     command = (f"echo written > {made} && (echo leaked > $(echo {hidden} | base64 -d) || echo refused) && "
-               f"echo up > {ready} && cat {go} && echo finished")
+               f"echo up > {ready} && head -n 1 {go} && echo finished")
     _coding(fake, [ToolCallSpec("run_bash", {"command": command}, id="b1")])
     daemon = make_daemon(llm_config(fake, extra=STRICT))
     seen: dict[str, str] = {}
@@ -167,14 +169,64 @@ def test_an_approved_command_that_writes_outside_runs_in_its_own_process_shown_i
         listed = await c.request(ListTasks(id=0, project=None, limit=10), TaskList)
         seen["waiting"] = " | ".join(r.waiting for t in listed.tasks for r in t.runs if r.agent == "coding")
         seen["made"] = made.read_text()
-        fd = os.open(go, os.O_WRONLY | os.O_NONBLOCK)  # its reader is there: it let the command go on
-        os.write(fd, b"go\n")
-        os.close(fd)
+        os.write(go_fd, b"go\n")  # lets the command go on
 
-    events = _turn(daemon, project, "Run it.", ["once"], during=while_running)
+    go_fd = os.open(go, os.O_RDWR | os.O_NONBLOCK)  # held open: what is written waits for the command's reader
+    try:
+        events = _turn(daemon, project, "Run it.", ["once"], during=while_running)
+    finally:
+        os.close(go_fd)
+
     assert len(of_type(events, EventType.USER_HELP_NEEDED)) == 1
     assert seen["ready"] == "up\n" and seen["made"] == "written\n"
     assert f"the approved run_bash `{command}` (home writable)" in seen["waiting"], seen
     result = tool_messages(fake.requests_for("coding")[1])[0]["content"]
     assert "finished" in result and "go" in result and "refused" in result, result
     assert os.listdir(other) == []  # only what the prompt named (and the home) was added to the rules
+
+
+def test_a_task_cancelled_while_its_approved_command_runs_takes_the_command_along(
+        fake, make_daemon, project: Path, away: Path) -> None:
+    ready, never = away / "ready", away / "never"
+    os.mkfifo(ready)
+    os.mkfifo(never)
+    command = f"echo $$ > {ready} && cat {never}"  # blocks until killed: nobody ever writes `never`
+    _coding(fake, [ToolCallSpec("run_bash", {"command": command}, id="b1")])
+    daemon = make_daemon(llm_config(fake, extra=STRICT))
+    seen: dict[str, int] = {}
+
+    async def cancel_midway(c, task: str) -> None:
+        seen["pid"] = int(await asyncio.to_thread(_await_fifo, ready))
+        await c.request(TaskControl(id=0, task=task, action=ControlAction.CANCEL), Ack)
+
+    events = _turn(daemon, project, "Run it.", ["once"], during=cancel_midway)
+    assert of_type(events, EventType.TURN_FINISHED)
+    with contextlib.suppress(psutil.NoSuchProcess):  # the run's end sweeps it: waited for, with a deadline
+        psutil.Process(seen["pid"]).wait(timeout=30)
+    assert not psutil.pid_exists(seen["pid"])
+    assert daemon.status().confined  # the daemon serves on
+
+
+def test_a_daemon_stopped_while_an_approved_command_runs_exits_and_takes_the_command_along(
+        fake, make_daemon, project: Path, away: Path) -> None:
+    ready, never = away / "ready", away / "never"
+    os.mkfifo(ready)
+    os.mkfifo(never)
+    _coding(fake, [ToolCallSpec("run_bash", {"command": f"echo $$ > {ready} && cat {never}"}, id="b1")])
+    daemon = make_daemon(llm_config(fake, extra=STRICT))
+    seen: dict[str, int] = {}
+
+    class Stopped(Exception):
+        pass
+
+    async def stop_midway(_c, _task: str) -> None:
+        seen["pid"] = int(await asyncio.to_thread(_await_fifo, ready))
+        seen["exit"] = await asyncio.to_thread(daemon.terminate)  # raises if it does not exit within 30 s
+        raise Stopped
+
+    with pytest.raises(Stopped):
+        _turn(daemon, project, "Run it.", ["once"], during=stop_midway)
+    assert seen["exit"] == 0
+    with contextlib.suppress(psutil.NoSuchProcess):
+        psutil.Process(seen["pid"]).wait(timeout=30)
+    assert not psutil.pid_exists(seen["pid"])

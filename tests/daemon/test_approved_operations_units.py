@@ -1,0 +1,62 @@
+"""The daemon's ledger of answered authorisation prompts: only an allowing answer to an authorisation prompt
+that named outside paths is kept, each for one operation of the tool it was asked for; garbage in a prompt's
+details keeps nothing and raises nothing."""
+
+from __future__ import annotations
+
+import math
+
+from yagent.daemon.approved_operations import MAX_KEPT, Approval, ApprovalLedger
+from yagent.ipc.messages import Question
+from yagent.ipc.vocabulary import QuestionKind
+
+
+def _question(paths: object = ("/elsewhere/f",), *, kind: QuestionKind = QuestionKind.AUTHORIZE, **details: object
+              ) -> Question:
+    return Question(request_id="r.1", kind=kind, prompt="p",
+                    details={"tool": "create_file", "summary": "create_file /elsewhere/f",
+                             "outside_paths": list(paths) if isinstance(paths, tuple) else paths, **details})
+
+
+def test_an_allowing_answer_is_good_for_one_operation_of_its_tool() -> None:
+    ledger = ApprovalLedger()
+    ledger.note(3, _question(), {"value": " Once "})
+    assert ledger.take(3, "create_file") == Approval("create_file", "create_file /elsewhere/f", ("/elsewhere/f",))
+    assert "already used" in str(ledger.take(3, "create_file"))
+
+
+def test_a_try_with_another_tool_uses_the_answer_up() -> None:
+    ledger = ApprovalLedger()
+    ledger.note(1, _question(), {"value": "session"})
+    assert ledger.take(1, "run_bash") == "prompt 1 approved create_file, not run_bash"
+    assert isinstance(ledger.take(1, "create_file"), str)
+
+
+def test_denials_dismissals_other_kinds_and_garbage_keep_nothing() -> None:
+    ledger = ApprovalLedger()
+    cases = [
+        (_question(), {"value": "deny"}),
+        (_question(), {"value": "yes"}),
+        (_question(), {"cancelled": True, "value": "once"}),
+        (_question(), {}),
+        (_question(), {"value": math.nan}),
+        (_question(kind=QuestionKind.CONFIRM), {"value": "once"}),
+        (_question(()), {"value": "once"}),  # nothing outside: nothing for the daemon to carry out
+        (_question(("relative/f",)), {"value": "once"}),
+        (_question(("/a\x00b",)), {"value": "once"}),
+        (_question((7,)), {"value": "once"}),
+        (_question("/elsewhere/f"), {"value": "once"}),  # a string, not a list
+        (_question(tool=None), {"value": "once"}),
+        (_question(summary=["x"]), {"value": "once"}),
+    ]
+    for ask, (question, answer) in enumerate(cases):
+        ledger.note(ask, question, answer)
+        assert isinstance(ledger.take(ask, "create_file"), str), (question, answer)
+
+
+def test_only_the_newest_answers_are_kept() -> None:
+    ledger = ApprovalLedger()
+    for ask in range(MAX_KEPT + 5):
+        ledger.note(ask, _question(), {"value": "once"})
+    assert isinstance(ledger.take(0, "create_file"), str)
+    assert isinstance(ledger.take(MAX_KEPT + 4, "create_file"), Approval)
