@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from yagent.ipc.confinement import ConfinementSpec
+from yagent.ipc.errors import MessageTooLarge
 from yagent.ipc.messages import ApprovedOperation, ApprovedOperationResult, ErrorReply, Question
+from yagent.ipc.records import cut_to_frame, encode
 from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, ErrorCode, QuestionKind
 
 if TYPE_CHECKING:
@@ -41,6 +43,8 @@ _ALLOWING = frozenset(AUTHORIZE_ANSWERS[:-1])
 MAX_KEPT = 64
 # Seconds an operation's process may take to exit after it replied before it is killed.
 LINGER = 10.0
+# Characters of a result kept when it is too big for one frame (the tool already capped what the model reads).
+MAX_CONTENT = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -101,10 +105,14 @@ def carry_out(run: RunSupervisor, msg: ApprovedOperation) -> None:
     assert run.confinement is not None and isinstance(taken, Approval)
     request = {"tool": msg.tool, "args": msg.args, "call_id": msg.call_id, "approved": list(taken.outside_paths),
                "summary": taken.summary}
+    home = " (home writable)" if "command" in msg.args else ""  # the process grants it to commands only
+    run.approvals.running = f"the approved {taken.tool} `{taken.summary}`{home}"  # set now: one at a time
     run.services.scope.spawn(f"approved-{run.id}-{msg.id}", _run(run, msg.id, taken, request, run.confinement))
 
 
 def _refusal(run: RunSupervisor, msg: ApprovedOperation) -> str | None:
+    if not isinstance(msg.args, dict) or not isinstance(msg.tool, str) or type(msg.ask) is not int:
+        return "it needs a prompt id (integer), a tool name and a map of arguments"
     if run.confinement is None or run.unconfined is not None:
         return "this run is not confined, so it carries out approved operations itself"
     if run.approvals.running:
@@ -117,8 +125,6 @@ def _refusal(run: RunSupervisor, msg: ApprovedOperation) -> str | None:
 async def _run(run: RunSupervisor, reply_id: int, approval: Approval, request: dict[str, Any],
                confinement: ConfinementSpec) -> None:
     ledger = run.approvals
-    command = isinstance(request["args"], dict) and "command" in request["args"]
-    ledger.running = f"the approved {approval.tool} `{approval.summary}`" + (" (home writable)" if command else "")
     clock = run.clock
     if clock is not None:  # waiting for the operation is not idleness, as waiting for a child is not
         clock.freeze("approved", run.services.clock())
@@ -135,7 +141,20 @@ async def _run(run: RunSupervisor, reply_id: int, approval: Approval, request: d
             clock.unfreeze("approved", run.services.clock())
             run.rearm()
     result.id = reply_id
-    run.send(result)
+    run.send(_within_frame(result))
+
+
+def _within_frame(result: ApprovedOperationResult) -> ApprovedOperationResult:
+    """`result`, cut to fit one frame: an unsendable reply would leave the worker waiting for good."""
+    try:
+        encode(result)
+        return result
+    except MessageTooLarge:
+        return ApprovedOperationResult(id=result.id, is_error=result.is_error, data=cut_to_frame(result.data, 200),
+                                       content=result.content[:MAX_CONTENT] + "\n[... cut: too long for one reply]")
+    except TypeError as exc:  # data msgpack cannot carry
+        return ApprovedOperationResult(id=result.id, is_error=result.is_error, content=result.content[:MAX_CONTENT],
+                                       data={"dropped": f"result data the daemon cannot send ({exc})"})
 
 
 async def _in_process(run: RunSupervisor, request: dict[str, Any], confinement: ConfinementSpec

@@ -28,7 +28,7 @@ from .sandbox._landlock import LandlockError, restrict_self
 from .sandbox.policy import approved_rules
 from .tools import REGISTRY, ToolResult
 from .tools.context import ToolContext
-from .tools.invoke import parse_arguments
+from .tools.invoke import check_arguments, parse_arguments
 from .tools.spec import Invocation
 
 __all__ = ["CARRIED_OUT", "COMMAND_TOOL", "operation_main"]
@@ -67,8 +67,10 @@ def _carry_out(confinement: ConfinementSpec, request: dict[str, Any]) -> ToolRes
             return ToolResult.error(f"{tool}: {path} is not a path an approved operation may write (yagent's own "
                                     "state, its runtime directory or the whole file system); nothing was done.")
     args, problem = parse_arguments(request.get("args") or {})
-    if problem is not None:
-        return ToolResult.error(f"{tool}: bad arguments ({problem}); nothing was done.")
+    problems = [problem] if problem is not None else check_arguments(spec.parameters, args)
+    if problems or any("\x00" in str(args.get(p) or "") for p in spec.path_params):
+        why = "; ".join(problems) or "a NUL in a path"
+        return ToolResult.error(f"{tool}: bad arguments ({why}); nothing was done.")
     command = tool == COMMAND_TOOL
     if command and args.get("command") != request.get("summary"):
         return ToolResult.error(f"{tool}: the command is not the one the user approved; nothing was run.")

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 
-from yagent.daemon.approved_operations import MAX_KEPT, Approval, ApprovalLedger
-from yagent.ipc.messages import Question
+from yagent.daemon.approved_operations import MAX_KEPT, Approval, ApprovalLedger, _within_frame
+from yagent.ipc.messages import ApprovedOperationResult, Question
+from yagent.ipc.records import MAX_FRAME_BYTES, encode
 from yagent.ipc.vocabulary import QuestionKind
 
 
@@ -60,3 +61,12 @@ def test_only_the_newest_answers_are_kept() -> None:
         ledger.note(ask, _question(), {"value": "once"})
     assert isinstance(ledger.take(0, "create_file"), str)
     assert isinstance(ledger.take(MAX_KEPT + 4, "create_file"), Approval)
+
+
+def test_a_result_too_big_for_one_frame_is_cut_rather_than_never_sent() -> None:
+    huge = ApprovedOperationResult(id=4, content="x" * (MAX_FRAME_BYTES + 10), data={"blob": "y" * MAX_FRAME_BYTES})
+    cut = _within_frame(huge)
+    assert cut.id == 4 and len(encode(cut)) <= MAX_FRAME_BYTES and cut.content.endswith("too long for one reply]")
+    assert "truncated" in cut.data
+    small = ApprovedOperationResult(id=5, content="ok")
+    assert _within_frame(small) is small
