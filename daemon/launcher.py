@@ -23,6 +23,7 @@ import os
 import signal
 from collections.abc import Sequence
 from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
+from multiprocessing.connection import Connection
 
 import psutil
 
@@ -32,6 +33,7 @@ from yagent.ipc.process_entry import call_entry
 __all__ = ["MultiprocessingLauncher", "RunHandle", "kill_run_tree", "run_processes"]
 
 WORKER_ENTRY = "yagent.workers.entry:worker_main"
+OPERATION_ENTRY = "yagent.workers.approved_operation:operation_main"
 WORKER_PRELOAD = ("yagent.workers.entry", "yagent.workers.preload")
 RUN_ENV = "YAGENT_RUN_ID"
 
@@ -65,6 +67,12 @@ class Launcher(abc.ABC):
                confinement: ConfinementSpec | None = None) -> RunHandle:
         """Start the run's worker, handing it `secret` so that its hello can prove it is that worker, and
         `confinement`: what it restricts itself to first thing (None: nothing)."""
+
+    def launch_operation(self, run_id: str, request: dict, *, confinement: ConfinementSpec
+                         ) -> tuple[RunHandle, Connection]:
+        """Start a process for one approved operation of the run (`approved_operation.py`); its result arrives
+        on the returned connection (EOF if it died first)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot start approved operations")
 
     def stop(self) -> None:  # noqa: B027 - optional hook
         """Release launcher resources at daemon exit."""
@@ -157,6 +165,21 @@ class MultiprocessingLauncher(Launcher):
             writer.close()
             reader.close()  # the worker has its own copy now; ours would keep the pipe alive for nothing
         return _ProcessHandle(process)
+
+    def launch_operation(self, run_id: str, request: dict, *, confinement: ConfinementSpec
+                         ) -> tuple[RunHandle, Connection]:
+        cls = _WorkerProcess if self.method == "forkserver" else self._ctx.Process
+        reader, writer = multiprocessing.Pipe(duplex=False)
+        try:
+            process = cls(target=call_entry, args=(OPERATION_ENTRY, run_id, writer, confinement, request),
+                          name=f"yagent-approved-{run_id}", daemon=True)
+            process.start()
+        except BaseException:
+            reader.close()
+            raise
+        finally:
+            writer.close()  # the process has its own copy: ours would keep the pipe from reporting EOF
+        return _ProcessHandle(process), reader
 
 
 def run_processes(run_id: str, pid: int | None) -> list[psutil.Process]:

@@ -19,10 +19,12 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from yagent.ipc import event_data
+from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.daemon_events import RUN_INPUT_PREVIEW, LlmSlotWait, RunFinished, RunQueued, RunStarted
 from yagent.ipc.event_data import LlmCallEnd
 from yagent.ipc.messages import (
     PROTOCOL_VERSION,
+    ApprovedOperation,
     AskUser,
     DelegateRequest,
     DelegateResult,
@@ -44,6 +46,7 @@ from yagent.ipc.records import Message
 from yagent.ipc.run_secret import new_run_secret, proves
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus, StopReason, Unconfined
 
+from . import approved_operations
 from .admission import DelegationPool
 from .launcher import RunHandle
 from .process_identity import start_time
@@ -131,6 +134,8 @@ class RunSupervisor:
         self.last_sample: ProcessSample | None = None  # for the CPU share between two looks
         self.exited = asyncio.Event()
         self.sandbox = RunSandbox(spec, services)
+        self.confinement: ConfinementSpec | None = None  # what its worker was confined to, for approved operations
+        self.approvals = approved_operations.ApprovalLedger()  # the user's answered prompts, each good for one use
         self._hello_timer: Timer | None = None
         self._watchdog = RunWatchdog(self.id, services.scheduler, lambda: services.settings, services.clock,
                                      self._timed_out)
@@ -189,14 +194,15 @@ class RunSupervisor:
             return
         secret = new_run_secret()
         try:
+            confinement = self.sandbox.launch_spec()
             handle = self.services.launcher.launch(self.id, self.agent, self.services.workers_endpoint, secret,
-                                                   confinement=self.sandbox.launch_spec())
+                                                   confinement=confinement)
         except Exception as exc:
             log.exception("launching a worker for run %s failed", self.id)
             self.finish(RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
                                    error=f"could not start a worker process: {exc}"))
             return
-        self.handle, self.pid, self._secret = handle, handle.pid, secret
+        self.handle, self.pid, self._secret, self.confinement = handle, handle.pid, secret, confinement
         self._move(RunPhase.STARTING)
         self.services.runs_started += 1
         self.services.registry.run_started(self.id, handle.pid, start_time(handle.pid))
@@ -340,6 +346,10 @@ class RunSupervisor:
         assert self.clock is not None
         self.clock.freeze("user", self._now())
         self.turn.ask(self, msg)
+
+    @_handles(ApprovedOperation)
+    def _on_approved_operation(self, msg: ApprovedOperation) -> None:
+        approved_operations.carry_out(self, msg)
 
     def answered(self) -> None:
         """A question of this run was answered: waiting for the user no longer stops its idle clock."""

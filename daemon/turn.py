@@ -199,6 +199,7 @@ class TurnController:
         pending = self.questions.pop(request_id)
         run = pending.run
         if run is not None:
+            run.approvals.note(pending.reply_to, pending.question, answer)
             run.answered()
             run.send(UserAnswer(id=pending.reply_to, answer=answer))
         self.services.publish(self.id, UserHelpResponse(request_id=request_id, answer=answer, by=by), run)

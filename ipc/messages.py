@@ -23,6 +23,8 @@ __all__ = [
     "PROTOCOL_VERSION",
     "Ack",
     "Answer",
+    "ApprovedOperation",
+    "ApprovedOperationResult",
     "AskUser",
     "DaemonStatus",
     "DelegateRequest",
@@ -486,3 +488,25 @@ class RunResult(Message):
 @message("result_ack")
 class ResultAck(Message):
     pass
+
+
+@message("approved_operation")
+class ApprovedOperation(Message):
+    """A confined worker asks the daemon to carry out one tool call the user approved at the prompt `ask` (the
+    id of its `AskUser`), in a process of its own with the approved paths added to the run's rules."""
+
+    id: int
+    ask: int
+    tool: str
+    args: dict
+    call_id: str = ""
+
+
+@message("approved_operation_result")
+class ApprovedOperationResult(Message):
+    """What the approved operation's process returned: the tool result the model reads."""
+
+    id: int
+    content: str
+    is_error: bool = False
+    data: dict = field(default_factory=dict)

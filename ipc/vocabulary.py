@@ -141,6 +141,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_RUN = "unknown_run"
     TOO_DEEP = "too_deep"  # a delegation past the depth limit
     STOPPING = "stopping"  # the run asking is being stopped
+    NOT_APPROVED = "not_approved"  # an approved operation with no answered prompt of the run behind it
 
 
 # The answers an authorisation question takes, in the order clients offer them (the worker maps them to

@@ -26,6 +26,8 @@ import zmq.asyncio
 from yagent.ipc.errors import MessageTooLarge, ProtocolError, RemoteError
 from yagent.ipc.messages import (
     PROTOCOL_VERSION,
+    ApprovedOperation,
+    ApprovedOperationResult,
     AskUser,
     DelegateRequest,
     DelegateResult,
@@ -296,11 +298,26 @@ class DaemonChannel:
 
     async def ask_user(self, kind: QuestionKind, prompt: str, *, options: list[str], default: str | None,
                        details: dict[str, Any]) -> dict[str, Any]:
+        return (await self.ask_user_numbered(kind, prompt, options=options, default=default, details=details))[1]
+
+    async def ask_user_numbered(self, kind: QuestionKind, prompt: str, *, options: list[str], default: str | None,
+                                details: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """(the question's request id, the answer): an approved operation names the prompt it was allowed at."""
         question = Question(request_id="", kind=kind, prompt=prompt, options=options, default=default,
                             details=details)
-        reply = await self._request(AskUser(id=0, question=question), UserAnswer)
+        ask = AskUser(id=0, question=question)
+        reply = await self._request(ask, UserAnswer)
         assert isinstance(reply, UserAnswer)
-        return reply.answer
+        return ask.id, reply.answer
+
+    async def carry_out_approved(self, ask: int, tool: str, args: dict[str, Any], call_id: str
+                                 ) -> ApprovedOperationResult:
+        """Have the daemon carry out one call the user allowed at prompt `ask`, outside this run's rules (this
+        process never gains a right); `RemoteError` if the daemon finds no such approval."""
+        reply = await self._request(ApprovedOperation(id=0, ask=ask, tool=tool, args=args, call_id=call_id),
+                                    ApprovedOperationResult)
+        assert isinstance(reply, ApprovedOperationResult)
+        return reply
 
     async def pause_gate(self) -> None:
         if self.cancel_reason is not None:

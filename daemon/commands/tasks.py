@@ -27,6 +27,8 @@ async def _sample(daemon: DaemonView, rows: list[TaskRow]) -> dict[str, LiveFigu
         if run.leases.waiting and not run.ended:
             live.waiting = (f"a model slot ([llm] max_in_flight_requests = {limit}, all in use)"
                             if not run.turn.over_budget else "an answer about the spending limit")
+        if run.approvals.running and not run.ended:
+            live.waiting = run.approvals.running
         sample = samples.get(run.id)
         if sample is not None:
             live.sample, live.cpu_percent = sample, sample.cpu_percent(run.last_sample)

@@ -29,6 +29,7 @@ from yagent.ipc import event_data
 from yagent.ipc.config import Settings
 from yagent.ipc.messages import (
     PROTOCOL_VERSION,
+    ApprovedOperation,
     AskUser,
     DelegateRequest,
     DelegateResult,
@@ -160,10 +161,10 @@ def test_runs_move_only_along_the_declared_edges(tmp_path: Path) -> None:
 
 def test_every_message_a_worker_sends_has_a_handler() -> None:
     sent_by_workers = {WorkerHello, EventBatch, Heartbeat, LeaseRequest, LeaseRelease, DelegateRequest, AskUser,
-                       RunResult}
+                       RunResult, ApprovedOperation}
     assert set(_HANDLERS) == sent_by_workers
     needs_hello = {kind for kind, (_fn, after_hello) in _HANDLERS.items() if after_hello}
-    assert needs_hello == {LeaseRequest, LeaseRelease, DelegateRequest, AskUser, RunResult}
+    assert needs_hello == {LeaseRequest, LeaseRelease, DelegateRequest, AskUser, RunResult, ApprovedOperation}
 
 
 # -- a run's life -----------------------------------------------------------------------------------------

@@ -8,10 +8,11 @@ The `Delegator` port needs no adapter: the channel's `run_child` is it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from yagent.ipc import event_data
+from yagent.ipc.errors import RemoteError
 from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, EventType, QuestionKind
 from yagent.workers.kinds import RunContext
 from yagent.workers.llm import CallOptions, Engine, LLMError, Message, Usage
@@ -20,6 +21,7 @@ from yagent.workers.tools import (
     AskRequest,
     AuthDecision,
     AuthRequest,
+    ToolResult,
 )
 
 __all__ = ["ChannelAsker", "ChannelAuthorizer", "EngineTextLLM"]
@@ -31,19 +33,47 @@ AUTHORIZE_OPTIONS = list(AUTHORIZE_ANSWERS)
 
 
 class ChannelAuthorizer:
+    """The `Authorizer` port over the channel, and the `ApprovedOperations` one: it remembers which prompt
+    allowed which call, so that a call the sandbox refuses can name that prompt to the daemon."""
+
     def __init__(self, ctx: RunContext) -> None:
         self._ctx = ctx
+        self._allowed_at: dict[tuple[str, str, tuple[str, ...]], int] = {}  # (tool, summary, paths) -> prompt id
 
     async def authorize(self, request: AuthRequest) -> AuthDecision:
         prompt = f"{self._ctx.spec.agent} wants to run {request.summary}"
         if request.reasons:
             prompt += " — " + "; ".join(request.reasons)
-        answer = await self._ctx.ask_user(
+        ask, answer = await self._ctx.channel.ask_user_numbered(
             QuestionKind.AUTHORIZE, prompt, options=AUTHORIZE_OPTIONS, default="once",
             details={"tool": request.tool, "summary": request.summary, "reasons": list(request.reasons),
                      "outside_paths": list(request.outside_paths), "dangerous": request.dangerous_reason,
                      "project_root": request.project_root})
-        return _DECISIONS.get(str(answer.get("value", "")).strip().lower(), AuthDecision.DENY)
+        decision = _DECISIONS.get(str(answer.get("value", "")).strip().lower(), AuthDecision.DENY)
+        if decision.allowed and request.outside_paths:
+            if len(self._allowed_at) >= _KEPT_PROMPTS:
+                self._allowed_at.pop(next(iter(self._allowed_at)))
+            self._allowed_at[_key(request)] = ask
+        return decision
+
+    async def carry_out(self, request: AuthRequest, tool: str, args: Mapping[str, Any], call_id: str
+                        ) -> ToolResult | None:
+        ask = self._allowed_at.pop(_key(request), None)  # an answer is good for one operation
+        if ask is None:
+            return None
+        try:
+            done = await self._ctx.channel.carry_out_approved(ask, tool, dict(args), call_id)
+        except RemoteError as exc:
+            return ToolResult.error(f"{tool}: the user approved this, but yagentd did not carry it out: {exc}")
+        return ToolResult(content=done.content, is_error=done.is_error, data=done.data or None)
+
+
+# Prompts answered for outside paths whose calls have not come back to them yet; the oldest are forgotten.
+_KEPT_PROMPTS = 64
+
+
+def _key(request: AuthRequest) -> tuple[str, str, tuple[str, ...]]:
+    return request.tool, request.summary, request.outside_paths
 
 
 class ChannelAsker:

@@ -65,11 +65,13 @@ class AgentRun:
                 ctx.log.warning("%s", note)
                 ctx.emit(EventType.LOG, event_data.log("warning", note))
         self.surface: Surface = build_surface(role, yolo=self.yolo, extra_specs=extra_specs, pick=pick)
+        authorizer = ChannelAuthorizer(ctx)
         self.tool_ctx = ToolContext(
             project_root=ctx.project_root,
             run_id=ctx.spec.run,
             yolo=self.yolo,
-            authorizer=ChannelAuthorizer(ctx),
+            authorizer=authorizer,
+            approved=authorizer,  # the prompts it asked are the ones approved operations name
             asker=ChannelAsker(ctx),
             delegator=ctx.channel,  # the channel is the tools' Delegator port
             llm=EngineTextLLM(self._engine_for_tool, emit=lambda type_, data: ctx.emit(type_, data),

@@ -15,7 +15,7 @@ from yagent.ipc.confinement import ConfinementSpec
 
 from ._landlock import IOCTL_DEV, READ, READ_FILE, WRITE, WRITE_FILE, Rule
 
-__all__ = ["SYSTEM_TREES", "minimal", "rule_sets", "shell_rules", "warm", "worker_rules"]
+__all__ = ["SYSTEM_TREES", "approved_rules", "minimal", "rule_sets", "shell_rules", "warm", "worker_rules"]
 
 # Read (and execute) everywhere beneath these; /run is listed around the runtime directory instead.
 SYSTEM_TREES = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
@@ -39,6 +39,31 @@ def rule_sets(spec: ConfinementSpec, writes_project: bool, *, home: str | None =
     shell = [*read, *(Rule(p, _READ_WRITE) for p in shell_writes)]
     worker = [*shell, *(Rule(p, _READ_WRITE) for p in (spec.task_dir, *spec.shared_dirs))]
     return minimal(worker), minimal(shell)
+
+
+def approved_rules(spec: ConfinementSpec, writes_project: bool, approved: Iterable[str], *, home_writable: bool,
+                   home: str | None = None) -> list[Rule]:
+    """The domain of a process the daemon starts for one approved operation: the run's command domain plus each
+    approved path (an existing directory: itself; anything else: the directory it lies in, since a Landlock
+    rule needs a file that exists) and, for an approved command, the user's home listed around what stays
+    hidden (`home_writable`: what a global install or a dotfile edit needs)."""
+    rules = rule_sets(spec, writes_project, home=home)[1]
+    for path in approved:
+        real = os.path.realpath(path)
+        target = real if os.path.isdir(real) else _existing_parent(real)
+        rules.append(Rule(target, _READ_WRITE))
+    if home_writable:
+        user_home = os.path.normpath(home if home is not None else os.path.expanduser("~"))
+        hidden = [os.path.realpath(p) for p in (spec.home, spec.runtime_dir, *spec.deny_read)]
+        rules += (Rule(p, _READ_WRITE) for p in _around(user_home, hidden, os.path.realpath(user_home)))
+    return minimal(rules)
+
+
+def _existing_parent(path: str) -> str:
+    parent = os.path.dirname(path)
+    while parent != "/" and not os.path.isdir(parent):
+        parent = os.path.dirname(parent)
+    return parent
 
 
 def worker_rules(spec: ConfinementSpec, writes_project: bool, *, home: str | None = None) -> list[Rule]:

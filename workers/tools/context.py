@@ -21,6 +21,7 @@ from .authorization import Authorizer, AuthRequest, YoloLevel
 from .beneath import Resolution
 from .guard import WorkspaceGuard
 from .processes import ProcessRegistry
+from .result import ToolResult
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,16 @@ class Delegator(Protocol):
 
 
 @runtime_checkable
+class ApprovedOperations(Protocol):
+    """Carries out a call the user allowed at a prompt but the run's sandbox refuses, in a process the daemon
+    starts for it (a confined worker never widens its own rules). None: no prompt of this run allowed exactly
+    this call (an earlier session or project grant covered it), so there is nothing to carry out."""
+
+    async def carry_out(self, request: AuthRequest, tool: str, args: Mapping[str, Any], call_id: str
+                        ) -> ToolResult | None: ...
+
+
+@runtime_checkable
 class TextLLM(Protocol):
     """One plain completion, routed by tool name (`[tools.llm.<tool>]`); used by the reasoning tools."""
 
@@ -89,6 +100,7 @@ class ToolContext:
     asker: Asker | None = None
     delegator: Delegator | None = None
     llm: TextLLM | None = None
+    approved: ApprovedOperations | None = None
     emit: EventEmitter = _no_event
     heartbeat: Heartbeat = _no_heartbeat
     scratch_dir: Path | None = None  # default: a per-run directory under the system temp dir

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import sandbox
+from .authorization import AuthRequest
 from .context import ToolContext
 from .result import ToolResult, truncate_for_model
 from .spec import Invocation, ToolSpec
@@ -99,18 +100,32 @@ async def _invoke(surface: Surface, spec: ToolSpec, call: ToolCall, ctx: ToolCon
         )
     if refusal is not None:
         return ToolResult.error(refusal)
+    outside = request is not None and bool(request.outside_paths) and sandbox.confined()
+    if outside and spec.command_params:  # a command's writes fail inside it, unseen: the daemon runs it instead
+        done = await _carry_out_approved(ctx, request, spec, args, call.id)
+        if done is not None:
+            return done
     try:
         return await spec.executor(Invocation(spec, args, call.id, ctx, surface, paths))
     except asyncio.CancelledError:
         raise
     except PermissionError as exc:
         if request is not None and sandbox.confined():  # approved, then refused by the kernel, not by us
-            return ToolResult.error(sandbox.refused_after_approval(spec.name, exc))
+            done = await _carry_out_approved(ctx, request, spec, args, call.id) if outside else None
+            return done or ToolResult.error(sandbox.refused_after_approval(spec.name, exc))
         log.exception("tool %s failed", spec.name)
         return ToolResult.error(f"{spec.name} failed unexpectedly: {type(exc).__name__}: {exc}")
     except Exception as exc:
         log.exception("tool %s failed", spec.name)
         return ToolResult.error(f"{spec.name} failed unexpectedly: {type(exc).__name__}: {exc}")
+
+
+async def _carry_out_approved(ctx: ToolContext, request: AuthRequest | None, spec: ToolSpec,
+                              args: Mapping[str, Any], call_id: str) -> ToolResult | None:
+    """The call carried out by the daemon's approved-operation process, or None where no prompt allowed it."""
+    if ctx.approved is None or request is None:
+        return None
+    return await ctx.approved.carry_out(request, spec.name, args, call_id)
 
 
 def parse_arguments(raw: str | Mapping[str, Any] | None) -> tuple[dict[str, Any], str | None]:
