@@ -20,20 +20,42 @@ import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import psutil
 
 from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.errors import MessageTooLarge
 from yagent.ipc.messages import ApprovedOperation, ApprovedOperationResult, ErrorReply, Question
-from yagent.ipc.records import cut_to_frame, encode
-from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, ErrorCode, QuestionKind
+from yagent.ipc.records import Message, cut_to_frame, encode
+from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, ErrorCode, QuestionKind, Unconfined
 
-if TYPE_CHECKING:
-    from .run_supervisor import RunSupervisor
+from .run_clock import RunClock
+from .run_services import RunServices
 
-__all__ = ["Approval", "ApprovalLedger", "carry_out"]
+
+class OperationRun(Protocol):
+    """What an approved operation needs of its run (`run_supervisor.RunSupervisor`): no import of it, not even
+    for type hints, so the run's module imports this one and never the other way round."""
+
+    id: str
+    services: RunServices
+    approvals: ApprovalLedger
+    confinement: ConfinementSpec | None
+    clock: RunClock | None
+    exited: asyncio.Event
+
+    @property
+    def ended(self) -> bool: ...
+
+    @property
+    def unconfined(self) -> Unconfined | None: ...
+
+    def send(self, msg: Message) -> None: ...
+
+    def rearm(self) -> None: ...
+
+__all__ = ["Approval", "ApprovalLedger", "OperationRun", "carry_out"]
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +112,7 @@ class ApprovalLedger:
         return approval
 
 
-def carry_out(run: RunSupervisor, msg: ApprovedOperation) -> None:
+def carry_out(run: OperationRun, msg: ApprovedOperation) -> None:
     """Check `msg` against what the user answered, then run it in its own process; the reply comes later."""
     refusal = _refusal(run, msg)
     if refusal is None:
@@ -110,7 +132,7 @@ def carry_out(run: RunSupervisor, msg: ApprovedOperation) -> None:
     run.services.scope.spawn(f"approved-{run.id}-{msg.id}", _run(run, msg.id, taken, request, run.confinement))
 
 
-def _refusal(run: RunSupervisor, msg: ApprovedOperation) -> str | None:
+def _refusal(run: OperationRun, msg: ApprovedOperation) -> str | None:
     if not isinstance(msg.args, dict) or not isinstance(msg.tool, str) or type(msg.ask) is not int:
         return "it needs a prompt id (integer), a tool name and a map of arguments"
     if run.confinement is None or run.unconfined is not None:
@@ -122,7 +144,7 @@ def _refusal(run: RunSupervisor, msg: ApprovedOperation) -> str | None:
     return None
 
 
-async def _run(run: RunSupervisor, reply_id: int, approval: Approval, request: dict[str, Any],
+async def _run(run: OperationRun, reply_id: int, approval: Approval, request: dict[str, Any],
                confinement: ConfinementSpec) -> None:
     ledger = run.approvals
     clock = run.clock
@@ -157,7 +179,7 @@ def _within_frame(result: ApprovedOperationResult) -> ApprovedOperationResult:
                                        data={"dropped": f"result data the daemon cannot send ({exc})"})
 
 
-async def _in_process(run: RunSupervisor, request: dict[str, Any], confinement: ConfinementSpec
+async def _in_process(run: OperationRun, request: dict[str, Any], confinement: ConfinementSpec
                       ) -> ApprovedOperationResult:
     handle, reader = run.services.launcher.launch_operation(run.id, request, confinement=confinement)
     receiving = asyncio.ensure_future(asyncio.to_thread(_receive, reader, handle.sentinel, handle.pid))
