@@ -51,6 +51,18 @@ def moved_away(inv: Invocation, path: Path) -> ToolResult:
     )
 
 
+UNREACHABLE = (FileNotFoundError, NotADirectoryError, PathEscape)  # what walking to a path beneath the root raises
+
+
+def unreachable(inv: Invocation, path: Path, exc: Exception) -> ToolResult:
+    """The result for one of `UNREACHABLE` on the way to the parent directory of `path`."""
+    if isinstance(exc, FileNotFoundError):
+        return not_found(inv, path)
+    if isinstance(exc, NotADirectoryError):
+        return ToolResult.error(f"a parent of {inv.display(path)} is a file, not a directory.")
+    return moved_away(inv, path)
+
+
 # Opening never blocks (a FIFO would wait for a writer) and never takes a terminal as controlling tty.
 READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
 

@@ -18,7 +18,7 @@ import stat
 from pathlib import Path
 
 from .beneath import PathEscape, remove_entry, rename_noreplace
-from .file_read import READ_FLAGS, moved_away, not_found, split_lines
+from .file_read import READ_FLAGS, UNREACHABLE, moved_away, not_found, split_lines, unreachable
 from .limits import MAX_FILE_BYTES
 from .registry import register
 from .result import ToolResult
@@ -102,17 +102,12 @@ register(
 
 def _search_replace(inv: Invocation) -> ToolResult:
     path = inv.path("path")
-    shown = inv.display(path)
     search, replace = str(inv.args["search"]), str(inv.args["replace"])
     try:
         with inv.ctx.guard.files.directory(path.parent) as parent:
             return _edit_in(inv, parent, path, search, replace)
-    except FileNotFoundError:
-        return not_found(inv, path)
-    except NotADirectoryError:
-        return ToolResult.error(f"a parent of {shown} is a file, not a directory.")
-    except PathEscape:
-        return moved_away(inv, path)
+    except UNREACHABLE as exc:
+        return unreachable(inv, path, exc)
 
 
 def _edit_in(inv: Invocation, parent: int, path: Path, search: str, replace: str) -> ToolResult:
@@ -300,12 +295,8 @@ def _delete_file(inv: Invocation) -> ToolResult:
     try:
         with inv.ctx.guard.files.directory(path.parent) as parent:
             deleted = remove_entry(parent, path.name)
-    except FileNotFoundError:
-        return not_found(inv, path)
-    except NotADirectoryError:
-        return ToolResult.error(f"a parent of {shown} is a file, not a directory.")
-    except PathEscape:
-        return moved_away(inv, path)
+    except UNREACHABLE as exc:
+        return unreachable(inv, path, exc)
     except OSError as exc:
         if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
             raise
@@ -376,10 +367,8 @@ def _rename_file(inv: Invocation) -> ToolResult:
         return not_found(inv, source)
     except FileExistsError:
         return ToolResult.error(f"{inv.display(destination)} already exists; choose another destination.")
-    except NotADirectoryError:
-        return ToolResult.error(f"a parent of {inv.display(at)} is a file, not a directory.")
-    except PathEscape:
-        return moved_away(inv, at)
+    except UNREACHABLE as exc:
+        return unreachable(inv, at, exc)
     except OSError as exc:
         if exc.errno == errno.EINVAL:  # the kernel's answer to a directory moved into itself
             return ToolResult.error(f"cannot move {inv.display(source)} into itself ({inv.display(destination)}).")
