@@ -1,6 +1,7 @@
 """Starting worker processes.
 
-`Launcher` is the narrow edge: `launch(run_id, agent, endpoint, confinement=) -> RunHandle`. The default
+`Launcher` is the narrow edge: `launch(run_id, agent, endpoint, confinement=) -> RunHandle`, and `begin_launch`,
+which the daemon uses: the same start, reported through a callback on the event loop. The default
 starts each run from a `multiprocessing` forkserver whose server process has already imported the worker code (and
 loaded the tokenizer), so a start costs a fork rather than an interpreter boot. The forkserver must be
 running before the daemon creates its ZeroMQ context: libzmq's I/O threads do not survive a fork.
@@ -16,12 +17,15 @@ pipe once it has read the secret. The daemon keeps the secret only in the run's 
 from __future__ import annotations
 
 import abc
+import asyncio
+import concurrent.futures
 import io
+import logging
 import multiprocessing
 import multiprocessing.context
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
 from multiprocessing.connection import Connection
 
@@ -36,6 +40,8 @@ WORKER_ENTRY = "yagent.workers.entry:worker_main"
 OPERATION_ENTRY = "yagent.workers.approved_operation:operation_main"
 WORKER_PRELOAD = ("yagent.workers.entry", "yagent.workers.preload")
 RUN_ENV = "YAGENT_RUN_ID"
+
+log = logging.getLogger(__name__)
 
 
 class RunHandle(abc.ABC):
@@ -67,6 +73,17 @@ class Launcher(abc.ABC):
                confinement: ConfinementSpec | None = None) -> RunHandle:
         """Start the run's worker, handing it `secret` so that its hello can prove it is that worker, and
         `confinement`: what it restricts itself to first thing (None: nothing)."""
+
+    def begin_launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes, *,
+                     confinement: ConfinementSpec | None, done: Callable[[RunHandle | Exception], None]) -> None:
+        """Start the run's worker as `launch` does and hand `done` the handle, or the exception the start
+        raised, on the event loop's thread. This default calls `done` before it returns."""
+        try:
+            handle = self.launch(run_id, agent, workers_endpoint, secret, confinement=confinement)
+        except Exception as exc:
+            done(exc)
+            return
+        done(handle)
 
     def launch_operation(self, run_id: str, request: dict, *, confinement: ConfinementSpec
                          ) -> tuple[RunHandle, Connection]:
@@ -140,6 +157,10 @@ class MultiprocessingLauncher(Launcher):
         self.method = method
         self._ctx = multiprocessing.get_context(method)
         self._preload = [*WORKER_PRELOAD, *preload]
+        # A start waits for the forkserver's answer, which takes seconds while the forkserver is still
+        # importing the worker code or the machine is overloaded: that wait happens on this thread, never
+        # on the event loop. One thread, so runs start in the order they were admitted.
+        self._starter = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="yagent-launch")
 
     def start(self) -> None:
         if self.method == "forkserver":
@@ -165,6 +186,29 @@ class MultiprocessingLauncher(Launcher):
             writer.close()
             reader.close()  # the worker has its own copy now; ours would keep the pipe alive for nothing
         return _ProcessHandle(process)
+
+    def begin_launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes, *,
+                     confinement: ConfinementSpec | None, done: Callable[[RunHandle | Exception], None]) -> None:
+        loop = asyncio.get_running_loop()
+
+        def start() -> RunHandle:
+            return self.launch(run_id, agent, workers_endpoint, secret, confinement=confinement)
+
+        def report(future: concurrent.futures.Future[RunHandle]) -> None:
+            if future.cancelled():  # the launcher stopped (daemon exit) before this start began
+                return
+            exc = future.exception()
+            result: RunHandle | Exception = future.result() if exc is None else (
+                exc if isinstance(exc, Exception) else RuntimeError(f"the start was interrupted: {exc!r}"))
+            try:
+                loop.call_soon_threadsafe(done, result)
+            except RuntimeError:  # the loop is closed: the daemon is gone, and the worker sees it and exits
+                log.debug("run %s started after the daemon's loop closed", run_id)
+
+        self._starter.submit(start).add_done_callback(report)
+
+    def stop(self) -> None:
+        self._starter.shutdown(wait=False, cancel_futures=True)
 
     def launch_operation(self, run_id: str, request: dict, *, confinement: ConfinementSpec
                          ) -> tuple[RunHandle, Connection]:

@@ -108,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         except RegistryUnreadable as exc:
             launcher.stop()
             return _fail([f"yagentd: {line}" for line in exc.lines()])
-        asyncio.run(daemon.serve())
+        try:
+            asyncio.run(daemon.serve())
+        finally:
+            launcher.stop()
         return daemon.exit_code
     finally:
         home_lock.release()

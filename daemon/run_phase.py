@@ -1,16 +1,17 @@
 """The phases of one run and the only moves between them.
 
-    QUEUED ──launch──▶ STARTING ──hello──▶ RUNNING
-      │                   │                   │
-      │                   └──────stop─────────┴──▶ STOPPING
-      ▼                   ▼                   ▼        │
-    ENDED ◀───────────────┴─(result or exit)──┴────────┘
+    QUEUED ──slot──▶ LAUNCHING ──pid──▶ STARTING ──hello──▶ RUNNING
+      │                 │                   │                   │
+      │                 │                   └──────stop─────────┴──▶ STOPPING
+      ▼                 ▼                   ▼                   ▼        │
+    ENDED ◀─────────────┴─(start failed)────┴─(result or exit)──┴────────┘
       │
       ▼ (process gone, or there never was one)
     GONE
 
-ENDED means the outcome is recorded and handed on; the process may still be exiting. A move that `MOVES`
-does not list is a bug in the daemon and raises `IllegalTransition`.
+LAUNCHING is the forkserver's round trip, which happens off the event loop: a stop asked for meanwhile is
+carried out once the pid is known. ENDED means the outcome is recorded and handed on; the process may still
+be exiting. A move that `MOVES` does not list is a bug in the daemon and raises `IllegalTransition`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = ["MOVES", "IllegalTransition", "RunPhase"]
 
 class RunPhase(enum.Enum):
     QUEUED = "queued"  # waiting for a delegation-pool slot or the live-worker cap; no process
+    LAUNCHING = "launching"  # its process is being started, off the loop; no pid yet
     STARTING = "starting"  # launched, no hello yet
     RUNNING = "running"
     STOPPING = "stopping"  # asked to stop (cancel, timeout, shutdown); the outcome is not in yet
@@ -30,7 +32,8 @@ class RunPhase(enum.Enum):
 
 
 MOVES: dict[RunPhase, frozenset[RunPhase]] = {
-    RunPhase.QUEUED: frozenset({RunPhase.STARTING, RunPhase.ENDED}),
+    RunPhase.QUEUED: frozenset({RunPhase.LAUNCHING, RunPhase.ENDED}),
+    RunPhase.LAUNCHING: frozenset({RunPhase.STARTING, RunPhase.ENDED}),
     RunPhase.STARTING: frozenset({RunPhase.RUNNING, RunPhase.STOPPING, RunPhase.ENDED}),
     RunPhase.RUNNING: frozenset({RunPhase.STOPPING, RunPhase.ENDED}),
     RunPhase.STOPPING: frozenset({RunPhase.ENDED}),

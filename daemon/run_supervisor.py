@@ -140,6 +140,8 @@ class RunSupervisor:
         self._watchdog = RunWatchdog(self.id, services.scheduler, lambda: services.settings, services.clock,
                                      self._timed_out)
         self._escalation: asyncio.Task[None] | None = None
+        self._early_hello: WorkerHello | None = None  # a hello that beat the launcher's report of the pid
+        self._stop_on_start: tuple[StopReason, str] | None = None  # asked for while it was launching
 
     @property
     def unconfined(self) -> Unconfined | None:
@@ -192,22 +194,45 @@ class RunSupervisor:
         if refusal:
             self.finish(RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC, error=refusal))
             return
-        secret = new_run_secret()
+        # Set before the start: the worker's hello can arrive before the launcher reports its pid.
+        self._secret = new_run_secret()
         try:
-            confinement = self.sandbox.launch_spec()
-            handle = self.services.launcher.launch(self.id, self.agent, self.services.workers_endpoint, secret,
-                                                   confinement=confinement)
+            self.confinement = self.sandbox.launch_spec()
         except Exception as exc:
-            log.exception("launching a worker for run %s failed", self.id)
-            self.finish(RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
-                                   error=f"could not start a worker process: {exc}"))
+            self._launch_failed(exc)
             return
-        self.handle, self.pid, self._secret, self.confinement = handle, handle.pid, secret, confinement
-        self._move(RunPhase.STARTING)
+        self._move(RunPhase.LAUNCHING)
+        self.services.launcher.begin_launch(self.id, self.agent, self.services.workers_endpoint, self._secret,
+                                            confinement=self.confinement, done=self._launched)
+
+    def _launch_failed(self, exc: Exception) -> None:
+        log.error("launching a worker for run %s failed", self.id, exc_info=exc)
+        self._secret = None
+        self.finish(RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC,
+                               error=f"could not start a worker process: {exc}"))
+
+    def _launched(self, result: RunHandle | Exception) -> None:
+        if isinstance(result, Exception):
+            if not self.ended:  # else it was given up on while it started, and its end is recorded
+                self._launch_failed(result)
+            self.services.slots.release(self.id)
+            self._gone()
+            return
+        self.handle, self.pid = result, result.pid
+        asyncio.get_running_loop().add_reader(result.sentinel, self._on_process_exit)
         self.services.runs_started += 1
-        self.services.registry.run_started(self.id, handle.pid, start_time(handle.pid))
-        asyncio.get_running_loop().add_reader(handle.sentinel, self._on_process_exit)
+        if self.ended:  # given up on while it started (shutdown ran out of time): nothing may run it
+            self.services.scope.spawn(f"kill-{self.id}", kill_tree_now(self.id, self.pid))
+            return
+        self._move(RunPhase.STARTING)
+        self.services.registry.run_started(self.id, result.pid, start_time(result.pid))
         self._hello_timer = self.services.scheduler.after(HELLO_DEADLINE, self._hello_overdue, f"hello-{self.id}")
+        early, self._early_hello = self._early_hello, None
+        if early is not None:
+            self._on_hello(early)
+        if self._stop_on_start is not None:
+            reason, detail = self._stop_on_start
+            self.stop(reason, detail)
 
     def _hello_overdue(self) -> None:
         if self.phase is RunPhase.STARTING:
@@ -267,6 +292,9 @@ class RunSupervisor:
             self.services.send_worker(self.peer, ErrorReply(
                 id=0, code=ErrorCode.PROTOCOL_MISMATCH,
                 message=f"worker speaks protocol {msg.version}, daemon {PROTOCOL_VERSION}; restart yagentd"))
+            return
+        if self.phase is RunPhase.LAUNCHING and not self.connected:
+            self._early_hello = msg
             return
         if self.connected or self.phase not in (RunPhase.STARTING, RunPhase.STOPPING):
             return
@@ -418,6 +446,9 @@ class RunSupervisor:
             self.stop_reason, self.stop_detail = reason, detail
             self.finish(self._outcome(None))
             return
+        if self.phase is RunPhase.LAUNCHING:  # no pid to signal yet: stop it the moment there is one
+            self._stop_on_start = (reason, detail)
+            return
         if self.phase in (RunPhase.STARTING, RunPhase.RUNNING):
             self.stop_reason, self.stop_detail = reason, detail
             self._move(RunPhase.STOPPING)
@@ -447,6 +478,7 @@ class RunSupervisor:
         if self.ended:
             return
         outcome = dataclasses.replace(outcome, run=self.id, agent=self.agent)
+        launching = self.phase is RunPhase.LAUNCHING  # its start reports later, and frees what it holds then
         self._move(RunPhase.ENDED)
         self.outcome = outcome
         self._watchdog.cancel()
@@ -470,7 +502,7 @@ class RunSupervisor:
         if self.parent is not None:
             self.parent.child_finished(self, outcome)
         self.turn.run_finished(self, outcome)
-        if self.handle is None:  # never launched: its queue place is all there is to free
+        if self.handle is None and not launching:  # never launched: its queue place is all there is to free
             services.slots.release(self.id)
             self._gone()
 

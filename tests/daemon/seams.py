@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Callable
 
 from yagent.daemon.launcher import Launcher, RunHandle
 from yagent.ipc.confinement import ConfinementSpec
@@ -35,8 +36,13 @@ class PipeHandle(RunHandle):
 
 
 class ScriptedLauncher(Launcher):
-    def __init__(self, fail: bool = False) -> None:
+    """Starts at once, or with `defer`, only when the test calls `report(run_id)`: a forkserver that is slow to
+    answer, with the daemon's loop free meanwhile."""
+
+    def __init__(self, fail: bool = False, defer: bool = False) -> None:
         self.fail = fail
+        self.defer = defer
+        self.pending: dict[str, Callable[[], None]] = {}  # deferred starts, by run
         self.handles: dict[str, PipeHandle] = {}
         self.secrets: dict[str, bytes] = {}  # what each run's worker would have been handed
         self.confinements: dict[str, ConfinementSpec | None] = {}  # what each run's worker was handed
@@ -54,3 +60,24 @@ class ScriptedLauncher(Launcher):
         self.handles[run_id] = handle
         self.secrets[run_id] = secret
         return handle
+
+    def begin_launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes, *,
+                     confinement: ConfinementSpec | None, done: Callable[[RunHandle | Exception], None]) -> None:
+        if not self.defer:
+            super().begin_launch(run_id, agent, workers_endpoint, secret, confinement=confinement, done=done)
+            return
+
+        self.secrets[run_id] = secret  # the process being started has it already
+
+        def report() -> None:
+            try:
+                handle = self.launch(run_id, agent, workers_endpoint, secret, confinement=confinement)
+            except Exception as exc:
+                done(exc)
+                return
+            done(handle)
+
+        self.pending[run_id] = report
+
+    def report(self, run_id: str) -> None:
+        self.pending.pop(run_id)()

@@ -79,7 +79,8 @@ class _World:
 
 
 @contextlib.asynccontextmanager
-async def _world(tmp_path: Path, *, fail_launch: bool = False, **settings: object) -> AsyncIterator[_World]:
+async def _world(tmp_path: Path, *, fail_launch: bool = False, defer_launch: bool = False,
+                 **settings: object) -> AsyncIterator[_World]:
     ctx = zmq.Context()
     pub = ctx.socket(zmq.PUB)
     pub.bind(f"ipc://{tmp_path}/ev.sock")
@@ -88,7 +89,7 @@ async def _world(tmp_path: Path, *, fail_launch: bool = False, **settings: objec
     registry = Registry(home / "state.db")
     hub = EventHub(pub, home / "events", 1000)
     config = SettingsSource(home, Settings(**{"stop_grace": 0.2, **settings}))
-    launcher = ScriptedLauncher(fail=fail_launch)
+    launcher = ScriptedLauncher(fail=fail_launch, defer=defer_launch)
     scope = TaskScope("test")
     world: _World
 
@@ -246,6 +247,86 @@ def test_a_launch_that_fails_ends_the_run_saying_why(tmp_path: Path) -> None:
             turn = w.turn()
             root = turn.start("go", "scripted", yolo="none", options={})
             assert root.phase is RunPhase.GONE
+            assert root.outcome is not None and root.outcome.stop_reason == StopReason.PANIC
+            assert "could not start a worker process: no more processes" in root.outcome.error
+            assert w.services.slots.live == set() and w.forgotten == [turn.id]
+
+    asyncio.run(main())
+
+
+# -- a start the forkserver is slow to answer ------------------------------------------------------------
+
+
+def test_a_run_waits_launching_while_its_start_is_off_the_loop_and_a_hello_that_beats_the_pid_counts(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path, defer_launch=True) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            assert root.phase is RunPhase.LAUNCHING and root.pid == 0 and root.id in w.launcher.pending
+            # The worker is already up and says hello before the launcher's thread reports its pid.
+            _hello(root)
+            assert root.phase is RunPhase.LAUNCHING and w.to(root) == []  # nothing sent to an unknown pid
+            w.launcher.report(root.id)
+            assert root.phase is RunPhase.RUNNING and root.pid >= 900_000
+            assert isinstance(w.to(root)[0], StartRun)
+            started = [e for e in w.events(turn.id) if e[3] == EventType.RUN_STARTED]
+            assert started and started[0][5]["pid"] == root.pid
+            root.receive(_done("answer"))
+            w.launcher.handles[root.id].exit(0)
+            await _until(lambda: root.phase is RunPhase.GONE, "the exit to be seen")
+            assert root.outcome is not None and root.outcome.output == "answer"
+
+    asyncio.run(main())
+
+
+def test_a_stop_while_launching_is_carried_out_once_the_pid_is_known(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path, defer_launch=True) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            turn.cancel()
+            assert root.phase is RunPhase.LAUNCHING and root.outcome is None  # no pid to signal yet
+            w.launcher.report(root.id)
+            assert root.phase is RunPhase.STOPPING
+            _hello(root)
+            sent = w.to(root)
+            assert isinstance(sent[0], StartRun) and sent[1] == RunControl(action=ControlAction.CANCEL,
+                                                                           reason="cancelled")
+            w.launcher.handles[root.id].exit(0)
+            await _until(lambda: root.phase is RunPhase.GONE, "the exit to be seen")
+            assert root.outcome is not None and root.outcome.status == RunStatus.CANCELLED
+            assert w.services.slots.live == set() and w.forgotten == [turn.id]
+
+    asyncio.run(main())
+
+
+def test_a_run_given_up_on_while_launching_has_its_process_killed_when_it_arrives(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path, defer_launch=True) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            await root.kill_now("the daemon is shutting down")  # shutdown ran out of time mid-start
+            assert root.phase is RunPhase.ENDED and root.outcome is not None
+            assert w.services.slots.live == {root.id}, "its slot must stay taken until its start is reported"
+            w.launcher.report(root.id)
+            assert root.phase is RunPhase.ENDED and root.pid >= 900_000
+            assert w.to(root) == [] and root.peer is None  # nothing was sent to it: it never ran
+            w.launcher.handles[root.id].exit(-9)
+            await _until(lambda: root.phase is RunPhase.GONE, "the exit to be seen")
+            assert w.services.slots.live == set() and w.forgotten == [turn.id]
+
+    asyncio.run(main())
+
+
+def test_a_start_that_fails_off_the_loop_ends_the_run_saying_why(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path, fail_launch=True, defer_launch=True) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            assert root.phase is RunPhase.LAUNCHING
+            w.launcher.report(root.id)
+            assert root.phase is RunPhase.GONE and root._secret is None
             assert root.outcome is not None and root.outcome.stop_reason == StopReason.PANIC
             assert "could not start a worker process: no more processes" in root.outcome.error
             assert w.services.slots.live == set() and w.forgotten == [turn.id]
