@@ -61,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--project", dest="top_project", metavar="DIR",
                         help="project directory for the client or -p (default: the current directory)")
     parser.add_argument("--new", action="store_true", help="start a new session instead of the project's latest")
+    parser.add_argument("-c", "--continue", dest="continue_latest", action="store_true",
+                        help="with -p: send the message to the project's latest task instead of a new one")
+    parser.add_argument("--task", dest="top_task", metavar="ID",
+                        help="with -p: send the message to this task (an id or a unique prefix)")
     parser.add_argument("--agent", dest="top_agent", default="director", metavar="KIND",
                         help="advanced: the agent kind that serves turns sent from this client (default: director)")
     top_yolo = parser.add_mutually_exclusive_group()
@@ -79,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     dsub = d.add_subparsers(dest="daemon_command", metavar="ACTION", required=True)
     dsub.add_parser("start", parents=[json_after_command],
                     help="start yagentd in the background and wait until it is ready")
-    dsub.add_parser("stop", parents=[json_after_command], help="stop yagentd (runs are interrupted and can be resumed)")
+    dsub.add_parser("stop", parents=[json_after_command],
+                    help="stop yagentd (runs are interrupted; `yagent continue TASK` resumes each where it stopped)")
     dsub.add_parser("status", parents=[json_after_command], help="exit 0 when yagentd is running, 3 when not")
     iu = dsub.add_parser("install-unit", help="write the systemd user unit for yagentd")
     iu.add_argument("--force", action="store_true", help="replace an existing, different unit file")
@@ -101,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ps", parents=[json_after_command], help="list tasks of all projects with their runs")
     p.add_argument("--project", help="only this project directory")
     p.add_argument("-n", "--limit", type=_positive_int, default=50, help="list at most this many tasks (default: 50)")
+
+    rs = sub.add_parser("resume", parents=[json_after_command],
+                        help="list the tasks of every project that stopped midway, and whether `continue` resumes them")
+    rs.add_argument("-n", "--limit", type=_positive_int, default=50,
+                    help="look at this many latest tasks (default: 50)")
 
     sub.add_parser("top", help="the running tasks of every project and what their runs use (CPU, memory, tokens, "
                               "cost), refreshed every second; q quits")
@@ -153,7 +163,8 @@ def _dispatch(argv: list[str] | None) -> int:
             if gate is not None:
                 return gate
             return headless.run_headless(project, " ".join(args.print_text), agent=args.top_agent,
-                                         yolo=_yolo(args.top_full_yolo, args.top_yolo), as_json=as_json)
+                                         yolo=_yolo(args.top_full_yolo, args.top_yolo), as_json=as_json,
+                                         task=args.top_task, latest=args.continue_latest and not args.new)
         if args.command in (None, "attach"):
             from .terminal import open_client
 
@@ -187,6 +198,8 @@ def _dispatch(argv: list[str] | None) -> int:
         if args.command == "ps":
             project = str(_project_dir(args.project)) if args.project else None
             return _start_daemon_if_needed(cfg) or task_commands.ps(project, as_json, args.limit)
+        if args.command == "resume":
+            return _start_daemon_if_needed(cfg) or task_commands.resume_list(as_json, args.limit)
         if args.command == "top":
             from .top import top
 

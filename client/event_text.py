@@ -186,8 +186,10 @@ class TextPrinter:
         self._open_text.clear()
         self._errors_said.clear()
         self._turn_started_at = ev.ts
-        if self.verbose:
-            started = stamped_data(ev, TurnStarted)
+        started = stamped_data(ev, TurnStarted)
+        if started.resumes:
+            self._line(f"▶ turn {started.turn} resumes turn {started.resumes} where it stopped")
+        elif self.verbose:
             self._line(f"▶ turn {started.turn}: {one_line(started.text, 200)}")
 
     def _turn_finished(self, ev: Event) -> None:
@@ -205,6 +207,9 @@ class TextPrinter:
                        + (f": {error}" if error else ""))
         elif finished.status != RunStatus.DONE:
             self._line(f"✗ turn ended: {finished.status} ({finished.stop_reason}) {error}".rstrip())
+        if finished.status in (RunStatus.INTERRUPTED, RunStatus.CANCELLED) and not self.verbose:
+            # Not lost: the turn resumes where it stopped. (Not in a task's log: a past turn may be resumed.)
+            self._line(f"  `yagent continue {ev.task}` resumes it where it stopped")
 
     def _run_started(self, ev: Event) -> None:
         started = stamped_data(ev, RunStarted)

@@ -17,7 +17,18 @@ from typing import TextIO
 
 from yagent.ipc import DaemonClient, EventStream, IpcError, RemoteError, RuntimeDirError
 from yagent.ipc.daemon_events import TurnFinished, TurnStarted
-from yagent.ipc.messages import Ack, Answer, Event, Question, Replay, ReplayReply, Submit, Submitted
+from yagent.ipc.messages import (
+    Ack,
+    Answer,
+    Event,
+    ListTasks,
+    Question,
+    Replay,
+    ReplayReply,
+    Submit,
+    Submitted,
+    TaskList,
+)
 from yagent.ipc.vocabulary import EventType, QuestionKind, RunStatus, YoloLevel
 
 from . import exit_codes
@@ -99,8 +110,11 @@ class _Progress:
 
 async def _run(project: Path, text: str, *, task: str | None, agent: str, yolo: str, detach: bool,
                as_json: bool, printer: JsonLinesPrinter | TextPrinter, progress: _Progress,
-               out: TextIO, err: TextIO) -> int:
+               out: TextIO, err: TextIO, latest: bool = False) -> int:
     async with DaemonClient() as client:
+        if task is None and latest:  # `-c`: the project's latest session, or a new one when it has none
+            tasks = await client.request(ListTasks(id=0, project=str(project), limit=1), TaskList)
+            task = tasks.tasks[0].task if tasks.tasks else None
         sub = await client.request(Submit(id=0, project=str(project), text=text, task=task, agent=agent, yolo=yolo),
                                    Submitted)
         progress.task = sub.task
@@ -122,15 +136,16 @@ async def _run(project: Path, text: str, *, task: str | None, agent: str, yolo: 
 
 def run_headless(project: Path, text: str, *, task: str | None = None, agent: str = "director",
                  yolo: str = YoloLevel.NONE, detach: bool = False, as_json: bool = False, verbose: bool = False,
-                 out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Submit one turn and follow it to its end; the exit code says how it ended (`exit_codes`)."""
+                 out: TextIO | None = None, err: TextIO | None = None, latest: bool = False) -> int:
+    """Submit one turn and follow it to its end; the exit code says how it ended (`exit_codes`). With `latest`
+    and no `task`, the turn goes to the project's latest task."""
     out = out or sys.stdout
     err = err or sys.stderr
     printer = JsonLinesPrinter(out) if as_json else TextPrinter(out, verbose=verbose)
     progress = _Progress()
     try:
         return asyncio.run(_run(project, text, task=task, agent=agent, yolo=yolo, detach=detach, as_json=as_json,
-                                printer=printer, progress=progress, out=out, err=err))
+                                printer=printer, progress=progress, out=out, err=err, latest=latest))
     except RemoteError as exc:
         printer.end_line()
         print(f"yagent: {exc}", file=err)

@@ -21,7 +21,7 @@ from yagent.ipc.messages import (
     TaskList,
     TaskSummary,
 )
-from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, ControlAction, QuestionKind
+from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, ControlAction, QuestionKind, RunStatus, TaskState
 
 from . import exit_codes
 from .answerer import answerer
@@ -104,6 +104,55 @@ def ps(project: str | None = None, as_json: bool = False, limit: int = 50) -> in
     return _call(_ps(project, as_json, limit))
 
 
+# -- resume ------------------------------------------------------------------------------------------
+
+# The states whose last turn `yagent continue` picks up where it stopped (the daemon's `turn.RESUMABLE`).
+_RESUMABLE = (TaskState.INTERRUPTED, TaskState.CANCELLED)
+
+
+def resume_reason(summary: TaskSummary) -> tuple[bool, str]:
+    """Whether `yagent continue` resumes the task's last turn, and why (or why not)."""
+    if summary.state == TaskState.PAUSED:
+        return True, "paused: it waits at a step boundary with its context; `continue` goes on in place"
+    if summary.state not in _RESUMABLE:
+        return False, f"{summary.state}: nothing stopped midway; send it a new message instead"
+    cut = [r for r in summary.runs if r.status in (RunStatus.INTERRUPTED, RunStatus.CANCELLED)]
+    children = [r.agent for r in cut if r.parent]
+    why = "yagentd stopped while it ran" if summary.state == TaskState.INTERRUPTED else "it was cancelled"
+    if children:
+        how = (f"the Director goes on from its memory; {', '.join(children)} "
+               f"{'is' if len(children) == 1 else 'are'} replayed from the recorded step, or reported on where "
+               "that is not safe")
+    else:
+        how = "it goes on from its memory"
+    return True, f"{summary.state}: {why}; {how}"
+
+
+async def _resume_list(as_json: bool, limit: int) -> int:
+    async with DaemonClient() as client:
+        reply = await client.request(ListTasks(id=0, project=None, limit=limit), TaskList)
+    candidates = [t for t in reply.tasks if t.state in (*_RESUMABLE, TaskState.PAUSED)]
+    if as_json:
+        print(json.dumps([{"task": t.task, "project": t.project, "title": t.title, "state": t.state,
+                           "resumable": ok, "reason": why}
+                          for t in candidates for ok, why in [resume_reason(t)]]))
+        return exit_codes.OK
+    if not candidates:
+        print("nothing to resume: no task of any project stopped midway")
+        return exit_codes.OK
+    now = time.time()
+    for t in candidates:
+        _, why = resume_reason(t)
+        print(f"{t.task:<11} {age(now - t.updated_at):>6}  {t.project}")
+        print(f"{'':<11} {t.title}")
+        print(f"{'':<11} {why} — `yagent continue {t.task}`")
+    return exit_codes.OK
+
+
+def resume_list(as_json: bool = False, limit: int = 50) -> int:
+    return _call(_resume_list(as_json, limit))
+
+
 # -- logs --------------------------------------------------------------------------------------------
 
 async def _logs(task: str, follow: bool, as_json: bool, since: int) -> int:
@@ -151,7 +200,10 @@ async def _control(task: str, action: str, as_json: bool) -> int:
     else:
         verb = {ControlAction.PAUSE: "paused", ControlAction.CONTINUE: "continued",
                 ControlAction.CANCEL: "cancelling"}[action]
-        print(f"task {ack.task} {verb}")
+        if action == ControlAction.CONTINUE and ack.detail.startswith("resumed"):
+            print(f"task {ack.task}: {ack.detail}; follow it with `yagent logs -f {ack.task}`")
+        else:
+            print(f"task {ack.task} {verb}")
     return exit_codes.OK
 
 

@@ -93,6 +93,9 @@ class TurnRow:
     output: str
     created_at: float
     ended_at: float
+    agent: str = ""  # the root run's agent kind ("" before turns recorded it)
+    yolo: str = "none"
+    resumes: int = 0  # the interrupted turn this one continues; 0 for a turn of its own
 
 
 @dataclass(slots=True)
@@ -219,12 +222,13 @@ class Registry:
 
     # -- turns --------------------------------------------------------------------------------------
 
-    def add_turn(self, task_id: str, text: str) -> int:
+    def add_turn(self, task_id: str, text: str, *, agent: str = "", yolo: str = "none", resumes: int = 0) -> int:
         row = self._db.execute("SELECT COALESCE(MAX(idx), 0) AS n FROM turns WHERE task_id = ?", (task_id,)).fetchone()
         idx = int(row["n"]) + 1
         self._db.execute(
-            "INSERT INTO turns(task_id, idx, text, state, created_at) VALUES (?, ?, ?, ?, ?)",
-            (task_id, idx, text, TaskState.RUNNING.value, time.time()),
+            "INSERT INTO turns(task_id, idx, text, state, created_at, agent, yolo, resumes) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (task_id, idx, text, TaskState.RUNNING.value, time.time(), agent, yolo, resumes),
         )
         return idx
 
@@ -244,7 +248,7 @@ class Registry:
     def turns(self, task_id: str) -> list[TurnRow]:
         rows = self._db.execute("SELECT * FROM turns WHERE task_id = ? ORDER BY idx", (task_id,)).fetchall()
         return [TurnRow(task_id, r["idx"], r["text"], r["state"], r["root_run"], r["output"], r["created_at"],
-                        r["ended_at"]) for r in rows]
+                        r["ended_at"], r["agent"], r["yolo"], r["resumes"]) for r in rows]
 
     # -- runs ---------------------------------------------------------------------------------------
 

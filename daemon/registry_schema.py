@@ -70,6 +70,14 @@ def _add_run_usage(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS runs_by_end ON runs(ended_at)")  # the day's spending at start
 
 
+def _add_turn_launch(db: sqlite3.Connection) -> None:
+    present = {row[1] for row in db.execute("PRAGMA table_info(turns)")}
+    for column in ("agent TEXT NOT NULL DEFAULT ''", "yolo TEXT NOT NULL DEFAULT 'none'",
+                   "resumes INTEGER NOT NULL DEFAULT 0"):
+        if column.split()[0] not in present:
+            db.execute(f"ALTER TABLE turns ADD COLUMN {column}")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("the first registry: projects, tasks, turns, runs", _statements(
         """CREATE TABLE IF NOT EXISTS projects (
@@ -121,6 +129,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               "predecessor's leftover workers from processes that merely reuse their pid", _add_worker_start),
     Migration("what each run used: model requests, tokens, cost, model-slot wait and CPU time, for `yagent ps` "
               "and the day's spending limit", _add_run_usage),
+    Migration("turns.agent, turns.yolo, turns.resumes: how a turn was started, so an interrupted one is resumed as "
+              "it ran (and which turn a resumed one continues)", _add_turn_launch),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -80,6 +80,7 @@ class RunOwner(BudgetGate, Protocol):
     def paused(self) -> bool: ...
 
     def create_run(self, agent: str, text: str, *, parent: RunSupervisor | None = None, call_id: str = "",
+                   replay: bool = False,
                    context: str = "") -> RunSupervisor: ...
 
     def ask(self, run: RunSupervisor, msg: AskUser) -> None: ...
@@ -345,7 +346,8 @@ class RunSupervisor:
             self.send(ErrorReply(id=msg.id, code=code, message=why))
             return
         try:
-            child = self.turn.create_run(msg.agent, msg.task, parent=self, call_id=msg.call_id, context=msg.context)
+            child = self.turn.create_run(msg.agent, msg.task, parent=self, call_id=msg.call_id, context=msg.context,
+                                         replay=msg.replay)
         except sqlite3.DatabaseError as exc:  # locked, full or damaged: the parent must hear back, or it waits
             log.error("cannot record a delegation of run %s in %s: %s", self.id, self.services.registry.path, exc)
             self.send(ErrorReply(id=msg.id, code=ErrorCode.REGISTRY_UNAVAILABLE,
@@ -440,8 +442,11 @@ class RunSupervisor:
         """Stop the run and its descendants: cancel → grace → SIGTERM → grace → SIGKILL of the tree."""
         if self.phase is RunPhase.GONE or self._escalation is not None:
             return
+        # A child cut short by the daemon stopping is interrupted like its parent (it resumes with the task),
+        # never cancelled: the parent's model must not read an interruption as a failed delegation.
+        passed_on = StopReason.INTERRUPTED if reason is StopReason.INTERRUPTED else StopReason.CANCELLED
         for child in list(self.children.values()):
-            child.stop(StopReason.CANCELLED, f"its parent run {self.id} was stopped ({reason.value})")
+            child.stop(passed_on, f"its parent run {self.id} was stopped ({reason.value})")
         if self.phase is RunPhase.QUEUED:  # there is no process to stop
             self.stop_reason, self.stop_detail = reason, detail
             self.finish(self._outcome(None))

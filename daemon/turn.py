@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from yagent.ipc.daemon_events import TaskPaused, TaskResumed, TurnFinished, TurnStarted, UserHelpResponse
-from yagent.ipc.messages import AskUser, Question, RunOutcome, RunSpec, UserAnswer
+from yagent.ipc.messages import REPLAY_OPTION, RESUME_OPTION, AskUser, Question, RunOutcome, RunSpec, UserAnswer
 from yagent.ipc.vocabulary import RunStatus, StopReason, TaskState
 
-from .registry import TaskRow, new_run_id
+from .registry import TaskRow, TurnRow, new_run_id
 from .run_clock import RunClock
 from .run_services import RunServices
 from .run_supervisor import RunSupervisor
@@ -27,12 +27,15 @@ from .run_table import RunTable
 from .schedule import Timer
 from .spending import BudgetAsk, budget_question, raise_to
 
-__all__ = ["INHERITED_OPTIONS", "PendingQuestion", "TurnController"]
+__all__ = ["INHERITED_OPTIONS", "RESUMABLE", "PendingQuestion", "TurnController"]
 
 log = logging.getLogger(__name__)
 
 # Submit options that hold for the whole turn, so delegations carry them too (a /model choice, say).
 INHERITED_OPTIONS = ("model_override",)
+
+# Turns `continue` resumes where they stopped (after a daemon restart a paused turn is interrupted too).
+RESUMABLE = frozenset({TaskState.INTERRUPTED, TaskState.CANCELLED})
 
 _TASK_STATE = {RunStatus.DONE: TaskState.DONE, RunStatus.CANCELLED: TaskState.CANCELLED,
                RunStatus.INTERRUPTED: TaskState.INTERRUPTED}
@@ -84,10 +87,11 @@ class TurnController:
 
     # -- starting -----------------------------------------------------------------------------------
 
-    def start(self, text: str, agent: str, *, yolo: str, options: dict[str, Any]) -> RunSupervisor:
+    def start(self, text: str, agent: str, *, yolo: str, options: dict[str, Any], resumes: int = 0
+              ) -> RunSupervisor:
         """Begin a turn: record it, create its root run and queue it for a worker."""
         registry = self.services.registry
-        self.turn = registry.add_turn(self.id, text)
+        self.turn = registry.add_turn(self.id, text, agent=agent, yolo=yolo, resumes=resumes)
         self.paused = False
         self._clock = RunClock(self.services.clock())
         root = self.create_run(agent, text, yolo=yolo, options=options)
@@ -96,17 +100,29 @@ class TurnController:
         registry.set_task_state(self.id, TaskState.RUNNING)
         self.row.state = TaskState.RUNNING
         self.services.publish(self.id, TurnStarted(turn=self.turn, text=text, agent=agent,
-                                                   project=self.row.project_path), root)
+                                                   project=self.row.project_path, resumes=resumes), root)
         self._arm_timeout()
         root.admit()
         return root
 
+    def resume_stopped(self, stopped: TurnRow) -> RunSupervisor:
+        """Continue the turn `stopped` (interrupted or cancelled) where it stopped, as a turn of its own: its root
+        agent is started again as it ran, told which run it continues, and picks up from what that run wrote
+        (`resume_of`); the daemon reads none of it."""
+        options = {RESUME_OPTION: {"turn": stopped.turn, "run": stopped.root_run}}
+        return self.start(stopped.text, stopped.agent or "director", yolo=stopped.yolo, options=options,
+                          resumes=stopped.turn)
+
     def create_run(self, agent: str, text: str, *, parent: RunSupervisor | None = None, call_id: str = "",
-                   yolo: str = "none", options: dict[str, Any] | None = None, context: str = "") -> RunSupervisor:
-        """A run of this turn, recorded and known to the daemon; `admit` it to start it."""
+                   yolo: str = "none", options: dict[str, Any] | None = None, context: str = "",
+                   replay: bool = False) -> RunSupervisor:
+        """A run of this turn, recorded and known to the daemon; `admit` it to start it. With `replay`, a child
+        that picks up the interrupted delegation `call_id` from what that one wrote."""
         run_id = new_run_id()
         if parent is not None:
             options = {k: parent.spec.options[k] for k in INHERITED_OPTIONS if k in parent.spec.options}
+            if replay and call_id:
+                options[REPLAY_OPTION] = call_id
         settings = self.services.settings
         spec = RunSpec(
             run=run_id, task=self.id, turn=self.turn, project=self.row.project_id,

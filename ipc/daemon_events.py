@@ -63,6 +63,7 @@ class TurnStarted(DaemonEvent):
     text: str = ""
     agent: str = ""
     project: str = ""
+    resumes: int = 0  # the interrupted turn this one continues (`yagent continue`); 0 for a new message
 
 
 @_daemon_event(EventType.TURN_FINISHED)

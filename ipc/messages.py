@@ -21,6 +21,8 @@ from .vocabulary import QuestionKind, RunStatus, StopReason
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "REPLAY_OPTION",
+    "RESUME_OPTION",
     "Ack",
     "Answer",
     "ApprovedOperation",
@@ -169,6 +171,13 @@ class RunOutcome(Record):
     @property
     def done(self) -> bool:
         return self.status == RunStatus.DONE
+
+
+# `RunSpec.options` keys the daemon sets itself. RESUME_OPTION: this root run continues an interrupted turn,
+# {"turn": N, "run": the interrupted root run}. REPLAY_OPTION: this child replays the interrupted delegation of
+# its call id.
+RESUME_OPTION = "resume_of"
+REPLAY_OPTION = "replay_of"
 
 
 @record
@@ -454,6 +463,9 @@ class DelegateRequest(Message):
     task: str
     call_id: str = ""
     context: str = ""  # facts already established that the child should build on
+    # A resumed parent re-asking for the delegation `call_id` that was interrupted: the child picks up from
+    # what the interrupted child wrote (replay), or reports what it had done (a degraded report).
+    replay: bool = False
 
 
 @message("delegate_result")

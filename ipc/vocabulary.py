@@ -108,6 +108,8 @@ class HandoffStatus(StrEnum):
     PARTIAL = "partial"
     ERROR = "error"
     STOPPED = "stopped"  # the child did not finish (timeout, cancel, crash); never written by an agent
+    INTERRUPTED = "interrupted"  # the daemon stopped while the child ran: not a failure, resumed with the task
+    DEGRADED = "degraded"  # an interrupted child that could not be replayed: yagent's report of its record
 
 
 # The statuses an agent may write into its hand-off.

@@ -52,7 +52,7 @@ from yagent.ipc.pending_replies import PendingReplies
 from yagent.ipc.records import MAX_FRAME_BYTES, Message, cut_to_frame, decode, encode
 from yagent.ipc.run_secret import hello_proof
 from yagent.ipc.sockets import connect_dealer, random_identity
-from yagent.ipc.vocabulary import ControlAction, QuestionKind
+from yagent.ipc.vocabulary import ControlAction, QuestionKind, RunStatus, StopReason
 
 __all__ = ["ChannelFailed", "DaemonChannel", "DaemonLost"]
 
@@ -286,13 +286,20 @@ class DaemonChannel:
     def hold(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self.hold_lease()
 
-    async def run_child(self, agent: str, task: str, call_id: str, context: str) -> RunOutcome:
+    async def run_child(self, agent: str, task: str, call_id: str, context: str, *,
+                        replay: bool = False) -> RunOutcome:
         """Ask the daemon to run `agent` on `task` as a child of this run; returns the child's outcome once it
         has ended (the daemon fills in its run, agent and, when it stopped the child, status and stop reason).
 
-        This is the tools' `Delegator` port: the delegation tool calls it directly."""
-        reply = await self._request(
-            DelegateRequest(id=0, agent=agent, task=task, call_id=call_id, context=context), DelegateResult)
+        This is the tools' `Delegator` port: the delegation tool calls it directly. When the daemon is lost
+        meanwhile, the child is interrupted with it — an interruption, never a failure of the delegation."""
+        try:
+            reply = await self._request(
+                DelegateRequest(id=0, agent=agent, task=task, call_id=call_id, context=context, replay=replay),
+                DelegateResult)
+        except DaemonLost as exc:
+            return RunOutcome(status=RunStatus.INTERRUPTED, stop_reason=StopReason.INTERRUPTED, agent=agent,
+                              error=f"yagentd stopped while the delegation ran ({exc})")
         assert isinstance(reply, DelegateResult)
         return reply.outcome
 

@@ -1,10 +1,14 @@
-"""`control`: pause, continue or cancel every live run of a task."""
+"""`control`: pause, continue or cancel every live run of a task; `continue` of a task whose last turn was
+interrupted (the daemon stopped or died) or cancelled resumes that turn where it stopped."""
 
 from __future__ import annotations
 
+from yagent.ipc.config import ConfigError
 from yagent.ipc.messages import Ack, TaskControl
 from yagent.ipc.vocabulary import ControlAction, ErrorCode
 
+from ..registry import TaskRow
+from ..turn import RESUMABLE
 from . import CommandError, DaemonView, command, resolve_task
 
 
@@ -17,6 +21,8 @@ async def task_control(daemon: DaemonView, msg: TaskControl) -> Ack:
         raise CommandError(ErrorCode.BAD_REQUEST,
                            f"unknown action {msg.action!r}; use pause, continue or cancel") from None
     task = daemon.tasks.get(row.id)
+    if action is ControlAction.CONTINUE and (task is None or not task.in_flight) and row.state in RESUMABLE:
+        return _resume(daemon, msg, row)
     if task is None or not task.in_flight:
         raise CommandError(ErrorCode.NOT_RUNNING, f"task {row.id} has no turn in progress (state: {row.state}); "
                                                   f"nothing to {action.value}")
@@ -27,3 +33,22 @@ async def task_control(daemon: DaemonView, msg: TaskControl) -> Ack:
     else:
         task.cancel()
     return Ack(id=msg.id, task=row.id, state=task.row.state, detail=action.value)
+
+
+def _resume(daemon: DaemonView, msg: TaskControl, row: TaskRow) -> Ack:
+    if daemon.shutting_down:
+        raise CommandError(ErrorCode.SHUTTING_DOWN,
+                           "yagentd is shutting down; start it again with `yagent daemon start`, then continue")
+    turns = daemon.registry.turns(row.id)
+    stopped = turns[-1] if turns else None
+    if stopped is None or not stopped.root_run:
+        raise CommandError(ErrorCode.NOT_RUNNING, f"task {row.id} has no turn to resume (state: {row.state}); "
+                                                  "send it a new message instead")
+    try:
+        daemon.refresh_settings()
+    except ConfigError as exc:
+        raise CommandError(ErrorCode.BAD_CONFIG, "\n".join(exc.lines())) from None
+    task = daemon.turn_for(row)
+    task.resume_stopped(stopped)
+    return Ack(id=msg.id, task=row.id, state=task.row.state,
+               detail=f"resumed turn {stopped.turn} as turn {task.turn}")

@@ -158,6 +158,20 @@ def test_the_log_joins_fragments_per_step_and_keeps_parallel_runs_apart() -> Non
                    for line in lines)
 
 
+def test_a_turn_that_stopped_midway_says_how_to_resume_it_and_a_resumed_one_says_so() -> None:
+    p = Printer()
+    p(EventType.TURN_FINISHED, {"turn": 1, "status": "interrupted", "stop_reason": StopReason.INTERRUPTED,
+                                "output": "", "error": "yagentd shut down before this finished"})
+    p(EventType.TURN_STARTED, {"turn": 2, "text": "one", "resumes": 1}, run="r2")
+    p(EventType.TURN_FINISHED, {"turn": 2, "status": "done", "stop_reason": StopReason.PLAIN_TEXT,
+                                "output": "All done."}, run="r2")
+    assert p.text.splitlines() == [
+        "✗ turn ended: interrupted (interrupted) yagentd shut down before this finished",
+        "  `yagent continue t1` resumes it where it stopped",
+        "▶ turn 2 resumes turn 1 where it stopped",
+        "All done."]
+
+
 def test_the_log_says_how_every_turn_ended() -> None:
     p = log_printer()
     p(EventType.TURN_STARTED, {"turn": 1, "text": "one"})

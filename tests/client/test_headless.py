@@ -49,6 +49,28 @@ def test_print_mode_streams_json_lines_and_a_final_answer(make_daemon, project: 
                      "output": "the full answer", "error": ""}
 
 
+def test_continue_flag_sends_print_mode_to_the_latest_task_and_task_picks_one(make_daemon, project: Path) -> None:
+    daemon = make_daemon(PROVIDER_CONFIG)
+
+    def task_of_run(*args: str) -> tuple[str, str]:
+        result = daemon.cli("--json", *args, "--agent", "scripted", cwd=project)
+        assert result.returncode == 0, result.stderr
+        final = json.loads(result.stdout.splitlines()[-1])
+        turn = next(json.loads(line)["data"]["turn"] for line in result.stdout.splitlines()
+                    if json.loads(line).get("type") == EventType.TURN_STARTED)
+        return final["task"], turn
+
+    first, _ = task_of_run("-p", script(output="one"))
+    second, _ = task_of_run("-p", script(output="two"))
+    assert first != second  # -p alone starts a new task each time
+    latest, turn = task_of_run("-c", "-p", script(output="three"))
+    assert (latest, turn) == (second, 2)  # -c: the project's latest task, its next turn
+    picked, turn = task_of_run("--task", first, "-p", script(output="four"))
+    assert (picked, turn) == (first, 2)
+    fresh, _ = task_of_run("-c", "--new", "-p", script(output="five"))
+    assert fresh not in (first, second)
+
+
 def test_a_question_says_how_to_answer_it_and_the_run_waits(make_daemon, project: Path) -> None:
     daemon = make_daemon(PROVIDER_CONFIG)
     proc = popen(daemon, "-p", script({"ask": {"kind": "confirm", "prompt": "deploy now?"}},

@@ -29,6 +29,7 @@ from yagent.ipc import event_data
 from yagent.ipc.config import Settings
 from yagent.ipc.messages import (
     PROTOCOL_VERSION,
+    REPLAY_OPTION,
     ApprovedOperation,
     AskUser,
     DelegateRequest,
@@ -413,6 +414,25 @@ def test_a_child_outcome_reaches_its_parent_unchanged_and_stopping_the_parent_st
             _hello(second)
             turn.cancel()
             assert second.phase is RunPhase.STOPPING and second.stop_reason == StopReason.CANCELLED
+
+    asyncio.run(main())
+
+
+def test_a_child_of_a_run_the_daemon_interrupts_is_interrupted_too_and_a_replay_is_asked_for_by_call_id(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            _hello(root)
+            root.receive(DelegateRequest(id=5, agent="scripted", task="look", call_id="c1", replay=True))
+            (child,) = root.children.values()
+            assert child.spec.options == {REPLAY_OPTION: "c1"} and child.spec.call_id == "c1"
+            _hello(child)
+            root.stop(StopReason.INTERRUPTED, "yagentd is shutting down")
+            # Never "cancelled": the parent's model must read it as an interruption, which the task resumes.
+            assert child.phase is RunPhase.STOPPING and child.stop_reason == StopReason.INTERRUPTED
+            assert RunControl(action=ControlAction.CANCEL, reason=StopReason.INTERRUPTED.value) in w.to(child)
 
     asyncio.run(main())
 

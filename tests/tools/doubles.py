@@ -52,8 +52,9 @@ class ScriptedDelegator:
                                                                    output="child report"))
     calls: list[dict[str, Any]] = field(default_factory=list)
 
-    async def run_child(self, agent: str, task: str, call_id: str, context: str) -> RunOutcome:
-        self.calls.append({"agent": agent, "task": task, "call_id": call_id, "context": context})
+    async def run_child(self, agent: str, task: str, call_id: str, context: str, *,
+                        replay: bool = False) -> RunOutcome:
+        self.calls.append({"agent": agent, "task": task, "call_id": call_id, "context": context, "replay": replay})
         return self.outcome
 
 

@@ -165,7 +165,7 @@ def test_delegation_goes_through_the_delegator(project: Path, tmp_path: Path) ->
                        agent="director", call_id="call_7")
     assert result.content == format_for_parent(child) and "repo report" in result.content and not result.is_error
     assert delegator.calls == [{"agent": "repo", "task": "map the cache", "call_id": "call_7",
-                                "context": "see src/cache.py"}]
+                                "context": "see src/cache.py", "replay": False}]
     assert result.data == {"agent": "repo", "status": "partial", "handoff": HANDOFF, "stop_reason": "agent_exit",
                            "run": "d1"}
 

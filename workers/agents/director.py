@@ -2,7 +2,9 @@
 
 A turn loads the task's conversation memory, adds the user's message (with the project's context
 files on the task's first turn), runs the planner loop, and writes the memory back — also when the
-turn is cancelled, so nothing already said is lost.
+turn is cancelled, so nothing already said is lost. A turn that resumes a stopped one (`RESUME_OPTION`)
+adds no message: it picks up the interrupted delegations of the stopped step as replays
+(`turn_resume.py`) and goes on from there.
 
 Planner rules on top of the shared loop:
 - forced delegation: a plain-text reply in a run that has not delegated yet earns a reminder (at most
@@ -17,9 +19,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from yagent.ipc.messages import RunOutcome
+from yagent.ipc import event_data
+from yagent.ipc.messages import RESUME_OPTION, RunOutcome
 from yagent.ipc.provider_config import ProviderConfigError
-from yagent.ipc.vocabulary import RunStatus, StopReason
+from yagent.ipc.vocabulary import EventType, RunStatus, StopReason
 from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import Message
 from yagent.workers.memory import load_memory, memory_path
@@ -29,6 +32,7 @@ from .custom_agents import CustomAgentRegistry
 from .loop import LoopPolicy, LoopState
 from .prompts import render_prompt
 from .runtime import AgentRun
+from .turn_resume import delegated_before, replay_interrupted_delegations
 
 __all__ = ["MAX_NON_DELEGATION_REMINDERS", "DirectorPolicy", "director", "load_project_context"]
 
@@ -49,14 +53,15 @@ LATER_REMINDER = (
 
 
 class DirectorPolicy(LoopPolicy):
-    def __init__(self, on_tools: object = None) -> None:
+    def __init__(self, on_tools: object = None, *, delegated: bool = False) -> None:
         self._on_tools = on_tools
+        self._delegated = delegated  # a resumed turn had delegated before it stopped: no reminder owed
 
     def start_of_run(self, state: LoopState) -> None:
         state.reminders_sent = 0  # the quota is per run: a new turn starts with a fresh one
 
     def reminder_for_plain_text(self, state: LoopState) -> str | None:
-        if state.delegations > 0 or state.reminders_sent >= MAX_NON_DELEGATION_REMINDERS:
+        if state.delegations > 0 or self._delegated or state.reminders_sent >= MAX_NON_DELEGATION_REMINDERS:
             return None
         if state.plain_reply_repeated:  # the reminders offer this: the same answer again is the final one
             return None
@@ -115,21 +120,38 @@ async def director(ctx: RunContext) -> RunOutcome:
         return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
                             error=f"no usable LLM provider: {exc} — run `yagent setup` to configure one")
     run_holder.append(run)
-    text = ctx.spec.input
-    if first_turn:
-        context = load_project_context(ctx.project_root)
-        if context:
-            text = f"{text}\n\n# Project context (from the project root)\n\n{context}"
-    user = Message.user(text)
     history = memory.snapshot()
-    messages = [Message.system(_system_prompt(run, registry)), *history, user]
+    resuming = RESUME_OPTION in ctx.spec.options and bool(history)
+    if RESUME_OPTION in ctx.spec.options and not history:
+        # Nothing of the stopped turn was written (its worker was killed first): it can only start over.
+        _note(ctx, "warning", "nothing was recorded of the stopped turn; starting it again from its message")
+    added: list[Message] = []
+    if not resuming:
+        text = ctx.spec.input
+        if first_turn:
+            context = load_project_context(ctx.project_root)
+            if context:
+                text = f"{text}\n\n# Project context (from the project root)\n\n{context}"
+        added.append(Message.user(text))
+    messages = [Message.system(_system_prompt(run, registry)), *history, *added]
     start = len(messages)
-    config = run.loop_config(messages, DirectorPolicy(refresh_customs), route_task=ctx.spec.input)
+    policy = DirectorPolicy(refresh_customs, delegated=resuming and delegated_before(history, run.surface))
+    config = run.loop_config(messages, policy, route_task=ctx.spec.input)
     try:
+        if resuming:
+            replayed = await replay_interrupted_delegations(
+                messages, run.surface, run.tool_ctx, max_parallel=run.settings.max_parallel_readonly_tools)
+            _note(ctx, "info", f"resumed the stopped turn where it stopped ({replayed} interrupted delegations "
+                               "picked up again)")
         result = await run.run_loop(config)
     finally:
         # Written on every path, cancellation included: the next turn continues this conversation.
-        memory.append(user, *messages[start:])
+        memory.append(*added, *messages[start:])
         memory.save()
         await run.close()
     return result
+
+
+def _note(ctx: RunContext, level: str, text: str) -> None:
+    ctx.log.info("%s", text)
+    ctx.emit(EventType.LOG, event_data.log(level, text))

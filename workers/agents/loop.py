@@ -113,6 +113,7 @@ class LoopConfig:
     # routing), so a breaker opened for one provider never blocks another.
     breaker: ProviderBreakers | None = None
     route_task: str = ""  # text the router classifies; empty = no classification
+    first_step: int = 0  # the steps a replayed run had taken before it stopped (its messages hold them)
     # What a call cost (provider, model, usage) → US dollars, or None when no price is known.
     cost_of: Callable[[str, str, Usage], float | None] = lambda _provider, _model, _usage: None
 
@@ -283,7 +284,7 @@ def _refuse_exit(cfg: LoopConfig, messages: list[Message], exit_result: ToolResu
 
 
 async def run_agent_loop(cfg: LoopConfig) -> RunOutcome:
-    state = LoopState()
+    state = LoopState(step=cfg.first_step)
     cfg.policy.start_of_run(state)
     messages = cfg.messages
     pending_reminder: str | None = None

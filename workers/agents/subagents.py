@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from yagent.ipc.messages import RunOutcome
+from yagent.ipc.messages import REPLAY_OPTION, RunOutcome
 from yagent.ipc.provider_config import ProviderConfigError
 from yagent.ipc.vocabulary import RunStatus, StopReason
 from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import Message
 
 from .custom_agents import CustomAgentRegistry
+from .delegation_replay import ReplayStart, degraded_report
 from .loop import LoopPolicy, LoopState
 from .prompts import render_prompt
 from .runtime import AgentRun
@@ -88,13 +89,28 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
     if catalogue:
         prompt += "\n\n" + catalogue
     messages = [Message.system(prompt), Message.user(task_text(ctx))]
+    first_step = 0
+    if REPLAY_OPTION in ctx.spec.options:
+        start = find_replay_start(ctx, messages)
+        if isinstance(start, RunOutcome):
+            await run.close()
+            return start
+        messages, first_step = start.messages, start.step
     config = run.loop_config(messages, ReminderPolicy(spec.reminder, spec.reminder_limit))
+    config.first_step = first_step
     config.stop_on_exit = spec.stop_on_exit
     try:
         result = await run.run_loop(config)
     finally:
         await run.close()
     return result
+
+
+def find_replay_start(ctx: RunContext, fresh: list[Message]) -> ReplayStart | RunOutcome:
+    """Where a replayed delegation picks up, or the degraded report when it cannot be picked up safely."""
+    call_id = str(ctx.spec.options.get(REPLAY_OPTION, ""))
+    return degraded_report(ctx.spec.agent, ctx.spec.input,
+                           f"no rollout of the interrupted delegation {call_id or '(no call id)'} was found")
 
 
 def _register(name: str) -> None:

@@ -2,7 +2,9 @@
 
 Consecutive calls the surface admits as parallel run concurrently, up to a limit; any other call runs
 alone, in order. Every call gets exactly one result, in call order, also when the batch is cancelled:
-calls in flight get a "cancelled" result and calls not yet started a "not run" result. Calls after an
+calls in flight get a "cancelled" result — an "interrupted" one when the daemon stopping ended the run, which a
+resumed run recognises by its first word (`INTERRUPTED_RESULT`) — and calls not yet started a "not run"
+result. Calls after an
 `agent_exit` (a result with `stop_run`) are not executed either; they are reported as not run.
 
 The batch emits `tool_call_start` and `tool_call_result` through `ctx.emit` for every call, placeholders
@@ -21,11 +23,11 @@ from typing import Any
 
 from yagent.ipc import event_data
 from yagent.ipc.config import DEFAULT_PARALLEL_READONLY_TOOLS, PARALLEL_CLAMP, clamp_parallel
-from yagent.ipc.vocabulary import EventType
+from yagent.ipc.vocabulary import EventType, StopReason
 
 from .context import ToolContext
 from .invoke import ToolCall, invoke_tool, parse_arguments
-from .result import ToolResult
+from .result import INTERRUPTED_ADVICE, INTERRUPTED_RESULT, ToolResult
 from .surface import Surface
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,7 @@ class ToolBatch:
         self._results: list[ToolResult | None] = [None] * len(self._calls)
         self._started = [False] * len(self._calls)
         self._begun = [0.0] * len(self._calls)
+        self._cancel_reason = ""  # why the batch was cancelled, when it was (the run's stop reason)
 
     async def run(self) -> list[ToolResult]:
         """Execute the batch; on cancellation fills the missing results, then re-raises."""
@@ -80,7 +83,8 @@ class ToolBatch:
                 else:
                     await self._call(i)
                     i += 1
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
+            self._cancel_reason = str(exc.args[0]) if exc.args else ""
             self._emit_placeholders()
             raise
         self._emit_placeholders()
@@ -150,6 +154,10 @@ class ToolBatch:
         if not self._started[index] and self._stopped():
             text = f"Not run: the run finished with agent_exit before {call.name}. Nothing was executed."
             return ToolResult.error(text, data={"cancelled": False, "started": False}).bound(call.id, call.name)
+        if self._started[index] and self._cancel_reason == StopReason.INTERRUPTED:
+            text = f"{INTERRUPTED_RESULT} yagentd stopped while {call.name} was running. {INTERRUPTED_ADVICE}"
+            return ToolResult(content=text, is_error=True, data={"cancelled": True, "started": True,
+                                                                 "interrupted": True}).bound(call.id, call.name)
         if self._started[index]:
             text = (
                 f"Cancelled: the run was stopped while {call.name} was running; it may have been partly "

@@ -54,10 +54,12 @@ class Delegator(Protocol):
     """Runs `agent` on `task` as a child of this run and returns how the child ended.
 
     `call_id` is the parent's tool call (it links parent and child); `context` holds the facts the parent
-    hands over with the task, empty for none.
+    hands over with the task, empty for none; `replay` asks for the delegation `call_id` that was interrupted
+    to be picked up where it stopped (a resumed turn), not started anew.
     """
 
-    async def run_child(self, agent: str, task: str, call_id: str, context: str) -> RunOutcome: ...
+    async def run_child(self, agent: str, task: str, call_id: str, context: str, *,
+                        replay: bool = False) -> RunOutcome: ...
 
 
 @runtime_checkable

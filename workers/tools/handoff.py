@@ -12,7 +12,7 @@ from typing import Any
 from yagent.ipc.messages import RunOutcome
 from yagent.ipc.vocabulary import WRITABLE_HANDOFF_STATUSES, HandoffStatus, RunStatus, StopReason
 
-from .result import TRUNCATION_CAPS
+from .result import INTERRUPTED_ADVICE, INTERRUPTED_RESULT, TRUNCATION_CAPS
 from .spec import Truncation
 
 __all__ = ["PARENT_RESULT_BUDGET", "delegation_status", "format_for_parent", "handoff_problems", "handoff_status"]
@@ -28,7 +28,6 @@ _STOP_ADVICE = {
     StopReason.TOTAL_TIMEOUT: "it ran out of its time budget and was stopped",
     StopReason.MAX_STEPS: "it used all its steps before finishing",
     StopReason.CANCELLED: "it was cancelled",
-    StopReason.INTERRUPTED: "it was interrupted (the daemon stopped)",
     StopReason.PANIC: "its worker process crashed",
     StopReason.LLM_ERROR: "its model calls kept failing",
     StopReason.CIRCUIT_BREAKER_OPEN: "its model provider is failing repeatedly",
@@ -73,14 +72,18 @@ def handoff_status(handoff: dict[str, Any] | None) -> HandoffStatus:
     if not handoff or "status" not in handoff:
         return HandoffStatus.OK
     status = handoff.get("status")
+    if status == HandoffStatus.DEGRADED:  # written by yagent's replay side, never accepted from a model
+        return HandoffStatus.DEGRADED
     return HandoffStatus(status) if status in WRITABLE_HANDOFF_STATUSES else HandoffStatus.PARTIAL
 
 
 def delegation_status(outcome: RunOutcome) -> HandoffStatus:
     """How the parent reads a child's result: a finished child by its own hand-off, a failed one as an error,
-    one the daemon stopped (timeout, cancel, daemon gone) as stopped."""
+    one the daemon stopped (timeout, cancel) as stopped, one cut short by the daemon stopping as interrupted."""
     if outcome.status == RunStatus.DONE:
         return handoff_status(outcome.handoff)
+    if outcome.status == RunStatus.INTERRUPTED:
+        return HandoffStatus.INTERRUPTED
     return HandoffStatus.ERROR if outcome.status == RunStatus.FAILED else HandoffStatus.STOPPED
 
 
@@ -123,6 +126,10 @@ def format_for_parent(outcome: RunOutcome) -> str:
         raw = (handoff or {}).get("status", status)
         shown = status if raw == status else f"{status} — status unclear ({raw!r})"
         head = f"[{outcome.agent} finished ({outcome.stop_reason}), status {shown}]"
+    elif outcome.status == RunStatus.INTERRUPTED:
+        head = f"{INTERRUPTED_RESULT} yagentd stopped while {outcome.agent} was working. {INTERRUPTED_ADVICE}"
+        if outcome.error:
+            head += f"\nDetail: {outcome.error}"
     else:
         why = _STOP_ADVICE.get(outcome.stop_reason, outcome.stop_reason)
         head = f"[{outcome.agent} did not finish: {outcome.stop_reason} — {why}]"

@@ -18,6 +18,12 @@ TRUNCATION_CAPS: Mapping[Truncation, int | None] = {
     Truncation.EARLY: 24_000,
 }
 
+# The first words of a call's result when yagentd stopped while the call ran (a delegation's child too): a
+# resumed run finds the calls to pick up again by them. Never a failure of the call.
+INTERRUPTED_RESULT = "Interrupted:"
+INTERRUPTED_ADVICE = ("This is not a failure: continuing the task (`yagent continue TASK` or /continue) resumes "
+                      "where it stopped.")
+
 _JSON_PATH_KEYS = frozenset({"path", "paths", "source", "destination", "output_file"})
 _RG_LINE = re.compile(r"^(?P<path>[^\n]+?):(?P<line>\d+):")
 

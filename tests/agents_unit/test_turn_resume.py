@@ -1,0 +1,90 @@
+"""Picking up a stopped turn: which calls were cut short, replaying delegations, the degraded report."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from tests.tools.doubles import ScriptedDelegator, make_ctx
+from yagent.ipc.messages import RunOutcome
+from yagent.ipc.vocabulary import HandoffStatus, RunStatus, StopReason
+from yagent.workers.agents.delegation_replay import StoppedRecord, degraded_report
+from yagent.workers.agents.turn_resume import interrupted_calls, replay_interrupted_delegations
+from yagent.workers.llm import Message, ToolCall, repair_tool_pairing
+from yagent.workers.tools import build_surface
+from yagent.workers.tools.handoff import delegation_status, format_for_parent
+from yagent.workers.tools.result import INTERRUPTED_RESULT
+
+
+def _step(*calls: tuple[str, str, dict]) -> Message:
+    return Message.assistant("", tool_calls=[ToolCall(id=i, name=n, arguments=json.dumps(a)) for i, n, a in calls])
+
+
+def _history() -> list[Message]:
+    return [
+        Message.user("find the greeting, then fix it"),
+        _step(("c0", "delegate_chat", {"task": "a farewell word?"})),
+        Message.tool("c0", "goodbye", name="delegate_chat"),  # an earlier step: finished, never replayed
+        _step(("c1", "delegate_repo", {"task": "where is the greeting?"}),
+              ("c2", "delegate_chat", {"task": "another word?"}),
+              ("c3", "read_file", {"path": "app.py"}),
+              ("c4", "delegate_chat", {"task": "answered in time"})),
+        Message.tool("c1", f"{INTERRUPTED_RESULT} yagentd stopped while delegate_repo was running.",
+                     name="delegate_repo"),
+        # c2 and c3 have no result at all: the worker was killed before it wrote them
+        Message.tool("c4", "a finished answer", name="delegate_chat"),
+    ]
+
+
+def test_only_the_last_steps_calls_without_a_result_of_their_own_are_picked_up() -> None:
+    stopped = interrupted_calls(_history())
+    assert [(s.call.id, s.answered) for s in stopped] == [("c1", True), ("c2", False), ("c3", False)]
+    assert interrupted_calls(_history()[:3]) == []  # a finished last step: nothing to pick up
+    assert interrupted_calls([]) == []
+
+
+def test_delegations_are_replayed_for_the_same_call_ids_and_other_calls_get_an_interrupted_result(
+        tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    child = RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, agent="repo", output="line 1")
+    delegator = ScriptedDelegator(child)
+    ctx = make_ctx(project, tmp_path, delegator=delegator)
+    messages = _history()
+    replayed = asyncio.run(replay_interrupted_delegations(messages, build_surface("director"), ctx, max_parallel=4))
+    assert replayed == 2
+    assert [(c["call_id"], c["agent"], c["replay"]) for c in delegator.calls] == [("c1", "repo", True),
+                                                                                   ("c2", "chat", True)]
+    assert ctx.delegator is delegator  # the run's own delegator is back for the rest of the run
+    # What a provider is sent: every call of the step paired with exactly one result, the replay's winning.
+    sent = repair_tool_pairing(messages)
+    results = {m.tool_call_id: m.content for m in sent if m.role == "tool"}
+    assert sum(1 for m in sent if m.role == "tool" and m.tool_call_id == "c1") == 1
+    assert "line 1" in results["c1"] and "line 1" in results["c2"]
+    assert results["c3"].startswith(INTERRUPTED_RESULT) and results["c4"] == "a finished answer"
+    assert results["c0"] == "goodbye"
+
+
+def test_a_child_cut_short_by_the_daemon_reads_as_an_interruption_never_a_failure() -> None:
+    cut = RunOutcome(status=RunStatus.INTERRUPTED, stop_reason=StopReason.INTERRUPTED, agent="repo",
+                     error="yagentd exited")
+    assert delegation_status(cut) == HandoffStatus.INTERRUPTED
+    text = format_for_parent(cut)
+    assert text.startswith(INTERRUPTED_RESULT) and "not a failure" in text and "yagent continue" in text
+
+
+def test_the_degraded_report_says_what_was_done_what_was_not_and_what_next() -> None:
+    record = StoppedRecord(finished_calls=["read_file: app.py"], open_plan=["fix the greeting"],
+                           last_words="app.py prints hello")
+    outcome = degraded_report("repo", "Where is the greeting?\nmore", "the workspace moved since", record)
+    assert outcome.status == RunStatus.DONE  # a result the parent builds on, not an error
+    assert outcome.handoff["status"] == HandoffStatus.DEGRADED and outcome.handoff["degraded"]
+    assert delegation_status(outcome) == HandoffStatus.DEGRADED
+    body = outcome.output
+    assert body.index("Done:") < body.index("- read_file: app.py") < body.index("Not done:")
+    assert body.index("- fix the greeting") < body.index("Next steps:") and "the workspace moved since" in body
+    assert "app.py prints hello" in body
+    empty = degraded_report("repo", "Where is the greeting?", "no rollout")
+    assert "nothing was recorded as finished" in empty.output and "Where is the greeting?" in empty.output
+    assert f"status {HandoffStatus.DEGRADED}" in format_for_parent(empty)

@@ -1,0 +1,68 @@
+"""A delegation asked for again by a resumed parent (`REPLAY_OPTION`): pick the interrupted child up where it
+stopped, or — when that is not safe — hand back a report the program writes from what was recorded.
+
+Picking up (a replay) needs the interrupted child's record: its rollout, with a checkpoint that matches
+what the reader rebuilds and a workspace that has not moved since. Any doubt makes it a degraded hand-off
+report instead: what was done, what was not, what to do next, from the record alone and without a model
+call. A degraded report is a result the parent builds on, not an error; its hand-off says `degraded` and
+why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from yagent.ipc.messages import RunOutcome
+from yagent.ipc.vocabulary import HandoffStatus, RunStatus, StopReason
+from yagent.workers.llm import Message
+
+__all__ = ["ReplayStart", "StoppedRecord", "degraded_report"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayStart:
+    """Where a replayed child starts: the rebuilt history and the step it had reached."""
+
+    messages: list[Message]
+    step: int
+
+
+@dataclass(slots=True)
+class StoppedRecord:
+    """What the interrupted child's record says it did (empty when there is no record)."""
+
+    finished_calls: list[str] = field(default_factory=list)  # "tool: brief" of calls that returned a result
+    open_plan: list[str] = field(default_factory=list)  # plan items not yet done, from its last thought block
+    last_words: str = ""  # the last text it wrote
+
+
+def degraded_report(agent: str, task: str, reason: str, record: StoppedRecord | None = None) -> RunOutcome:
+    """The program-written hand-off of an interrupted delegation that cannot be replayed (`reason`)."""
+    record = record or StoppedRecord()
+    done = [f"- {c}" for c in record.finished_calls] or ["- nothing was recorded as finished"]
+    not_done = [f"- {p}" for p in record.open_plan] or [f"- the task itself: {_first_line(task)}"]
+    next_steps = [
+        f"- delegate the remaining work to {agent} again, with the finished steps above as context",
+        "- check the workspace first: a step in flight when it stopped may have been partly applied",
+    ]
+    body = "\n".join([
+        f"[{agent} was interrupted and could not be picked up where it stopped: {reason}. This report is "
+        "written by yagent from the run's record, not by the agent.]",
+        "", "Done:", *done, "", "Not done:", *not_done, "", "Next steps:", *next_steps,
+    ])
+    if record.last_words:
+        body += f"\n\nIts last words before it stopped:\n{record.last_words}"
+    handoff = {
+        "conclusion": f"{agent} was interrupted before it finished; not replayable ({reason})",
+        "facts": [],
+        "open_questions": [p for p in record.open_plan],
+        "status": HandoffStatus.DEGRADED.value,
+        "degraded": reason,
+    }
+    return RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, output=body, handoff=handoff,
+                      data={"degraded": reason})
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= 200 else line[:199] + "…"

@@ -1,0 +1,98 @@
+"""Resuming a turn that stopped before it finished (`yagent continue`): the Director picks up its own history,
+and every delegation that was cut short is asked for again as a replay — without a model call.
+
+The stopped turn's last step is an assistant message whose tool calls got results saying they were
+interrupted (`tools.result.INTERRUPTED_RESULT`), or none at all (the worker was killed before it wrote them).
+For each of those calls that is a delegation, the delegation tool runs once more for the same call id, the
+daemon told it is a replay: the child picks up from what the interrupted child recorded, or reports what
+it had done. Its result is appended as a second result of that call, which the pairing repair keeps (last
+wins); so the model's next call sees the child's answer where the interruption was. Other interrupted
+calls keep their result, which tells the model it may issue them again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from yagent.ipc.messages import RunOutcome
+from yagent.workers.llm import Message
+from yagent.workers.tools import Surface, ToolBatch, ToolCall, ToolContext
+from yagent.workers.tools.context import Delegator
+from yagent.workers.tools.result import INTERRUPTED_RESULT
+
+__all__ = ["ReplayingDelegator", "delegated_before", "interrupted_calls", "replay_interrupted_delegations"]
+
+# The first words of a result the batch gave a call that was in flight when its run was cancelled: a turn
+# the user cancelled resumes the same way as one the daemon's stop interrupted.
+_CANCELLED_RESULT = "Cancelled: the run was stopped while"
+
+
+@dataclass(frozen=True, slots=True)
+class StoppedCall:
+    call: ToolCall
+    answered: bool  # it has a result (saying it was interrupted), not none at all
+
+
+def interrupted_calls(history: list[Message]) -> list[StoppedCall]:
+    """The tool calls of the history's last step that did not get a result of their own."""
+    last = next((i for i in range(len(history) - 1, -1, -1) if history[i].role == "assistant"), None)
+    if last is None or not history[last].tool_calls:
+        return []
+    results: dict[str, str] = {}
+    for message in history[last + 1:]:
+        if message.role == "tool" and message.tool_call_id:
+            results[message.tool_call_id] = message.content  # a later result of the same call wins
+    stopped = []
+    for call in history[last].tool_calls:
+        content = results.get(call.id)
+        if content is None or content.startswith((INTERRUPTED_RESULT, _CANCELLED_RESULT)):
+            stopped.append(StoppedCall(ToolCall(id=call.id, name=call.name, arguments=call.arguments),
+                                       answered=content is not None))
+    return stopped
+
+
+class ReplayingDelegator:
+    """The run's delegator, asking the daemon for replays of interrupted delegations instead of new ones."""
+
+    def __init__(self, inner: Delegator) -> None:
+        self._inner = inner
+
+    async def run_child(self, agent: str, task: str, call_id: str, context: str) -> RunOutcome:
+        return await self._inner.run_child(agent, task, call_id, context, replay=True)
+
+
+async def replay_interrupted_delegations(messages: list[Message], surface: Surface, tool_ctx: ToolContext, *,
+                                         max_parallel: int) -> int:
+    """Run the stopped step's interrupted delegations again as replays, appending their results to `messages`
+    (same call ids; also when this run is cancelled meanwhile). A call with no result at all that is not a
+    delegation gets an interrupted result, so no call reaches a provider without one. Returns the number of
+    delegations replayed."""
+    stopped = interrupted_calls(messages)
+    delegations = [s.call for s in stopped if _is_delegation(surface, s.call.name)]
+    for s in stopped:
+        if not s.answered and not _is_delegation(surface, s.call.name):
+            messages.append(Message.tool(
+                s.call.id, f"{INTERRUPTED_RESULT} the run stopped while {s.call.name} was running; it may have "
+                           "been partly applied. Check its effect before repeating it.", name=s.call.name))
+    if not delegations or tool_ctx.delegator is None:
+        return 0
+    inner = tool_ctx.delegator
+    tool_ctx.delegator = ReplayingDelegator(inner)
+    batch = ToolBatch(surface, delegations, tool_ctx, max_parallel=max_parallel)
+    try:
+        await batch.run()
+    finally:
+        tool_ctx.delegator = inner
+        messages.extend(Message.tool(r.call_id, r.content, name=r.tool) for r in batch.results())
+    return len(delegations)
+
+
+def delegated_before(history: list[Message], surface: Surface) -> bool:
+    """Whether the stopped turn had delegated (its last user message onwards), by what the tools declare."""
+    start = next((i for i in range(len(history) - 1, -1, -1) if history[i].role == "user"), 0)
+    return any(m.role == "tool" and _is_delegation(surface, m.name) for m in history[start:])
+
+
+def _is_delegation(surface: Surface, name: str) -> bool:
+    spec = surface.resolve(name)
+    return spec is not None and spec.is_delegation
