@@ -181,7 +181,9 @@ def _within_frame(result: ApprovedOperationResult) -> ApprovedOperationResult:
 
 async def _in_process(run: OperationRun, request: dict[str, Any], confinement: ConfinementSpec
                       ) -> ApprovedOperationResult:
-    handle, reader = run.services.launcher.launch_operation(run.id, request, confinement=confinement)
+    # The forkserver's answer is waited for off the event loop, as for a run's worker (`Launcher.begin_launch`).
+    handle, reader = await asyncio.to_thread(run.services.launcher.launch_operation, run.id, request,
+                                             confinement=confinement)
     receiving = asyncio.ensure_future(asyncio.to_thread(_receive, reader, handle.sentinel, handle.pid))
     ended = asyncio.ensure_future(run.exited.wait())
     try:
