@@ -21,7 +21,7 @@ from yagent.ipc.messages import (
     TaskList,
     TaskSummary,
 )
-from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, ControlAction, QuestionKind, RunStatus, TaskState
+from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, ControlAction, QuestionKind, RunStatus, StopReason, TaskState
 
 from . import exit_codes
 from .answerer import answerer
@@ -114,11 +114,13 @@ def resume_reason(summary: TaskSummary) -> tuple[bool, str]:
     """Whether `yagent continue` resumes the task's last turn, and why (or why not)."""
     if summary.state == TaskState.PAUSED:
         return True, "paused: it waits at a step boundary with its context; `continue` goes on in place"
-    if summary.state not in _RESUMABLE:
+    crashed = [r for r in summary.runs if r.parent is None and r.stop_reason == StopReason.PANIC]
+    if summary.state not in _RESUMABLE and not (summary.state == TaskState.FAILED and crashed):
         return False, f"{summary.state}: nothing stopped midway; send it a new message instead"
     cut = [r for r in summary.runs if r.status in (RunStatus.INTERRUPTED, RunStatus.CANCELLED)]
     children = [r.agent for r in cut if r.parent]
-    why = "yagentd stopped while it ran" if summary.state == TaskState.INTERRUPTED else "it was cancelled"
+    why = {TaskState.INTERRUPTED: "yagentd stopped while it ran", TaskState.CANCELLED: "it was cancelled"}.get(
+        summary.state, f"its {crashed[0].agent if crashed else 'root'} worker died")
     if children:
         how = (f"the Director goes on from its memory; {', '.join(children)} "
                f"{'is' if len(children) == 1 else 'are'} replayed from the recorded step, or reported on where "
@@ -131,7 +133,7 @@ def resume_reason(summary: TaskSummary) -> tuple[bool, str]:
 async def _resume_list(as_json: bool, limit: int) -> int:
     async with DaemonClient() as client:
         reply = await client.request(ListTasks(id=0, project=None, limit=limit), TaskList)
-    candidates = [t for t in reply.tasks if t.state in (*_RESUMABLE, TaskState.PAUSED)]
+    candidates = [t for t in reply.tasks if resume_reason(t)[0]]
     if as_json:
         print(json.dumps([{"task": t.task, "project": t.project, "title": t.title, "state": t.state,
                            "resumable": ok, "reason": why}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from yagent.ipc.config import ConfigError
 from yagent.ipc.messages import Ack, TaskControl
-from yagent.ipc.vocabulary import ControlAction, ErrorCode
+from yagent.ipc.vocabulary import ControlAction, ErrorCode, StopReason, TaskState
 
 from ..registry import TaskRow
 from ..turn import RESUMABLE
@@ -21,7 +21,7 @@ async def task_control(daemon: DaemonView, msg: TaskControl) -> Ack:
         raise CommandError(ErrorCode.BAD_REQUEST,
                            f"unknown action {msg.action!r}; use pause, continue or cancel") from None
     task = daemon.tasks.get(row.id)
-    if action is ControlAction.CONTINUE and (task is None or not task.in_flight) and row.state in RESUMABLE:
+    if action is ControlAction.CONTINUE and (task is None or not task.in_flight) and _stopped_midway(daemon, row):
         return _resume(daemon, msg, row)
     if task is None or not task.in_flight:
         raise CommandError(ErrorCode.NOT_RUNNING, f"task {row.id} has no turn in progress (state: {row.state}); "
@@ -33,6 +33,17 @@ async def task_control(daemon: DaemonView, msg: TaskControl) -> Ack:
     else:
         task.cancel()
     return Ack(id=msg.id, task=row.id, state=task.row.state, detail=action.value)
+
+
+def _stopped_midway(daemon: DaemonView, row: TaskRow) -> bool:
+    """Interrupted or cancelled, or failed because its root run's worker died (`kill -9`, a crash)."""
+    if row.state in RESUMABLE:
+        return True
+    if row.state != TaskState.FAILED:
+        return False
+    turn = daemon.registry.last_turn(row.id)
+    runs = daemon.registry.runs_of(row.id, turn) if turn is not None else []
+    return any(r.parent_run is None and r.stop_reason == StopReason.PANIC for r in runs)
 
 
 def _resume(daemon: DaemonView, msg: TaskControl, row: TaskRow) -> Ack:

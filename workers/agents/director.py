@@ -39,6 +39,7 @@ __all__ = ["MAX_NON_DELEGATION_REMINDERS", "DirectorPolicy", "director", "load_p
 MAX_NON_DELEGATION_REMINDERS = 3
 PROJECT_CONTEXT_FILES = ("YAGENT.md", "CLAUDE.md", "AGENTS.md")
 PROJECT_CONTEXT_LIMIT = 16_000
+_CONTEXT_HEADING = "# Project context (from the project root)"
 
 FIRST_REMINDER = (
     "You replied without delegating anything in this run. Questions about the code go to delegate_repo, "
@@ -131,9 +132,15 @@ async def director(ctx: RunContext) -> RunOutcome:
         if first_turn:
             context = load_project_context(ctx.project_root)
             if context:
-                text = f"{text}\n\n# Project context (from the project root)\n\n{context}"
+                text = f"{text}\n\n{_CONTEXT_HEADING}\n\n{context}"
         added.append(Message.user(text))
-    messages = [Message.system(_system_prompt(run, registry)), *history, *added]
+    system = _system_prompt(run, registry)
+    if resuming and not any(m.role == "user" and _CONTEXT_HEADING in m.content for m in history):
+        # A resumed session re-reads the project's instructions: they may have changed, or never been seen.
+        context = load_project_context(ctx.project_root)
+        if context:
+            system += f"\n\n{_CONTEXT_HEADING}\n\n{context}"
+    messages = [Message.system(system), *history, *added]
     start = len(messages)
     policy = DirectorPolicy(refresh_customs, delegated=resuming and delegated_before(history, run.surface))
     config = run.loop_config(messages, policy, route_task=ctx.spec.input)
