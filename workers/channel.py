@@ -100,6 +100,7 @@ class DaemonChannel:
         self._last_heartbeat = 0.0
         self.last_heard = time.monotonic()
         self.cancel_reason: str | None = None
+        self.cancelled_while_paused = False  # the run's rollout stops as paused, not cancelled
         self.lost = False
         # What broke in handling the daemon's messages, when something did: the run ends FAILED / PANIC.
         self.failure: str | None = None
@@ -338,6 +339,7 @@ class DaemonChannel:
         first = self.cancel_reason is None
         if first:
             self.cancel_reason = reason
+            self.cancelled_while_paused = not self._resume.is_set()
         self._resume.set()  # a paused run must wake up to notice it was cancelled
         if (first or again) and self.on_cancel is not None:
             self.on_cancel(reason)
