@@ -15,6 +15,8 @@ Planner rules on top of the shared loop:
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 from yagent.ipc.messages import RunOutcome
@@ -22,11 +24,11 @@ from yagent.ipc.provider_config import ProviderConfigError
 from yagent.ipc.vocabulary import RunStatus, StopReason
 from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import Message
-from yagent.workers.memory import load_memory, memory_path
+from yagent.workers.memory import ConversationMemory, load_memory, memory_path
 from yagent.workers.tools import ToolCall, ToolResult
 
 from .custom_agents import CustomAgentRegistry
-from .loop import LoopPolicy, LoopState
+from .loop import LoopPolicy, LoopRecorder, LoopState
 from .prompts import render_prompt
 from .runtime import AgentRun
 
@@ -65,6 +67,25 @@ class DirectorPolicy(LoopPolicy):
     def after_tools(self, state: LoopState, calls: list[ToolCall], results: list[ToolResult]) -> None:
         if callable(self._on_tools):
             self._on_tools(calls, results)
+
+
+class _TurnFollower:
+    """The loop's recorder for a Director turn: the rollout as before, plus the task's memory kept up with the
+    turn (saved debounced, so a daemon killed mid-turn loses at most a few seconds of it)."""
+
+    def __init__(self, inner: LoopRecorder, memory: ConversationMemory, turn: Callable[[], list[Message]]) -> None:
+        self._inner = inner
+        self._memory = memory
+        self._turn = turn
+
+    def appended(self, message: Message, step: int) -> None:
+        self._inner.appended(message, step)
+        self._memory.follow_turn(self._turn())
+        with contextlib.suppress(OSError):  # the end of the turn saves again and reports a failure then
+            self._memory.save_debounced()
+
+    def finished(self, step: int, outcome: RunOutcome | None, error: BaseException | None = None) -> None:
+        self._inner.finished(step, outcome, error)
 
 
 def load_project_context(root: Path) -> str:
@@ -125,11 +146,17 @@ async def director(ctx: RunContext) -> RunOutcome:
     messages = [Message.system(_system_prompt(run, registry)), *history, user]
     start = len(messages)
     config = run.loop_config(messages, DirectorPolicy(refresh_customs), route_task=ctx.spec.input)
+
+    def turn() -> list[Message]:
+        return [user, *messages[start:]]
+
+    config.recorder = _TurnFollower(config.recorder, memory, turn)
     try:
-        result = await run.run_loop(config)
+        result = await run.run_loop(config, rollout=True)
     finally:
         # Written on every path, cancellation included: the next turn continues this conversation.
-        memory.append(user, *messages[start:])
+        memory.follow_turn(turn())
+        memory.end_turn()
         memory.save()
         await run.close()
     return result
