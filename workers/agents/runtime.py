@@ -187,8 +187,10 @@ class AgentRun:
     def cost_of(self, provider: str, model: str, usage: Usage) -> float | None:
         return call_cost(self._llm_config, provider, model, usage)
 
-    async def run_loop(self, config: LoopConfig) -> RunOutcome:
-        if config.recorder is self.recorder:
+    async def run_loop(self, config: LoopConfig, *, rollout: bool | None = None) -> RunOutcome:
+        """Run the loop; `rollout` opens this run's rollout with the loop's starting messages (by default
+        when the config's recorder is this run's own; a caller that wraps it says True)."""
+        if rollout if rollout is not None else config.recorder is self.recorder:
             self._begin_rollout(config.messages)
         try:
             return await run_agent_loop(config)
