@@ -21,10 +21,12 @@ from pathlib import Path
 
 from yagent.ipc.messages import RunOutcome
 from yagent.ipc.provider_config import ProviderConfigError
+from yagent.ipc.state_layout import task_dir
 from yagent.ipc.vocabulary import RunStatus, StopReason
 from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import Message
 from yagent.workers.memory import ConversationMemory, load_memory, memory_path
+from yagent.workers.memory.rollout_retention import prune_rollouts
 from yagent.workers.tools import ToolCall, ToolResult
 
 from .custom_agents import CustomAgentRegistry
@@ -121,6 +123,8 @@ async def director(ctx: RunContext) -> RunOutcome:
     memory = load_memory(memory_path(ctx.home, ctx.spec.task))
     first_turn = not memory.has_exchange()
     run_holder: list[AgentRun] = []
+    # Before this turn's own rollout exists: the previous turn (what a resume needs) is the newest kept.
+    prune_rollouts(task_dir(ctx.home, ctx.spec.task), ctx.settings.rollout_retention)
 
     def refresh_customs(calls: list[ToolCall], results: list[ToolResult]) -> None:
         # A Meta run registered an agent in the task's registry: offer it from the next step on.

@@ -30,6 +30,7 @@ __all__ = [
     "ReplayVerdict",
     "assess_replay",
     "find_child_rollout",
+    "first_record",
     "load_for_replay",
 ]
 
@@ -101,7 +102,8 @@ def load_for_replay(path: Path) -> Replay:
                   turn_context=last_of(recs, RolloutRecord.TURN_CONTEXT), problems=content.problems)
 
 
-def _first_record(path: Path) -> dict[str, Any] | None:
+def first_record(path: Path) -> dict[str, Any] | None:
+    """The first record of a rollout (its `session_meta`), read alone; None when it is not one."""
     try:
         with path.open("rb") as fh:
             line = fh.readline(1 << 20)
@@ -121,7 +123,7 @@ def find_child_rollout(task_dir: Path, delegation_id: str) -> Path | None:
     except OSError:
         return None
     for path in candidates:
-        rec = _first_record(path)
+        rec = first_record(path)
         if rec is None or rec.get("type") != RolloutRecord.SESSION_META:
             continue
         if rec["payload"].get("delegation_id") == delegation_id and rec["payload"].get("parent_session_id"):
