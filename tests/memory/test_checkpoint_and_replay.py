@@ -36,7 +36,14 @@ def test_the_checkpoint_digest_is_the_readers_after_a_drain_even_on_a_slow_disk(
         writer.enqueue(records.response_item(message, 1))
     writer.enqueue(records.compacted(summary, 2))  # the reader's rules, not the writer's memory, are digested
     writer.enqueue(records.response_item(Message.assistant("after"), 2))
-    disk.release.set()
+    assert disk.entered.wait(10)  # the writer is stuck in its first batch: nothing is readable yet
+    drain = writer.drain
+
+    def released_drain(timeout: float | None = None) -> bool:  # the disk comes back once the drain is asked for
+        disk.release.set()
+        return drain(timeout)
+
+    writer.drain = released_drain  # type: ignore[method-assign]
     facts = CheckpointFacts(step=2, model="m", tier="", git=GIT, delegation_id="c", stop_reason=StopReason.PAUSED)
     assert write_checkpoint(writer, facts) == ""
     writer.close(10)
@@ -59,10 +66,9 @@ def _child(home: Path, *, delegation_id: str = "call_repo", name: str = "2026010
     return write_rollout(directory / name, conversation(), delegation_id=delegation_id, **kw)
 
 
-def _assess(home: Path, **kw):
-    kw.setdefault("workspace", GIT)
-    return assess_replay(task_dir(home, "t1"), kw.pop("delegation_id", "call_repo"), project_root=home,
-                         max_steps=kw.pop("max_steps", 50), **kw)
+def _assess(home: Path, *, delegation_id: str = "call_repo", workspace: GitIdentity = GIT, **kw):
+    return assess_replay(task_dir(home, "t1"), delegation_id, project_root=home, max_steps=50,
+                         workspace=workspace, **kw)
 
 
 def test_a_clean_stop_is_replayable_and_the_child_is_found_by_its_delegation_id(tmp_path: Path) -> None:
