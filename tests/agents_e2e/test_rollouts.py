@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 from tests.agent_harness import MARKERS, run_turn
-from tests.daemon_harness import of_type
+from tests.daemon_harness import arun, collect_turn, of_type, submit, wait_until
 from tests.fake_provider import Step, ToolCallSpec
+from yagent.ipc import EventStream
+from yagent.ipc.messages import Ack, TaskControl
 from yagent.ipc.state_layout import rollout_dir
-from yagent.ipc.vocabulary import EventType, StopReason
+from yagent.ipc.vocabulary import ControlAction, EventType, StopReason
 from yagent.workers.memory.replay import ReplayVerdict, assess_replay, find_child_rollout, load_for_replay
 
 pytestmark = pytest.mark.e2e
@@ -53,3 +55,85 @@ def test_a_director_turn_with_a_delegation_leaves_linked_rollouts(fake, agent_da
     verdict = assess_replay(directory.parent, "call_repo", project_root=project, max_steps=50)
     assert verdict.verdict == ReplayVerdict.NOT_RESUMABLE_STOP
     fake.assert_no_problems()
+
+
+def _child_script(fake, command: str) -> None:
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("delegate_coding", {"task": "Run the slow check."}, id="call_code")]),
+        Step(text="never reached"),
+    ])
+    fake.script("coding", MARKERS["coding"], [
+        Step(reasoning="run it", tool_calls=[ToolCallSpec("run_bash", {"command": command}, id="call_bash")]),
+        Step(text="never reached"),
+    ])
+
+
+async def _until_child_tool(client, project: Path, events: list) -> str:
+    sub = await submit(client, project, "Run the slow check.", agent="director", yolo="yolo")
+    async with EventStream(client, sub.task) as stream:
+        async for ev in stream.events():
+            events.append(ev)
+            if ev.type == EventType.TOOL_CALL_START and ev.agent == "coding":
+                return sub.task
+    raise AssertionError("the task's stream ended before the child ran its tool")
+
+
+def _checkpointed(path_glob) -> Path | None:
+    for path in path_glob():
+        replay = load_for_replay(path)
+        if replay.checkpoint is not None and replay.stop_reason is not None:
+            return path
+    return None
+
+
+def test_a_kill_9_of_the_daemon_mid_delegation_leaves_a_replayable_interrupted_child(
+        fake, agent_daemon, project: Path) -> None:
+    _child_script(fake, "sleep 1000")
+    events: list = []
+
+    async def go() -> str:
+        async with agent_daemon.client() as c:
+            return await _until_child_tool(c, project, events)
+
+    task = arun(go(), 60)
+    assert agent_daemon.proc is not None
+    agent_daemon.proc.kill()
+    directory = rollout_dir(agent_daemon.home, task)
+    child = wait_until(lambda: _checkpointed(lambda: directory.glob("*_coding.jsonl")), 30,
+                       "the child's checkpoint after the daemon's kill -9")
+    replay = load_for_replay(child)
+    assert replay.stop_reason == StopReason.INTERRUPTED and replay.checkpoint["delegation_id"] == "call_code"
+    bash = [m for m in replay.messages if m.role == "tool" and m.tool_call_id == "call_bash"]
+    assert len(bash) == 1  # the interrupted call has its one result: no dangling call for a provider
+    verdict = assess_replay(directory.parent, "call_code", project_root=project, max_steps=150)
+    assert verdict.replayable, verdict.reason
+    director = wait_until(lambda: _checkpointed(lambda: [p for p in directory.glob("*.jsonl")
+                                                         if not p.name.endswith("_coding.jsonl")]),
+                          30, "the Director's checkpoint")
+    assert load_for_replay(director).stop_reason == StopReason.INTERRUPTED
+
+
+def test_a_run_paused_at_its_step_boundary_then_cancelled_stops_as_paused(fake, agent_daemon, project: Path) -> None:
+    _child_script(fake, "true")
+    events: list = []
+
+    async def go() -> str:
+        async with agent_daemon.client() as c:
+            task = await _until_child_tool(c, project, events)
+            await c.request(TaskControl(id=0, task=task, action=ControlAction.PAUSE), Ack)
+            # The tool ends and the child reaches its gate, where the pause holds it.
+            async with EventStream(c, task, after_seq=events[-1].seq) as stream:
+                async for ev in stream.events():
+                    if ev.type == EventType.TOOL_CALL_RESULT and ev.agent == "coding":
+                        break
+            await c.request(TaskControl(id=0, task=task, action=ControlAction.CANCEL), Ack)
+            await collect_turn(c, task, after_seq=events[-1].seq)
+            return task
+
+    task = arun(go(), 90)
+    directory = rollout_dir(agent_daemon.home, task)
+    child = _checkpointed(lambda: directory.glob("*_coding.jsonl"))
+    assert child is not None
+    replay = load_for_replay(child)
+    assert replay.stop_reason == StopReason.PAUSED and replay.checkpoint["step"] == 1, replay.stop_reason
+    assert assess_replay(directory.parent, "call_code", project_root=project, max_steps=150).replayable
