@@ -3,6 +3,7 @@ names its parent run and the delegation id."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,15 @@ from yagent.ipc import EventStream
 from yagent.ipc.messages import Ack, TaskControl
 from yagent.ipc.state_layout import rollout_dir
 from yagent.ipc.vocabulary import ControlAction, EventType, StopReason
-from yagent.workers.memory.replay import ReplayVerdict, assess_replay, find_child_rollout, load_for_replay
+from yagent.workers.llm import Message, ToolCall
+from yagent.workers.memory.replay import (
+    ReplayVerdict,
+    assess_replay,
+    find_child_rollout,
+    latest_root_rollout,
+    load_for_replay,
+)
+from yagent.workers.memory.resume_repair import INTERRUPTED_TOOL_RESULT
 
 pytestmark = pytest.mark.e2e
 
@@ -137,3 +146,22 @@ def test_a_run_paused_at_its_step_boundary_then_cancelled_stops_as_paused(fake, 
     replay = load_for_replay(child)
     assert replay.stop_reason == StopReason.PAUSED and replay.checkpoint["step"] == 1, replay.stop_reason
     assert assess_replay(directory.parent, "call_code", project_root=project, max_steps=150).replayable
+
+
+def test_a_director_turn_after_a_kill_mid_tool_sends_the_dangling_call_as_interrupted(
+        fake, agent_daemon, project: Path) -> None:
+    # The same answer twice: the Director's second reply after a delegation reminder ends the turn.
+    fake.script("director", MARKERS["director"], [Step(text="first answer")] * 2)
+    task, _ = run_turn(agent_daemon, project, "first question")
+    assert latest_root_rollout(rollout_dir(agent_daemon.home, task).parent) is not None
+    # What a worker killed mid-tool leaves in memory: a call, no result.
+    memory = agent_daemon.home / "tasks" / task / "memory.jsonl"
+    with memory.open("a") as fh:
+        fh.write(json.dumps(Message.assistant("", tool_calls=(ToolCall("call_lost", "delegate_repo", "{}"),))
+                            .to_dict()) + "\n")
+    fake.script("director", MARKERS["director"], [Step(text="second answer")] * 2)
+    run_turn(agent_daemon, project, "second question", task=task)
+    sent = fake.requests_for("director")[-1].body["messages"]
+    lost = [m for m in sent if m["role"] == "tool" and m.get("tool_call_id") == "call_lost"]
+    assert [m["content"] for m in lost] == [INTERRUPTED_TOOL_RESULT]
+    fake.assert_no_problems()

@@ -26,6 +26,7 @@ from yagent.ipc.vocabulary import RunStatus, StopReason
 from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import Message
 from yagent.workers.memory import ConversationMemory, load_memory, memory_path
+from yagent.workers.memory.resume_repair import repair_for_resume
 from yagent.workers.memory.rollout_retention import prune_rollouts
 from yagent.workers.tools import ToolCall, ToolResult
 
@@ -147,6 +148,11 @@ async def director(ctx: RunContext) -> RunOutcome:
             text = f"{text}\n\n# Project context (from the project root)\n\n{context}"
     user = Message.user(text)
     history = memory.snapshot()
+    # A turn killed mid-tool leaves a call without a result: it reads as interrupted before the first call.
+    repaired = repair_for_resume(history)
+    if repaired != history:
+        memory.replace(repaired)
+        history = repaired
     messages = [Message.system(_system_prompt(run, registry)), *history, user]
     start = len(messages)
     config = run.loop_config(messages, DirectorPolicy(refresh_customs), route_task=ctx.spec.input)

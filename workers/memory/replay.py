@@ -31,6 +31,7 @@ __all__ = [
     "assess_replay",
     "find_child_rollout",
     "first_record",
+    "latest_root_rollout",
     "load_for_replay",
 ]
 
@@ -129,6 +130,22 @@ def find_child_rollout(task_dir: Path, delegation_id: str) -> Path | None:
         if rec["payload"].get("delegation_id") == delegation_id and rec["payload"].get("parent_session_id"):
             found = path  # names sort by time stamp: the last match is the newest
     return found
+
+
+def latest_root_rollout(task_dir: Path) -> Path | None:
+    """The newest rollout of a root run (a Director turn) of the task: where a session resume starts."""
+    if not resume_enabled():
+        return None
+    try:
+        candidates = sorted((task_dir / ROLLOUT_DIR).glob("*.jsonl"), reverse=True)
+    except OSError:
+        return None
+    for path in candidates:
+        rec = first_record(path)
+        if rec is not None and rec.get("type") == RolloutRecord.SESSION_META \
+                and not rec["payload"].get("parent_session_id"):
+            return path
+    return None
 
 
 def assess_replay(task_dir: Path, delegation_id: str, *, project_root: Path, max_steps: int,
