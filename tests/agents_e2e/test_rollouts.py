@@ -4,6 +4,8 @@ names its parent run and the delegation id."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -30,8 +32,9 @@ pytestmark = pytest.mark.e2e
 
 def test_a_director_turn_with_a_delegation_leaves_linked_rollouts(fake, agent_daemon, project: Path) -> None:
     fake.script("director", MARKERS["director"], [
-        Step(reasoning="ask the repo agent", tool_calls=[
-            ToolCallSpec("delegate_repo", {"task": "Where is the greeting?"}, id="call_repo")]),
+        Step(text="<thought>\ngoal: find it\nstep: ask\nreason: facts\nplan:\n- [>] ask repo\n</thought>",
+             reasoning="ask the repo agent", tool_calls=[
+                 ToolCallSpec("delegate_repo", {"task": "Where is the greeting?"}, id="call_repo")]),
         Step(text="The greeting is in app.py."),
     ])
     fake.script("repo", MARKERS["repo"], [
@@ -53,6 +56,10 @@ def test_a_director_turn_with_a_delegation_leaves_linked_rollouts(fake, agent_da
     results = [m for m in director.messages if m.role == "tool" and m.tool_call_id == "call_repo"]
     assert len(results) == 1 and "app.py line 1" in results[0].content
     assert director.messages[2].reasoning == "ask the repo agent"
+    # The turn context as it last stood: the plan and the roster with each delegation's state.
+    assert director.turn_context is not None and director.turn_context["plan"] == ["[doing] ask repo"]
+    assert director.turn_context["delegations"] == [{"agent": "repo", "call_id": "call_repo", "state": "returned"}]
+    assert {"agent": "repo", "state": "available"} in director.turn_context["roster"]
 
     child = load_for_replay(child_files[0])
     assert child.meta["parent_session_id"] == runs["director"]
@@ -119,7 +126,10 @@ def test_a_kill_9_of_the_daemon_mid_delegation_leaves_a_replayable_interrupted_c
     director = wait_until(lambda: _checkpointed(lambda: [p for p in directory.glob("*.jsonl")
                                                          if not p.name.endswith("_coding.jsonl")]),
                           30, "the Director's checkpoint")
-    assert load_for_replay(director).stop_reason == StopReason.INTERRUPTED
+    stopped = load_for_replay(director)
+    assert stopped.stop_reason == StopReason.INTERRUPTED
+    assert stopped.turn_context is not None
+    assert stopped.turn_context["delegations"] == [{"agent": "coding", "call_id": "call_code", "state": "interrupted"}]
 
 
 def test_a_run_paused_at_its_step_boundary_then_cancelled_stops_as_paused(fake, agent_daemon, project: Path) -> None:
@@ -165,3 +175,40 @@ def test_a_director_turn_after_a_kill_mid_tool_sends_the_dangling_call_as_interr
     lost = [m for m in sent if m["role"] == "tool" and m.get("tool_call_id") == "call_lost"]
     assert [m["content"] for m in lost] == [INTERRUPTED_TOOL_RESULT]
     fake.assert_no_problems()
+
+
+def test_a_kill_9_of_a_child_worker_mid_run_leaves_its_rollout_readable(fake, agent_daemon, project: Path) -> None:
+    _child_script(fake, "sleep 1000")
+    events: list = []
+
+    async def go() -> str:
+        async with agent_daemon.client() as c:
+            task = await _until_child_tool(c, project, events)
+            pid = next(e.data["pid"] for e in of_type(events, EventType.RUN_STARTED) if e.agent == "coding")
+            directory = rollout_dir(agent_daemon.home, task)
+            # The writer's batch holding the tool call lands within its 20 ms; kill once it is on disk.
+            wait_until(lambda: any(m.tool_calls for p in directory.glob("*_coding.jsonl")
+                                   for m in load_for_replay(p).messages), 30, "the child's tool call on disk")
+            os.kill(pid, signal.SIGKILL)
+            wait_until(lambda: not _alive(pid), 30, "the child worker to die")
+            await c.request(TaskControl(id=0, task=task, action=ControlAction.CANCEL), Ack)
+            await collect_turn(c, task, after_seq=events[-1].seq)
+            return task
+
+    task = arun(go(), 90)
+    directory = rollout_dir(agent_daemon.home, task)
+    (child,) = directory.glob("*_coding.jsonl")
+    replay = load_for_replay(child)  # the worker died between two batches or inside one: readable either way
+    assert replay.checkpoint is None and replay.meta["delegation_id"] == "call_code"
+    # The call the kill cut short has no result on disk: the reader answers it as interrupted.
+    assert [m.content for m in replay.messages if m.tool_call_id == "call_bash"] == [INTERRUPTED_TOOL_RESULT]
+    verdict = assess_replay(directory.parent, "call_code", project_root=project, max_steps=150)
+    assert verdict.verdict == ReplayVerdict.NO_CHECKPOINT
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -17,6 +17,7 @@ from yagent.ipc.messages import RunOutcome
 from yagent.ipc.resume_switch import resume_enabled
 from yagent.ipc.state_layout import rollout_dir, rollout_name
 from yagent.ipc.vocabulary import StopReason
+from yagent.workers.context.thought import parse_thought
 from yagent.workers.llm import Message
 
 from . import rollout_records as records
@@ -45,6 +46,9 @@ class RunRecorder:
         self._cancel_reason = stop_reason_of_cancel
         self._on_problem = on_problem
         self._finished = False
+        self._context: dict[str, Any] | None = None  # the turn context's payload, re-recorded when it changes
+        self._delegations: dict[str, dict[str, str]] = {}  # call id -> {agent, call_id, state}
+        self._returned_in_step: dict[str, int] = {}
 
     @property
     def path(self) -> Path:
@@ -52,12 +56,48 @@ class RunRecorder:
 
     def begin(self, context: dict[str, Any], messages: list[Message]) -> None:
         """The opening records after `session_meta`: the turn context and the messages the run starts from."""
+        self._context = dict(context.get("payload") or {})
         self.writer.enqueue(context)
         for message in messages:
             self.writer.enqueue(records.response_item(message, 0))
 
     def appended(self, message: Message, step: int) -> None:
         self.writer.enqueue(records.response_item(message, step))
+        if self._context is not None and self._context_changed(message, step):
+            self.writer.enqueue(records.record(records.RolloutRecord.TURN_CONTEXT, {
+                **self._context, "step": step, "delegations": list(self._delegations.values())}))
+
+    def _context_changed(self, message: Message, step: int) -> bool:
+        """Fold a message into the turn context (the plan, the delegations in flight); True when it changed."""
+        assert self._context is not None
+        changed = False
+        if message.role == "assistant":
+            thought = parse_thought(message.content)
+            if thought is not None and thought.plan:
+                plan = [f"[{status}] {text}" for status, text in thought.plan]
+                if plan != self._context.get("plan"):
+                    self._context["plan"] = plan
+                    changed = True
+            for call in message.tool_calls:
+                if call.name.startswith("delegate_"):
+                    self._delegations[call.id] = {"agent": call.name.removeprefix("delegate_"), "call_id": call.id,
+                                                  "state": "running"}
+                    changed = True
+        elif message.role == "tool" and message.tool_call_id in self._delegations:
+            self._delegations[message.tool_call_id]["state"] = "returned"
+            self._returned_in_step[message.tool_call_id] = step
+            changed = True
+        return changed
+
+    def _mark_interrupted(self, step: int) -> None:
+        """A run stopped from outside: the last step's delegations got their results from the cancellation,
+        so their children were interrupted (a resume asks each child's rollout what it got to)."""
+        hit = [cid for cid, at in self._returned_in_step.items() if at == step]
+        for cid in hit:
+            self._delegations[cid]["state"] = "interrupted"
+        if hit and self._context is not None:
+            self.writer.enqueue(records.record(records.RolloutRecord.TURN_CONTEXT, {
+                **self._context, "step": step, "delegations": list(self._delegations.values())}))
 
     def compacted(self, messages: list[Message], step: int) -> None:
         """The context issue's hook: the whole replacement history after a compression."""
@@ -75,6 +115,8 @@ class RunRecorder:
         else:  # cancelled (CancelledError is no Exception): paused, interrupted or cancelled, the run says which
             reason, why = self._cancel_reason(), "the run was stopped before it finished"
         try:
+            if outcome is None:
+                self._mark_interrupted(step)
             problem = write_checkpoint(self.writer, CheckpointFacts(
                 step=step, model=self._model(), tier=self._tier(), git=read_git_identity(self._root),
                 delegation_id=self._delegation_id, stop_reason=reason))
