@@ -80,6 +80,14 @@ def test_a_clean_stop_is_replayable_and_the_child_is_found_by_its_delegation_id(
     assert verdict.replay is not None and verdict.replay.messages == conversation()
 
 
+def test_two_runs_sharing_a_delegation_id_are_told_apart_by_their_parent(tmp_path: Path) -> None:
+    meta = _child(tmp_path, name="20260101-000000_run-meta_meta.jsonl", parent_run="run-director")
+    custom = _child(tmp_path, name="20260101-000001_run-custom_custom-rev.jsonl", parent_run="run-meta")
+    assert find_child_rollout(task_dir(tmp_path, "t1"), "call_repo") == custom  # the newest
+    assert find_child_rollout(task_dir(tmp_path, "t1"), "call_repo", "run-director") == meta
+    assert _assess(tmp_path, parent_run="run-nobody").verdict == ReplayVerdict.NO_CHILD_ROLLOUT
+
+
 def _damage(path: Path) -> None:
     lines = path.read_text().splitlines()
     lines[3] = "{broken"

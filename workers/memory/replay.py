@@ -114,8 +114,9 @@ def first_record(path: Path) -> dict[str, Any] | None:
     return rec if isinstance(rec, dict) and isinstance(rec.get("payload"), dict) else None
 
 
-def find_child_rollout(task_dir: Path, delegation_id: str) -> Path | None:
-    """The newest child rollout whose `session_meta` names `delegation_id` (the parent's tool call id)."""
+def find_child_rollout(task_dir: Path, delegation_id: str, parent_run: str | None = None) -> Path | None:
+    """The newest child rollout whose `session_meta` names `delegation_id` (the parent's tool call id) and, when
+    given, `parent_run` (Meta hands its own call id on to the custom agent it starts: two runs share it)."""
     if not delegation_id or not resume_enabled():
         return None
     found: Path | None = None
@@ -127,7 +128,8 @@ def find_child_rollout(task_dir: Path, delegation_id: str) -> Path | None:
         rec = first_record(path)
         if rec is None or rec.get("type") != RolloutRecord.SESSION_META:
             continue
-        if rec["payload"].get("delegation_id") == delegation_id and rec["payload"].get("parent_session_id"):
+        parent = rec["payload"].get("parent_session_id")
+        if rec["payload"].get("delegation_id") == delegation_id and parent and parent_run in (None, parent):
             found = path  # names sort by time stamp: the last match is the newest
     return found
 
@@ -149,15 +151,15 @@ def latest_root_rollout(task_dir: Path) -> Path | None:
 
 
 def assess_replay(task_dir: Path, delegation_id: str, *, project_root: Path, max_steps: int,
-                  budget: ReplayBudget = ReplayBudget(),
-                  workspace: GitIdentity | None = None) -> ReplayAssessment:
+                  budget: ReplayBudget = ReplayBudget(), workspace: GitIdentity | None = None,
+                  parent_run: str | None = None) -> ReplayAssessment:
     """Can the child run of `delegation_id` be replayed from its stop? One verdict, the first that applies."""
     def no(verdict: ReplayVerdict, reason: str, replay: Replay | None = None) -> ReplayAssessment:
         return ReplayAssessment(False, verdict, reason, replay)
 
     if not resume_enabled():
         return no(ReplayVerdict.RESUME_DISABLED, "resume is switched off (YAGENT_RESUME=0): nothing is replayed")
-    path = find_child_rollout(task_dir, delegation_id)
+    path = find_child_rollout(task_dir, delegation_id, parent_run)
     if path is None:
         return no(ReplayVerdict.NO_CHILD_ROLLOUT,
                   f"no rollout of the delegated run for call {delegation_id} was found under {task_dir / ROLLOUT_DIR}")
