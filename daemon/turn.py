@@ -122,7 +122,10 @@ class TurnController:
         if parent is not None:
             options = {k: parent.spec.options[k] for k in INHERITED_OPTIONS if k in parent.spec.options}
             if replay and call_id:
-                options[REPLAY_OPTION] = call_id
+                # The interrupted child is the stopped root's: a resumed root names that run in its options.
+                stopped = parent.spec.options.get(RESUME_OPTION)
+                stopped_root = str(stopped.get("run", "")) if isinstance(stopped, dict) else ""
+                options[REPLAY_OPTION] = {"call_id": call_id, "parent_run": stopped_root}
         settings = self.services.settings
         spec = RunSpec(
             run=run_id, task=self.id, turn=self.turn, project=self.row.project_id,

@@ -15,6 +15,7 @@ only if it is a regular file of at most `MAX_CONFIG_BYTES` whose tables nest at 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .provider_config import LLMConfig, parse_llm_config, shown_value
+from .resume_settings import RESUME_KEYS, parse_resume
 from .run_settings import (
     DEFAULT_BREAKER_RESET,
     DEFAULT_LANG,
@@ -87,6 +89,7 @@ DAEMON_KEYS: Mapping[str, str] = {
     "agent_modules": "daemon",
     "lang": "agent", "step_retries": "llm", "circuit_breaker_threshold": "llm", "circuit_breaker_reset_timeout": "llm",
     **dict.fromkeys(SANDBOX_KEYS, "sandbox"),
+    **dict.fromkeys(RESUME_KEYS, "resume"),
 }
 # Keys of DAEMON_KEYS that another section also reads under the same name (`[routing] mode`): never misplaced there.
 ALSO_READ_IN: Mapping[str, frozenset[str]] = {"mode": frozenset({"routing"})}
@@ -281,6 +284,7 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         run = _run_settings(agent, llm, llm_config, ignored,
                             idle_timeout=kwargs.get("delegate_idle_timeout", DEFAULT_IDLE_TIMEOUT),
                             readonly_tools=kwargs["max_parallel_readonly_tools"])
+        run = dataclasses.replace(run, **parse_resume(_section(table, "resume"), parse_duration))
     except ValueError as exc:
         raise ConfigError(str(exc), path) from None
     return Settings(table=table, path=path, warnings=(*misplaced_keys(table), *ignored), run_settings=run, **kwargs)

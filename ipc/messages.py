@@ -174,8 +174,8 @@ class RunOutcome(Record):
 
 
 # `RunSpec.options` keys the daemon sets itself. RESUME_OPTION: this root run continues an interrupted turn,
-# {"turn": N, "run": the interrupted root run}. REPLAY_OPTION: this child replays the interrupted delegation of
-# its call id.
+# {"turn": N, "run": the interrupted root run}. REPLAY_OPTION: this child replays an interrupted delegation,
+# {"call_id": the parent's call, "parent_run": the interrupted root run that delegated it}.
 RESUME_OPTION = "resume_of"
 REPLAY_OPTION = "replay_of"
 

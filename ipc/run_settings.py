@@ -17,6 +17,7 @@ from dataclasses import field
 
 from .provider_config import LLMConfig
 from .records import Record, record
+from .resume_settings import DEFAULT_REPLAY_MAX_MESSAGES, DEFAULT_REPLAY_MAX_STEPS, DEFAULT_ROLLOUT_RETENTION
 
 __all__ = [
     "DEFAULT_BREAKER_RESET",
@@ -52,6 +53,10 @@ class RunSettings(Record):
     circuit_breaker_threshold: int = 0  # failures in a row that open a provider's breaker; 0 = no breaker
     circuit_breaker_reset: float = DEFAULT_BREAKER_RESET  # seconds an open breaker waits before one probe
     llm: LLMConfig = field(default_factory=LLMConfig)
+    # `[resume]`: seconds a rollout is kept (0 = forever), and the replay budget (0 = no limit)
+    rollout_retention: float = DEFAULT_ROLLOUT_RETENTION
+    replay_max_steps: int = DEFAULT_REPLAY_MAX_STEPS
+    replay_max_messages: int = DEFAULT_REPLAY_MAX_MESSAGES
 
     def max_steps_for(self, role: str) -> int:
         return self.max_steps.get(role, OTHER_ROLE_MAX_STEPS)

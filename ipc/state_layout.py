@@ -15,9 +15,12 @@ __all__ = [
     "AGENTS_FILE",
     "GRANTS_FILE",
     "MEMORY_FILE",
+    "ROLLOUT_DIR",
     "approvals_dir",
     "approvals_file",
     "breaker_dir",
+    "rollout_dir",
+    "rollout_name",
     "scratch_dir",
     "task_dir",
     "tasks_dir",
@@ -26,6 +29,7 @@ __all__ = [
 MEMORY_FILE = "memory.jsonl"  # the task's conversation
 AGENTS_FILE = "agents.json"  # custom agents the Meta agent designed for the task
 GRANTS_FILE = "grants.json"  # session approvals, read by the task's later runs
+ROLLOUT_DIR = "rollout"  # one JSONL file per run of the task: what a resume replays
 
 
 def tasks_dir(home: Path) -> Path:
@@ -52,3 +56,17 @@ def approvals_file(home: Path) -> Path:
 def breaker_dir(home: Path) -> Path:
     """The circuit breakers' shared state, one file per provider."""
     return home / "breaker"
+
+
+def rollout_dir(home: Path, task: str) -> Path:
+    """Inside the task's directory: the only state a worker of the task may write."""
+    return task_dir(home, task) / ROLLOUT_DIR
+
+
+def rollout_name(stamp: str, run: str, agent: str | None = None) -> str:
+    """`{ts}_{run}.jsonl` for a root run, `{ts}_{run}_{agent}.jsonl` for a child (the suffix names the delegate).
+
+    `:` of a custom agent kind (`custom:reviewer`) is not a safe file-name character everywhere; it becomes `-`.
+    """
+    suffix = f"_{agent.replace(':', '-').replace('/', '-')}" if agent else ""
+    return f"{stamp}_{run}{suffix}.jsonl"

@@ -100,6 +100,8 @@ class DaemonChannel:
         self._last_heartbeat = 0.0
         self.last_heard = time.monotonic()
         self.cancel_reason: str | None = None
+        self.cancelled_while_paused = False  # stopped while held at the pause gate: its rollout says paused
+        self._at_gate = False
         self.lost = False
         # What broke in handling the daemon's messages, when something did: the run ends FAILED / PANIC.
         self.failure: str | None = None
@@ -331,7 +333,11 @@ class DaemonChannel:
             raise asyncio.CancelledError(self.cancel_reason)
         if not self._resume.is_set():
             self.flush()
-            await self._resume.wait()
+            self._at_gate = True
+            try:
+                await self._resume.wait()
+            finally:
+                self._at_gate = False
         if self.cancel_reason is not None:
             raise asyncio.CancelledError(self.cancel_reason)
 
@@ -345,6 +351,7 @@ class DaemonChannel:
         first = self.cancel_reason is None
         if first:
             self.cancel_reason = reason
+            self.cancelled_while_paused = self._at_gate
         self._resume.set()  # a paused run must wake up to notice it was cancelled
         if (first or again) and self.on_cancel is not None:
             self.on_cancel(reason)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import psutil
@@ -11,6 +13,7 @@ import pytest
 from tests.agent_harness import MARKERS, tool_messages
 from tests.daemon_harness import arun, collect_turn, of_type, submit
 from tests.fake_provider import Step, ToolCallSpec
+from yagent.ipc import EventStream
 from yagent.ipc.messages import Ack, TaskControl
 from yagent.ipc.vocabulary import ControlAction, EventType, HandoffStatus, RunStatus, TaskState
 
@@ -20,35 +23,59 @@ pytestmark = pytest.mark.e2e
 def _script(fake) -> None:
     fake.script("director", MARKERS["director"], [
         Step(tool_calls=[ToolCallSpec("delegate_repo", {"task": "Where is the greeting printed?"}, id="call_repo")]),
-        Step(text="The repo agent was interrupted; from its report, the greeting is still to be located."),
+        Step(text="The greeting is printed in app.py on line 1."),
     ])
     fake.script("repo", MARKERS["repo"], [
         Step(tool_calls=[ToolCallSpec("read_file", {"path": "app.py"})]),
         Step(text="never delivered", latency=120),  # the step in flight when the daemon goes
+        Step(text="app.py line 1 prints the greeting.", tool_calls=[ToolCallSpec("agent_exit", {
+            "summary": "found it", "handoff": {"conclusion": "app.py:1", "status": "ok",
+                                               "facts": [{"claim": "prints hello", "where": "app.py:1"}]}})]),
     ])
 
 
-def _start_and_stop_mid_delegation(agent_daemon, fake, project: Path, *, kill: bool) -> str:
+def _start_and_stop_mid_delegation(agent_daemon, fake, project: Path, *, stop: str) -> str:
     (project / "app.py").write_text('print("hello")\n')
     _script(fake)
 
-    async def start() -> tuple[str, list[int]]:
+    async def start() -> str:
         async with agent_daemon.client() as c:
-            sub = await submit(c, project, "Where is the greeting printed?", agent="director")
-            return sub.task, []
+            return (await submit(c, project, "Where is the greeting printed?", agent="director")).task
 
-    task, _ = arun(start(), 30)
+    task = arun(start(), 30)
     fake.wait_for_requests(2, timeout=60, identity="repo")  # the child is in its second step
-    workers = [p for p in psutil.Process(agent_daemon.proc.pid).children(recursive=True)
-               if "yagent" in " ".join(p.cmdline())]
-    if kill:
+    daemon = psutil.Process(agent_daemon.proc.pid)
+    workers = [p for p in daemon.children(recursive=True) if "yagent" in " ".join(p.cmdline())]
+    if stop == "daemon-kill-9":
         agent_daemon.proc.kill()
         agent_daemon.proc.wait(10)
-    else:
+    elif stop == "daemon-stop":
         assert agent_daemon.terminate() == 0
-    # The workers see the daemon go and write what they hold (the Director's memory) before they exit.
+    else:  # the Director's own worker dies mid-delegation; its child is stopped with it
+        director = _director_worker(agent_daemon, task)
+        workers = [psutil.Process(director)]
+        os.kill(director, signal.SIGKILL)
+        _wait_task_state(agent_daemon, task, TaskState.FAILED)
+    # The workers see the daemon (or their parent) go and write what they hold before they exit.
     psutil.wait_procs(workers, timeout=30)
     return task
+
+
+def _director_worker(agent_daemon, task: str) -> int:
+    ps = json.loads(agent_daemon.cli("ps", "--json").stdout)
+    runs = next(t for t in ps if t["task"] == task)["runs"]
+    return next(r["pid"] for r in runs if r["agent"] == "director")
+
+
+def _wait_task_state(agent_daemon, task: str, state: str) -> None:
+    async def go():
+        async with agent_daemon.client() as c, EventStream(c, task) as stream:
+            async for ev in stream.events():
+                if ev.type == EventType.TURN_FINISHED:
+                    return ev.data["state"]
+        return None
+
+    assert arun(go(), 60) == state
 
 
 def _continue(agent_daemon, task: str) -> tuple[Ack, list]:
@@ -61,38 +88,62 @@ def _continue(agent_daemon, task: str) -> tuple[Ack, list]:
     return arun(go(), 90)
 
 
-@pytest.mark.parametrize("kill", [False, True], ids=["daemon-stop", "daemon-kill-9"])
-def test_an_interrupted_delegation_resumes_with_continue_and_no_step_is_asked_twice(
-        agent_daemon, fake, project: Path, kill: bool) -> None:
-    task = _start_and_stop_mid_delegation(agent_daemon, fake, project, kill=kill)
-    agent_daemon.start()
-
-    ps = json.loads(agent_daemon.cli("ps", "--json").stdout)
-    row = next(t for t in ps if t["task"] == task)
-    assert row["state"] == TaskState.INTERRUPTED
+@pytest.mark.parametrize("stop", ["daemon-stop", "daemon-kill-9", "director-kill-9"])
+def test_an_interrupted_delegation_is_replayed_by_continue_and_no_finished_step_is_asked_again(
+        agent_daemon, fake, project: Path, stop: str) -> None:
+    task = _start_and_stop_mid_delegation(agent_daemon, fake, project, stop=stop)
+    if stop != "director-kill-9":
+        agent_daemon.start()
+        ps = json.loads(agent_daemon.cli("ps", "--json").stdout)
+        assert next(t for t in ps if t["task"] == task)["state"] == TaskState.INTERRUPTED
+    listed = json.loads(agent_daemon.cli("resume", "--json").stdout)
+    assert [(c["task"], c["resumable"]) for c in listed] == [(task, True)]
 
     ack, events = _continue(agent_daemon, task)
     assert ack.detail == "resumed turn 1 as turn 2"
+    assert json.loads(agent_daemon.cli("resume", "--json").stdout) == []  # no longer stopped midway
     first, started = (e.data for e in of_type(events, EventType.TURN_STARTED))
     assert first["resumes"] == 0 and started["resumes"] == 1
     stopped, finished = (e.data for e in of_type(events, EventType.TURN_FINISHED))
-    assert stopped["status"] == RunStatus.INTERRUPTED
+    assert stopped["status"] != RunStatus.DONE
     assert finished["status"] == RunStatus.DONE, finished
-    assert finished["output"].startswith("The repo agent was interrupted")
+    assert finished["output"] == "The greeting is printed in app.py on line 1."
 
     # The Director's first step was not asked again: one request before the stop, one after.
     director = fake.requests_for("director")
     assert len(director) == 2
-    # Its second call carries exactly one result for the delegation: the replay's (last wins), read as a
-    # degraded hand-off report and not as a failure — nor as the interruption it replaced.
+    # Its second call carries exactly one result for the delegation, the replayed child's (last wins).
     results = [m for m in tool_messages(director[1]) if m["tool_call_id"] == "call_repo"]
     assert len(results) == 1
-    content = results[0]["content"]
-    assert f"status {HandoffStatus.DEGRADED}" in content and "Done:" in content and "Next steps:" in content
-    assert "failed unexpectedly" not in content and "DaemonLost" not in content
-    # The stopped child's steps were not asked again either: the replay asked the model nothing.
-    assert len(fake.requests_for("repo")) == 2
+    assert "app.py line 1 prints the greeting." in results[0]["content"]
+    assert "status ok" in results[0]["content"]
+    # The child went on from its first step: only the step in flight was asked again, and it was asked with
+    # the first step's result in its history.
+    repo = fake.requests_for("repo")
+    assert len(repo) == 3
+    assert tool_messages(repo[2]) and 'print("hello")' in tool_messages(repo[2])[0]["content"]
     fake.assert_no_problems()
+
+
+def test_a_delegation_whose_record_is_gone_comes_back_as_a_degraded_report_not_an_error(
+        agent_daemon, fake, project: Path) -> None:
+    task = _start_and_stop_mid_delegation(agent_daemon, fake, project, stop="daemon-stop")
+    rollouts = agent_daemon.home / "tasks" / task / "rollout"
+    children = [p for p in rollouts.iterdir() if p.name.endswith("_repo.jsonl")]
+    assert len(children) == 1
+    children[0].unlink()  # the interrupted child's record is lost: replaying it is not safe
+    agent_daemon.start()
+
+    _, events = _continue(agent_daemon, task)
+    assert of_type(events, EventType.TURN_FINISHED)[-1].data["status"] == RunStatus.DONE
+    director = fake.requests_for("director")
+    assert len(director) == 2
+    (result,) = [m for m in tool_messages(director[1]) if m["tool_call_id"] == "call_repo"]
+    content = result["content"]
+    assert f"status {HandoffStatus.DEGRADED}" in content and "no rollout" in content
+    assert "Done:" in content and "Not done:" in content and "Next steps:" in content
+    assert "failed unexpectedly" not in content and "DaemonLost" not in content
+    assert len(fake.requests_for("repo")) == 2  # a degraded report asks the model nothing
 
 
 def test_continue_of_a_finished_task_says_there_is_nothing_to_resume(agent_daemon, fake, project: Path) -> None:

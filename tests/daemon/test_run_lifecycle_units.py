@@ -427,7 +427,8 @@ def test_a_child_of_a_run_the_daemon_interrupts_is_interrupted_too_and_a_replay_
             _hello(root)
             root.receive(DelegateRequest(id=5, agent="scripted", task="look", call_id="c1", replay=True))
             (child,) = root.children.values()
-            assert child.spec.options == {REPLAY_OPTION: "c1"} and child.spec.call_id == "c1"
+            assert child.spec.options == {REPLAY_OPTION: {"call_id": "c1", "parent_run": ""}}
+            assert child.spec.call_id == "c1"
             _hello(child)
             root.stop(StopReason.INTERRUPTED, "yagentd is shutting down")
             # Never "cancelled": the parent's model must read it as an interruption, which the task resumes.

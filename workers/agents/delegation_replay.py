@@ -10,13 +10,18 @@ why.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from yagent.ipc.messages import RunOutcome
 from yagent.ipc.vocabulary import HandoffStatus, RunStatus, StopReason
+from yagent.workers.context.thought import parse_thought, strip_thought
 from yagent.workers.llm import Message
+from yagent.workers.tools.result import INTERRUPTED_RESULT
 
-__all__ = ["ReplayStart", "StoppedRecord", "degraded_report"]
+__all__ = ["ReplayStart", "StoppedRecord", "degraded_report", "stopped_record"]
+
+_BRIEF_KEYS = ("path", "command", "pattern", "query", "task", "url")
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +30,7 @@ class ReplayStart:
 
     messages: list[Message]
     step: int
+    loaded_tools: list[str] = field(default_factory=list)  # what its surface offered, cold tools it loaded too
 
 
 @dataclass(slots=True)
@@ -34,6 +40,41 @@ class StoppedRecord:
     finished_calls: list[str] = field(default_factory=list)  # "tool: brief" of calls that returned a result
     open_plan: list[str] = field(default_factory=list)  # plan items not yet done, from its last thought block
     last_words: str = ""  # the last text it wrote
+
+
+def stopped_record(messages: list[Message]) -> StoppedRecord:
+    """What a rebuilt history says was done: each call answered by a result that is not an interruption, the
+    plan items its last thought block left open, and its last words."""
+    answered = {m.tool_call_id for m in messages
+                if m.role == "tool" and m.tool_call_id and not m.content.startswith(INTERRUPTED_RESULT)}
+    record = StoppedRecord()
+    for message in messages:
+        if message.role != "assistant":
+            continue
+        for call in message.tool_calls:
+            if call.id in answered and call.name != "agent_exit":
+                record.finished_calls.append(f"{call.name}: {_brief(call.arguments)}".rstrip(": "))
+        plan = parse_thought(message.content)
+        if plan is not None and plan.plan:
+            record.open_plan = [text for status, text in plan.plan if status != "done" and text]
+        words = strip_thought(message.content).strip()
+        if words:
+            record.last_words = words[:2000]
+    return record
+
+
+def _brief(arguments: str) -> str:
+    try:
+        args = json.loads(arguments)
+    except ValueError:
+        return ""
+    if not isinstance(args, dict):
+        return ""
+    for key in _BRIEF_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            return _first_line(value)
+    return ""
 
 
 def degraded_report(agent: str, task: str, reason: str, record: StoppedRecord | None = None) -> RunOutcome:

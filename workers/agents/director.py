@@ -17,19 +17,25 @@ Planner rules on top of the shared loop:
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 from yagent.ipc import event_data
 from yagent.ipc.messages import RESUME_OPTION, RunOutcome
 from yagent.ipc.provider_config import ProviderConfigError
+from yagent.ipc.state_layout import task_dir
 from yagent.ipc.vocabulary import EventType, RunStatus, StopReason
 from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import Message
-from yagent.workers.memory import load_memory, memory_path
+from yagent.workers.memory import ConversationMemory, load_memory, memory_path
+from yagent.workers.memory.replay import load_for_replay, rollout_of_run
+from yagent.workers.memory.resume_repair import repair_for_resume
+from yagent.workers.memory.rollout_retention import prune_rollouts
 from yagent.workers.tools import ToolCall, ToolResult
 
 from .custom_agents import CustomAgentRegistry
-from .loop import LoopPolicy, LoopState
+from .loop import LoopPolicy, LoopRecorder, LoopState
 from .prompts import render_prompt
 from .runtime import AgentRun
 from .turn_resume import delegated_before, replay_interrupted_delegations
@@ -73,6 +79,25 @@ class DirectorPolicy(LoopPolicy):
             self._on_tools(calls, results)
 
 
+class _TurnFollower:
+    """The loop's recorder for a Director turn: the rollout as before, plus the task's memory kept up with the
+    turn (saved debounced, so a daemon killed mid-turn loses at most a few seconds of it)."""
+
+    def __init__(self, inner: LoopRecorder, memory: ConversationMemory, turn: Callable[[], list[Message]]) -> None:
+        self._inner = inner
+        self._memory = memory
+        self._turn = turn
+
+    def appended(self, message: Message, step: int) -> None:
+        self._inner.appended(message, step)
+        self._memory.follow_turn(self._turn())
+        with contextlib.suppress(OSError):  # the end of the turn saves again and reports a failure then
+            self._memory.save_debounced()
+
+    def finished(self, step: int, outcome: RunOutcome | None, error: BaseException | None = None) -> None:
+        self._inner.finished(step, outcome, error)
+
+
 def load_project_context(root: Path) -> str:
     """The project's instruction files, from the root only (subdirectories are not searched)."""
     parts = []
@@ -106,6 +131,8 @@ async def director(ctx: RunContext) -> RunOutcome:
     memory = load_memory(memory_path(ctx.home, ctx.spec.task))
     first_turn = not memory.has_exchange()
     run_holder: list[AgentRun] = []
+    # Before this turn's own rollout exists: the previous turn (what a resume needs) is the newest kept.
+    prune_rollouts(task_dir(ctx.home, ctx.spec.task), ctx.settings.rollout_retention)
 
     def refresh_customs(calls: list[ToolCall], results: list[ToolResult]) -> None:
         # A Meta run registered an agent in the task's registry: offer it from the next step on.
@@ -122,6 +149,13 @@ async def director(ctx: RunContext) -> RunOutcome:
                             error=f"no usable LLM provider: {exc} — run `yagent setup` to configure one")
     run_holder.append(run)
     history = memory.snapshot()
+    if RESUME_OPTION in ctx.spec.options:
+        history = _stopped_turn(ctx, memory, history)
+    # A turn killed mid-tool leaves a call without a result: it reads as interrupted before the first call.
+    repaired = repair_for_resume(history)
+    if repaired != history:
+        memory.replace(repaired)
+        history = repaired
     resuming = RESUME_OPTION in ctx.spec.options and bool(history)
     if RESUME_OPTION in ctx.spec.options and not history:
         # Nothing of the stopped turn was written (its worker was killed first): it can only start over.
@@ -144,19 +178,44 @@ async def director(ctx: RunContext) -> RunOutcome:
     start = len(messages)
     policy = DirectorPolicy(refresh_customs, delegated=resuming and delegated_before(history, run.surface))
     config = run.loop_config(messages, policy, route_task=ctx.spec.input)
+
+    def turn() -> list[Message]:
+        return [*added, *messages[start:]]
+
+    config.recorder = _TurnFollower(config.recorder, memory, turn)
     try:
         if resuming:
             replayed = await replay_interrupted_delegations(
                 messages, run.surface, run.tool_ctx, max_parallel=run.settings.max_parallel_readonly_tools)
             _note(ctx, "info", f"resumed the stopped turn where it stopped ({replayed} interrupted delegations "
                                "picked up again)")
-        result = await run.run_loop(config)
+        result = await run.run_loop(config, rollout=True)
     finally:
         # Written on every path, cancellation included: the next turn continues this conversation.
-        memory.append(*added, *messages[start:])
+        memory.follow_turn(turn())
+        memory.end_turn()
         memory.save()
         await run.close()
     return result
+
+
+def _stopped_turn(ctx: RunContext, memory: ConversationMemory, history: list[Message]) -> list[Message]:
+    """The history as the stopped run's rollout has it, when that is further along than the memory: the memory
+    is saved every few seconds during a turn, the rollout every few milliseconds (a `kill -9` loses less)."""
+    resume = ctx.spec.options.get(RESUME_OPTION)
+    stopped = str(resume.get("run", "")) if isinstance(resume, dict) else ""
+    path = rollout_of_run(task_dir(ctx.home, ctx.spec.task), stopped)
+    if path is None:
+        return history
+    try:
+        recorded = [m for m in load_for_replay(path).messages if m.role != "system"]
+    except (OSError, ValueError) as exc:  # a damaged rollout: the memory is what there is
+        _note(ctx, "warning", f"the stopped turn's rollout cannot be read ({exc}); resuming from the memory")
+        return history
+    if len(recorded) > len(history) and recorded[:len(history)] == history:
+        memory.replace(recorded)
+        return recorded
+    return history
 
 
 def _note(ctx: RunContext, level: str, text: str) -> None:

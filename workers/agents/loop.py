@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from yagent.ipc import event_data
 from yagent.ipc.messages import RunOutcome
@@ -79,6 +79,22 @@ EMPTY_REPLY_REMINDER = (
 )
 
 
+class LoopRecorder(Protocol):
+    """Where the run's rollout hears of the loop: each message appended, and the end (every way out)."""
+
+    def appended(self, message: Message, step: int) -> None: ...
+
+    def finished(self, step: int, outcome: RunOutcome | None, error: BaseException | None = None) -> None: ...
+
+
+class _NoRecorder:
+    def appended(self, message: Message, step: int) -> None:
+        pass
+
+    def finished(self, step: int, outcome: RunOutcome | None, error: BaseException | None = None) -> None:
+        pass
+
+
 class LoopPolicy:
     """Agent-specific decisions inside the shared loop. The default finishes on plain text."""
 
@@ -116,6 +132,8 @@ class LoopConfig:
     first_step: int = 0  # the steps a replayed run had taken before it stopped (its messages hold them)
     # What a call cost (provider, model, usage) → US dollars, or None when no price is known.
     cost_of: Callable[[str, str, Usage], float | None] = lambda _provider, _model, _usage: None
+    # The run's rollout (workers/memory/rollout_recorder.py); told of every appended message and of the end.
+    recorder: LoopRecorder = field(default_factory=_NoRecorder)
 
 
 @dataclass
@@ -272,19 +290,32 @@ def _thinklink(cfg: LoopConfig, text: str) -> None:
                  event_data.thinklink_entry(cfg.agent, plan.goal, plan.step, plan.reason, plan.plan))
 
 
-def _refuse_exit(cfg: LoopConfig, messages: list[Message], exit_result: ToolResult, problems: list[str]) -> None:
+def _refuse_exit(cfg: LoopConfig, messages: list[Message], exit_result: ToolResult, problems: list[str],
+                 step: int) -> None:
     """Turn the exit's result into a refusal that says what to fix; the run continues."""
     text = ("agent_exit not accepted: the hand-off is malformed — " + "; ".join(problems) + ". Call agent_exit "
             "again with the hand-off corrected (your reply text can stay as it is); nothing else needs redoing.")
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].role == "tool" and messages[index].tool_call_id == exit_result.call_id:
             messages[index] = Message.tool(exit_result.call_id, text, name=exit_result.tool)
+            # A second result for the same call: the rollout's reader replaces the first in place (last wins).
+            cfg.recorder.appended(messages[index], step)
             break
     cfg.emit(EventType.LOG, event_data.log("warning", f"{cfg.agent}: {text}"))
 
 
 async def run_agent_loop(cfg: LoopConfig) -> RunOutcome:
     state = LoopState(step=cfg.first_step)
+    try:
+        outcome = await _run_steps(cfg, state)
+    except BaseException as exc:  # cancelled included: the rollout still gets its checkpoint and end
+        cfg.recorder.finished(state.step, None, exc)
+        raise
+    cfg.recorder.finished(state.step, outcome)
+    return outcome
+
+
+async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
     cfg.policy.start_of_run(state)
     messages = cfg.messages
     pending_reminder: str | None = None
@@ -328,6 +359,7 @@ async def run_agent_loop(cfg: LoopConfig) -> RunOutcome:
         response = with_unique_call_ids(response, messages)  # results pair with calls by id
         state.last_response = response
         messages.append(response.message())
+        cfg.recorder.appended(messages[-1], state.step)
         _thinklink(cfg, response.text)
 
         if response.tool_calls:
@@ -342,6 +374,7 @@ async def run_agent_loop(cfg: LoopConfig) -> RunOutcome:
                 results = batch.results()
                 for result in results:
                     messages.append(Message.tool(result.call_id, result.content, name=result.tool))
+                    cfg.recorder.appended(messages[-1], state.step)
             cfg.policy.after_tools(state, calls, results)
             exits = [r for r in results if r.stop_run]
             if exits and cfg.stop_on_exit:
@@ -349,7 +382,7 @@ async def run_agent_loop(cfg: LoopConfig) -> RunOutcome:
                 problems = handoff_problems(exit_args["handoff"]) if "handoff" in exit_args else []
                 if problems and state.exit_refusals < MAX_EXIT_REFUSALS:
                     state.exit_refusals += 1
-                    _refuse_exit(cfg, messages, exits[0], problems)
+                    _refuse_exit(cfg, messages, exits[0], problems, state.step)
                     continue
                 return finish(StopReason.AGENT_EXIT, exit_args=exit_args)
             continue

@@ -18,9 +18,11 @@ from yagent.ipc import event_data
 from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.messages import RunOutcome
 from yagent.ipc.state_layout import GRANTS_FILE, approvals_file, breaker_dir, scratch_dir, task_dir
-from yagent.ipc.vocabulary import EventType
+from yagent.ipc.vocabulary import EventType, StopReason
 from yagent.workers.kinds import RunContext
-from yagent.workers.llm import Engine, EngineFactory, RoutingEngine, Usage, build_engine, call_cost
+from yagent.workers.llm import Engine, EngineFactory, Message, RoutingEngine, Usage, build_engine, call_cost
+from yagent.workers.memory.rollout_recorder import RunRecorder, open_recorder
+from yagent.workers.memory.rollout_records import turn_context
 from yagent.workers.tools import (
     Surface,
     SurfaceError,
@@ -83,6 +85,37 @@ class AgentRun:
             settings_path=approvals_file(ctx.home),
             session_grants=frozenset(self._load_session_grants()),
         )
+        spec = ctx.spec
+        self.recorder: RunRecorder | None
+        self.recorder, self.git = open_recorder(
+            home=ctx.home, task=spec.task, run=spec.run, agent=spec.agent, turn=spec.turn, parent_run=spec.parent_run,
+            delegation_id=spec.call_id, depth=spec.depth, project_root=ctx.project_root, yolo=self.yolo.value,
+            model=lambda: self.engine.model, tier=lambda: self.engine.tier or "",
+            stop_reason_of_cancel=self._stop_reason_of_cancel, on_problem=self._rollout_problem)
+
+    # -- rollout ------------------------------------------------------------------------------------
+
+    def _stop_reason_of_cancel(self) -> StopReason:
+        """Why a run that did not return stopped: the daemon gone, a pause the user ended with a stop, a cancel."""
+        channel = self.ctx.channel
+        if getattr(channel, "lost", False) or getattr(channel, "cancel_reason", None) == StopReason.INTERRUPTED:
+            return StopReason.INTERRUPTED
+        if getattr(channel, "cancelled_while_paused", False):
+            return StopReason.PAUSED
+        return StopReason.CANCELLED
+
+    def _rollout_problem(self, text: str) -> None:
+        self.ctx.log.warning("%s", text)
+        self.ctx.emit(EventType.LOG, event_data.log("warning", f"{self.ctx.spec.agent}: {text}"))
+
+    def _begin_rollout(self, messages: list[Message]) -> None:
+        if self.recorder is None:
+            return
+        delegates = sorted(n for n in self.surface.names() if n.startswith("delegate_"))
+        self.recorder.begin(turn_context(
+            model=self.engine.model, tier=self.engine.tier or "", cwd=str(self.ctx.project_root),
+            yolo=self.yolo.value, loaded_tools=[d["name"] for d in self.surface.tool_definitions()],
+            roster=[{"agent": name.removeprefix("delegate_"), "state": "available"} for name in delegates]), messages)
 
     # -- configuration ------------------------------------------------------------------------------
 
@@ -148,12 +181,17 @@ class AgentRun:
             breaker=self.breakers() if self.role == "director" else None,
             route_task=route_task,
             cost_of=self.cost_of,
+            **({"recorder": self.recorder} if self.recorder is not None else {}),
         )
 
     def cost_of(self, provider: str, model: str, usage: Usage) -> float | None:
         return call_cost(self._llm_config, provider, model, usage)
 
-    async def run_loop(self, config: LoopConfig) -> RunOutcome:
+    async def run_loop(self, config: LoopConfig, *, rollout: bool | None = None) -> RunOutcome:
+        """Run the loop; `rollout` opens this run's rollout with the loop's starting messages (by default
+        when the config's recorder is this run's own; a caller that wraps it says True)."""
+        if rollout if rollout is not None else config.recorder is self.recorder:
+            self._begin_rollout(config.messages)
         try:
             return await run_agent_loop(config)
         finally:
@@ -161,6 +199,8 @@ class AgentRun:
             self.save_session_grants()
 
     async def close(self) -> None:
+        if self.recorder is not None:
+            self.recorder.writer.close(1.0)  # a run whose loop never started still lets its writer go
         await self._factory.aclose()
 
 

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 
 from yagent.ipc.messages import REPLAY_OPTION, RunOutcome
 from yagent.ipc.provider_config import ProviderConfigError
+from yagent.ipc.state_layout import task_dir
 from yagent.ipc.vocabulary import RunStatus, StopReason
 from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import Message
+from yagent.workers.memory.replay import ReplayBudget, assess_replay
 
 from .custom_agents import CustomAgentRegistry
-from .delegation_replay import ReplayStart, degraded_report
+from .delegation_replay import ReplayStart, degraded_report, stopped_record
 from .loop import LoopPolicy, LoopState
 from .prompts import render_prompt
 from .runtime import AgentRun
@@ -91,11 +93,12 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
     messages = [Message.system(prompt), Message.user(task_text(ctx))]
     first_step = 0
     if REPLAY_OPTION in ctx.spec.options:
-        start = find_replay_start(ctx, messages)
+        start = find_replay_start(ctx, spec.role)
         if isinstance(start, RunOutcome):
             await run.close()
             return start
         messages, first_step = start.messages, start.step
+        run.surface.restore_materialized(start.loaded_tools)  # the model need not load them a second time
     config = run.loop_config(messages, ReminderPolicy(spec.reminder, spec.reminder_limit))
     config.first_step = first_step
     config.stop_on_exit = spec.stop_on_exit
@@ -106,11 +109,27 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
     return result
 
 
-def find_replay_start(ctx: RunContext, fresh: list[Message]) -> ReplayStart | RunOutcome:
-    """Where a replayed delegation picks up, or the degraded report when it cannot be picked up safely."""
-    call_id = str(ctx.spec.options.get(REPLAY_OPTION, ""))
-    return degraded_report(ctx.spec.agent, ctx.spec.input,
-                           f"no rollout of the interrupted delegation {call_id or '(no call id)'} was found")
+def find_replay_start(ctx: RunContext, role: str) -> ReplayStart | RunOutcome:
+    """Where a replayed delegation picks up (its rollout's history and step), or the degraded report when it
+    cannot be picked up safely — the verdict `assess_replay` gives, said in the report."""
+    replay = ctx.spec.options.get(REPLAY_OPTION)
+    info = replay if isinstance(replay, dict) else {}
+    call_id, parent = str(info.get("call_id", "")), str(info.get("parent_run", "")) or None
+    settings = ctx.settings
+    assessment = assess_replay(task_dir(ctx.home, ctx.spec.task), call_id, project_root=ctx.project_root,
+                               max_steps=settings.max_steps_for(role), parent_run=parent,
+                               budget=ReplayBudget(settings.replay_max_steps, settings.replay_max_messages))
+    if assessment.replayable and assessment.replay is not None and assessment.replay.checkpoint is not None:
+        ctx.log.info("replaying delegation %s: %s", call_id, assessment.reason)
+        context = assessment.replay.turn_context or {}
+        loaded = context.get("loaded_tools")
+        messages = list(assessment.replay.messages)
+        # Steps it finished: one model reply each (the checkpoint's step may be one whose call never returned).
+        steps = sum(1 for m in messages if m.role == "assistant")
+        return ReplayStart(messages, steps, [str(n) for n in loaded] if isinstance(loaded, list) else [])
+    ctx.log.info("delegation %s is not replayed: %s", call_id, assessment.reason)
+    return degraded_report(ctx.spec.agent, ctx.spec.input, assessment.reason,
+                           stopped_record(assessment.replay.messages) if assessment.replay else None)
 
 
 def _register(name: str) -> None:

@@ -19,10 +19,11 @@ MISSING_TOOL_RESULT = ("Error: no result was recorded for this tool call (the ru
                        "finished). Call the tool again if its result is still needed.")
 
 
-def repair_tool_pairing(messages: Sequence[Message]) -> list[Message]:
+def repair_tool_pairing(messages: Sequence[Message], *, missing: str = MISSING_TOOL_RESULT) -> list[Message]:
     """Each tool call followed by exactly one result, in call order; orphan results dropped.
 
-    Pure and idempotent: the input is not modified, and repairing a repaired list changes nothing.
+    Pure and idempotent: the input is not modified, and repairing a repaired list changes nothing. `missing`
+    is the result a call without one gets (a resumed run says the call was interrupted).
     """
     last_result: dict[str, Message] = {}
     has_calls = False
@@ -42,7 +43,7 @@ def repair_tool_pairing(messages: Sequence[Message]) -> list[Message]:
             for call in message.tool_calls:
                 result = last_result.get(call.id)
                 repaired.append(result if result is not None
-                                else Message.tool(call.id, MISSING_TOOL_RESULT, name=call.name))
+                                else Message.tool(call.id, missing, name=call.name))
     return repaired
 
 

@@ -1,8 +1,10 @@
 """Conversation memory of a task: the Director's messages across turns, one JSONL file per task.
 
 The message list is private: readers get copies (`snapshot`), writers go through methods. Each
-turn's director worker loads the file, appends, and saves at the end of the turn; saving appends the
-new lines when the history only grew, and rewrites the file atomically when it was replaced.
+turn's director worker loads the file, follows the turn as it goes (`follow_turn`, saved at most every
+`DEBOUNCE_SECONDS` by `save_debounced`, without fsync) and saves at the end of the turn with fsync;
+saving appends the new lines when the history only grew, and rewrites the file atomically when it was
+replaced or an already-saved line changed.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,9 @@ from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.state_layout import MEMORY_FILE, task_dir
 from yagent.workers.llm import Message
 
-__all__ = ["ConversationMemory", "MemoryFileError", "load_memory", "memory_path"]
+__all__ = ["DEBOUNCE_SECONDS", "ConversationMemory", "MemoryFileError", "load_memory", "memory_path"]
+
+DEBOUNCE_SECONDS = 5.0  # a turn's intermediate saves: at most one per this many seconds
 
 
 def memory_path(home: Path, task: str) -> Path:
@@ -25,12 +31,16 @@ def memory_path(home: Path, task: str) -> Path:
 
 
 class ConversationMemory:
-    def __init__(self, messages: list[Message] | None = None, *, path: Path | None = None) -> None:
+    def __init__(self, messages: list[Message] | None = None, *, path: Path | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
         self._messages: list[Message] = list(messages or [])
         self._path = path
         self._persisted = len(self._messages)  # lines already on disk
         self._rewrite = False
+        self._clock = clock
+        self._saved_at: float | None = None
+        self._turn_start: int | None = None
 
     def snapshot(self) -> list[Message]:
         with self._lock:
@@ -54,12 +64,42 @@ class ConversationMemory:
             self._messages = list(messages)
             self._rewrite = True
 
+    def follow_turn(self, turn: Sequence[Message]) -> None:
+        """The current turn's messages so far (the user's message first): they replace the turn's previous
+        state. A message already saved that changed (a refused exit's result rewritten) makes the next save
+        a rewrite."""
+        with self._lock:
+            if self._turn_start is None:
+                self._turn_start = len(self._messages)
+            start = self._turn_start
+            old = self._messages[start:]
+            new = list(turn)
+            saved = max(0, self._persisted - start)
+            if old[:saved] != new[:saved]:
+                self._rewrite = True
+            self._messages[start:] = new
+
+    def end_turn(self) -> None:
+        """The turn is over: the next `follow_turn` starts a new one."""
+        with self._lock:
+            self._turn_start = None
+
+    def save_debounced(self) -> bool:
+        """Save without fsync unless the last save was under `DEBOUNCE_SECONDS` ago; True when it saved."""
+        now = self._clock()
+        if self._saved_at is not None and now - self._saved_at < DEBOUNCE_SECONDS:
+            return False
+        self.save(sync=False)
+        return True
+
     def has_exchange(self) -> bool:
         """True once the model has answered in this task (an assistant or tool message exists)."""
         with self._lock:
             return any(m.role in ("assistant", "tool") for m in self._messages)
 
-    def save(self) -> None:
+    def save(self, *, sync: bool = True) -> None:
+        """Write what changed; `sync` (the end of a turn) fsyncs it."""
+        self._saved_at = self._clock()
         if self._path is None:
             return
         with self._lock:
@@ -76,7 +116,8 @@ class ConversationMemory:
             with self._path.open("a", encoding="utf-8") as fh:
                 fh.write(lines)
                 fh.flush()
-                os.fsync(fh.fileno())
+                if sync:
+                    os.fsync(fh.fileno())
 
 
 class MemoryFileError(ValueError):

@@ -1,0 +1,123 @@
+"""The loop writes its rollout: one checkpoint per run (never per step), a usable one when cancelled, and a
+replay that rebuilds exactly the messages the loop held."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.agent_harness import MARKERS
+from tests.fake_provider import FakeProvider, Step, ToolCallSpec
+from yagent.ipc.provider_config import parse_llm_config
+from yagent.ipc.vocabulary import EventType, StopReason
+from yagent.workers.agents.loop import LoopConfig, LoopPolicy, run_agent_loop
+from yagent.workers.llm import Message, build_engine
+from yagent.workers.memory import rollout_records as records
+from yagent.workers.memory.git_identity import read_git_identity
+from yagent.workers.memory.replay import assess_replay, load_for_replay
+from yagent.workers.memory.rollout_reader import read_rollout
+from yagent.workers.memory.rollout_recorder import RunRecorder
+from yagent.workers.memory.rollout_records import RolloutRecord
+from yagent.workers.memory.rollout_writer import RolloutWriter
+from yagent.workers.tools import ToolContext, build_surface
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    with FakeProvider() as server:
+        yield server
+
+
+def _config(fake: FakeProvider, root: Path, rollout: Path, *, max_steps: int = 30,
+            cancel_reason: StopReason = StopReason.CANCELLED) -> tuple[LoopConfig, RunRecorder, list]:
+    """A devops loop recording to `rollout`, opened as a child run of delegation `call_x` opens it."""
+    events: list[tuple[str, dict]] = []
+    config = {"global": {"llm": {"use_provider": "fake", "providers": {"fake": fake.provider_table()}}},
+              "llm": {"max_retries": 0}}
+    recorder = RunRecorder(RolloutWriter(rollout), project_root=root, delegation_id="call_x",
+                           model=lambda: "fake-model", tier=lambda: "", stop_reason_of_cancel=lambda: cancel_reason)
+
+    async def boundary() -> None:
+        pass
+
+    recorder.writer.enqueue(records.session_meta(
+        run="run-child", task="t1", agent="devops", turn=1, parent_run="run-parent", delegation_id="call_x", depth=1,
+        project_root=str(root), git=read_git_identity(root)))
+    messages = [Message.system(MARKERS["devops"] + " (test)"), Message.user("do the thing")]
+    recorder.begin({"type": RolloutRecord.TURN_CONTEXT.value, "ts": 0, "payload": {}}, messages)
+    cfg = LoopConfig(
+        agent="devops", engine=build_engine(parse_llm_config(config, {}), agent="devops"),
+        surface=build_surface("devops"),
+        tool_ctx=ToolContext(project_root=root, run_id="r-test", emit=lambda t, d: events.append((t, dict(d)))),
+        messages=messages, max_steps=max_steps, emit=lambda t, d: events.append((t, d)), step_boundary=boundary,
+        policy=LoopPolicy(), recorder=recorder)
+    return cfg, recorder, events
+
+
+def _kinds(path: Path) -> list[str]:
+    return [rec["type"] for rec in read_rollout(path).records]
+
+
+def test_a_twenty_step_run_writes_one_checkpoint_and_replays_its_exact_messages(fake: FakeProvider,
+                                                                                tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("a\n")
+    steps = [Step(reasoning=f"step {i}", tool_calls=[ToolCallSpec("list_dir", {"path": "."})]) for i in range(19)]
+    fake.script("devops", MARKERS["devops"], [*steps, Step(text="all done")])
+    path = tmp_path / "rollout.jsonl"
+    cfg, recorder, _ = _config(fake, tmp_path, path)
+    result = asyncio.run(run_agent_loop(cfg))
+    assert result.stop_reason == StopReason.PLAIN_TEXT and result.steps == 20
+    kinds = _kinds(path)
+    assert kinds.count(RolloutRecord.AGENT_CHECKPOINT) == 1 and recorder.checkpoints == 1
+    assert kinds[-2:] == [RolloutRecord.AGENT_CHECKPOINT, RolloutRecord.EVENT_MSG]
+    replay = load_for_replay(path)
+    assert replay.messages == cfg.messages  # identical in shape and content, reasoning included
+    assert replay.messages[2].reasoning == "step 0"
+    assert replay.stop_reason == StopReason.PLAIN_TEXT and replay.checkpoint["step"] == 20
+    fake.assert_no_problems()
+
+
+def test_a_cancelled_run_leaves_a_usable_checkpoint_and_its_terminal_record(fake: FakeProvider,
+                                                                            tmp_path: Path) -> None:
+    fake.script("devops", MARKERS["devops"], [
+        Step(tool_calls=[ToolCallSpec("list_dir", {"path": "."})]),
+        Step(tool_calls=[ToolCallSpec("run_bash", {"command": "sleep 30"}, id="c_sleep")])])
+    task_home = tmp_path / "home" / "tasks" / "t1" / "rollout"
+    path = task_home / "20260101-000000_run-child_devops.jsonl"
+    cfg, recorder, events = _config(fake, tmp_path, path)
+
+    async def go() -> None:
+        task = asyncio.create_task(run_agent_loop(cfg))
+        async with asyncio.timeout(30):
+            while not any(t == EventType.TOOL_CALL_START and d.get("name") == "run_bash" for t, d in events):
+                await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    cfg.tool_ctx.processes.kill_all()
+    assert recorder.checkpoints == 1
+    replay = load_for_replay(path)
+    assert replay.stop_reason == StopReason.CANCELLED and replay.checkpoint["step"] == 2
+    assert replay.messages == cfg.messages  # the cancelled call's result included
+    verdict = assess_replay(tmp_path / "home" / "tasks" / "t1", "call_x", project_root=tmp_path, max_steps=30)
+    assert verdict.replayable, verdict.reason
+
+
+def test_a_run_that_raises_ends_its_rollout_as_panic(fake: FakeProvider, tmp_path: Path) -> None:
+    fake.script("devops", MARKERS["devops"], [Step(text="never reached")])
+    path = tmp_path / "rollout.jsonl"
+    cfg, recorder, _ = _config(fake, tmp_path, path)
+
+    async def broken() -> None:
+        raise RuntimeError("the gate broke")
+
+    cfg.step_boundary = broken
+    with pytest.raises(RuntimeError):
+        asyncio.run(run_agent_loop(cfg))
+    replay = load_for_replay(path)
+    assert replay.stop_reason == StopReason.PANIC and recorder.checkpoints == 1

@@ -1,0 +1,44 @@
+"""Retention removes a task's old rollouts but never the newest turn's (what a resume needs), nor via a link."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.memory.rollout_fixtures import conversation, write_rollout
+from yagent.ipc.state_layout import rollout_dir
+from yagent.workers.memory.rollout_retention import prune_rollouts
+
+DAY = 86400.0
+
+
+def _write(home: Path, name: str, run: str, parent: str, *, age_days: float, now: float) -> Path:
+    directory = rollout_dir(home, "t1")
+    directory.mkdir(parents=True, exist_ok=True)
+    path = write_rollout(directory / name, conversation(), parent_run=parent, delegation_id="c" if parent else "")
+    text = path.read_text().replace('"run":"run-child"', f'"run":"{run}"', 1)
+    path.write_text(text)
+    os.utime(path, (now - age_days * DAY, now - age_days * DAY))
+    return path
+
+
+def test_old_rollouts_go_and_the_newest_turn_with_its_children_stays(tmp_path: Path) -> None:
+    now = 1_800_000_000.0
+    old_root = _write(tmp_path, "20260101-000000_r1.jsonl", "r1", "", age_days=90, now=now)
+    old_child = _write(tmp_path, "20260101-000001_r2_repo.jsonl", "r2", "r1", age_days=90, now=now)
+    root = _write(tmp_path, "20260201-000000_r3.jsonl", "r3", "", age_days=60, now=now)
+    child = _write(tmp_path, "20260201-000001_r4_coding.jsonl", "r4", "r3", age_days=60, now=now)
+    grandchild = _write(tmp_path, "20260201-000002_r5_repo.jsonl", "r5", "r4", age_days=60, now=now)
+    recent = _write(tmp_path, "20260301-000000_r6_chat.jsonl", "r6", "r9", age_days=1, now=now)
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("not a rollout\n")
+    os.utime(outside, (now - 90 * DAY, now - 90 * DAY))
+    link = rollout_dir(tmp_path, "t1") / "20250101-000000_link.jsonl"
+    link.symlink_to(outside)
+
+    removed = prune_rollouts(tmp_path / "tasks" / "t1", 30 * DAY, now=now)
+
+    assert sorted(removed) == sorted([old_root, old_child])
+    for kept in (root, child, grandchild, recent, link, outside):
+        assert kept.exists() or kept.is_symlink(), kept
+    assert prune_rollouts(tmp_path / "tasks" / "t1", 0, now=now + 1000 * DAY) == []  # 0 = kept forever

@@ -1,0 +1,107 @@
+"""The rollout writer: enqueue never waits for the disk, batches are bounded, close loses nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import BinaryIO
+
+from tests.memory.rollout_fixtures import SlowDisk
+from yagent.workers.memory import rollout_records as records
+from yagent.workers.memory.rollout_writer import BATCH_RECORDS, RolloutWriter
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_enqueue_returns_while_the_disk_is_stuck_and_close_drains_in_bounded_batches(tmp_path: Path) -> None:
+    disk = SlowDisk()
+    path = tmp_path / "r.jsonl"
+    writer = RolloutWriter(path, open_file=disk.open)
+    writer.enqueue(records.event_msg("first", {"i": -1}))
+    assert disk.entered.wait(10)  # the writer thread is now blocked inside a write
+    for i in range(100):  # would hang here if enqueue waited for the disk
+        writer.enqueue(records.event_msg("e", {"i": i}))
+    assert writer.written == 0
+    disk.release.set()
+    assert writer.close(10)
+    got = [rec["payload"]["i"] for rec in _lines(path)]
+    assert got == [-1, *range(100)]
+    assert len(disk.writes) >= 1 + 100 // BATCH_RECORDS
+    assert all(chunk.count(b"\n") <= BATCH_RECORDS for chunk in disk.writes)
+
+
+def test_a_record_enqueued_right_before_close_is_never_lost(tmp_path: Path) -> None:
+    for attempt in range(20):
+        path = tmp_path / f"r{attempt}.jsonl"
+        writer = RolloutWriter(path)
+        for i in range(37):
+            writer.enqueue(records.event_msg("e", {"i": i}))
+        assert writer.close(10)
+        writer.enqueue(records.event_msg("after close", {}))  # dropped, never raised
+        assert [rec["payload"]["i"] for rec in _lines(path)] == list(range(37))
+
+
+def test_drain_waits_for_everything_enqueued_before_it(tmp_path: Path) -> None:
+    disk = SlowDisk()
+    path = tmp_path / "r.jsonl"
+    writer = RolloutWriter(path, open_file=disk.open)
+    for i in range(5):
+        writer.enqueue(records.event_msg("e", {"i": i}))
+    disk.release.set()
+    assert writer.drain(10)
+    assert len(_lines(path)) == 5  # in the file before close: read-back safe
+    writer.close(10)
+
+
+class _FullDisk:
+    def __init__(self, path: Path) -> None:
+        self.fh: BinaryIO = path.open("ab")
+
+    def write(self, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+    def fileno(self) -> int:
+        return self.fh.fileno()
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def test_a_write_error_is_reported_once_and_never_raised(tmp_path: Path) -> None:
+    reported: list[str] = []
+    writer = RolloutWriter(tmp_path / "r.jsonl", open_file=_FullDisk, on_error=reported.append)
+    for i in range(3):
+        writer.enqueue(records.event_msg("e", {"i": i}))
+        assert writer.drain(10)
+    assert writer.close(10)
+    assert len(reported) == 1 and "No space left" in reported[0] and str(tmp_path) in reported[0]
+    assert writer.error == reported[0]
+
+
+def test_an_unopenable_file_is_reported_and_the_writer_still_drains(tmp_path: Path) -> None:
+    (tmp_path / "blocker").write_text("a file where the directory should be")
+    reported: list[str] = []
+    writer = RolloutWriter(tmp_path / "blocker" / "r.jsonl", on_error=reported.append)
+    writer.enqueue(records.event_msg("e", {}))
+    assert writer.drain(10) and writer.close(10)
+    assert len(reported) == 1 and "opening" in reported[0]
+
+
+def test_nan_huge_and_odd_values_are_written_as_strict_json(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    writer = RolloutWriter(path)
+    writer.enqueue(records.event_msg("odd", {"nan": math.nan, "inf": -math.inf, "big": 10**400, "huge": 10**5000,
+                                             "set": {1}, "path": Path("/x"), "bytes": b"\xff",
+                                             "deep": [[[[[]]]]] * 3}))
+    writer.close(10)
+    text = path.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    payload = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))["payload"]
+    assert payload["nan"] == "nan" and payload["inf"] == "-inf" and payload["big"] == 10**400
+    assert payload["huge"].startswith("[an integer of") and payload["set"] == [1] and payload["path"] == "/x"

@@ -1,0 +1,71 @@
+"""Rollout retention (`[resume] rollout_retention`): old rollouts of a task go, what a resume needs stays.
+
+Run by the task's Director worker as its turn starts, on its own task's directory only (the one a worker may
+write), before its own rollout is opened. Kept whatever their age: the newest root run's rollout and the
+rollouts of every run delegated under it (the turn a resume would pick up). Everything else unwritten for
+longer than the retention is removed; only regular files, never through a symlink.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import time
+from pathlib import Path
+
+from yagent.ipc.state_layout import ROLLOUT_DIR
+
+from .replay import first_record
+from .rollout_records import RolloutRecord
+
+__all__ = ["prune_rollouts"]
+
+
+def _run_and_parent(path: Path) -> tuple[str, str] | None:
+    rec = first_record(path)
+    if rec is None or rec.get("type") != RolloutRecord.SESSION_META:
+        return None
+    payload = rec["payload"]
+    return str(payload.get("run") or ""), str(payload.get("parent_session_id") or "")
+
+
+def prune_rollouts(task_dir: Path, retention: float, *, now: float | None = None) -> list[Path]:
+    """Remove the task's expired rollouts (retention 0 = keep forever); the paths removed. Never raises."""
+    if retention <= 0:
+        return []
+    directory = task_dir / ROLLOUT_DIR
+    now = time.time() if now is None else now
+    try:
+        entries = sorted(p for p in directory.iterdir() if p.name.endswith(".jsonl"))
+    except OSError:
+        return []
+    files: dict[Path, os.stat_result] = {}
+    for path in entries:
+        with contextlib.suppress(OSError):
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode):
+                files[path] = st
+    identity = {path: _run_and_parent(path) for path in files}
+    roots = [p for p, ident in identity.items() if ident is not None and not ident[1]]
+    keep: set[Path] = set()
+    if roots:
+        newest = roots[-1]  # names start with the time stamp
+        runs = {identity[newest][0]}  # type: ignore[index]
+        keep.add(newest)
+        grew = True
+        while grew:  # children, their children...
+            grew = False
+            for path, ident in identity.items():
+                if path not in keep and ident is not None and ident[1] in runs:
+                    keep.add(path)
+                    runs.add(ident[0])
+                    grew = True
+    removed = []
+    for path, st in files.items():
+        if path in keep or now - st.st_mtime < retention:
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed.append(path)
+    return removed

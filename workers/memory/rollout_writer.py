@@ -1,0 +1,154 @@
+"""The rollout writer: `enqueue` returns at once; one thread writes batches (32 records or 20 ms).
+
+The agent loop must never wait on the disk, and must never fail because of it: a write error is reported
+once through `on_error` (and kept in `error`), the records that could not be written are dropped, and the
+loop goes on. `drain` waits until everything enqueued so far is in the file (read-back safe); `close`
+drains, fsyncs and stops the thread. Each batch is written and flushed in one go, so a `kill -9` loses at
+most the batch in flight and leaves at worst a torn last line, which the reader tolerates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from .rollout_records import json_safe
+
+__all__ = ["BATCH_RECORDS", "BATCH_SECONDS", "RolloutWriter"]
+
+BATCH_RECORDS = 32
+BATCH_SECONDS = 0.020
+
+_STOP = object()
+
+
+class _Drain:
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
+def _open_append(path: Path) -> BinaryIO:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    return os.fdopen(fd, "ab")
+
+
+def encode(rec: dict[str, Any]) -> bytes:
+    """One record as one line of strict JSON (no NaN, nothing that is not JSON)."""
+    try:
+        text = json.dumps(rec, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        text = json.dumps(json_safe(rec), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text.encode("utf-8", errors="replace") + b"\n"
+
+
+class RolloutWriter:
+    """Appends records to one rollout file from a thread of its own. `open_file` is the disk seam."""
+
+    def __init__(self, path: Path, *, on_error: Callable[[str], None] | None = None,
+                 open_file: Callable[[Path], BinaryIO] = _open_append,
+                 batch_records: int = BATCH_RECORDS, batch_seconds: float = BATCH_SECONDS) -> None:
+        self.path = path
+        self.error = ""
+        self._on_error = on_error
+        self._open_file = open_file
+        self._batch_records = batch_records
+        self._batch_seconds = batch_seconds
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._closed = False
+        self._written = 0
+        self._thread = threading.Thread(target=self._run, name=f"rollout-{path.name}", daemon=True)
+        self._thread.start()
+
+    @property
+    def written(self) -> int:
+        """Records in the file so far (for tests and the benchmark)."""
+        return self._written
+
+    def enqueue(self, rec: dict[str, Any]) -> None:
+        """Never blocks, never raises; after `close` the record is dropped."""
+        if not self._closed:
+            self._queue.put(rec)
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every record enqueued before this call is in the file; False on timeout or when closed."""
+        if self._closed or not self._thread.is_alive():
+            return False
+        marker = _Drain()
+        self._queue.put(marker)
+        return marker.done.wait(timeout)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Write what is queued, fsync, stop the thread. Idempotent; False if the thread did not end in time."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(_STOP)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    # -- the writer thread ------------------------------------------------------------------------------
+
+    def _report(self, what: str, exc: BaseException) -> None:
+        if self.error:
+            return  # reported once: a full disk would otherwise say so on every batch
+        self.error = f"rollout {self.path}: {what} failed ({type(exc).__name__}: {exc}); resuming this run may not work"
+        if self._on_error is not None:
+            try:
+                self._on_error(self.error)
+            except Exception:  # the report must not stop the writer
+                pass
+
+    def _run(self) -> None:
+        fh: BinaryIO | None = None
+        try:
+            fh = self._open_file(self.path)
+        except OSError as exc:
+            self._report("opening", exc)
+        stop = False
+        while not stop:
+            batch: list[bytes] = []
+            markers: list[_Drain] = []
+            item = self._queue.get()
+            deadline = time.monotonic() + self._batch_seconds
+            while True:
+                if item is _STOP:
+                    stop = True
+                elif isinstance(item, _Drain):
+                    markers.append(item)
+                else:
+                    batch.append(encode(item))
+                if stop or markers or len(batch) >= self._batch_records:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    item = self._queue.get(timeout=left)
+                except queue.Empty:
+                    break
+            if batch and fh is not None:
+                try:
+                    fh.write(b"".join(batch))
+                    fh.flush()
+                    self._written += len(batch)
+                except OSError as exc:
+                    self._report("writing", exc)
+            for marker in markers:
+                marker.done.set()
+        if fh is not None:
+            try:
+                fh.flush()
+                os.fsync(fh.fileno())
+            except (OSError, ValueError) as exc:
+                self._report("syncing", exc)
+            finally:
+                try:
+                    fh.close()
+                except OSError:
+                    pass
