@@ -15,6 +15,7 @@ only if it is a regular file of at most `MAX_CONFIG_BYTES` whose tables nest at 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .board_settings import parse_board
 from .provider_config import LLMConfig, parse_llm_config, shown_value
 from .run_settings import (
     DEFAULT_BREAKER_RESET,
@@ -281,6 +283,7 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         run = _run_settings(agent, llm, llm_config, ignored,
                             idle_timeout=kwargs.get("delegate_idle_timeout", DEFAULT_IDLE_TIMEOUT),
                             readonly_tools=kwargs["max_parallel_readonly_tools"])
+        run = dataclasses.replace(run, blackboard=parse_board(table, parse_duration))
     except ValueError as exc:
         raise ConfigError(str(exc), path) from None
     return Settings(table=table, path=path, warnings=(*misplaced_keys(table), *ignored), run_settings=run, **kwargs)

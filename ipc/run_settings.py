@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
+from .board_settings import BoardSettings
 from .provider_config import LLMConfig
 from .records import Record, record
 
@@ -52,6 +53,7 @@ class RunSettings(Record):
     circuit_breaker_threshold: int = 0  # failures in a row that open a provider's breaker; 0 = no breaker
     circuit_breaker_reset: float = DEFAULT_BREAKER_RESET  # seconds an open breaker waits before one probe
     llm: LLMConfig = field(default_factory=LLMConfig)
+    blackboard: BoardSettings = field(default_factory=BoardSettings)  # `[blackboard]`
 
     def max_steps_for(self, role: str) -> int:
         return self.max_steps.get(role, OTHER_ROLE_MAX_STEPS)

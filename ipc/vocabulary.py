@@ -108,6 +108,7 @@ class HandoffStatus(StrEnum):
     PARTIAL = "partial"
     ERROR = "error"
     STOPPED = "stopped"  # the child did not finish (timeout, cancel, crash); never written by an agent
+    DEGRADED = "degraded"  # a program-written report stands in for the child's own; never written by an agent
 
 
 # The statuses an agent may write into its hand-off.

@@ -115,6 +115,8 @@ class LoopConfig:
     route_task: str = ""  # text the router classifies; empty = no classification
     # What a call cost (provider, model, usage) → US dollars, or None when no price is known.
     cost_of: Callable[[str, str, Usage], float | None] = lambda _provider, _model, _usage: None
+    # Messages added to one model call only (the board's index), rebuilt per step; never stored in `messages`.
+    call_context: Callable[[], list[Message]] | None = None
 
 
 @dataclass
@@ -307,7 +309,10 @@ async def run_agent_loop(cfg: LoopConfig) -> RunOutcome:
         if state.step >= cfg.max_steps:
             return finish(StopReason.MAX_STEPS, f"stopped after {cfg.max_steps} steps without finishing")
         state.step += 1
-        call_messages = messages if pending_reminder is None else [*messages, Message.user(pending_reminder)]
+        extra = cfg.call_context() if cfg.call_context is not None else []
+        if pending_reminder is not None:
+            extra = [*extra, Message.user(pending_reminder)]
+        call_messages = [*messages, *extra] if extra else messages
         pending_reminder = None
         # The breaker of the provider the engine resolves to now, i.e. after routing.
         breaker = cfg.breaker.for_provider(cfg.engine.provider) if cfg.breaker is not None else None
