@@ -85,12 +85,19 @@ def _split(raw: bytes) -> tuple[Any, str, str]:
     return front, text[end + len(_FENCE) + 2:], ""
 
 
-def _read_regular(path: Path, limit: int) -> bytes | None:
-    """At most `limit` bytes of `path` if it is a regular file and not a link; None otherwise."""
+def _read_regular(directory: str, name: str, limit: int) -> bytes | None:
+    """At most `limit` bytes of `directory/name` if it is a regular file and neither it nor `directory` is a
+    link (opened beneath the directory's descriptor: a swap after the listing cannot redirect it)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    finally:
+        os.close(dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
@@ -98,6 +105,8 @@ def _read_regular(path: Path, limit: int) -> bytes | None:
         while size < limit and (chunk := os.read(fd, min(limit - size, 1 << 20))):
             chunks.append(chunk)
             size += len(chunk)
+            if limit == FRONT_MAX_BYTES and b"\n---\n" in chunk:
+                break  # the front-matter ended: a head read needs no more
         return b"".join(chunks)
     finally:
         os.close(fd)
@@ -190,13 +199,8 @@ class NoteStore:
         """The note, or None when there is no such regular file. `head_only` reads the front-matter only."""
         if not _STEM.match(ref.stem) or agent_dir_name(ref.agent) != ref.agent:
             return None
-        agent_dir = self.root / ref.agent
-        try:
-            if not stat.S_ISDIR(os.lstat(agent_dir).st_mode):
-                return None  # an agent directory swapped for a link is not followed
-        except OSError:
-            return None
-        raw = _read_regular(self.path(ref), FRONT_MAX_BYTES if head_only else BODY_MAX_BYTES)
+        raw = _read_regular(os.path.join(self.root, ref.agent), ref.stem + NOTE_SUFFIX,
+                            FRONT_MAX_BYTES if head_only else BODY_MAX_BYTES)
         if raw is None:
             return None
         front, body, damaged = _split(raw)
