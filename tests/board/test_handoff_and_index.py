@@ -80,6 +80,14 @@ def test_a_tiny_line_budget_still_keeps_the_handle() -> None:
         assert "note:repo/20261203-120000-000000-0a0b0c0d" in line, budget
 
 
+def test_a_conclusion_is_cut_only_once_every_fact_is_gone_and_the_line_keeps_its_budget() -> None:
+    entry = _entry("a long conclusion " * 20)
+    head = format_index_line(entry, 1)
+    for budget in (len(head) + 10, len(head) + 100):
+        line = format_index_line(entry, budget)
+        assert line.startswith(head) and line.endswith("…") and len(line) <= budget and "claim" not in line
+
+
 def test_line_chars_zero_means_no_trim() -> None:
     entry = _entry("x" * 5000, facts=40)
     assert format_index_line(entry, 0) == format_index_line(entry, 10**9)

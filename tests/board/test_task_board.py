@@ -117,13 +117,14 @@ def _distinct_notes(board: TaskBoard, count: int) -> list[str]:
 
 
 def test_context_refs_inline_at_most_the_limit_of_distinct_refs(tmp_path: Path) -> None:
+    assert MAX_REFS == 10
     board = _board(tmp_path)
-    handles = _distinct_notes(board, MAX_REFS + 3)
-    assert len(set(handles)) == MAX_REFS + 3  # distinct fixtures: a dedup cannot make the limit pass by itself
-    task, header = board.delegation_task("do it", handles)
-    assert header == f"[context_refs: {MAX_REFS} inlined; 3 over the limit of {MAX_REFS} and left out]"
-    assert all(f"=== {h} (full text" in task for h in handles[:MAX_REFS])
-    assert not any(f"=== {h} (full text" in task for h in handles[MAX_REFS:])
+    handles = _distinct_notes(board, 13)
+    assert len(set(handles)) == 13  # distinct fixtures: a dedup cannot make the limit pass by itself
+    task, header = board.delegation_task("do it", [*handles, handles[0]])  # and a repeat counts once
+    assert header == "[context_refs: 10 inlined; 3 over the limit of 10 and left out]"
+    assert all(task.count(f"=== {h} (full text") == 1 for h in handles[:10])
+    assert not any(f"=== {h} (full text" in task for h in handles[10:])
     assert task.endswith("Your task:\ndo it")
 
 
