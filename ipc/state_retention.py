@@ -43,6 +43,14 @@ def _newest_mtime(root: Path) -> float:
     return newest
 
 
+def _written(board: Path) -> float:
+    """When the board was last written; -inf without one (a link where it belongs counts as itself)."""
+    try:
+        return _newest_mtime(board) if stat.S_ISDIR(os.lstat(board).st_mode) else os.lstat(board).st_mtime
+    except OSError:
+        return float("-inf")
+
+
 def _remove(path: Path) -> None:
     mode = os.lstat(path).st_mode
     if stat.S_ISDIR(mode):
@@ -53,8 +61,9 @@ def _remove(path: Path) -> None:
 
 def prune_boards(home: Path, *, ttl: float, artifact_retention: float, keep: Callable[[str], bool],
                  now: float | None = None) -> Pruned:
-    """Remove the boards idle for `ttl` seconds and the artifacts idle for `artifact_retention` (0 = never)
-    of every task `keep` does not protect. Nothing happens while the blackboard is switched off."""
+    """Remove the boards idle for `ttl` seconds, and the artifacts older than `artifact_retention` of a task
+    whose board is idle that long too (0 = never), of every task `keep` does not protect. Nothing happens
+    while the blackboard is switched off."""
     pruned = Pruned()
     if not blackboard_enabled():
         return pruned
@@ -67,6 +76,7 @@ def prune_boards(home: Path, *, ttl: float, artifact_retention: float, keep: Cal
         if not entry.is_dir(follow_symlinks=False) or keep(entry.name):
             continue
         task = Path(entry.path)
+        board_written = _written(task / NOTES_DIR)  # read before the board itself may go
         for name, retention in ((NOTES_DIR, ttl), (ARTIFACTS_DIR, artifact_retention)):
             path = task / name
             if retention <= 0:
@@ -81,6 +91,8 @@ def prune_boards(home: Path, *, ttl: float, artifact_retention: float, keep: Cal
                         _remove(path)
                         pruned.boards.append(entry.name)
                     continue
+                if board_written >= at - retention:
+                    continue  # a board written lately may still point at its older artifacts
                 for item in os.scandir(path):
                     if os.lstat(item.path).st_mtime < at - retention:
                         _remove(Path(item.path))

@@ -112,3 +112,10 @@ def test_the_prune_is_off_with_the_blackboard(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("YAGENT_BLACKBOARD", "0")
     assert prune_boards(tmp_path, ttl=5_000, artifact_retention=5_000, keep=lambda _t: False).boards == []
     assert NoteStore(notes_dir(tmp_path, "old")).refs()
+
+
+def test_an_old_artifact_stays_while_its_board_is_written_to(tmp_path: Path) -> None:
+    _task_with_board(tmp_path, "t", 10_000)
+    NoteStore(notes_dir(tmp_path, "t")).write("coding", Handoff("new"), "body pointing at the artifact")
+    assert prune_boards(tmp_path, ttl=0, artifact_retention=5_000, keep=lambda _t: False).artifacts == 0
+    assert list(artifacts_dir(tmp_path, "t").iterdir())
