@@ -31,7 +31,8 @@ from yagent.ipc.messages import ErrorReply, Ping
 from yagent.ipc.records import Message, decode, encode
 from yagent.ipc.runtime_dir import RuntimePaths
 from yagent.ipc.sockets import bind_publisher, bind_router
-from yagent.ipc.vocabulary import ErrorCode, StopReason
+from yagent.ipc.state_retention import prune_boards
+from yagent.ipc.vocabulary import ErrorCode, StopReason, TaskState
 
 from . import commands
 from .admission import WorkerSlots
@@ -64,6 +65,7 @@ log = logging.getLogger(__name__)
 RUNTIME_DIR_CHECK = 1.0  # seconds between checks that control.sock is still ours, where inotify cannot say
 RUNTIME_DIR_BACKSTOP = 60.0  # the same where it can: a renamed parent directory is noticed only by looking
 EVENT_LOG_PRUNE_INTERVAL = 3600.0  # seconds between passes deleting event logs past their retention
+_RESUMABLE = (TaskState.INTERRUPTED, TaskState.PAUSED)  # a task in these states may still need its board
 STATUS_INTERVAL = 5.0  # seconds between status lines for systemd
 SHUTDOWN_SLACK = 2.0  # seconds beyond two stop graces that runs get to exit at shutdown
 _PING = Ping()  # one instance: a ping carries nothing
@@ -205,6 +207,7 @@ class Daemon:
             log.info("marked %d runs and %d turns left by a previous daemon as interrupted",
                      len(interrupted.runs), len(interrupted.turns))
         self._prune_event_logs()
+        self._prune_boards()
         self._schedule_jobs()
 
         loop = asyncio.get_running_loop()
@@ -264,6 +267,7 @@ class Daemon:
         watched = self._control_watch is not None and self._control_watch.watch(self._check_runtime_dir)
         every("runtime-dir", lambda: RUNTIME_DIR_BACKSTOP if watched else RUNTIME_DIR_CHECK, self._check_runtime_dir)
         every("prune-event-logs", lambda: EVENT_LOG_PRUNE_INTERVAL, self._prune_event_logs)
+        every("prune-boards", lambda: EVENT_LOG_PRUNE_INTERVAL, self._prune_boards)
         interval = self.notifier.watchdog_interval
         if interval:
             every("systemd-watchdog", lambda: interval, self.notifier.watchdog)
@@ -330,6 +334,23 @@ class Daemon:
         if pruned:
             log.info("deleted the event logs of %d tasks idle for over %gs ([daemon] event_log_retention)",
                      len(pruned), retention)
+
+    def _prune_boards(self) -> None:
+        board = self.settings.run_settings.blackboard
+
+        def keep(task: str) -> bool:  # live, or still listed as resumable; kept when the registry cannot say
+            if task in self.tasks:
+                return True
+            try:
+                row = self.registry.get_task(task)
+            except sqlite3.Error:
+                return True
+            return row is not None and row.state in _RESUMABLE
+
+        pruned = prune_boards(self.home, ttl=board.ttl, artifact_retention=board.artifact_retention, keep=keep)
+        if pruned.boards or pruned.artifacts:
+            log.info("removed %d boards and %d artifacts past their retention ([blackboard] ttl, "
+                     "artifact_retention)", len(pruned.boards), pruned.artifacts)
 
     def _check_runtime_dir(self) -> None:
         """Shut down when clients can no longer reach this daemon; exiting 1 lets `Restart=on-failure` bring

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .board_settings import parse_board
 from .provider_config import LLMConfig, parse_llm_config, shown_value
 from .resume_settings import RESUME_KEYS, parse_resume
 from .run_settings import (
@@ -285,6 +286,7 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
                             idle_timeout=kwargs.get("delegate_idle_timeout", DEFAULT_IDLE_TIMEOUT),
                             readonly_tools=kwargs["max_parallel_readonly_tools"])
         run = dataclasses.replace(run, **parse_resume(_section(table, "resume"), parse_duration))
+        run = dataclasses.replace(run, blackboard=parse_board(table, parse_duration))
     except ValueError as exc:
         raise ConfigError(str(exc), path) from None
     return Settings(table=table, path=path, warnings=(*misplaced_keys(table), *ignored), run_settings=run, **kwargs)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
+from .board_settings import BoardSettings
 from .provider_config import LLMConfig
 from .records import Record, record
 from .resume_settings import DEFAULT_REPLAY_MAX_MESSAGES, DEFAULT_REPLAY_MAX_STEPS, DEFAULT_ROLLOUT_RETENTION
@@ -57,6 +58,7 @@ class RunSettings(Record):
     rollout_retention: float = DEFAULT_ROLLOUT_RETENTION
     replay_max_steps: int = DEFAULT_REPLAY_MAX_STEPS
     replay_max_messages: int = DEFAULT_REPLAY_MAX_MESSAGES
+    blackboard: BoardSettings = field(default_factory=BoardSettings)  # `[blackboard]`
 
     def max_steps_for(self, role: str) -> int:
         return self.max_steps.get(role, OTHER_ROLE_MAX_STEPS)

@@ -13,12 +13,16 @@ from pathlib import Path
 
 __all__ = [
     "AGENTS_FILE",
+    "ARTIFACTS_DIR",
     "GRANTS_FILE",
     "MEMORY_FILE",
+    "NOTES_DIR",
     "ROLLOUT_DIR",
     "approvals_dir",
     "approvals_file",
+    "artifacts_dir",
     "breaker_dir",
+    "notes_dir",
     "rollout_dir",
     "rollout_name",
     "scratch_dir",
@@ -30,6 +34,8 @@ MEMORY_FILE = "memory.jsonl"  # the task's conversation
 AGENTS_FILE = "agents.json"  # custom agents the Meta agent designed for the task
 GRANTS_FILE = "grants.json"  # session approvals, read by the task's later runs
 ROLLOUT_DIR = "rollout"  # one JSONL file per run of the task: what a resume replays
+NOTES_DIR = "notes"  # the task's hand-off board: notes/{agent}/{stem}.md (board scope = the task)
+ARTIFACTS_DIR = "artifacts"  # deliverables too long for a parent's context: artifacts/{id}
 
 
 def tasks_dir(home: Path) -> Path:
@@ -38,6 +44,15 @@ def tasks_dir(home: Path) -> Path:
 
 def task_dir(home: Path, task: str) -> Path:
     return tasks_dir(home) / task
+
+
+def notes_dir(home: Path, task: str) -> Path:
+    """The task's board; inside the task's directory because that is all a worker of the task may write."""
+    return task_dir(home, task) / NOTES_DIR
+
+
+def artifacts_dir(home: Path, task: str) -> Path:
+    return task_dir(home, task) / ARTIFACTS_DIR
 
 
 def scratch_dir(home: Path, run: str) -> Path:

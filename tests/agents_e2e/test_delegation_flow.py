@@ -11,6 +11,7 @@ from tests.daemon_harness import of_type
 from tests.fake_provider import Failure, Step, ToolCallSpec
 from yagent.ipc.vocabulary import EventType
 from yagent.workers.agents.director import MAX_NON_DELEGATION_REMINDERS
+from yagent.workers.board import INDEX_HEADER
 
 pytestmark = pytest.mark.e2e
 
@@ -115,7 +116,8 @@ def test_a_second_turn_continues_the_conversation(fake, agent_daemon, project: P
     contents = [m.get("content") for m in second]
     assert "What is 2+2?" in contents[1]  # the first turn's user message is in the history
     assert "It is 4." in contents
-    assert contents[-1] == "What did I ask before?"
+    # Last comes the board's index (this call only, never in memory), and before it the new message.
+    assert contents[-1].startswith(INDEX_HEADER) and contents[-2] == "What did I ask before?"
     assert sum(1 for m in second if m["role"] == "system") == 1  # the system prompt is not stored in memory
     fake.assert_no_problems()
 
@@ -133,7 +135,9 @@ def test_yagent_run_prints_the_streamed_answer(fake, agent_daemon, project: Path
     assert "→ chat started" in result.stdout and "← chat done (agent_exit)" in result.stdout
 
 
-def test_a_huge_child_report_reaches_the_director_bounded_with_its_handoff(fake, agent_daemon, project: Path) -> None:
+def test_a_huge_child_report_reaches_the_director_bounded_with_its_handoff(fake, make_agent_daemon,
+                                                                          project: Path) -> None:
+    agent_daemon = make_agent_daemon("[blackboard]\nartifact_budget_tokens = 0\n")  # the report stays inline
     report = "".join(f"Finding {i}: the module at src/m{i}.py looks fine.\n" for i in range(4000))  # ~190 kB
     fake.script("director", MARKERS["director"], [
         Step(tool_calls=[ToolCallSpec("delegate_chat", {"task": "Review everything."}, id="c1")]),

@@ -144,6 +144,12 @@ def test_a_delegation_whose_record_is_gone_comes_back_as_a_degraded_report_not_a
     assert "Done:" in content and "Not done:" in content and "Next steps:" in content
     assert "failed unexpectedly" not in content and "DaemonLost" not in content
     assert len(fake.requests_for("repo")) == 2  # a degraded report asks the model nothing
+    # The board keeps it as a note whose hand-off says degraded (the reason stays with the task).
+    notes = list((agent_daemon.home / "tasks" / task / "notes" / "repo").glob("*.md"))
+    assert len(notes) == 1
+    _, front, _body = notes[0].read_text().split("---\n", 2)  # JSON between the two fences
+    front = json.loads(front)
+    assert front["handoff"]["status"] == HandoffStatus.DEGRADED
 
 
 def test_continue_of_a_finished_task_says_there_is_nothing_to_resume(agent_daemon, fake, project: Path) -> None:

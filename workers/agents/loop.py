@@ -134,6 +134,8 @@ class LoopConfig:
     cost_of: Callable[[str, str, Usage], float | None] = lambda _provider, _model, _usage: None
     # The run's rollout (workers/memory/rollout_recorder.py); told of every appended message and of the end.
     recorder: LoopRecorder = field(default_factory=_NoRecorder)
+    # Messages added to one model call only (the board's index), rebuilt per step; never stored in `messages`.
+    call_context: Callable[[], list[Message]] | None = None
 
 
 @dataclass
@@ -339,7 +341,10 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
         if state.step >= cfg.max_steps:
             return finish(StopReason.MAX_STEPS, f"stopped after {cfg.max_steps} steps without finishing")
         state.step += 1
-        call_messages = messages if pending_reminder is None else [*messages, Message.user(pending_reminder)]
+        extra = cfg.call_context() if cfg.call_context is not None else []
+        if pending_reminder is not None:
+            extra = [*extra, Message.user(pending_reminder)]
+        call_messages = [*messages, *extra] if extra else messages
         pending_reminder = None
         # The breaker of the provider the engine resolves to now, i.e. after routing.
         breaker = cfg.breaker.for_provider(cfg.engine.provider) if cfg.breaker is not None else None

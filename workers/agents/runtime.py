@@ -19,6 +19,7 @@ from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.messages import RunOutcome
 from yagent.ipc.state_layout import GRANTS_FILE, approvals_file, breaker_dir, scratch_dir, task_dir
 from yagent.ipc.vocabulary import EventType, StopReason
+from yagent.workers.board import TaskBoard
 from yagent.workers.kinds import RunContext
 from yagent.workers.llm import Engine, EngineFactory, Message, RoutingEngine, Usage, build_engine, call_cost
 from yagent.workers.memory.rollout_recorder import RunRecorder, open_recorder
@@ -68,6 +69,8 @@ class AgentRun:
                 ctx.emit(EventType.LOG, event_data.log("warning", note))
         self.surface: Surface = build_surface(role, yolo=self.yolo, extra_specs=extra_specs, pick=pick)
         authorizer = ChannelAuthorizer(ctx)
+        # Board scope = the task: every turn and delegation of the task reads and writes this one board.
+        self.board = TaskBoard(ctx.home, ctx.spec.task, self.settings.blackboard)
         self.tool_ctx = ToolContext(
             project_root=ctx.project_root,
             run_id=ctx.spec.run,
@@ -76,6 +79,7 @@ class AgentRun:
             approved=authorizer,  # the prompts it asked are the ones approved operations name
             asker=ChannelAsker(ctx),
             delegator=ctx.channel,  # the channel is the tools' Delegator port
+            board=self.board,
             llm=EngineTextLLM(self._engine_for_tool, emit=lambda type_, data: ctx.emit(type_, data),
                               cost_of=self.cost_of),
             emit=lambda type_, data: ctx.emit(type_, dict(data)),
@@ -182,6 +186,7 @@ class AgentRun:
             route_task=route_task,
             cost_of=self.cost_of,
             **({"recorder": self.recorder} if self.recorder is not None else {}),
+            call_context=self.board.index_messages if self.role == "director" else None,
         )
 
     def cost_of(self, provider: str, model: str, usage: Usage) -> float | None:

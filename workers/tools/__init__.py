@@ -5,7 +5,7 @@ and the batch executor. See README.md in this folder for the boundary and the in
 from __future__ import annotations
 
 # Importing the tool families fills the static registry; sealing validates it and makes it read-only.
-from . import cognitive, delegation, file_read, file_write, flow, search, shell  # noqa: F401
+from . import board_read, cognitive, delegation, file_read, file_write, flow, search, shell  # noqa: F401
 from .authorization import (
     ApprovalStore,
     AuthDecision,
@@ -24,6 +24,8 @@ from .context import (
     Asker,
     AskReply,
     AskRequest,
+    Board,
+    DelegationRecord,
     Delegator,
     EventEmitter,
     Heartbeat,
@@ -69,6 +71,8 @@ __all__ = [
     "AuthPolicy",
     "AuthRequest",
     "Authorizer",
+    "Board",
+    "DelegationRecord",
     "Delegator",
     "Effect",
     "EventEmitter",

@@ -62,6 +62,32 @@ class Delegator(Protocol):
                         replay: bool = False) -> RunOutcome: ...
 
 
+@dataclass(frozen=True)
+class DelegationRecord:
+    """What the board kept of one delegation: `outcome` is the child's as its parent should read it (a
+    deliverable stored as an artifact replaced by its summary and the way to read it back)."""
+
+    outcome: RunOutcome
+    note: str = ""  # the note's handle, "" when none was written
+    artifact: str = ""  # the artifact's id, "" when the deliverable stayed inline
+
+
+@runtime_checkable
+class Board(Protocol):
+    """The task's hand-off board (`yagent.workers.board.TaskBoard`). Lookups that find nothing raise
+    `LookupError` with the message the model should read."""
+
+    def record_delegation(self, outcome: RunOutcome, task: str) -> DelegationRecord: ...
+
+    def delegation_task(self, task: str, refs: list[str]) -> tuple[str, str]: ...
+
+    def read_note(self, ref: str, offset: int, limit: int) -> str: ...
+
+    def list_notes(self) -> str: ...
+
+    def read_artifact(self, artifact_id: str, offset: int, limit: int) -> str: ...
+
+
 @runtime_checkable
 class ApprovedOperations(Protocol):
     """Carries out a call the user allowed at a prompt but the run's sandbox refuses, in a process the daemon
@@ -103,6 +129,7 @@ class ToolContext:
     delegator: Delegator | None = None
     llm: TextLLM | None = None
     approved: ApprovedOperations | None = None
+    board: Board | None = None  # the task's notes and artifacts; None = no board (tools say so)
     emit: EventEmitter = _no_event
     heartbeat: Heartbeat = _no_heartbeat
     scratch_dir: Path | None = None  # default: a per-run directory under the system temp dir

@@ -33,6 +33,12 @@ _PARAMETERS = {
             "type": "string",
             "description": "Facts already established that the agent should build on (paths, decisions).",
         },
+        "context_refs": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Board notes or artifacts to hand over in full (note:repo/STEM, agent:repo for its "
+                           "newest note, artifact:ID). The agent sees the board's index anyway; use this to stress.",
+        },
     },
     "required": ["task"],
     "additionalProperties": False,
@@ -47,11 +53,26 @@ async def execute_delegation(inv: Invocation) -> ToolResult:
             f"{inv.spec.name} is unavailable: this run has no channel to start other agents. Do the work "
             "with your own tools or report what is needed."
         )
-    outcome = await delegator.run_child(target, str(inv.args["task"]), inv.call_id, str(inv.args.get("context") or ""))
+    task = str(inv.args["task"])
+    board = inv.ctx.board
+    refs = inv.args.get("context_refs") or []
+    child_task, refs_header = task, ""
+    if board is not None:
+        child_task, refs_header = board.delegation_task(task, [str(r) for r in refs if isinstance(r, str)])
+    outcome = await delegator.run_child(target, child_task, inv.call_id, str(inv.args.get("context") or ""))
     status = delegation_status(outcome)
+    record = board.record_delegation(outcome, task) if board is not None else None
     data = {"agent": target, "status": status, "handoff": outcome.handoff, "stop_reason": outcome.stop_reason,
             "run": outcome.run}
-    return ToolResult(content=format_for_parent(outcome), is_error=status is HandoffStatus.ERROR, data=data)
+    content = format_for_parent(record.outcome if record is not None else outcome)
+    if record is not None and record.note:
+        data["note"] = record.note
+        content += f"\n\n[Kept on the board as {record.note}.]"
+        if record.artifact:
+            data["artifact"] = record.artifact
+    if refs_header:
+        content = refs_header + "\n" + content
+    return ToolResult(content=content, is_error=status is HandoffStatus.ERROR, data=data)
 
 
 def _delegation(

@@ -1,0 +1,86 @@
+"""The board's index: derived from disk on every model call, shown to that call only.
+
+`build_index` lists the newest notes (front-matters only); `render_index` turns them into one line each.
+The text goes into the messages of one LLM call and into a delegation's task prefix — never into the
+conversation memory or the rollout: compression rewrites history, and a note reference that lived only
+in a tool message would vanish with it. Built from the same files, it is the same text however often a
+step is retried.
+
+Budgets (`[blackboard]`): `index_max_notes` (0 = no index) and `index_line_chars` (0 = no trim). A line
+over its budget loses its facts, last first, before its conclusion is cut; its handle always stays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from yagent.ipc.board_settings import BoardSettings
+
+from .handoff_parse import Handoff
+from .note_store import NoteRef, NoteStore
+
+__all__ = ["INDEX_HEADER", "IndexEntry", "IndexOptions", "build_index", "format_index_line", "render_index"]
+
+INDEX_HEADER = "[Blackboard: hand-off notes of this task, newest last. read_note(ref) reads one in full.]"
+_ELLIPSIS = "…"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexOptions:
+    max_notes: int  # 0 = no index
+    line_chars: int  # 0 = no trim
+
+    @classmethod
+    def from_settings(cls, settings: BoardSettings) -> IndexOptions:
+        """The one conversion from configuration: its zeros already mean "off" and "no trim"."""
+        return cls(max(settings.index_max_notes, 0), max(settings.index_line_chars, 0))
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    ref: NoteRef
+    handoff: Handoff
+    artifacts: tuple[str, ...] = ()
+
+
+def build_index(store: NoteStore, options: IndexOptions) -> list[IndexEntry]:
+    """The newest `max_notes` notes, oldest first; an unreadable one still appears (as degraded)."""
+    if options.max_notes <= 0:
+        return []
+    entries = []
+    for ref in store.refs()[-options.max_notes:]:
+        note = store.read(ref, head_only=True)
+        if note is not None:  # gone or swapped for a link between the listing and the read
+            entries.append(IndexEntry(ref, note.handoff, note.artifacts))
+    return entries
+
+
+def format_index_line(entry: IndexEntry, line_chars: int) -> str:
+    """One line: handle, status, conclusion, then facts while they fit. The handle is never cut."""
+    handoff = entry.handoff
+    handle = " ".join([entry.ref.handle, *(f"artifact:{a}" for a in entry.artifacts)])
+    status = handoff.status.value + (f", degraded={handoff.degraded}" if handoff.degraded else "")
+    head = f"- {handle} [{status}]"
+    conclusion = " " + handoff.conclusion
+    facts = [f"{f.claim} ({f.where})" if f.where else f.claim for f in handoff.facts]
+    if not line_chars:
+        return head + conclusion + (" | facts: " + "; ".join(facts) if facts else "")
+    if len(head) >= line_chars:
+        return head  # over budget, but a line without its handle is a line nobody can follow
+    line = head + conclusion
+    if len(line) > line_chars:
+        return line[: max(line_chars - len(_ELLIPSIS), len(head))] + _ELLIPSIS
+    shown: list[str] = []
+    for fact in facts:
+        candidate = line + " | facts: " + "; ".join([*shown, fact])
+        if len(candidate) > line_chars:
+            break
+        shown.append(fact)
+    return line + (" | facts: " + "; ".join(shown) if shown else "")
+
+
+def render_index(entries: list[IndexEntry], options: IndexOptions) -> str:
+    """The index text; empty when there is nothing to show (no message is added then)."""
+    if not entries or options.max_notes <= 0:
+        return ""
+    return "\n".join([INDEX_HEADER, *(format_index_line(e, options.line_chars) for e in entries)])

@@ -1,0 +1,221 @@
+"""A task's notes on disk: `notes/{agent}/{stem}.md`, one per delegation, written atomically.
+
+A note is a front-matter of JSON between two `---` lines (schema 2: `handoff`, the system's `artifacts`,
+the agent, the delegated task) and a body, the full deliverable. A write goes to `{stem}.md.tmp` (created
+exclusively) and is linked to `{stem}.md` (which fails if that exists), so two writers — processes of the
+same task — can never take the same stem; the `.md.tmp` suffix does not end in `.md`, so the index and
+the count cap never see a write in progress. Readers never follow a symbolic link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import re
+import secrets
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .handoff_parse import Handoff, parse_handoff
+
+__all__ = ["NOTE_SUFFIX", "SCHEMA", "TMP_SUFFIX", "Note", "NoteRef", "NoteStore", "agent_dir_name"]
+
+SCHEMA = 2
+NOTE_SUFFIX = ".md"
+TMP_SUFFIX = ".md.tmp"
+FRONT_MAX_BYTES = 64 * 1024  # a front-matter is a hand-off; past this the note is read as damaged
+BODY_MAX_BYTES = 16 * 1024 * 1024  # what a reader loads of a body at most
+_FENCE = "---"
+_STEM = re.compile(r"^\d{8}-\d{6}-\d{6}-[0-9a-f]{8}$")  # UTC time to the microsecond, then 32 random bits
+_AGENT = re.compile(r"[^a-z0-9_-]+")
+_MAX_TRIES = 64
+
+
+def agent_dir_name(agent: str) -> str:
+    """The directory an agent's notes go to: its name reduced to [a-z0-9_-] (a custom agent's `custom:x`)."""
+    return _AGENT.sub("_", agent.strip().lower()).strip("_") or "agent"
+
+
+@dataclass(frozen=True, slots=True)
+class NoteRef:
+    agent: str  # the agent directory's name
+    stem: str
+
+    @property
+    def handle(self) -> str:
+        """How the model names the note (the index shows it, `read_note` takes it)."""
+        return f"note:{self.agent}/{self.stem}"
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    ref: NoteRef
+    handoff: Handoff
+    body: str
+    artifacts: tuple[str, ...] = ()  # ids the system stored, never ones the model reported
+    task: str = ""  # the delegated task, as the parent wrote it
+    damaged: str = ""  # why the file could not be read as written ("" = it could)
+
+
+def _strict_json(text: str) -> Any:
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def _split(raw: bytes) -> tuple[Any, str, str]:
+    """(front-matter value, body, why damaged) of a note's bytes; a damaged front-matter decodes to None."""
+    text = raw.decode("utf-8", errors="replace")
+    if not text.startswith(_FENCE + "\n"):
+        return None, text, "no front-matter"
+    end = text.find("\n" + _FENCE + "\n", len(_FENCE))
+    if end < 0:
+        end_at_eof = text.endswith("\n" + _FENCE)
+        if not end_at_eof:
+            return None, "", "the front-matter does not end (the file is cut)"
+        end = len(text) - len(_FENCE) - 1
+    try:
+        front = _strict_json(text[len(_FENCE) + 1: end])
+    except (ValueError, RecursionError) as exc:
+        return None, text[end + len(_FENCE) + 2:], f"the front-matter is not JSON ({str(exc)[:80]})"
+    return front, text[end + len(_FENCE) + 2:], ""
+
+
+def _read_regular(directory: str, name: str, limit: int) -> bytes | None:
+    """At most `limit` bytes of `directory/name` if it is a regular file and neither it nor `directory` is a
+    link (opened beneath the directory's descriptor: a swap after the listing cannot redirect it)."""
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    finally:
+        os.close(dir_fd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, size = [], 0
+        while size < limit and (chunk := os.read(fd, min(limit - size, 1 << 20))):
+            chunks.append(chunk)
+            size += len(chunk)
+            if limit == FRONT_MAX_BYTES and b"\n---\n" in chunk:
+                break  # the front-matter ended: a head read needs no more
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+class NoteStore:
+    """The notes of one board (a task): `root` is `state_layout.notes_dir(home, task)`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    # -- writing ----------------------------------------------------------------------------------------
+
+    def write(self, agent: str, handoff: Handoff | None, body: str, *, task: str = "",
+              artifacts: tuple[str, ...] = (), summary: str = "", status: str = "") -> NoteRef:
+        """Write one note and return its ref. `handoff` None: the child left none (`summary` and `status`
+        stand in; the note reads back as degraded=absent)."""
+        name = agent_dir_name(agent)
+        directory = self.root / name
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        front: dict[str, Any] = {"schema": SCHEMA, "agent": agent, "task": task,
+                                 "handoff": handoff.to_json() if handoff is not None else None,
+                                 "artifacts": list(artifacts)}
+        if summary:
+            front["summary"] = summary
+        if status:
+            front["status"] = status
+        data = f"{_FENCE}\n{json.dumps(front, ensure_ascii=False)}\n{_FENCE}\n{body}".encode("utf-8", "replace")
+        for _ in range(_MAX_TRIES):
+            stem = _new_stem()
+            if self._place(directory, stem, data):
+                return NoteRef(name, stem)
+        raise OSError(f"could not find a free note name in {directory} after {_MAX_TRIES} tries")
+
+    def _place(self, directory: Path, stem: str, data: bytes) -> bool:
+        tmp, final = directory / (stem + TMP_SUFFIX), directory / (stem + NOTE_SUFFIX)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            return False
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            try:
+                os.link(tmp, final)  # fails if the name is taken: the exclusion between writers
+            except FileExistsError:
+                return False
+            except OSError:
+                if os.path.lexists(final):
+                    return False
+                os.replace(tmp, final)  # a file system without hard links; the stem is random and exclusive
+            return True
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    # -- reading ----------------------------------------------------------------------------------------
+
+    def refs(self) -> list[NoteRef]:
+        """Every note of the board, oldest first (by file name across agent directories). Links, writes
+        in progress and names that are not notes are left out."""
+        found: list[NoteRef] = []
+        try:
+            agents = list(os.scandir(self.root))
+        except OSError:
+            return found
+        for agent in agents:
+            if not agent.is_dir(follow_symlinks=False):
+                continue
+            try:
+                entries = list(os.scandir(agent.path))
+            except OSError:
+                continue
+            for entry in entries:
+                name = entry.name
+                if not name.endswith(NOTE_SUFFIX) or not entry.is_file(follow_symlinks=False):
+                    continue
+                stem = name[: -len(NOTE_SUFFIX)]
+                if _STEM.match(stem):
+                    found.append(NoteRef(agent.name, stem))
+        found.sort(key=lambda ref: (ref.stem, ref.agent))
+        return found
+
+    def path(self, ref: NoteRef) -> Path:
+        return self.root / ref.agent / (ref.stem + NOTE_SUFFIX)
+
+    def read(self, ref: NoteRef, *, head_only: bool = False) -> Note | None:
+        """The note, or None when there is no such regular file. `head_only` reads the front-matter only."""
+        if not _STEM.match(ref.stem) or agent_dir_name(ref.agent) != ref.agent:
+            return None
+        raw = _read_regular(os.path.join(self.root, ref.agent), ref.stem + NOTE_SUFFIX,
+                            FRONT_MAX_BYTES if head_only else BODY_MAX_BYTES)
+        if raw is None:
+            return None
+        front, body, damaged = _split(raw)
+        if head_only and damaged.startswith("the front-matter does not end") and len(raw) >= FRONT_MAX_BYTES:
+            damaged = "the front-matter is larger than a hand-off can be"
+        handoff = parse_handoff(front)
+        meta = front if isinstance(front, dict) else {}
+        artifacts = meta.get("artifacts")
+        task = meta.get("task")
+        return Note(ref, handoff, "" if head_only else body,
+                    tuple(a for a in artifacts if isinstance(a, str))[:16] if isinstance(artifacts, list) else (),
+                    task if isinstance(task, str) else "", damaged)
+
+
+def _new_stem() -> str:
+    # Microseconds keep one writer's notes in order (the count cap removes the oldest by name).
+    now = datetime.datetime.now(datetime.UTC)
+    return f"{now:%Y%m%d-%H%M%S-%f}-{secrets.token_hex(4)}"
