@@ -413,7 +413,7 @@ class TuiController:
     async def _control(self, task: str, action: ControlAction) -> None:
         before = self._control_done(action)
         try:
-            await self.backend.control(task, action)
+            ack = await self.backend.control(task, action)
         except RemoteError as exc:
             if exc.code == ErrorCode.NOT_RUNNING:
                 self.say(f"nothing to {action}: the task has no turn in progress", error=True)
@@ -422,6 +422,9 @@ class TuiController:
             return
         except IpcError as exc:
             self._lost(str(exc))
+            return
+        if action == ControlAction.CONTINUE and ack.detail.startswith("resumed"):
+            self.say(f"{ack.detail}: picking up where it stopped")
             return
         if before or not self._control_done(action):  # else its event landed first: the log says it already
             self.say({ControlAction.PAUSE: "pausing at the next step…", ControlAction.CONTINUE: "continuing",

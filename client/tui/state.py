@@ -349,6 +349,8 @@ class TaskView:
         self._add(Entry("turn", agent=ev.agent, run=ev.run, data=TurnEnd(
             turn=d.turn or self.turn, status=d.status, stop_reason=d.stop_reason,
             error=d.error if self._first_time(d.error) else "", elapsed=self.elapsed(ev.ts))))
+        if d.status in (RunStatus.INTERRUPTED, RunStatus.CANCELLED):
+            self.note("stopped midway, nothing lost: /continue resumes it where it stopped")
 
     def _on_run_queued(self, ev: Event) -> None:
         d = stamped_data(ev, RunQueued)

@@ -6,11 +6,12 @@ import asyncio
 import json
 from pathlib import Path
 
+from tests.memory.rollout_fixtures import write_rollout
 from tests.tools.doubles import ScriptedDelegator, make_ctx
 from yagent.ipc.messages import RunOutcome
 from yagent.ipc.vocabulary import HandoffStatus, RunStatus, StopReason
 from yagent.workers.agents.delegation_replay import StoppedRecord, degraded_report
-from yagent.workers.agents.turn_resume import interrupted_calls, replay_interrupted_delegations
+from yagent.workers.agents.turn_resume import interrupted_calls, replay_interrupted_delegations, stopped_turn
 from yagent.workers.llm import Message, ToolCall, repair_tool_pairing
 from yagent.workers.tools import build_surface
 from yagent.workers.tools.handoff import delegation_status, format_for_parent
@@ -88,3 +89,30 @@ def test_the_degraded_report_says_what_was_done_what_was_not_and_what_next() -> 
     empty = degraded_report("repo", "Where is the greeting?", "no rollout")
     assert "nothing was recorded as finished" in empty.output and "Where is the greeting?" in empty.output
     assert f"status {HandoffStatus.DEGRADED}" in format_for_parent(empty)
+
+
+def _rollout(task_dir: Path, run: str, messages: list[Message]) -> Path:
+    (task_dir / "rollout").mkdir(parents=True, exist_ok=True)
+    return write_rollout(task_dir / "rollout" / f"20261203-120000_{run}.jsonl", messages, delegation_id="",
+                         parent_run="")
+
+
+def test_a_resume_takes_the_rollouts_history_only_when_the_memory_is_a_prefix_of_it(tmp_path: Path) -> None:
+    turn = [Message.user("go"), _step(("c1", "delegate_repo", {"task": "look"}))]
+    recorded = [Message.system("director prompt"), *turn,
+                Message.tool("c1", f"{INTERRUPTED_RESULT} stopped", name="delegate_repo")]
+    _rollout(tmp_path, "rabc123", recorded)
+    ahead = stopped_turn(tmp_path, "rabc123", turn[:1])  # the memory was saved before the call was made
+    assert ahead.history == recorded[1:] and not ahead.problem
+    assert stopped_turn(tmp_path, "rabc123", recorded[1:]).history == recorded[1:]  # equal: nothing to add
+    other = [Message.user("something else")]
+    assert stopped_turn(tmp_path, "rabc123", other).history is other  # disagrees with the memory: memory stands
+    # An id that is not one names no file, however it is spelt.
+    for forged in ("", "../rabc123", "*", "rabc123/../x"):
+        assert stopped_turn(tmp_path, forged, other).history is other
+    # A rollout damaged in the middle: the memory is used, and the run says why.
+    path = tmp_path / "rollout" / "20261203-120000_rabc123.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join([lines[0], b"{not json\n", *lines[1:]]))
+    damaged = stopped_turn(tmp_path, "rabc123", turn[:1])
+    assert damaged.history == turn[:1] and "cannot be read" in damaged.problem

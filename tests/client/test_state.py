@@ -267,3 +267,15 @@ def test_a_run_the_kernel_does_not_confine_says_so_first_in_the_status_line_whil
     assert "NOT CONFINED" not in status()
     f(EventType.RUN_STARTED, {"agent": "coding", "parent": None, "input": "go"}, run="c1", agent="coding")
     assert "NOT CONFINED" not in status()  # a confined run says nothing
+
+
+def test_a_turn_that_stopped_midway_tells_how_to_resume_it() -> None:
+    f = Feed()
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
+    f(EventType.TURN_FINISHED, {"turn": 1, "state": "interrupted", "status": "interrupted",
+                                "stop_reason": StopReason.INTERRUPTED, "error": "yagentd shut down"})
+    assert [e.text for e in f.view.entries if e.kind == "notice"] == [
+        "stopped midway, nothing lost: /continue resumes it where it stopped"]
+    f(EventType.TURN_STARTED, {"turn": 2, "text": "go", "agent": "director", "resumes": 1})
+    f(EventType.TURN_FINISHED, {"turn": 2, "state": "done", "status": "done", "stop_reason": "agent_exit"})
+    assert len([e for e in f.view.entries if e.kind == "notice"]) == 1  # a finished turn says nothing of it

@@ -29,7 +29,6 @@ from yagent.ipc.vocabulary import EventType, RunStatus, StopReason
 from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import Message
 from yagent.workers.memory import ConversationMemory, load_memory, memory_path
-from yagent.workers.memory.replay import load_for_replay, rollout_of_run
 from yagent.workers.memory.resume_repair import repair_for_resume
 from yagent.workers.memory.rollout_retention import prune_rollouts
 from yagent.workers.tools import ToolCall, ToolResult
@@ -38,7 +37,7 @@ from .custom_agents import CustomAgentRegistry
 from .loop import LoopPolicy, LoopRecorder, LoopState
 from .prompts import render_prompt
 from .runtime import AgentRun
-from .turn_resume import delegated_before, replay_interrupted_delegations
+from .turn_resume import delegated_before, replay_interrupted_delegations, stopped_turn
 
 __all__ = ["MAX_NON_DELEGATION_REMINDERS", "DirectorPolicy", "director", "load_project_context"]
 
@@ -150,7 +149,8 @@ async def director(ctx: RunContext) -> RunOutcome:
     run_holder.append(run)
     history = memory.snapshot()
     if RESUME_OPTION in ctx.spec.options:
-        history = _stopped_turn(ctx, memory, history)
+        history, loaded = _stopped_turn(ctx, memory, history)
+        run.surface.restore_materialized(loaded)  # the cold tools it had loaded: not loaded a second time
     # A turn killed mid-tool leaves a call without a result: it reads as interrupted before the first call.
     repaired = repair_for_resume(history)
     if repaired != history:
@@ -199,23 +199,16 @@ async def director(ctx: RunContext) -> RunOutcome:
     return result
 
 
-def _stopped_turn(ctx: RunContext, memory: ConversationMemory, history: list[Message]) -> list[Message]:
-    """The history as the stopped run's rollout has it, when that is further along than the memory: the memory
-    is saved every few seconds during a turn, the rollout every few milliseconds (a `kill -9` loses less)."""
+def _stopped_turn(ctx: RunContext, memory: ConversationMemory, history: list[Message]
+                  ) -> tuple[list[Message], list[str]]:
     resume = ctx.spec.options.get(RESUME_OPTION)
     stopped = str(resume.get("run", "")) if isinstance(resume, dict) else ""
-    path = rollout_of_run(task_dir(ctx.home, ctx.spec.task), stopped)
-    if path is None:
-        return history
-    try:
-        recorded = [m for m in load_for_replay(path).messages if m.role != "system"]
-    except (OSError, ValueError) as exc:  # a damaged rollout: the memory is what there is
-        _note(ctx, "warning", f"the stopped turn's rollout cannot be read ({exc}); resuming from the memory")
-        return history
-    if len(recorded) > len(history) and recorded[:len(history)] == history:
-        memory.replace(recorded)
-        return recorded
-    return history
+    found = stopped_turn(task_dir(ctx.home, ctx.spec.task), stopped, history)
+    if found.problem:
+        _note(ctx, "warning", f"{found.problem}; resuming from the memory")
+    if found.history is not history:
+        memory.replace(found.history)
+    return found.history, found.loaded_tools
 
 
 def _note(ctx: RunContext, level: str, text: str) -> None:

@@ -12,15 +12,18 @@ calls keep their result, which tells the model it may issue them again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from yagent.ipc.messages import RunOutcome
 from yagent.workers.llm import Message
+from yagent.workers.memory.replay import load_for_replay, rollout_of_run
 from yagent.workers.tools import Surface, ToolBatch, ToolCall, ToolContext
 from yagent.workers.tools.context import Delegator
 from yagent.workers.tools.result import INTERRUPTED_RESULT
 
-__all__ = ["ReplayingDelegator", "delegated_before", "interrupted_calls", "replay_interrupted_delegations"]
+__all__ = ["ReplayingDelegator", "StoppedTurn", "delegated_before", "interrupted_calls",
+           "replay_interrupted_delegations", "stopped_turn"]
 
 # The first words of a result the batch gave a call that was in flight when its run was cancelled: a turn
 # the user cancelled resumes the same way as one the daemon's stop interrupted.
@@ -85,6 +88,32 @@ async def replay_interrupted_delegations(messages: list[Message], surface: Surfa
         tool_ctx.delegator = inner
         messages.extend(Message.tool(r.call_id, r.content, name=r.tool) for r in batch.results())
     return len(delegations)
+
+
+@dataclass(slots=True)
+class StoppedTurn:
+    history: list[Message]  # the one to go on from: the memory's, or the rollout's when that is further along
+    loaded_tools: list[str] = field(default_factory=list)  # the cold tools the stopped run had loaded
+    problem: str = ""  # why the rollout could not be used, when it could not
+
+
+def stopped_turn(task_dir: Path, stopped_run: str, history: list[Message]) -> StoppedTurn:
+    """The stopped root run's history as its rollout has it, when the memory (`history`, saved every few
+    seconds during a turn) is a prefix of it — the rollout is written every few milliseconds, so a `kill -9`
+    loses less of it. Never a history that disagrees with the memory: then the memory stands."""
+    path = rollout_of_run(task_dir, stopped_run)
+    if path is None:
+        return StoppedTurn(history)
+    try:
+        replay = load_for_replay(path)
+    except (OSError, ValueError) as exc:
+        return StoppedTurn(history, problem=f"the stopped turn's rollout cannot be read ({exc})")
+    loaded = (replay.turn_context or {}).get("loaded_tools")
+    tools = [str(n) for n in loaded] if isinstance(loaded, list) else []
+    recorded = [m for m in replay.messages if m.role != "system"]
+    if len(recorded) > len(history) and recorded[:len(history)] == history:
+        return StoppedTurn(recorded, tools)
+    return StoppedTurn(history, tools)
 
 
 def delegated_before(history: list[Message], surface: Surface) -> bool:
