@@ -69,13 +69,8 @@ class ScriptedLauncher(Launcher):
 
         self.secrets[run_id] = secret  # the process being started has it already
 
-        def report() -> None:
-            try:
-                handle = self.launch(run_id, agent, workers_endpoint, secret, confinement=confinement)
-            except Exception as exc:
-                done(exc)
-                return
-            done(handle)
+        def report() -> None:  # the start as the base class makes it, only later
+            Launcher.begin_launch(self, run_id, agent, workers_endpoint, secret, confinement=confinement, done=done)
 
         self.pending[run_id] = report
 

@@ -7,7 +7,6 @@ one, else the start of the text itself.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import os
 import re
@@ -16,6 +15,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from .exclusive_file import place_exclusive
 from .handoff_parse import Handoff
 
 __all__ = ["ARTIFACT_ID", "ArtifactPage", "ArtifactStore", "artifact_summary"]
@@ -59,28 +59,8 @@ class ArtifactStore:
         for _ in range(_MAX_TRIES):
             now = datetime.datetime.now(datetime.UTC)
             artifact_id = f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(4)}"
-            tmp = self.root / f".{artifact_id}.tmp"
-            try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            except FileExistsError:
-                continue
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    out.write(data)
-                    out.flush()
-                    os.fsync(out.fileno())
-                try:
-                    os.link(tmp, self.root / artifact_id)
-                except FileExistsError:
-                    continue
-                except OSError:
-                    if os.path.lexists(self.root / artifact_id):
-                        continue
-                    os.replace(tmp, self.root / artifact_id)
+            if place_exclusive(self.root / f".{artifact_id}.tmp", self.root / artifact_id, data):
                 return artifact_id
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp)
         raise OSError(f"could not find a free artifact id in {self.root} after {_MAX_TRIES} tries")
 
     def read(self, artifact_id: str, offset: int = 0, limit: int = 8_000) -> ArtifactPage | None:

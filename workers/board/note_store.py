@@ -9,7 +9,6 @@ the count cap never see a write in progress. Readers never follow a symbolic lin
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import os
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .exclusive_file import place_exclusive
 from .handoff_parse import Handoff, parse_handoff
 
 __all__ = ["NOTE_SUFFIX", "SCHEMA", "TMP_SUFFIX", "Note", "NoteRef", "NoteStore", "agent_dir_name"]
@@ -142,28 +142,7 @@ class NoteStore:
         raise OSError(f"could not find a free note name in {directory} after {_MAX_TRIES} tries")
 
     def _place(self, directory: Path, stem: str, data: bytes) -> bool:
-        tmp, final = directory / (stem + TMP_SUFFIX), directory / (stem + NOTE_SUFFIX)
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except FileExistsError:
-            return False
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            try:
-                os.link(tmp, final)  # fails if the name is taken: the exclusion between writers
-            except FileExistsError:
-                return False
-            except OSError:
-                if os.path.lexists(final):
-                    return False
-                os.replace(tmp, final)  # a file system without hard links; the stem is random and exclusive
-            return True
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+        return place_exclusive(directory / (stem + TMP_SUFFIX), directory / (stem + NOTE_SUFFIX), data)
 
     # -- reading ----------------------------------------------------------------------------------------
 

@@ -6,6 +6,9 @@ deliverable by its artifact id; these tools fetch them. They read only the task'
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from .context import Board
 from .registry import register
 from .result import ToolResult
 from .spec import AuthPolicy, Effect, Executor, Invocation, ToolSpec, Truncation
@@ -22,33 +25,28 @@ def _page_args(inv: Invocation) -> tuple[int, int]:
     return offset, min(limit, _MAX_PAGE)
 
 
-async def _read_note(inv: Invocation) -> ToolResult:
+def _answer(inv: Invocation, tool: str, read: Callable[[Board], str]) -> ToolResult:
+    """The board's answer for one read tool; a missing board or an unknown ref says what to do."""
     if inv.ctx.board is None:
-        return ToolResult.error(_NO_BOARD.format(tool="read_note"))
-    offset, limit = _page_args(inv)
+        return ToolResult.error(_NO_BOARD.format(tool=tool))
     try:
-        return ToolResult.ok(inv.ctx.board.read_note(str(inv.args["ref"]), offset, limit))
+        return ToolResult.ok(read(inv.ctx.board))
     except LookupError as exc:
         return ToolResult.error(str(exc))
+
+
+async def _read_note(inv: Invocation) -> ToolResult:
+    offset, limit = _page_args(inv)
+    return _answer(inv, "read_note", lambda board: board.read_note(str(inv.args["ref"]), offset, limit))
 
 
 async def _list_notes(inv: Invocation) -> ToolResult:
-    if inv.ctx.board is None:
-        return ToolResult.error(_NO_BOARD.format(tool="list_notes"))
-    try:
-        return ToolResult.ok(inv.ctx.board.list_notes())
-    except LookupError as exc:
-        return ToolResult.error(str(exc))
+    return _answer(inv, "list_notes", lambda board: board.list_notes())
 
 
 async def _read_artifact(inv: Invocation) -> ToolResult:
-    if inv.ctx.board is None:
-        return ToolResult.error(_NO_BOARD.format(tool="read_artifact"))
     offset, limit = _page_args(inv)
-    try:
-        return ToolResult.ok(inv.ctx.board.read_artifact(str(inv.args["id"]), offset, limit))
-    except LookupError as exc:
-        return ToolResult.error(str(exc))
+    return _answer(inv, "read_artifact", lambda board: board.read_artifact(str(inv.args["id"]), offset, limit))
 
 
 _PAGING = {

@@ -1,0 +1,36 @@
+"""Placing a new file under a name no other writer can take: written whole to an exclusive temporary name,
+fsynced, then hard-linked to its final name — the link fails when the name exists, which is what keeps
+concurrent writers (other processes of the task) apart. Readers never see a half-written file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+__all__ = ["place_exclusive"]
+
+
+def place_exclusive(tmp: Path, final: Path, data: bytes) -> bool:
+    """Write `data` to `final` if that name is free; False when it, or `tmp`, is taken (try another name)."""
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            os.link(tmp, final)  # fails if the name is taken: the exclusion between writers
+        except FileExistsError:
+            return False
+        except OSError:
+            if os.path.lexists(final):
+                return False
+            os.replace(tmp, final)  # a file system without hard links; the names are random and exclusive
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
