@@ -55,7 +55,7 @@ from .settings_source import SettingsSource
 from .spending import DailySpend, start_of_day
 from .subscriber_auth import ZAP_DOMAIN, SubscriberAuth
 from .task_scope import TaskScope
-from .turn import TurnController
+from .turn import RESUMABLE, TurnController
 from .worker_gate import WorkerGate
 
 __all__ = ["Daemon", "LoopEnded"]
@@ -65,7 +65,9 @@ log = logging.getLogger(__name__)
 RUNTIME_DIR_CHECK = 1.0  # seconds between checks that control.sock is still ours, where inotify cannot say
 RUNTIME_DIR_BACKSTOP = 60.0  # the same where it can: a renamed parent directory is noticed only by looking
 EVENT_LOG_PRUNE_INTERVAL = 3600.0  # seconds between passes deleting event logs past their retention
-_RESUMABLE = (TaskState.INTERRUPTED, TaskState.PAUSED)  # a task in these states may still need its board
+# A task in these states may still be resumed (`continue`; a failed one when its root worker died) and need
+# its board.
+_MAY_RESUME = RESUMABLE | {TaskState.PAUSED, TaskState.FAILED}
 STATUS_INTERVAL = 5.0  # seconds between status lines for systemd
 SHUTDOWN_SLACK = 2.0  # seconds beyond two stop graces that runs get to exit at shutdown
 _PING = Ping()  # one instance: a ping carries nothing
@@ -345,7 +347,7 @@ class Daemon:
                 row = self.registry.get_task(task)
             except sqlite3.Error:
                 return True
-            return row is not None and row.state in _RESUMABLE
+            return row is not None and row.state in _MAY_RESUME
 
         pruned = prune_boards(self.home, ttl=board.ttl, artifact_retention=board.artifact_retention, keep=keep)
         if pruned.boards or pruned.artifacts:
