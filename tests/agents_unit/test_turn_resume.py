@@ -13,6 +13,7 @@ from yagent.ipc.vocabulary import HandoffStatus, RunStatus, StopReason
 from yagent.workers.agents.delegation_replay import StoppedRecord, degraded_report
 from yagent.workers.agents.turn_resume import interrupted_calls, replay_interrupted_delegations, stopped_turn
 from yagent.workers.llm import Message, ToolCall, repair_tool_pairing
+from yagent.workers.memory.resume_repair import repair_for_resume
 from yagent.workers.tools import build_surface
 from yagent.workers.tools.handoff import delegation_status, format_for_parent
 from yagent.workers.tools.result import INTERRUPTED_RESULT
@@ -52,7 +53,7 @@ def test_delegations_are_replayed_for_the_same_call_ids_and_other_calls_get_an_i
     child = RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, agent="repo", output="line 1")
     delegator = ScriptedDelegator(child)
     ctx = make_ctx(project, tmp_path, delegator=delegator)
-    messages = _history()
+    messages = repair_for_resume(_history())  # as the Director does before it replays
     replayed = asyncio.run(replay_interrupted_delegations(messages, build_surface("director"), ctx, max_parallel=4))
     assert replayed == 2
     assert [(c["call_id"], c["agent"], c["replay"]) for c in delegator.calls] == [("c1", "repo", True),

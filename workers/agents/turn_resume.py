@@ -20,14 +20,11 @@ from yagent.workers.llm import Message
 from yagent.workers.memory.replay import load_for_replay, rollout_of_run
 from yagent.workers.tools import Surface, ToolBatch, ToolCall, ToolContext
 from yagent.workers.tools.context import Delegator
-from yagent.workers.tools.result import INTERRUPTED_RESULT
+from yagent.workers.tools.result import CANCELLED_RESULT, INTERRUPTED_RESULT
 
 __all__ = ["ReplayingDelegator", "StoppedTurn", "delegated_before", "interrupted_calls",
            "replay_interrupted_delegations", "stopped_turn"]
 
-# The first words of a result the batch gave a call that was in flight when its run was cancelled: a turn
-# the user cancelled resumes the same way as one the daemon's stop interrupted.
-_CANCELLED_RESULT = "Cancelled: the run was stopped while"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +45,7 @@ def interrupted_calls(history: list[Message]) -> list[StoppedCall]:
     stopped = []
     for call in history[last].tool_calls:
         content = results.get(call.id)
-        if content is None or content.startswith((INTERRUPTED_RESULT, _CANCELLED_RESULT)):
+        if content is None or content.startswith((INTERRUPTED_RESULT, CANCELLED_RESULT)):
             stopped.append(StoppedCall(ToolCall(id=call.id, name=call.name, arguments=call.arguments),
                                        answered=content is not None))
     return stopped
@@ -67,16 +64,10 @@ class ReplayingDelegator:
 async def replay_interrupted_delegations(messages: list[Message], surface: Surface, tool_ctx: ToolContext, *,
                                          max_parallel: int) -> int:
     """Run the stopped step's interrupted delegations again as replays, appending their results to `messages`
-    (same call ids; also when this run is cancelled meanwhile). A call with no result at all that is not a
-    delegation gets an interrupted result, so no call reaches a provider without one. Returns the number of
-    delegations replayed."""
-    stopped = interrupted_calls(messages)
-    delegations = [s.call for s in stopped if _is_delegation(surface, s.call.name)]
-    for s in stopped:
-        if not s.answered and not _is_delegation(surface, s.call.name):
-            messages.append(Message.tool(
-                s.call.id, f"{INTERRUPTED_RESULT} the run stopped while {s.call.name} was running; it may have "
-                           "been partly applied. Check its effect before repeating it.", name=s.call.name))
+    (same call ids; also when this run is cancelled meanwhile). Other calls keep the result they have — the
+    resume repair (`memory.resume_repair`) has answered a call left without one as interrupted. Returns the
+    number of delegations replayed."""
+    delegations = [s.call for s in interrupted_calls(messages) if _is_delegation(surface, s.call.name)]
     if not delegations or tool_ctx.delegator is None:
         return 0
     inner = tool_ctx.delegator

@@ -27,7 +27,7 @@ from yagent.ipc.vocabulary import EventType, StopReason
 
 from .context import ToolContext
 from .invoke import ToolCall, invoke_tool, parse_arguments
-from .result import INTERRUPTED_ADVICE, INTERRUPTED_RESULT, ToolResult
+from .result import CANCELLED_RESULT, INTERRUPTED_ADVICE, INTERRUPTED_RESULT, ToolResult
 from .surface import Surface
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ class ToolBatch:
                                                                  "interrupted": True}).bound(call.id, call.name)
         if self._started[index]:
             text = (
-                f"Cancelled: the run was stopped while {call.name} was running; it may have been partly "
+                f"{CANCELLED_RESULT} {call.name} was running; it may have been partly "
                 "applied. Check its effect before repeating it."
             )
         else:

@@ -21,6 +21,8 @@ TRUNCATION_CAPS: Mapping[Truncation, int | None] = {
 # The first words of a call's result when yagentd stopped while the call ran (a delegation's child too): a
 # resumed run finds the calls to pick up again by them. Never a failure of the call.
 INTERRUPTED_RESULT = "Interrupted:"
+# The first words of the result of a call that was running when its run was cancelled (by the user, a timeout).
+CANCELLED_RESULT = "Cancelled: the run was stopped while"
 INTERRUPTED_ADVICE = ("This is not a failure: continuing the task (`yagent continue TASK` or /continue) resumes "
                       "where it stopped.")
 
