@@ -21,6 +21,7 @@ from yagent.ipc.messages import (
     TaskList,
     TaskSummary,
 )
+from yagent.ipc.resumable import stopped_midway
 from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, ControlAction, QuestionKind, RunStatus, StopReason, TaskState
 
 from . import exit_codes
@@ -106,8 +107,6 @@ def ps(project: str | None = None, as_json: bool = False, limit: int = 50) -> in
 
 # -- resume ------------------------------------------------------------------------------------------
 
-# The states whose last turn `yagent continue` picks up where it stopped (the daemon's `turn.RESUMABLE`).
-_RESUMABLE = (TaskState.INTERRUPTED, TaskState.CANCELLED)
 
 
 def resume_reason(summary: TaskSummary) -> tuple[bool, str]:
@@ -115,7 +114,7 @@ def resume_reason(summary: TaskSummary) -> tuple[bool, str]:
     if summary.state == TaskState.PAUSED:
         return True, "paused: it waits at a step boundary with its context; `continue` goes on in place"
     crashed = [r for r in summary.runs if r.parent is None and r.stop_reason == StopReason.PANIC]
-    if summary.state not in _RESUMABLE and not (summary.state == TaskState.FAILED and crashed):
+    if not stopped_midway(summary.state, [r.stop_reason for r in summary.runs if r.parent is None]):
         return False, f"{summary.state}: nothing stopped midway; send it a new message instead"
     cut = [r for r in summary.runs if r.status in (RunStatus.INTERRUPTED, RunStatus.CANCELLED)]
     children = [r.agent for r in cut if r.parent]

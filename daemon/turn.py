@@ -17,6 +17,7 @@ from typing import Any
 
 from yagent.ipc.daemon_events import TaskPaused, TaskResumed, TurnFinished, TurnStarted, UserHelpResponse
 from yagent.ipc.messages import REPLAY_OPTION, RESUME_OPTION, AskUser, Question, RunOutcome, RunSpec, UserAnswer
+from yagent.ipc.resumable import RESUMABLE_STATES
 from yagent.ipc.vocabulary import RunStatus, StopReason, TaskState
 
 from .registry import TaskRow, TurnRow, new_run_id
@@ -34,8 +35,7 @@ log = logging.getLogger(__name__)
 # Submit options that hold for the whole turn, so delegations carry them too (a /model choice, say).
 INHERITED_OPTIONS = ("model_override",)
 
-# Turns `continue` resumes where they stopped (after a daemon restart a paused turn is interrupted too).
-RESUMABLE = frozenset({TaskState.INTERRUPTED, TaskState.CANCELLED})
+RESUMABLE = RESUMABLE_STATES  # turns `continue` resumes where they stopped (`ipc.resumable`)
 
 _TASK_STATE = {RunStatus.DONE: TaskState.DONE, RunStatus.CANCELLED: TaskState.CANCELLED,
                RunStatus.INTERRUPTED: TaskState.INTERRUPTED}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from yagent.ipc.config import ConfigError
 from yagent.ipc.messages import Ack, TaskControl
-from yagent.ipc.vocabulary import ControlAction, ErrorCode, StopReason, TaskState
+from yagent.ipc.resumable import stopped_midway
+from yagent.ipc.vocabulary import ControlAction, ErrorCode
 
 from ..registry import TaskRow
-from ..turn import RESUMABLE
 from . import CommandError, DaemonView, command, resolve_task
 
 
@@ -36,14 +36,9 @@ async def task_control(daemon: DaemonView, msg: TaskControl) -> Ack:
 
 
 def _stopped_midway(daemon: DaemonView, row: TaskRow) -> bool:
-    """Interrupted or cancelled, or failed because its root run's worker died (`kill -9`, a crash)."""
-    if row.state in RESUMABLE:
-        return True
-    if row.state != TaskState.FAILED:
-        return False
     turn = daemon.registry.last_turn(row.id)
     runs = daemon.registry.runs_of(row.id, turn) if turn is not None else []
-    return any(r.parent_run is None and r.stop_reason == StopReason.PANIC for r in runs)
+    return stopped_midway(row.state, [r.stop_reason for r in runs if r.parent_run is None])
 
 
 def _resume(daemon: DaemonView, msg: TaskControl, row: TaskRow) -> Ack:
