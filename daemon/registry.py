@@ -96,6 +96,7 @@ class TurnRow:
     agent: str = ""  # the root run's agent kind ("" before turns recorded it)
     yolo: str = "none"
     resumes: int = 0  # the interrupted turn this one continues; 0 for a turn of its own
+    model_override: str = ""  # the provider the turn was started on (`/model`), "" for the configured one
 
 
 @dataclass(slots=True)
@@ -222,13 +223,14 @@ class Registry:
 
     # -- turns --------------------------------------------------------------------------------------
 
-    def add_turn(self, task_id: str, text: str, *, agent: str = "", yolo: str = "none", resumes: int = 0) -> int:
+    def add_turn(self, task_id: str, text: str, *, agent: str = "", yolo: str = "none", resumes: int = 0,
+                 model_override: str = "") -> int:
         row = self._db.execute("SELECT COALESCE(MAX(idx), 0) AS n FROM turns WHERE task_id = ?", (task_id,)).fetchone()
         idx = int(row["n"]) + 1
         self._db.execute(
-            "INSERT INTO turns(task_id, idx, text, state, created_at, agent, yolo, resumes) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (task_id, idx, text, TaskState.RUNNING.value, time.time(), agent, yolo, resumes),
+            "INSERT INTO turns(task_id, idx, text, state, created_at, agent, yolo, resumes, model_override) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (task_id, idx, text, TaskState.RUNNING.value, time.time(), agent, yolo, resumes, model_override),
         )
         return idx
 
@@ -248,7 +250,7 @@ class Registry:
     def turns(self, task_id: str) -> list[TurnRow]:
         rows = self._db.execute("SELECT * FROM turns WHERE task_id = ? ORDER BY idx", (task_id,)).fetchall()
         return [TurnRow(task_id, r["idx"], r["text"], r["state"], r["root_run"], r["output"], r["created_at"],
-                        r["ended_at"], r["agent"], r["yolo"], r["resumes"]) for r in rows]
+                        r["ended_at"], r["agent"], r["yolo"], r["resumes"], r["model_override"]) for r in rows]
 
     # -- runs ---------------------------------------------------------------------------------------
 
@@ -289,6 +291,12 @@ class Registry:
             log.error("cannot add up today's spending from %s: %s; the day's limit counts from now", self.path, exc)
             return 0.0
         return float(row["spent"])
+
+    def run_for_call(self, task_id: str, parent_run: str, call_id: str) -> str | None:
+        """The newest run `parent_run` started for its tool call `call_id` (what a replay of that call continues)."""
+        row = self._db.execute("SELECT id FROM runs WHERE task_id = ? AND parent_run = ? AND call_id = ? "
+                               "ORDER BY created_at DESC LIMIT 1", (task_id, parent_run, call_id)).fetchone()
+        return row["id"] if row is not None else None
 
     def runs_of(self, task_id: str, turn: int | None = None) -> list[RunRow]:
         sql, args = "SELECT * FROM runs WHERE task_id = ?", [task_id]

@@ -78,6 +78,11 @@ def _add_turn_launch(db: sqlite3.Connection) -> None:
             db.execute(f"ALTER TABLE turns ADD COLUMN {column}")
 
 
+def _add_turn_model(db: sqlite3.Connection) -> None:
+    if "model_override" not in {row[1] for row in db.execute("PRAGMA table_info(turns)")}:
+        db.execute("ALTER TABLE turns ADD COLUMN model_override TEXT NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("the first registry: projects, tasks, turns, runs", _statements(
         """CREATE TABLE IF NOT EXISTS projects (
@@ -131,6 +136,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               "and the day's spending limit", _add_run_usage),
     Migration("turns.agent, turns.yolo, turns.resumes: how a turn was started, so an interrupted one is resumed as "
               "it ran (and which turn a resumed one continues)", _add_turn_launch),
+    Migration("turns.model_override: the model a turn was started on (`/model`), so a resumed one keeps it",
+              _add_turn_model),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

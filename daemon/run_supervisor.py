@@ -41,6 +41,7 @@ from yagent.ipc.messages import (
     RunSpec,
     StartRun,
     WorkerHello,
+    continues_a_run,
 )
 from yagent.ipc.records import Message
 from yagent.ipc.run_secret import new_run_secret, proves
@@ -369,6 +370,10 @@ class RunSupervisor:
                     f"delegation depth would exceed {MAX_DELEGATION_DEPTH}; do the work here instead")
         if self.services.is_shutting_down() or self.phase is not RunPhase.RUNNING:
             return ErrorCode.STOPPING, "the run is being stopped"
+        if msg.replay and not continues_a_run(self.spec.options):
+            # A replay hands the child what an interrupted run wrote: only a run that continues one may ask.
+            return (ErrorCode.BAD_REQUEST, "a replay of an interrupted delegation is asked for only by a run that "
+                                           "resumes a stopped turn or replays a delegation; delegate anew instead")
         return None
 
     @_handles(AskUser)

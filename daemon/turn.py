@@ -16,7 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from yagent.ipc.daemon_events import TaskPaused, TaskResumed, TurnFinished, TurnStarted, UserHelpResponse
-from yagent.ipc.messages import REPLAY_OPTION, RESUME_OPTION, AskUser, Question, RunOutcome, RunSpec, UserAnswer
+from yagent.ipc.messages import (
+    REPLAY_OPTION,
+    RESUME_OPTION,
+    AskUser,
+    Question,
+    RunOutcome,
+    RunSpec,
+    UserAnswer,
+    continued_run,
+)
 from yagent.ipc.resumable import RESUMABLE_STATES
 from yagent.ipc.vocabulary import RunStatus, StopReason, TaskState
 
@@ -91,7 +100,9 @@ class TurnController:
               ) -> RunSupervisor:
         """Begin a turn: record it, create its root run and queue it for a worker."""
         registry = self.services.registry
-        self.turn = registry.add_turn(self.id, text, agent=agent, yolo=yolo, resumes=resumes)
+        override = options.get("model_override")
+        self.turn = registry.add_turn(self.id, text, agent=agent, yolo=yolo, resumes=resumes,
+                                      model_override=override if isinstance(override, str) else "")
         self.paused = False
         self._clock = RunClock(self.services.clock())
         root = self.create_run(agent, text, yolo=yolo, options=options)
@@ -109,7 +120,9 @@ class TurnController:
         """Continue the turn `stopped` (interrupted or cancelled) where it stopped, as a turn of its own: its root
         agent is started again as it ran, told which run it continues, and picks up from what that run wrote
         (`resume_of`); the daemon reads none of it."""
-        options = {RESUME_OPTION: {"turn": stopped.turn, "run": stopped.root_run}}
+        options: dict[str, Any] = {RESUME_OPTION: {"turn": stopped.turn, "run": stopped.root_run}}
+        if stopped.model_override:
+            options["model_override"] = stopped.model_override  # the model the stopped turn ran on (`/model`)
         return self.start(stopped.text, stopped.agent or "director", yolo=stopped.yolo, options=options,
                           resumes=stopped.turn)
 
@@ -122,10 +135,9 @@ class TurnController:
         if parent is not None:
             options = {k: parent.spec.options[k] for k in INHERITED_OPTIONS if k in parent.spec.options}
             if replay and call_id:
-                # The interrupted child is the stopped root's: a resumed root names that run in its options.
-                stopped = parent.spec.options.get(RESUME_OPTION)
-                stopped_root = str(stopped.get("run", "")) if isinstance(stopped, dict) else ""
-                options[REPLAY_OPTION] = {"call_id": call_id, "parent_run": stopped_root}
+                stopped_parent = continued_run(parent.spec.options)
+                interrupted = self.services.registry.run_for_call(self.id, stopped_parent, call_id) or ""
+                options[REPLAY_OPTION] = {"call_id": call_id, "parent_run": stopped_parent, "run": interrupted}
         settings = self.services.settings
         spec = RunSpec(
             run=run_id, task=self.id, turn=self.turn, project=self.row.project_id,

@@ -65,6 +65,8 @@ __all__ = [
     "TurnSummary",
     "UserAnswer",
     "WorkerHello",
+    "continued_run",
+    "continues_a_run",
 ]
 
 # Bump on any incompatible change to a message below.
@@ -175,9 +177,27 @@ class RunOutcome(Record):
 
 # `RunSpec.options` keys the daemon sets itself. RESUME_OPTION: this root run continues an interrupted turn,
 # {"turn": N, "run": the interrupted root run}. REPLAY_OPTION: this child replays an interrupted delegation,
-# {"call_id": the parent's call, "parent_run": the interrupted root run that delegated it}.
+# {"call_id": the parent's call, "parent_run": the interrupted run that delegated it, "run": the interrupted
+# run it continues ("" when the daemon has no record of one)}.
 RESUME_OPTION = "resume_of"
 REPLAY_OPTION = "replay_of"
+
+
+def continued_run(options: dict[str, Any]) -> str:
+    """The stopped run a run's options say it continues: a resumed root's stopped root run, a replayed child's
+    interrupted run; "" for a run that continues none (and so may not ask for replays of its own)."""
+    for key in (RESUME_OPTION, REPLAY_OPTION):
+        value = options.get(key)
+        if isinstance(value, dict):
+            run = value.get("run")
+            return run if isinstance(run, str) else ""
+    return ""
+
+
+def continues_a_run(options: dict[str, Any]) -> bool:
+    """Whether a run resumes a stopped turn or replays an interrupted delegation: only such a run's delegations
+    may be replays."""
+    return RESUME_OPTION in options or REPLAY_OPTION in options
 
 
 @record

@@ -165,3 +165,50 @@ def test_continue_of_a_finished_task_says_there_is_nothing_to_resume(agent_daemo
     done = agent_daemon.cli("continue", task)
     assert done.returncode != 0
     assert "has no turn in progress" in done.stderr and "nothing to continue" in done.stderr
+
+
+def test_a_replayed_child_replays_its_own_interrupted_delegation_one_level_down(
+        agent_daemon, fake, project: Path) -> None:
+    # Director → Repo → DevOps; the daemon stops while DevOps is in its second step.
+    (project / "app.py").write_text('print("hello")\n')
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("delegate_repo", {"task": "Which Python runs app.py?"}, id="call_repo")]),
+        Step(text="app.py runs on Python 3."),
+    ])
+    fake.script("repo", MARKERS["repo"], [
+        Step(tool_calls=[ToolCallSpec("delegate_devops", {"task": "Report the python3 version."}, id="call_ops")]),
+        Step(text="Python 3.", tool_calls=[ToolCallSpec("agent_exit", {
+            "summary": "python 3", "handoff": {"conclusion": "runs on python 3", "status": "ok"}})]),
+    ])
+    fake.script("devops", MARKERS["devops"], [
+        Step(tool_calls=[ToolCallSpec("list_files", {"path": "."})]),
+        Step(text="never delivered", latency=120),  # in flight when the daemon goes
+        Step(text="python3 is installed.", tool_calls=[ToolCallSpec("agent_exit", {
+            "summary": "python3 found", "handoff": {"conclusion": "python3 present", "status": "ok"}})]),
+    ])
+
+    async def start() -> str:
+        async with agent_daemon.client() as c:
+            return (await submit(c, project, "Which Python runs app.py?", agent="director")).task
+
+    task = arun(start(), 30)
+    fake.wait_for_requests(2, timeout=60, identity="devops")
+    daemon = psutil.Process(agent_daemon.proc.pid)
+    workers = [p for p in daemon.children(recursive=True) if "yagent" in " ".join(p.cmdline())]
+    assert agent_daemon.terminate() == 0
+    psutil.wait_procs(workers, timeout=30)
+    agent_daemon.start()
+
+    _, events = _continue(agent_daemon, task)
+    finished = of_type(events, EventType.TURN_FINISHED)[-1].data
+    assert finished["status"] == RunStatus.DONE and finished["output"] == "app.py runs on Python 3.", finished
+    # No finished step is asked again at any level: each asks only the step the stop cut off.
+    assert [len(fake.requests_for(a)) for a in ("director", "repo", "devops")] == [2, 2, 3]
+    # DevOps went on with its first step's result in its history.
+    assert tool_messages(fake.requests_for("devops")[2])
+    # Repo's next call holds one result for its delegation: the replayed DevOps report, not an interruption.
+    (ops,) = [m for m in tool_messages(fake.requests_for("repo")[1]) if m["tool_call_id"] == "call_ops"]
+    assert "python3 is installed." in ops["content"] and "Interrupted" not in ops["content"]
+    (repo,) = [m for m in tool_messages(fake.requests_for("director")[1]) if m["tool_call_id"] == "call_repo"]
+    assert "Python 3." in repo["content"] and "status ok" in repo["content"]
+    fake.assert_no_problems()

@@ -30,6 +30,7 @@ from yagent.ipc.config import Settings
 from yagent.ipc.messages import (
     PROTOCOL_VERSION,
     REPLAY_OPTION,
+    RESUME_OPTION,
     ApprovedOperation,
     AskUser,
     DelegateRequest,
@@ -418,22 +419,78 @@ def test_a_child_outcome_reaches_its_parent_unchanged_and_stopping_the_parent_st
     asyncio.run(main())
 
 
+def _stopped_runs(w: _World, turn: TurnController) -> tuple[str, str, str]:
+    """A stopped turn's root run, the child it started for call c1, and that child's child for call g1."""
+    registry = w.services.registry
+    old = registry.add_turn(turn.id, "go", agent="scripted")
+    registry.add_run("rOldRoot", turn.id, old, None, "scripted", "", "go")
+    registry.add_run("rDecoy", turn.id, old, "rOtherParent", "scripted", "c1", "look")  # same call, other parent
+    registry.add_run("rOldChild", turn.id, old, "rOldRoot", "scripted", "c1", "look")
+    registry.add_run("rOldGrandchild", turn.id, old, "rOldChild", "scripted", "g1", "deeper")
+    return "rOldRoot", "rOldChild", "rOldGrandchild"
+
+
 def test_a_child_of_a_run_the_daemon_interrupts_is_interrupted_too_and_a_replay_is_asked_for_by_call_id(
         tmp_path: Path) -> None:
     async def main() -> None:
         async with _world(tmp_path) as w:
             turn = w.turn()
-            root = turn.start("go", "scripted", yolo="none", options={})
+            stopped_root, stopped_child, stopped_grandchild = _stopped_runs(w, turn)
+            root = turn.start("go", "scripted", yolo="none", options={RESUME_OPTION: {"turn": 1, "run": stopped_root}})
             _hello(root)
             root.receive(DelegateRequest(id=5, agent="scripted", task="look", call_id="c1", replay=True))
             (child,) = root.children.values()
-            assert child.spec.options == {REPLAY_OPTION: {"call_id": "c1", "parent_run": ""}}
+            # The daemon names the run the replay continues from its own record, never from the request.
+            assert child.spec.options == {REPLAY_OPTION: {"call_id": "c1", "parent_run": stopped_root,
+                                                          "run": stopped_child}}
             assert child.spec.call_id == "c1"
             _hello(child)
+            # A replaying child's own interrupted delegation is a replay of its interrupted child, one level down.
+            child.receive(DelegateRequest(id=7, agent="scripted", task="deeper", call_id="g1", replay=True))
+            (grandchild,) = child.children.values()
+            assert grandchild.spec.options == {REPLAY_OPTION: {"call_id": "g1", "parent_run": stopped_child,
+                                                               "run": stopped_grandchild}}
+            child.receive(DelegateRequest(id=8, agent="scripted", task="new", call_id="g9", replay=True))
+            assert [c.spec.options[REPLAY_OPTION]["run"] for c in child.children.values()] == [stopped_grandchild, ""]
             root.stop(StopReason.INTERRUPTED, "yagentd is shutting down")
             # Never "cancelled": the parent's model must read it as an interruption, which the task resumes.
             assert child.phase is RunPhase.STOPPING and child.stop_reason == StopReason.INTERRUPTED
             assert RunControl(action=ControlAction.CANCEL, reason=StopReason.INTERRUPTED.value) in w.to(child)
+
+    asyncio.run(main())
+
+
+def test_a_resumed_turn_runs_on_the_model_its_stopped_turn_was_started_on(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="plan", options={"model_override": "local"})
+            _hello(root)
+            root.receive(RunResult(outcome=RunOutcome(status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)))
+            await _until(lambda: not turn.in_flight, "the turn ended")
+            (stopped,) = w.services.registry.turns(turn.id)
+            assert stopped.model_override == "local"
+            resumed = turn.resume_stopped(stopped)
+            assert resumed.spec.options["model_override"] == "local" and resumed.spec.yolo == "plan"
+            assert resumed.spec.options[RESUME_OPTION] == {"turn": 1, "run": root.id}
+
+    asyncio.run(main())
+
+
+def test_a_replay_asked_for_by_a_run_that_continues_nothing_is_refused(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            _stopped_runs(w, turn)
+            # A fresh turn's root (or any run not resumed) must not get an interrupted run's record handed over.
+            root = turn.start("go", "scripted", yolo="none", options={})
+            _hello(root)
+            root.receive(DelegateRequest(id=5, agent="scripted", task="look", call_id="c1", replay=True))
+            root.receive(DelegateRequest(id=6, agent="scripted", task="look", call_id="c2"))
+            (refusal,) = [m for m in w.to(root) if isinstance(m, ErrorReply)]
+            assert (refusal.id, refusal.code) == (5, ErrorCode.BAD_REQUEST) and "delegate anew" in refusal.message
+            (child,) = root.children.values()
+            assert child.spec.call_id == "c2" and REPLAY_OPTION not in child.spec.options
 
     asyncio.run(main())
 

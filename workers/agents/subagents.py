@@ -23,6 +23,7 @@ from .delegation_replay import ReplayStart, degraded_report, stopped_record
 from .loop import LoopPolicy, LoopState
 from .prompts import render_prompt
 from .runtime import AgentRun
+from .turn_resume import replay_interrupted_delegations
 
 __all__ = ["AGENT_SPECS", "AgentSpec", "ReminderPolicy", "run_subagent"]
 
@@ -92,7 +93,8 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
         prompt += "\n\n" + catalogue
     messages = [Message.system(prompt), Message.user(task_text(ctx))]
     first_step = 0
-    if REPLAY_OPTION in ctx.spec.options:
+    replaying = REPLAY_OPTION in ctx.spec.options
+    if replaying:
         start = find_replay_start(ctx, spec.role)
         if isinstance(start, RunOutcome):
             await run.close()
@@ -103,6 +105,12 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
     config.first_step = first_step
     config.stop_on_exit = spec.stop_on_exit
     try:
+        if replaying:
+            # Its own delegations cut off by the stop (Repo → DevOps) are replayed too, one level down.
+            replayed = await replay_interrupted_delegations(
+                messages, run.surface, run.tool_ctx, max_parallel=run.settings.max_parallel_readonly_tools)
+            if replayed:
+                ctx.log.info("replayed %d interrupted delegations of the stopped run", replayed)
         result = await run.run_loop(config)
     finally:
         await run.close()
@@ -114,7 +122,8 @@ def find_replay_start(ctx: RunContext, role: str) -> ReplayStart | RunOutcome:
     cannot be picked up safely — the verdict `assess_replay` gives, said in the report."""
     replay = ctx.spec.options.get(REPLAY_OPTION)
     info = replay if isinstance(replay, dict) else {}
-    call_id, parent = str(info.get("call_id", "")), str(info.get("parent_run", "")) or None
+    # Only a child of the named interrupted run is ever picked up: no parent named, no rollout found.
+    call_id, parent = str(info.get("call_id", "")), str(info.get("parent_run", ""))
     settings = ctx.settings
     assessment = assess_replay(task_dir(ctx.home, ctx.spec.task), call_id, project_root=ctx.project_root,
                                max_steps=settings.max_steps_for(role), parent_run=parent,

@@ -117,7 +117,8 @@ def first_record(path: Path) -> dict[str, Any] | None:
 
 def find_child_rollout(task_dir: Path, delegation_id: str, parent_run: str | None = None) -> Path | None:
     """The newest child rollout whose `session_meta` names `delegation_id` (the parent's tool call id) and, when
-    given, `parent_run` (Meta hands its own call id on to the custom agent it starts: two runs share it)."""
+    given, `parent_run` (Meta hands its own call id on to the custom agent it starts: two runs share it);
+    `parent_run=""` names no run, so nothing matches."""
     if not delegation_id or not resume_enabled():
         return None
     found: Path | None = None
