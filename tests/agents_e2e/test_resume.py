@@ -212,3 +212,46 @@ def test_a_replayed_child_replays_its_own_interrupted_delegation_one_level_down(
     (repo,) = [m for m in tool_messages(fake.requests_for("director")[1]) if m["tool_call_id"] == "call_repo"]
     assert "Python 3." in repo["content"] and "status ok" in repo["content"]
     fake.assert_no_problems()
+
+
+def test_a_meta_delegation_cut_off_in_its_first_run_is_not_designed_again(agent_daemon, fake, project: Path) -> None:
+    (project / "notes.txt").write_text("alpha\nbeta\n")
+    design = {"name": "line_counter", "description": "Counts lines in text files.",
+              "system_prompt": "Count the lines of the files you are given and report the numbers.",
+              "tools": ["read_file"], "task": "Count the lines in notes.txt."}
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("load_tool", {"names": ["delegate_meta"]})]),
+        Step(tool_calls=[ToolCallSpec("delegate_meta", {"task": "An agent that counts lines."}, id="call_meta")]),
+        Step(text="notes.txt has 2 lines."),
+    ])
+    fake.script("meta", MARKERS["meta"], [Step(text=json.dumps(design))])
+    fake.script("custom", MARKERS["custom"], [
+        Step(tool_calls=[ToolCallSpec("read_file", {"path": "notes.txt"})]),
+        Step(text="never delivered", latency=120),  # the first run's step in flight when the daemon goes
+        Step(text="notes.txt has 2 lines.", tool_calls=[ToolCallSpec("agent_exit", {
+            "summary": "2 lines", "handoff": {"conclusion": "2", "status": "ok"}})]),
+    ])
+
+    async def start() -> str:
+        async with agent_daemon.client() as c:
+            return (await submit(c, project, "Count lines with a purpose-built agent.", agent="director")).task
+
+    task = arun(start(), 30)
+    fake.wait_for_requests(2, timeout=60, identity="custom")
+    daemon = psutil.Process(agent_daemon.proc.pid)
+    workers = [p for p in daemon.children(recursive=True) if "yagent" in " ".join(p.cmdline())]
+    assert agent_daemon.terminate() == 0
+    psutil.wait_procs(workers, timeout=30)
+    agent_daemon.start()
+
+    _, events = _continue(agent_daemon, task)
+    finished = of_type(events, EventType.TURN_FINISHED)[-1].data
+    assert finished["status"] == RunStatus.DONE and finished["output"] == "notes.txt has 2 lines.", finished
+    # The design was made once; the first run went on from its finished step; the Director asked once more.
+    assert [len(fake.requests_for(a)) for a in ("meta", "custom", "director")] == [1, 3, 3]
+    assert 'alpha' in tool_messages(fake.requests_for("custom")[2])[0]["content"]
+    (result,) = [m for m in tool_messages(fake.requests_for("director")[2]) if m["tool_call_id"] == "call_meta"]
+    assert "designed before the stop" in result["content"] and "notes.txt has 2 lines." in result["content"]
+    resumed = [e.agent for e in of_type(events, EventType.RUN_STARTED)][-3:]
+    assert resumed == ["director", "meta", "custom:line_counter"]
+    fake.assert_no_problems()

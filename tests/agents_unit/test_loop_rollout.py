@@ -14,7 +14,7 @@ from tests.fake_provider import FakeProvider, Step, ToolCallSpec
 from yagent.ipc.provider_config import parse_llm_config
 from yagent.ipc.vocabulary import EventType, StopReason
 from yagent.workers.agents.loop import LoopConfig, LoopPolicy, run_agent_loop
-from yagent.workers.llm import Message, build_engine
+from yagent.workers.llm import Message, ToolCall, build_engine
 from yagent.workers.memory import rollout_records as records
 from yagent.workers.memory.git_identity import read_git_identity
 from yagent.workers.memory.replay import assess_replay, load_for_replay
@@ -121,3 +121,26 @@ def test_a_run_that_raises_ends_its_rollout_as_panic(fake: FakeProvider, tmp_pat
         asyncio.run(run_agent_loop(cfg))
     replay = load_for_replay(path)
     assert replay.stop_reason == StopReason.PANIC and recorder.checkpoints == 1
+
+
+def test_a_tool_that_loads_a_cold_tool_re_records_the_turn_context_a_resume_restores(tmp_path: Path) -> None:
+    surface = build_surface("director")
+    rollout = tmp_path / "r.jsonl"
+    recorder = RunRecorder(RolloutWriter(rollout), project_root=tmp_path, delegation_id=None,
+                           model=lambda: "m", tier=lambda: "", stop_reason_of_cancel=lambda: StopReason.CANCELLED)
+
+    def tools() -> dict:
+        return {"loaded_tools": [d["name"] for d in surface.tool_definitions()]}
+
+    recorder.begin(records.turn_context(model="m", tier="", cwd=str(tmp_path), yolo="none", **tools()),
+                   [Message.user("go")], surface=tools)
+    call = ToolCall(id="c1", name="load_tool", arguments='{"names": ["delegate_meta"]}')
+    recorder.appended(Message.assistant("", tool_calls=[call]), 1)
+    surface.materialize(["delegate_meta"])
+    recorder.appended(Message.tool("c1", "Loaded delegate_meta", name="load_tool"), 1)
+    recorder.appended(Message.assistant("done"), 2)
+    assert recorder.writer.close()
+    contexts = [rec["payload"] for rec in read_rollout(rollout).records if rec["type"] == RolloutRecord.TURN_CONTEXT]
+    assert "delegate_meta" not in contexts[0]["loaded_tools"]
+    assert len(contexts) == 2 and "delegate_meta" in contexts[-1]["loaded_tools"]
+    assert load_for_replay(rollout).turn_context["loaded_tools"] == contexts[-1]["loaded_tools"]

@@ -4,27 +4,33 @@ The design (JSON) is validated — snake_case name not taken by a built-in, tool
 palette the Director itself holds, non-empty prompt — and registered for the rest of the task; the
 Director then sees it as `delegate_<name>`. The new agent runs once right away (max 15 steps by
 default) on the task the design restates, as a child of this run.
+
+A replayed Meta run (its delegation was cut off by a stop) whose design was registered does not design again:
+the first run it had started is replayed in its place, and its report is Meta's.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from yagent.ipc.messages import RunOutcome
+from yagent.ipc.messages import REPLAY_OPTION, RunOutcome
 from yagent.ipc.provider_config import ProviderConfigError
+from yagent.ipc.state_layout import task_dir
 from yagent.ipc.vocabulary import HandoffStatus, RunStatus, StopReason
 from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import LLMError, Message
+from yagent.workers.memory.replay import find_child_rollout, first_record
 from yagent.workers.tools import YoloLevel, palette
 from yagent.workers.tools.handoff import format_for_parent
+from yagent.workers.tools.validation import CUSTOM_TARGET_PREFIX
 
-from .custom_agents import CustomAgentRegistry, DesignError, parse_design
+from .custom_agents import CustomAgentRegistry, Design, DesignError, parse_design
 from .loop import LoopPolicy, LoopState, call_model_with_retries
 from .prompts import render_prompt
 from .runtime import AgentRun
 from .subagents import task_text
 
-__all__ = ["DESIGN_ATTEMPTS", "meta"]
+__all__ = ["DESIGN_ATTEMPTS", "designed_before_the_stop", "meta"]
 
 DESIGN_ATTEMPTS = 5
 
@@ -36,6 +42,12 @@ def _palette_text(yolo: YoloLevel) -> str:
 
 @agent_kind("meta")
 async def meta(ctx: RunContext) -> RunOutcome:
+    designed = designed_before_the_stop(ctx)
+    if designed is not None:
+        # Its design step had finished: it is not asked again; the first run it had started picks up instead.
+        header = (f"Custom agent `delegate_{designed.name}` was designed before the stop: {designed.description}\n"
+                  f"Tools: {', '.join(designed.tools) or 'none besides agent_exit'}.")
+        return await _first_run(ctx, designed, header, replay=True)
     try:
         run = AgentRun(ctx, "meta")
     except ProviderConfigError as exc:
@@ -74,12 +86,33 @@ async def meta(ctx: RunContext) -> RunOutcome:
     verb = "Replaced the earlier design of" if earlier is not None else "Registered"
     header = (f"{verb} custom agent `delegate_{design.name}` for the rest of this task: {design.description}\n"
               f"Tools: {tools}.")
-    outcome = await ctx.channel.run_child(f"custom:{design.name}", design.task, ctx.spec.call_id or "", "")
+    return await _first_run(ctx, design, header, replay=False)
+
+
+async def _first_run(ctx: RunContext, design: Design, header: str, *, replay: bool) -> RunOutcome:
+    outcome = await ctx.channel.run_child(f"custom:{design.name}", design.task, ctx.spec.call_id or "", "",
+                                          replay=replay)
     return RunOutcome(
         status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT,
         output=f"{header}\n\nFirst run on: {design.task}\n\n{format_for_parent(outcome)}",
         handoff=_first_run_handoff(outcome),
         data={"custom_agent": design.name, "first_run": outcome.to_wire()})
+
+
+def designed_before_the_stop(ctx: RunContext) -> Design | None:
+    """On a replay of an interrupted Meta run: the design it had registered, named by the first run it had
+    started (that run's rollout names its agent); None when it stopped before that (it designs again then: its
+    model call never returned)."""
+    info = ctx.spec.options.get(REPLAY_OPTION)
+    interrupted = str(info.get("run") or "") if isinstance(info, dict) else ""
+    if not interrupted or not ctx.spec.call_id:
+        return None
+    path = find_child_rollout(task_dir(ctx.home, ctx.spec.task), ctx.spec.call_id, interrupted)
+    record = first_record(path) if path is not None else None
+    agent = str(record["payload"].get("agent") or "") if record is not None else ""
+    if not agent.startswith(CUSTOM_TARGET_PREFIX):
+        return None
+    return CustomAgentRegistry(ctx.home, ctx.spec.task).get(agent[len(CUSTOM_TARGET_PREFIX):])
 
 
 def _first_run_handoff(outcome: RunOutcome) -> dict[str, Any] | None:

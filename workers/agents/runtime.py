@@ -115,11 +115,15 @@ class AgentRun:
     def _begin_rollout(self, messages: list[Message]) -> None:
         if self.recorder is None:
             return
-        delegates = sorted(n for n in self.surface.names() if n.startswith("delegate_"))
         self.recorder.begin(turn_context(
             model=self.engine.model, tier=self.engine.tier or "", cwd=str(self.ctx.project_root),
-            yolo=self.yolo.value, loaded_tools=[d["name"] for d in self.surface.tool_definitions()],
-            roster=[{"agent": name.removeprefix("delegate_"), "state": "available"} for name in delegates]), messages)
+            yolo=self.yolo.value, **self._surface_context()), messages, surface=self._surface_context)
+
+    def _surface_context(self) -> dict[str, Any]:
+        """The turn context's tool fields: what the model is offered now, and the agents it can delegate to."""
+        delegates = sorted(n for n in self.surface.names() if n.startswith("delegate_"))
+        return {"loaded_tools": [d["name"] for d in self.surface.tool_definitions()],
+                "roster": [{"agent": name.removeprefix("delegate_"), "state": "available"} for name in delegates]}
 
     # -- configuration ------------------------------------------------------------------------------
 

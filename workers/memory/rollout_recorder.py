@@ -49,14 +49,19 @@ class RunRecorder:
         self._context: dict[str, Any] | None = None  # the turn context's payload, re-recorded when it changes
         self._delegations: dict[str, dict[str, str]] = {}  # call id -> {agent, call_id, state}
         self._returned_in_step: dict[str, int] = {}
+        self._surface: Callable[[], dict[str, Any]] | None = None
 
     @property
     def path(self) -> Path:
         return self.writer.path
 
-    def begin(self, context: dict[str, Any], messages: list[Message]) -> None:
-        """The opening records after `session_meta`: the turn context and the messages the run starts from."""
+    def begin(self, context: dict[str, Any], messages: list[Message], *,
+              surface: Callable[[], dict[str, Any]] | None = None) -> None:
+        """The opening records after `session_meta`: the turn context and the messages the run starts from.
+        `surface` gives the context's tool fields as they are now (loaded tools, roster): a tool call can
+        change them (`load_tool`, a custom agent joining), and a resume must find what was loaded last."""
         self._context = dict(context.get("payload") or {})
+        self._surface = surface
         self.writer.enqueue(context)
         for message in messages:
             self.writer.enqueue(records.response_item(message, 0))
@@ -66,6 +71,15 @@ class RunRecorder:
         if self._context is not None and self._context_changed(message, step):
             self.writer.enqueue(records.record(records.RolloutRecord.TURN_CONTEXT, {
                 **self._context, "step": step, "delegations": list(self._delegations.values())}))
+
+    def _surface_changed(self) -> bool:
+        assert self._context is not None
+        if self._surface is None:
+            return False
+        now = self._surface()
+        changed = any(self._context.get(key) != value for key, value in now.items())
+        self._context.update(now)
+        return changed
 
     def _context_changed(self, message: Message, step: int) -> bool:
         """Fold a message into the turn context (the plan, the delegations in flight); True when it changed."""
@@ -83,10 +97,12 @@ class RunRecorder:
                     self._delegations[call.id] = {"agent": call.name.removeprefix("delegate_"), "call_id": call.id,
                                                   "state": "running"}
                     changed = True
-        elif message.role == "tool" and message.tool_call_id in self._delegations:
-            self._delegations[message.tool_call_id]["state"] = "returned"
-            self._returned_in_step[message.tool_call_id] = step
-            changed = True
+        elif message.role == "tool":
+            if message.tool_call_id in self._delegations:
+                self._delegations[message.tool_call_id]["state"] = "returned"
+                self._returned_in_step[message.tool_call_id] = step
+                changed = True
+            changed = self._surface_changed() or changed  # only a tool call changes what the run holds
         return changed
 
     def _mark_interrupted(self, step: int) -> None:
