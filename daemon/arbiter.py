@@ -118,6 +118,7 @@ class Daemon:
         self._loops_done = False  # set once the loops are meant to end
         self._control_watch: ControlSocketWatch | None = None
         self._registry_retry: Timer | None = None
+        self._board_prune: asyncio.Task[None] | None = None
         self._peer_limits = peer_limits
         self._landlock_probe = landlock_probe  # a seam: a test hands in a kernel without Landlock
         self._userns_probe = userns_probe  # a seam: a system without unprivileged user namespaces
@@ -209,7 +210,7 @@ class Daemon:
             log.info("marked %d runs and %d turns left by a previous daemon as interrupted",
                      len(interrupted.runs), len(interrupted.turns))
         self._prune_event_logs()
-        self._prune_boards()
+        await self._prune_boards_now()
         self._schedule_jobs()
 
         loop = asyncio.get_running_loop()
@@ -338,18 +339,24 @@ class Daemon:
                      len(pruned), retention)
 
     def _prune_boards(self) -> None:
+        """The periodic pass, off the event loop: with many tasks it walks many files."""
+        if self._board_prune is None or self._board_prune.done():
+            self._board_prune = self.scope.spawn("prune-boards", self._prune_boards_now())
+
+    async def _prune_boards_now(self) -> None:
         board = self.settings.run_settings.blackboard
+        try:  # read on the loop, where the registry lives; a task that may still resume keeps its board
+            may_resume = self.registry.task_ids_in_states(_MAY_RESUME)
+        except sqlite3.Error as exc:
+            log.warning("board prune skipped: the task registry cannot say which tasks may resume (%s)", exc)
+            return
+        live = self.tasks
 
-        def keep(task: str) -> bool:  # live, or still listed as resumable; kept when the registry cannot say
-            if task in self.tasks:
-                return True
-            try:
-                row = self.registry.get_task(task)
-            except sqlite3.Error:
-                return True
-            return row is not None and row.state in _MAY_RESUME
+        def keep(task: str) -> bool:  # a task started meanwhile is seen live: a dict lookup is safe across threads
+            return task in may_resume or task in live
 
-        pruned = prune_boards(self.home, ttl=board.ttl, artifact_retention=board.artifact_retention, keep=keep)
+        pruned = await asyncio.to_thread(prune_boards, self.home, ttl=board.ttl,
+                                         artifact_retention=board.artifact_retention, keep=keep)
         if pruned.boards or pruned.artifacts:
             log.info("removed %d boards and %d artifacts past their retention ([blackboard] ttl, "
                      "artifact_retention)", len(pruned.boards), pruned.artifacts)

@@ -14,6 +14,7 @@ import re
 import sqlite3
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,6 +195,12 @@ class Registry:
             "SELECT id FROM tasks WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 10", (escaped + "%",)
         ).fetchall()
         return [r["id"] for r in rows]
+
+    def task_ids_in_states(self, states: Iterable[str]) -> set[str]:
+        wanted = [str(state) for state in states]
+        rows = self._db.execute(f"SELECT id FROM tasks WHERE state IN ({', '.join('?' * len(wanted))})",
+                                wanted).fetchall()
+        return {row["id"] for row in rows}
 
     def list_tasks(self, project_path: str | None = None, limit: int = 50) -> list[TaskRow]:
         sql = "SELECT t.*, p.path FROM tasks t JOIN projects p ON p.id = t.project_id"
