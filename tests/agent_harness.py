@@ -23,6 +23,11 @@ MARKERS = {
     "custom": "You are a yagent custom agent",
 }
 
+# What a scripted Meta agent designs: a custom agent that counts the lines of notes.txt with read_file.
+LINE_COUNTER_DESIGN = {"name": "line_counter", "description": "Counts lines in text files.",
+                       "system_prompt": "Count the lines of the files you are given and report the numbers.",
+                       "tools": ["read_file"], "task": "Count the lines in notes.txt."}
+
 
 def _toml_value(value: Any) -> str:
     return json.dumps(value) if isinstance(value, str | bool | int | float) else str(value)

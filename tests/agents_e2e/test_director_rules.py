@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent_harness import MARKERS, run_turn, tool_messages
+from tests.agent_harness import LINE_COUNTER_DESIGN, MARKERS, run_turn, tool_messages
 from tests.daemon_harness import of_type
 from tests.fake_provider import Failure, Step, ToolCallSpec
 from yagent.ipc.vocabulary import EventType, StopReason
@@ -122,9 +122,7 @@ def test_project_context_is_injected_on_the_first_turn_only_and_only_from_the_ro
 
 def test_meta_designs_a_custom_agent_that_stays_for_the_task(fake, agent_daemon, project: Path) -> None:
     (project / "notes.txt").write_text("alpha\nbeta\n")
-    design = {"name": "line_counter", "description": "Counts lines in text files.",
-              "system_prompt": "Count the lines of the files you are given and report the numbers.",
-              "tools": ["read_file"], "task": "Count the lines in notes.txt."}
+    design = LINE_COUNTER_DESIGN
     fake.script("director", MARKERS["director"], [
         Step(tool_calls=[ToolCallSpec("load_tool", {"names": ["delegate_meta"]})]),
         Step(tool_calls=[ToolCallSpec("delegate_meta", {"task": "I need an agent that counts lines in files."})]),

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.agent_harness import MARKERS, tool_messages
+from tests.agent_harness import LINE_COUNTER_DESIGN, MARKERS, tool_messages
 from tests.daemon_harness import arun, collect_turn, of_type, submit
 from tests.fake_provider import Step, ToolCallSpec
 from yagent.ipc import EventStream
@@ -34,18 +34,32 @@ def _script(fake) -> None:
     ])
 
 
+def _submit_until_second_step(agent_daemon, fake, project: Path, text: str, identity: str
+                              ) -> tuple[str, list[psutil.Process]]:
+    """Submit `text` to the Director and return once `identity` is in its second step: the task and the
+    daemon's workers then."""
+    async def start() -> str:
+        async with agent_daemon.client() as c:
+            return (await submit(c, project, text, agent="director")).task
+
+    task = arun(start(), 30)
+    fake.wait_for_requests(2, timeout=60, identity=identity)
+    daemon = psutil.Process(agent_daemon.proc.pid)
+    return task, [p for p in daemon.children(recursive=True) if "yagent" in " ".join(p.cmdline())]
+
+
+def _stop_the_daemon_in_second_step(agent_daemon, fake, project: Path, text: str, identity: str) -> str:
+    task, workers = _submit_until_second_step(agent_daemon, fake, project, text, identity)
+    assert agent_daemon.terminate() == 0
+    psutil.wait_procs(workers, timeout=30)  # they write what they hold before they exit
+    agent_daemon.start()
+    return task
+
+
 def _start_and_stop_mid_delegation(agent_daemon, fake, project: Path, *, stop: str) -> str:
     (project / "app.py").write_text('print("hello")\n')
     _script(fake)
-
-    async def start() -> str:
-        async with agent_daemon.client() as c:
-            return (await submit(c, project, "Where is the greeting printed?", agent="director")).task
-
-    task = arun(start(), 30)
-    fake.wait_for_requests(2, timeout=60, identity="repo")  # the child is in its second step
-    daemon = psutil.Process(agent_daemon.proc.pid)
-    workers = [p for p in daemon.children(recursive=True) if "yagent" in " ".join(p.cmdline())]
+    task, workers = _submit_until_second_step(agent_daemon, fake, project, "Where is the greeting printed?", "repo")
     if stop == "daemon-kill-9":
         agent_daemon.proc.kill()
         agent_daemon.proc.wait(10)
@@ -187,17 +201,7 @@ def test_a_replayed_child_replays_its_own_interrupted_delegation_one_level_down(
             "summary": "python3 found", "handoff": {"conclusion": "python3 present", "status": "ok"}})]),
     ])
 
-    async def start() -> str:
-        async with agent_daemon.client() as c:
-            return (await submit(c, project, "Which Python runs app.py?", agent="director")).task
-
-    task = arun(start(), 30)
-    fake.wait_for_requests(2, timeout=60, identity="devops")
-    daemon = psutil.Process(agent_daemon.proc.pid)
-    workers = [p for p in daemon.children(recursive=True) if "yagent" in " ".join(p.cmdline())]
-    assert agent_daemon.terminate() == 0
-    psutil.wait_procs(workers, timeout=30)
-    agent_daemon.start()
+    task = _stop_the_daemon_in_second_step(agent_daemon, fake, project, "Which Python runs app.py?", "devops")
 
     _, events = _continue(agent_daemon, task)
     finished = of_type(events, EventType.TURN_FINISHED)[-1].data
@@ -216,15 +220,12 @@ def test_a_replayed_child_replays_its_own_interrupted_delegation_one_level_down(
 
 def test_a_meta_delegation_cut_off_in_its_first_run_is_not_designed_again(agent_daemon, fake, project: Path) -> None:
     (project / "notes.txt").write_text("alpha\nbeta\n")
-    design = {"name": "line_counter", "description": "Counts lines in text files.",
-              "system_prompt": "Count the lines of the files you are given and report the numbers.",
-              "tools": ["read_file"], "task": "Count the lines in notes.txt."}
     fake.script("director", MARKERS["director"], [
         Step(tool_calls=[ToolCallSpec("load_tool", {"names": ["delegate_meta"]})]),
         Step(tool_calls=[ToolCallSpec("delegate_meta", {"task": "An agent that counts lines."}, id="call_meta")]),
         Step(text="notes.txt has 2 lines."),
     ])
-    fake.script("meta", MARKERS["meta"], [Step(text=json.dumps(design))])
+    fake.script("meta", MARKERS["meta"], [Step(text=json.dumps(LINE_COUNTER_DESIGN))])
     fake.script("custom", MARKERS["custom"], [
         Step(tool_calls=[ToolCallSpec("read_file", {"path": "notes.txt"})]),
         Step(text="never delivered", latency=120),  # the first run's step in flight when the daemon goes
@@ -232,17 +233,8 @@ def test_a_meta_delegation_cut_off_in_its_first_run_is_not_designed_again(agent_
             "summary": "2 lines", "handoff": {"conclusion": "2", "status": "ok"}})]),
     ])
 
-    async def start() -> str:
-        async with agent_daemon.client() as c:
-            return (await submit(c, project, "Count lines with a purpose-built agent.", agent="director")).task
-
-    task = arun(start(), 30)
-    fake.wait_for_requests(2, timeout=60, identity="custom")
-    daemon = psutil.Process(agent_daemon.proc.pid)
-    workers = [p for p in daemon.children(recursive=True) if "yagent" in " ".join(p.cmdline())]
-    assert agent_daemon.terminate() == 0
-    psutil.wait_procs(workers, timeout=30)
-    agent_daemon.start()
+    task = _stop_the_daemon_in_second_step(agent_daemon, fake, project, "Count lines with a purpose-built agent.",
+                                           "custom")
 
     _, events = _continue(agent_daemon, task)
     finished = of_type(events, EventType.TURN_FINISHED)[-1].data
