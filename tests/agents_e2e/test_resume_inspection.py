@@ -10,7 +10,8 @@ import pytest
 from tests.agent_harness import tool_messages
 from tests.agents_e2e.test_resume import _continue, _start_and_stop_mid_delegation
 from tests.daemon_harness import of_type
-from yagent.ipc.vocabulary import EventType, HandoffStatus, ReplayVerdict, RunStatus
+from yagent.ipc.confinement import landlock_abi
+from yagent.ipc.vocabulary import EventType, HandoffStatus, ReplayVerdict, RunStatus, Unconfined
 
 pytestmark = pytest.mark.e2e
 
@@ -28,7 +29,8 @@ def test_resume_says_the_interrupted_child_is_replayable_and_continue_replays_it
 
     (listed,) = _listed(agent_daemon)
     assert listed["task"] == task and listed["uninspected"] == "" and listed["problem"] == ""
-    assert listed["unconfined"] == ""  # this kernel confines the inspection (else the e2e says so)
+    # Confined where the kernel can; where it cannot, the listing says so rather than staying silent.
+    assert listed["unconfined"] == ("" if landlock_abi() >= 1 else Unconfined.LANDLOCK_MISSING)
     (child,) = listed["children"]
     assert (child["call_id"], child["agent"], child["verdict"], child["depth"]) == (
         "call_repo", "repo", ReplayVerdict.REPLAYABLE, 1)
