@@ -13,16 +13,26 @@ from yagent.ipc import DaemonClient, EventStream, IpcError, RemoteError
 from yagent.ipc.messages import (
     Ack,
     Answer,
+    InterruptedChild,
+    ListResumeCandidates,
     ListTasks,
     Question,
+    ResumeCandidate,
+    ResumeCandidateList,
     TaskControl,
     TaskDetail,
     TaskInfo,
     TaskList,
     TaskSummary,
 )
-from yagent.ipc.resumable import stopped_midway
-from yagent.ipc.vocabulary import AUTHORIZE_ANSWERS, ControlAction, QuestionKind, RunStatus, StopReason, TaskState
+from yagent.ipc.vocabulary import (
+    AUTHORIZE_ANSWERS,
+    ControlAction,
+    QuestionKind,
+    ReplayVerdict,
+    StopReason,
+    TaskState,
+)
 
 from . import exit_codes
 from .answerer import answerer
@@ -107,46 +117,63 @@ def ps(project: str | None = None, as_json: bool = False, limit: int = 50) -> in
 
 # -- resume ------------------------------------------------------------------------------------------
 
+# Seconds `yagent resume` waits: yagentd inspects the stopped tasks, a few at a time, each within seconds.
+RESUME_LIST_TIMEOUT = 60.0
 
 
-def resume_reason(summary: TaskSummary) -> tuple[bool, str]:
-    """Whether `yagent continue` resumes the task's last turn, and why (or why not)."""
+def resume_reason(summary: TaskSummary) -> str:
+    """Why `yagent continue` resumes a task the daemon listed as a candidate, and from what."""
     if summary.state == TaskState.PAUSED:
-        return True, "paused: it waits at a step boundary with its context; `continue` goes on in place"
+        return "paused: it waits at a step boundary with its context; `continue` goes on in place"
     crashed = [r for r in summary.runs if r.parent is None and r.stop_reason == StopReason.PANIC]
-    if not stopped_midway(summary.state, [r.stop_reason for r in summary.runs if r.parent is None]):
-        return False, f"{summary.state}: nothing stopped midway; send it a new message instead"
-    cut = [r for r in summary.runs if r.status in (RunStatus.INTERRUPTED, RunStatus.CANCELLED)]
-    children = [r.agent for r in cut if r.parent]
     why = {TaskState.INTERRUPTED: "yagentd stopped while it ran", TaskState.CANCELLED: "it was cancelled"}.get(
         summary.state, f"its {crashed[0].agent if crashed else 'root'} worker died")
-    if children:
-        how = (f"the Director goes on from its memory; {', '.join(children)} "
-               f"{'is' if len(children) == 1 else 'are'} replayed from the recorded step, or reported on where "
-               "that is not safe")
-    else:
-        how = "it goes on from its memory"
-    return True, f"{summary.state}: {why}; {how}"
+    return f"{summary.state}: {why}; the Director goes on from its memory"
+
+
+def child_line(child: InterruptedChild) -> str:
+    """What `continue` does with one interrupted delegation, as its inspection found."""
+    head = f"{child.agent} (call {child.call_id})"
+    if child.verdict == ReplayVerdict.REPLAYABLE:
+        return f"{head}: replayable from step {child.step}"
+    if child.verdict == ReplayVerdict.STARTS_OVER:
+        return f"{head}: runs again from the start — {child.reason}"
+    return f"{head}: not replayed — {child.reason}; gets a degraded report"
+
+
+def _candidate_lines(candidate: ResumeCandidate) -> list[str]:
+    lines = [f"  {'  ' * (c.depth - 1)}{child_line(c)}" for c in candidate.children]
+    if candidate.problem:
+        lines.append(f"  {candidate.problem}")
+    if candidate.uninspected:
+        lines.append(f"  could not be inspected: {candidate.uninspected}")
+    if candidate.unconfined:
+        lines.append(f"  (inspected NOT CONFINED: {unconfined_text(candidate.unconfined)})")
+    return lines
 
 
 async def _resume_list(as_json: bool, limit: int) -> int:
     async with DaemonClient() as client:
-        reply = await client.request(ListTasks(id=0, project=None, limit=limit), TaskList)
-    candidates = [t for t in reply.tasks if resume_reason(t)[0]]
+        reply = await client.request(ListResumeCandidates(id=0, limit=limit), ResumeCandidateList,
+                                     timeout=RESUME_LIST_TIMEOUT)
     if as_json:
-        print(json.dumps([{"task": t.task, "project": t.project, "title": t.title, "state": t.state,
-                           "resumable": ok, "reason": why}
-                          for t in candidates for ok, why in [resume_reason(t)]]))
+        print(json.dumps([{"task": c.task.task, "project": c.task.project, "title": c.task.title,
+                           "state": c.task.state, "resumable": True, "reason": resume_reason(c.task),
+                           "children": [child.to_wire() for child in c.children], "problem": c.problem,
+                           "uninspected": c.uninspected, "unconfined": c.unconfined}
+                          for c in reply.candidates]))
         return exit_codes.OK
-    if not candidates:
+    if not reply.candidates:
         print("nothing to resume: no task of any project stopped midway")
         return exit_codes.OK
     now = time.time()
-    for t in candidates:
-        _, why = resume_reason(t)
+    for c in reply.candidates:
+        t = c.task
         print(f"{t.task:<11} {age(now - t.updated_at):>6}  {t.project}")
         print(f"{'':<11} {t.title}")
-        print(f"{'':<11} {why} — `yagent continue {t.task}`")
+        print(f"{'':<11} {resume_reason(t)} — `yagent continue {t.task}`")
+        for line in _candidate_lines(c):
+            print(f"{'':<11} {line}")
     return exit_codes.OK
 
 

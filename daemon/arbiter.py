@@ -428,8 +428,17 @@ class Daemon:
         request_id = getattr(msg if reply is None else reply, "id", 0)
         if not self.peers.admit(identity, request_id):  # over its limit: refused with `too_fast`
             return
+        if reply is None and commands.answered_in_background(msg):  # it waits for processes: not on this loop
+            self.scope.spawn(f"control-{msg.kind}", self._reply_later(identity, request_id, msg))
+            return
         if reply is None:
             reply = await commands.dispatch(self, msg, identity)
+        self._send_reply(identity, request_id, reply)
+
+    async def _reply_later(self, identity: bytes, request_id: int, msg: Message) -> None:
+        self._send_reply(identity, request_id, await commands.dispatch(self, msg, identity))
+
+    def _send_reply(self, identity: bytes, request_id: int, reply: Message) -> None:
         frame = self._control_frame(reply)
         self.heap.passed(len(frame))
         self.peers.reply(identity, request_id, frame)

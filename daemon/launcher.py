@@ -32,13 +32,15 @@ from multiprocessing.connection import Connection
 import psutil
 
 from yagent.ipc.confinement import ConfinementSpec
+from yagent.ipc.messages import ResumeInspectionSpec
 from yagent.ipc.process_entry import call_entry
 
 __all__ = ["MultiprocessingLauncher", "RunHandle", "kill_run_tree", "run_processes"]
 
 WORKER_ENTRY = "yagent.workers.entry:worker_main"
 OPERATION_ENTRY = "yagent.workers.approved_operation:operation_main"
-WORKER_PRELOAD = ("yagent.workers.entry", "yagent.workers.preload")
+INSPECTION_ENTRY = "yagent.workers.resume_inspection:inspection_main"
+WORKER_PRELOAD = ("yagent.workers.entry", "yagent.workers.preload", "yagent.workers.resume_inspection")
 RUN_ENV = "YAGENT_RUN_ID"
 
 log = logging.getLogger(__name__)
@@ -90,6 +92,12 @@ class Launcher(abc.ABC):
         """Start a process for one approved operation of the run (`approved_operation.py`); its result arrives
         on the returned connection (EOF if it died first)."""
         raise NotImplementedError(f"{type(self).__name__} cannot start approved operations")
+
+    def launch_inspection(self, task: str, spec: ResumeInspectionSpec, *, confinement: ConfinementSpec
+                          ) -> tuple[RunHandle, Connection]:
+        """Start a resume inspection of the task's stopped turn (`resume_inspection.py`); its report arrives as
+        bytes on the returned connection (EOF if it died first)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot start resume inspections")
 
     def stop(self) -> None:  # noqa: B027 - optional hook
         """Release launcher resources at daemon exit."""
@@ -212,11 +220,19 @@ class MultiprocessingLauncher(Launcher):
 
     def launch_operation(self, run_id: str, request: dict, *, confinement: ConfinementSpec
                          ) -> tuple[RunHandle, Connection]:
+        return self._one_reply(OPERATION_ENTRY, f"yagent-approved-{run_id}", run_id, confinement, request)
+
+    def launch_inspection(self, task: str, spec: ResumeInspectionSpec, *, confinement: ConfinementSpec
+                          ) -> tuple[RunHandle, Connection]:
+        return self._one_reply(INSPECTION_ENTRY, f"yagent-inspect-{task}", task, confinement, spec)
+
+    def _one_reply(self, target: str, name: str, key: str, confinement: ConfinementSpec, request: object
+                   ) -> tuple[RunHandle, Connection]:
+        """A process that hands back one reply through a pipe: `target(key, writer, confinement, request)`."""
         cls = _WorkerProcess if self.method == "forkserver" else self._ctx.Process
         reader, writer = multiprocessing.Pipe(duplex=False)
         try:
-            process = cls(target=call_entry, args=(OPERATION_ENTRY, run_id, writer, confinement, request),
-                          name=f"yagent-approved-{run_id}", daemon=True)
+            process = cls(target=call_entry, args=(target, key, writer, confinement, request), name=name, daemon=True)
             process.start()
         except BaseException:
             reader.close()

@@ -17,7 +17,7 @@ from typing import Any
 
 from .records import Message, Record, message, record
 from .run_settings import RunSettings
-from .vocabulary import QuestionKind, RunStatus, StopReason
+from .vocabulary import QuestionKind, ReplayVerdict, RunStatus, StopReason, Unconfined
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -37,9 +37,11 @@ __all__ = [
     "Heartbeat",
     "Hello",
     "HelloReply",
+    "InterruptedChild",
     "LeaseGrant",
     "LeaseRelease",
     "LeaseRequest",
+    "ListResumeCandidates",
     "ListTasks",
     "Ping",
     "PublishedEvents",
@@ -47,6 +49,10 @@ __all__ = [
     "Replay",
     "ReplayReply",
     "ResultAck",
+    "ResumeCandidate",
+    "ResumeCandidateList",
+    "ResumeInspectionReport",
+    "ResumeInspectionSpec",
     "RunControl",
     "RunOutcome",
     "RunResult",
@@ -382,6 +388,44 @@ class ReplayReply(Message):
     more: bool = False  # the page hit `limit`; ask again after the last returned seq
 
 
+@record
+class InterruptedChild(Record):
+    """One interrupted delegation of a stopped turn, as an inspection run found it: what `continue` will do."""
+
+    call_id: str
+    agent: str
+    verdict: ReplayVerdict
+    reason: str  # a sentence for the user
+    step: int = 0  # a replayable one goes on from this step
+    depth: int = 1  # 1: a call of the stopped root run; 2: a call of that child's replay; and so on
+    parent: str = ""  # the call id of the delegation this call was made in ("" at depth 1)
+
+
+@record
+class ResumeCandidate(Record):
+    """A task `continue` resumes, with what its inspection reported (paused tasks need none)."""
+
+    task: TaskSummary
+    children: list[InterruptedChild] = field(default_factory=list)
+    problem: str = ""  # the inspection could not read the stopped turn's history: the Director uses its memory
+    uninspected: str = ""  # why no inspection reported ("" when one did, or none was needed)
+    unconfined: str = ""  # an `Unconfined` reason when the kernel did not confine the inspection
+
+
+@message("list_resume_candidates")
+class ListResumeCandidates(Message):
+    """The tasks of every project that `continue` resumes, each stopped one inspected by a short worker run."""
+
+    id: int
+    limit: int = 50
+
+
+@message("resume_candidate_list")
+class ResumeCandidateList(Message):
+    id: int
+    candidates: list[ResumeCandidate]
+
+
 @message("answer")
 class Answer(Message):
     id: int
@@ -520,6 +564,29 @@ class RunResult(Message):
 @message("result_ack")
 class ResultAck(Message):
     pass
+
+
+@record
+class ResumeInspectionSpec(Record):
+    """What a resume inspection process reads (`workers/resume_inspection.py`): handed at launch, no secret in it
+    (`settings` travels with an empty provider table)."""
+
+    task: str
+    home: str
+    project_root: str
+    stopped_run: str  # the stopped turn's root run
+    agent: str  # its agent kind
+    yolo: str
+    settings: RunSettings = field(default_factory=RunSettings)
+
+
+@message("resume_inspection_report")
+class ResumeInspectionReport(Message):
+    """A resume inspection's one reply, over its pipe to the daemon."""
+
+    children: list[InterruptedChild] = field(default_factory=list)
+    problem: str = ""
+    unconfined: Unconfined | None = None
 
 
 @message("approved_operation")

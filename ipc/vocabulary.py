@@ -19,6 +19,7 @@ __all__ = [
     "EventType",
     "HandoffStatus",
     "QuestionKind",
+    "ReplayVerdict",
     "RunStatus",
     "StopReason",
     "TaskState",
@@ -90,6 +91,26 @@ class Unconfined(StrEnum):
     SANDBOX_OFF = "sandbox_off"  # [sandbox] mode = "off"
     FULL_YOLO = "full_yolo"  # the turn was sent with --full-yolo
     LANDLOCK_MISSING = "landlock_missing"  # the kernel has no Landlock (too old, or disabled)
+
+
+class ReplayVerdict(StrEnum):
+    """Whether an interrupted delegation is picked up where it stopped (`replayable`) or reported on, and why:
+    the first unsafe reason `workers.memory.replay.assess_replay` finds, as `continue` and `yagent resume` say."""
+
+    REPLAYABLE = "replayable"
+    RESUME_DISABLED = "resume_disabled"
+    NO_CHILD_ROLLOUT = "no_child_rollout"
+    UNREADABLE = "unreadable"
+    NO_CHECKPOINT = "no_checkpoint"
+    DIGEST_MISMATCH = "digest_mismatch"
+    MESSAGE_COUNT_MISMATCH = "message_count_mismatch"
+    OVER_BUDGET = "over_budget"
+    WORKSPACE_MOVED = "workspace_moved"
+    BROWSER_DELEGATION = "browser_delegation"
+    MAX_STEPS_REACHED = "max_steps_reached"
+    TIMED_OUT = "timed_out"
+    NOT_RESUMABLE_STOP = "not_resumable_stop"
+    STARTS_OVER = "starts_over"  # an agent kind that does not pick up replays (meta): it runs its task again
 
 
 class QuestionKind(StrEnum):

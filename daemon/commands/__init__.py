@@ -1,6 +1,7 @@
 """Control commands, one module each: the request's validation and handling sit together.
 
-A handler is `async def handler(daemon, msg) -> Message` registered with `@command(RequestType)`;
+A handler is `async def handler(daemon, msg) -> Message` registered with `@command(RequestType)` (with
+`in_background=True` when it waits for processes: the control loop goes on meanwhile, the reply comes later);
 it raises `CommandError(code, message)` for anything the user must fix. Adding a command means adding
 its message to `yagent.ipc.messages` and one module here. `dispatch` turns every failure into an error
 reply: no request can stop the daemon. It answers a peer only once its `hello` carried the client token
@@ -26,6 +27,7 @@ from yagent.ipc.vocabulary import ErrorCode
 from ..admission import WorkerSlots
 from ..control_peers import ControlPeers
 from ..event_hub import EventHub
+from ..launcher import Launcher
 from ..leases import LeaseManager
 from ..refused_peers import RefusedPeers
 from ..registry import Registry, TaskRow
@@ -33,7 +35,7 @@ from ..registry_errors import is_trouble, running_failure
 from ..spending import DailySpend
 from ..turn import TurnController
 
-__all__ = ["CommandError", "DaemonView", "command", "dispatch", "resolve_task"]
+__all__ = ["CommandError", "DaemonView", "answered_in_background", "command", "dispatch", "resolve_task"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,7 @@ class DaemonView(Protocol):
     client_token: str  # what a hello must carry (`yagent.ipc.client_token`)
     peers: ControlPeers  # which control peers have authenticated
     refused_clients: RefusedPeers
+    launcher: Launcher  # for the short processes a command starts (resume inspections)
 
     @property
     def settings(self) -> Settings: ...
@@ -77,6 +80,7 @@ class DaemonView(Protocol):
 
 Handler = Callable[[DaemonView, Any], Awaitable[Message]]
 _HANDLERS: dict[type[Message], Handler] = {}
+_IN_BACKGROUND: set[type[Message]] = set()
 
 
 class CommandError(Exception):
@@ -87,12 +91,19 @@ class CommandError(Exception):
         self.code = code
 
 
-def command(kind: type[Message]) -> Callable[[Handler], Handler]:
+def command(kind: type[Message], *, in_background: bool = False) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
         _HANDLERS[kind] = fn
+        if in_background:
+            _IN_BACKGROUND.add(kind)
         return fn
 
     return register
+
+
+def answered_in_background(msg: Message) -> bool:
+    """Whether `msg`'s handler waits for other processes, so the control loop must not wait for its reply."""
+    return type(msg) in _IN_BACKGROUND
 
 
 def resolve_task(daemon: DaemonView, ref: str) -> TaskRow:

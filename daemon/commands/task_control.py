@@ -21,7 +21,8 @@ async def task_control(daemon: DaemonView, msg: TaskControl) -> Ack:
         raise CommandError(ErrorCode.BAD_REQUEST,
                            f"unknown action {msg.action!r}; use pause, continue or cancel") from None
     task = daemon.tasks.get(row.id)
-    if action is ControlAction.CONTINUE and (task is None or not task.in_flight) and _stopped_midway(daemon, row):
+    idle = task is None or not task.in_flight
+    if action is ControlAction.CONTINUE and idle and last_turn_stopped_midway(daemon, row):
         return _resume(daemon, msg, row)
     if task is None or not task.in_flight:
         raise CommandError(ErrorCode.NOT_RUNNING, f"task {row.id} has no turn in progress (state: {row.state}); "
@@ -35,7 +36,8 @@ async def task_control(daemon: DaemonView, msg: TaskControl) -> Ack:
     return Ack(id=msg.id, task=row.id, state=task.row.state, detail=action.value)
 
 
-def _stopped_midway(daemon: DaemonView, row: TaskRow) -> bool:
+def last_turn_stopped_midway(daemon: DaemonView, row: TaskRow) -> bool:
+    """Whether `continue` resumes the task's last turn (`ipc.resumable`), from what the registry recorded."""
     turn = daemon.registry.last_turn(row.id)
     runs = daemon.registry.runs_of(row.id, turn) if turn is not None else []
     return stopped_midway(row.state, [r.stop_reason for r in runs if r.parent_run is None])

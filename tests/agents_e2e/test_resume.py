@@ -15,7 +15,7 @@ from tests.daemon_harness import arun, collect_turn, of_type, submit
 from tests.fake_provider import Step, ToolCallSpec
 from yagent.ipc import EventStream
 from yagent.ipc.messages import Ack, TaskControl
-from yagent.ipc.vocabulary import ControlAction, EventType, HandoffStatus, RunStatus, TaskState
+from yagent.ipc.vocabulary import ControlAction, EventType, HandoffStatus, ReplayVerdict, RunStatus, TaskState
 
 pytestmark = pytest.mark.e2e
 
@@ -202,6 +202,10 @@ def test_a_replayed_child_replays_its_own_interrupted_delegation_one_level_down(
     ])
 
     task = _stop_the_daemon_in_second_step(agent_daemon, fake, project, "Which Python runs app.py?", "devops")
+    # `yagent resume` says beforehand what happens at both levels.
+    (listed,) = json.loads(agent_daemon.cli("resume", "--json").stdout)
+    assert [(c["agent"], c["verdict"], c["depth"], c["step"]) for c in listed["children"]] == [
+        ("repo", ReplayVerdict.REPLAYABLE, 1, 2), ("devops", ReplayVerdict.REPLAYABLE, 2, 2)]
 
     _, events = _continue(agent_daemon, task)
     finished = of_type(events, EventType.TURN_FINISHED)[-1].data
@@ -235,6 +239,9 @@ def test_a_meta_delegation_cut_off_in_its_first_run_is_not_designed_again(agent_
 
     task = _stop_the_daemon_in_second_step(agent_daemon, fake, project, "Count lines with a purpose-built agent.",
                                            "custom")
+    (listed,) = json.loads(agent_daemon.cli("resume", "--json").stdout)
+    assert [(c["call_id"], c["agent"], c["verdict"], c["step"]) for c in listed["children"]] == [
+        ("call_meta", "custom:line_counter", ReplayVerdict.REPLAYABLE, 2)]
 
     _, events = _continue(agent_daemon, task)
     finished = of_type(events, EventType.TURN_FINISHED)[-1].data

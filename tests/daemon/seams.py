@@ -1,15 +1,25 @@
-"""Seams the daemon takes, for in-process tests: a launcher whose 'processes' the test ends itself."""
+"""Seams the daemon takes, for in-process tests: a launcher whose 'processes' the test ends itself, and one whose
+resume inspections are real processes that misbehave as told."""
 
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 import os
+import signal
+import struct
+import threading
 from collections.abc import Callable
+from multiprocessing.connection import Connection, wait
 
 from yagent.daemon.launcher import Launcher, RunHandle
+from yagent.daemon.resume_inspections import MAX_REPORT_BYTES
 from yagent.ipc.confinement import ConfinementSpec
+from yagent.ipc.messages import InterruptedChild, ResumeInspectionReport, ResumeInspectionSpec, Shutdown
+from yagent.ipc.records import encode
+from yagent.ipc.vocabulary import ReplayVerdict
 
-__all__ = ["PipeHandle", "ScriptedLauncher"]
+__all__ = ["HostileInspections", "PipeHandle", "ScriptedLauncher"]
 
 
 class PipeHandle(RunHandle):
@@ -76,3 +86,70 @@ class ScriptedLauncher(Launcher):
 
     def report(self, run_id: str) -> None:
         self.pending.pop(run_id)()
+
+
+def _inspection(how: str, reply: Connection) -> None:
+    """A resume inspection process that behaves as `how` says (spawned: its own interpreter)."""
+    if how == "kill -9":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif how == "garbage":
+        reply.send_bytes(b"\xc1\xff not msgpack")
+    elif how == "oversized":
+        reply.send_bytes(b"\x90" * (MAX_REPORT_BYTES + 1))
+    elif how == "another kind":
+        reply.send_bytes(encode(Shutdown(id=7)))
+    elif how == "half a frame":  # a length that promises more than ever comes, then silence
+        os.write(reply.fileno(), struct.pack("!i", 100) + b"\x81")
+        signal.pause()
+    elif how == "honest":
+        reply.send_bytes(encode(ResumeInspectionReport(children=[InterruptedChild(
+            call_id="c1", agent="repo", verdict=ReplayVerdict.REPLAYABLE, reason="replayable from step 2", step=2)])))
+    signal.pause()  # "hang", and every other one after it spoke: it never exits by itself
+
+
+class _ProcessHandle(RunHandle):
+    def __init__(self, process: multiprocessing.process.BaseProcess) -> None:
+        self.process = process
+        assert process.pid is not None
+        self.pid = process.pid
+
+    @property
+    def sentinel(self) -> int:
+        return self.process.sentinel
+
+    def exitcode(self) -> int | None:
+        return self.process.exitcode
+
+    def close(self) -> None:
+        self.process.join(0)
+        if self.process.exitcode is not None:  # as the real handle: one still running is reaped later
+            self.process.close()
+
+    def gone(self, timeout: float) -> bool:
+        """Whether the process has exited (waiting up to `timeout` for it)."""
+        try:
+            return bool(wait([self.process.sentinel], timeout=timeout))
+        except ValueError:  # closed: the daemon saw it exit
+            return True
+
+
+class HostileInspections(ScriptedLauncher):
+    """Resume inspections as real (spawned) processes that behave as `how` says; every start is kept."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+        self.started: list[tuple[ResumeInspectionSpec, ConfinementSpec, _ProcessHandle]] = []
+        self.launched = threading.Event()  # set once the first inspection's process exists
+
+    def launch_inspection(self, task: str, spec: ResumeInspectionSpec, *, confinement: ConfinementSpec
+                          ) -> tuple[RunHandle, Connection]:
+        ctx = multiprocessing.get_context("spawn")
+        reader, writer = ctx.Pipe(duplex=False)
+        process = ctx.Process(target=_inspection, args=(self.how, writer), daemon=True)
+        process.start()
+        writer.close()
+        handle = _ProcessHandle(process)
+        self.started.append((spec, confinement, handle))
+        self.launched.set()
+        return handle, reader

@@ -31,9 +31,9 @@ def conversation() -> list[Message]:
 
 def write_rollout(path: Path, messages: list[Message], *, agent: str = "repo", delegation_id: str = "call_repo",
                   parent_run: str = "run-parent", stop: StopReason | None = StopReason.CANCELLED, step: int = 2,
-                  git: GitIdentity = GIT, extra: list[dict] | None = None) -> Path:
+                  git: GitIdentity = GIT, extra: list[dict] | None = None, run: str = "run-child") -> Path:
     writer = RolloutWriter(path)
-    writer.enqueue(records.session_meta(run="run-child", task="t1", agent=agent, turn=1, parent_run=parent_run,
+    writer.enqueue(records.session_meta(run=run, task="t1", agent=agent, turn=1, parent_run=parent_run,
                                         delegation_id=delegation_id, depth=1, project_root="/p", git=git))
     writer.enqueue(records.turn_context(model="m", tier="fast", cwd="/p", yolo="none"))
     for message in messages:

@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from yagent.ipc.messages import RunOutcome
+from yagent.ipc.run_settings import RunSettings
+from yagent.ipc.state_layout import task_dir
 from yagent.ipc.vocabulary import HandoffStatus, RunStatus, StopReason
 from yagent.workers.context.thought import parse_thought, strip_thought
 from yagent.workers.llm import Message
+from yagent.workers.memory.replay import ReplayAssessment, ReplayBudget, assess_replay
 from yagent.workers.tools.result import INTERRUPTED_RESULT
 
-__all__ = ["ReplayStart", "StoppedRecord", "degraded_report", "stopped_record"]
+__all__ = ["ReplayStart", "StoppedRecord", "assess_delegation", "degraded_report", "finished_steps", "stopped_record"]
 
 _BRIEF_KEYS = ("path", "command", "pattern", "query", "task", "url")
 
@@ -31,6 +35,21 @@ class ReplayStart:
     messages: list[Message]
     step: int
     loaded_tools: list[str] = field(default_factory=list)  # what its surface offered, cold tools it loaded too
+
+
+def assess_delegation(home: Path, task: str, call_id: str, *, parent_run: str | None, project_root: Path,
+                      settings: RunSettings, role: str) -> ReplayAssessment:
+    """Whether the interrupted delegation `call_id` of run `parent_run` replays, judged with the limits a replay of
+    `role` runs under (its max steps, the `[resume]` budget): one call for the replay and the resume inspection."""
+    return assess_replay(task_dir(home, task), call_id, project_root=project_root,
+                         max_steps=settings.max_steps_for(role), parent_run=parent_run,
+                         budget=ReplayBudget(settings.replay_max_steps, settings.replay_max_messages))
+
+
+def finished_steps(messages: list[Message]) -> int:
+    """The steps a rebuilt history finished, where its replay goes on: one model reply each (the checkpoint's
+    step may be one whose call never returned)."""
+    return sum(1 for m in messages if m.role == "assistant")
 
 
 @dataclass(slots=True)

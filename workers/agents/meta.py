@@ -11,6 +11,7 @@ the first run it had started is replayed in its place, and its report is Meta's.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from yagent.ipc.messages import REPLAY_OPTION, RunOutcome
@@ -30,7 +31,7 @@ from .prompts import render_prompt
 from .runtime import AgentRun
 from .subagents import task_text
 
-__all__ = ["DESIGN_ATTEMPTS", "designed_before_the_stop", "meta"]
+__all__ = ["DESIGN_ATTEMPTS", "designed_before_the_stop", "first_run_kind", "meta"]
 
 DESIGN_ATTEMPTS = 5
 
@@ -101,18 +102,22 @@ async def _first_run(ctx: RunContext, design: Design, header: str, *, replay: bo
 
 def designed_before_the_stop(ctx: RunContext) -> Design | None:
     """On a replay of an interrupted Meta run: the design it had registered, named by the first run it had
-    started (that run's rollout names its agent); None when it stopped before that (it designs again then: its
-    model call never returned)."""
+    started; None when it stopped before that (it designs again then: its model call never returned)."""
     info = ctx.spec.options.get(REPLAY_OPTION)
     interrupted = str(info.get("run") or "") if isinstance(info, dict) else ""
     if not interrupted or not ctx.spec.call_id:
         return None
-    path = find_child_rollout(task_dir(ctx.home, ctx.spec.task), ctx.spec.call_id, interrupted)
+    kind = first_run_kind(task_dir(ctx.home, ctx.spec.task), ctx.spec.call_id, interrupted)
+    return CustomAgentRegistry(ctx.home, ctx.spec.task).get(kind[len(CUSTOM_TARGET_PREFIX):]) if kind else None
+
+
+def first_run_kind(task: Path, call_id: str, meta_run: str) -> str | None:
+    """The kind (`custom:<name>`) of the first run Meta run `meta_run` started for its call `call_id`, from that
+    run's rollout; None when it started none (its rollout names its agent, so the design it ran is known)."""
+    path = find_child_rollout(task, call_id, meta_run)
     record = first_record(path) if path is not None else None
     agent = str(record["payload"].get("agent") or "") if record is not None else ""
-    if not agent.startswith(CUSTOM_TARGET_PREFIX):
-        return None
-    return CustomAgentRegistry(ctx.home, ctx.spec.task).get(agent[len(CUSTOM_TARGET_PREFIX):])
+    return agent if agent.startswith(CUSTOM_TARGET_PREFIX) else None
 
 
 def _first_run_handoff(outcome: RunOutcome) -> dict[str, Any] | None:

@@ -12,20 +12,19 @@ from dataclasses import dataclass
 
 from yagent.ipc.messages import REPLAY_OPTION, RunOutcome
 from yagent.ipc.provider_config import ProviderConfigError
-from yagent.ipc.state_layout import task_dir
 from yagent.ipc.vocabulary import RunStatus, StopReason
 from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import Message
-from yagent.workers.memory.replay import ReplayBudget, assess_replay
+from yagent.workers.tools.validation import CUSTOM_TARGET_PREFIX
 
 from .custom_agents import CustomAgentRegistry
-from .delegation_replay import ReplayStart, degraded_report, stopped_record
+from .delegation_replay import ReplayStart, assess_delegation, degraded_report, finished_steps, stopped_record
 from .loop import LoopPolicy, LoopState
 from .prompts import render_prompt
 from .runtime import AgentRun
 from .turn_resume import replay_interrupted_delegations
 
-__all__ = ["AGENT_SPECS", "AgentSpec", "ReminderPolicy", "run_subagent"]
+__all__ = ["AGENT_SPECS", "AgentSpec", "ReminderPolicy", "replay_role", "run_subagent"]
 
 KEEP_WORKING = (
     "You replied without calling a tool, and the task is not finished until you call agent_exit. If there is "
@@ -124,21 +123,26 @@ def find_replay_start(ctx: RunContext, role: str) -> ReplayStart | RunOutcome:
     info = replay if isinstance(replay, dict) else {}
     # Only a child of the named interrupted run is ever picked up: no parent named, no rollout found.
     call_id, parent = str(info.get("call_id", "")), str(info.get("parent_run", ""))
-    settings = ctx.settings
-    assessment = assess_replay(task_dir(ctx.home, ctx.spec.task), call_id, project_root=ctx.project_root,
-                               max_steps=settings.max_steps_for(role), parent_run=parent,
-                               budget=ReplayBudget(settings.replay_max_steps, settings.replay_max_messages))
+    assessment = assess_delegation(ctx.home, ctx.spec.task, call_id, parent_run=parent, project_root=ctx.project_root,
+                                   settings=ctx.settings, role=role)
     if assessment.replayable and assessment.replay is not None and assessment.replay.checkpoint is not None:
         ctx.log.info("replaying delegation %s: %s", call_id, assessment.reason)
         context = assessment.replay.turn_context or {}
         loaded = context.get("loaded_tools")
         messages = list(assessment.replay.messages)
-        # Steps it finished: one model reply each (the checkpoint's step may be one whose call never returned).
-        steps = sum(1 for m in messages if m.role == "assistant")
-        return ReplayStart(messages, steps, [str(n) for n in loaded] if isinstance(loaded, list) else [])
+        return ReplayStart(messages, finished_steps(messages),
+                           [str(n) for n in loaded] if isinstance(loaded, list) else [])
     ctx.log.info("delegation %s is not replayed: %s", call_id, assessment.reason)
     return degraded_report(ctx.spec.agent, ctx.spec.input, assessment.reason,
                            stopped_record(assessment.replay.messages) if assessment.replay else None)
+
+
+def replay_role(agent: str) -> str | None:
+    """The role whose limits a replay of a delegation to `agent` runs under; None for a kind that does not pick
+    up replays by its own record (meta replays its first run, `meta.first_run_kind`; a third-party kind is not
+    known to)."""
+    spec = AGENT_SPECS.get("custom" if agent.startswith(CUSTOM_TARGET_PREFIX) else agent)
+    return spec.role if spec is not None and agent != "custom" else None
 
 
 def _register(name: str) -> None:

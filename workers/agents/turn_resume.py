@@ -22,7 +22,7 @@ from yagent.workers.tools import Surface, ToolBatch, ToolCall, ToolContext
 from yagent.workers.tools.context import Delegator
 from yagent.workers.tools.result import CANCELLED_RESULT, INTERRUPTED_RESULT
 
-__all__ = ["ReplayingDelegator", "StoppedTurn", "delegated_before", "interrupted_calls",
+__all__ = ["ReplayingDelegator", "StoppedTurn", "delegated_before", "interrupted_calls", "interrupted_delegations",
            "replay_interrupted_delegations", "stopped_turn"]
 
 
@@ -51,6 +51,12 @@ def interrupted_calls(history: list[Message]) -> list[StoppedCall]:
     return stopped
 
 
+def interrupted_delegations(history: list[Message], surface: Surface) -> list[ToolCall]:
+    """The last step's interrupted calls that are delegations: what a resume asks for again as replays (and what
+    a resume inspection reports on)."""
+    return [s.call for s in interrupted_calls(history) if _is_delegation(surface, s.call.name)]
+
+
 class ReplayingDelegator:
     """The run's delegator, asking the daemon for replays of interrupted delegations instead of new ones."""
 
@@ -67,7 +73,7 @@ async def replay_interrupted_delegations(messages: list[Message], surface: Surfa
     (same call ids; also when this run is cancelled meanwhile). Other calls keep the result they have — the
     resume repair (`memory.resume_repair`) has answered a call left without one as interrupted. Returns the
     number of delegations replayed."""
-    delegations = [s.call for s in interrupted_calls(messages) if _is_delegation(surface, s.call.name)]
+    delegations = interrupted_delegations(messages, surface)
     if not delegations or tool_ctx.delegator is None:
         return 0
     inner = tool_ctx.delegator

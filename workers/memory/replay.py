@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from yagent.ipc.resume_switch import resume_enabled
 from yagent.ipc.state_layout import ROLLOUT_DIR
-from yagent.ipc.vocabulary import StopReason
+from yagent.ipc.vocabulary import ReplayVerdict, StopReason
 from yagent.workers.llm import Message
 
 from .git_identity import GitIdentity, read_git_identity
@@ -41,22 +40,6 @@ __all__ = [
 REPLAYABLE_STOPS = frozenset({StopReason.PAUSED, StopReason.CANCELLED, StopReason.INTERRUPTED})
 _TIMEOUTS = frozenset({StopReason.IDLE_TIMEOUT, StopReason.TOTAL_TIMEOUT})
 _BROWSER_AGENTS = ("browser",)
-
-
-class ReplayVerdict(StrEnum):
-    REPLAYABLE = "replayable"
-    RESUME_DISABLED = "resume_disabled"
-    NO_CHILD_ROLLOUT = "no_child_rollout"
-    UNREADABLE = "unreadable"
-    NO_CHECKPOINT = "no_checkpoint"
-    DIGEST_MISMATCH = "digest_mismatch"
-    MESSAGE_COUNT_MISMATCH = "message_count_mismatch"
-    OVER_BUDGET = "over_budget"
-    WORKSPACE_MOVED = "workspace_moved"
-    BROWSER_DELEGATION = "browser_delegation"
-    MAX_STEPS_REACHED = "max_steps_reached"
-    TIMED_OUT = "timed_out"
-    NOT_RESUMABLE_STOP = "not_resumable_stop"
 
 
 @dataclass(frozen=True, slots=True)

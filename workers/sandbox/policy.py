@@ -15,7 +15,8 @@ from yagent.ipc.confinement import ConfinementSpec
 
 from ._landlock import IOCTL_DEV, READ, READ_FILE, WRITE, WRITE_FILE, Rule
 
-__all__ = ["SYSTEM_TREES", "approved_rules", "minimal", "rule_sets", "shell_rules", "warm", "worker_rules"]
+__all__ = ["SYSTEM_TREES", "approved_rules", "inspection_rules", "minimal", "rule_sets", "shell_rules", "warm",
+           "worker_rules"]
 
 # Read (and execute) everywhere beneath these; /run is listed around the runtime directory instead.
 SYSTEM_TREES = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
@@ -57,6 +58,19 @@ def approved_rules(spec: ConfinementSpec, writes_project: bool, approved: Iterab
         hidden = [os.path.realpath(p) for p in (spec.home, spec.runtime_dir, *spec.deny_read)]
         rules += (Rule(p, _READ_WRITE) for p in _around(user_home, hidden, os.path.realpath(user_home)))
     return minimal(rules)
+
+
+def inspection_rules(spec: ConfinementSpec, *, task_dir_fd: int, home: str | None = None) -> list[Rule]:
+    """The domain of a resume inspection: it reads the system and Python trees, the project and the task's
+    state (held open as `task_dir_fd`, so a link swapped in for it grants nothing) and writes nothing at all —
+    not even a device."""
+    hidden = [os.path.realpath(p) for p in (spec.home, spec.runtime_dir, *spec.deny_read)]
+    user_home = os.path.normpath(home if home is not None else os.path.expanduser("~"))
+    rules: list[Rule] = [Rule("/dev", READ)]
+    for tree, real in [*_static_trees(user_home), (spec.project_root, os.path.realpath(spec.project_root))]:
+        rules += (Rule(p, READ) for p in _around(tree, hidden, real))
+    # After `minimal`, which would take the descriptor's path for one /proc already covers.
+    return [*minimal(rules), Rule(f"/proc/self/fd/{task_dir_fd}", READ)]
 
 
 def _existing_parent(path: str) -> str:
