@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
 
+import msgpack
 import psutil
 
 from yagent.ipc.confinement import ConfinementSpec
@@ -67,6 +68,8 @@ MAX_KEPT = 64
 LINGER = 10.0
 # Characters of a result kept when it is too big for one frame (the tool already capped what the model reads).
 MAX_CONTENT = 256 * 1024
+# Bytes of an operation's result read from its pipe; a longer one is refused, not read (it is cut to a frame anyway).
+MAX_RESULT_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -217,10 +220,11 @@ def _kill_tree(pid: int) -> None:
 
 
 def _receive(reader: Connection, sentinel: int, pid: int) -> object:
-    """The process's result (None if it died first), then its exit: it is killed if it lingers after replying."""
+    """The process's result (None if it died first or sent what is not one), then its exit: it is killed if it
+    lingers after replying. Read as msgpack bytes, never unpickled: the process runs a command the model wrote."""
     try:
-        got = reader.recv()
-    except (EOFError, OSError):
+        got = msgpack.unpackb(reader.recv_bytes(MAX_RESULT_BYTES), raw=False, strict_map_key=True)
+    except (EOFError, OSError, ValueError, msgpack.UnpackException):
         got = None
     if not wait([sentinel], timeout=LINGER):
         _kill_tree(pid)

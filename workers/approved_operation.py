@@ -19,6 +19,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import msgpack
+
 from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.vocabulary import YoloLevel
 
@@ -48,10 +50,21 @@ def operation_main(run_id: str, reply: Connection, confinement: ConfinementSpec,
     except Exception as exc:  # the daemon and the model must hear why, never a silent EOF
         result = ToolResult.error(f"{request.get('tool')}: the approved operation failed: {type(exc).__name__}: {exc}")
     try:
-        reply.send({"content": result.content, "is_error": result.is_error, "data": dict(result.data or {})})
+        reply.send_bytes(_result_bytes(result))
     finally:
         reply.close()
     os._exit(0)
+
+
+def _result_bytes(result: ToolResult) -> bytes:
+    """The result as msgpack (the daemon never unpickles what this process sends); data msgpack cannot carry is
+    dropped, said in its place."""
+    payload: dict[str, Any] = {"content": result.content, "is_error": result.is_error, "data": dict(result.data or {})}
+    try:
+        return msgpack.packb(payload, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        payload["data"] = {"dropped": f"result data that cannot be sent to the daemon ({exc})"}
+        return msgpack.packb(payload, use_bin_type=True)
 
 
 def _carry_out(confinement: ConfinementSpec, request: dict[str, Any]) -> ToolResult:

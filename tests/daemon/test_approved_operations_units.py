@@ -5,8 +5,13 @@ details keeps nothing and raises nothing."""
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
+from pathlib import Path
 
-from yagent.daemon.approved_operations import MAX_KEPT, Approval, ApprovalLedger, _within_frame
+import msgpack
+
+from yagent.daemon.approved_operations import MAX_KEPT, Approval, ApprovalLedger, _receive, _within_frame
 from yagent.ipc.messages import ApprovedOperationResult, Question
 from yagent.ipc.records import MAX_FRAME_BYTES, encode
 from yagent.ipc.vocabulary import QuestionKind
@@ -70,3 +75,36 @@ def test_a_result_too_big_for_one_frame_is_cut_rather_than_never_sent() -> None:
     assert "truncated" in cut.data
     small = ApprovedOperationResult(id=5, content="ok")
     assert _within_frame(small) is small
+
+
+class _Planted:
+    """Unpickled, it would run code in the daemon: here, create a file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def _receive_from(send) -> object:
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    exited_r, exited_w = os.pipe()
+    os.close(exited_w)  # the process has exited: its sentinel is ready, nothing lingers to be killed
+    try:
+        send(writer)
+        writer.close()
+        return _receive(reader, exited_r, 0)
+    finally:
+        reader.close()
+        os.close(exited_r)
+
+
+def test_an_operations_reply_is_read_as_msgpack_and_a_planted_pickle_runs_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    assert _receive_from(lambda w: w.send(_Planted(marker))) is None
+    assert not marker.exists()
+    good = {"content": "ok", "is_error": False, "data": {"n": 1}}
+    assert _receive_from(lambda w: w.send_bytes(msgpack.packb(good))) == good
+    assert _receive_from(lambda w: w.send_bytes(b"\xc1 not msgpack")) is None
+    assert _receive_from(lambda w: None) is None  # died without a word
