@@ -121,8 +121,13 @@ def ps(project: str | None = None, as_json: bool = False, limit: int = 50) -> in
 RESUME_LIST_TIMEOUT = 60.0
 
 
-def resume_reason(summary: TaskSummary) -> str:
-    """Why `yagent continue` resumes a task the daemon listed as a candidate, and from what."""
+def resume_reason(summary: TaskSummary, resumable: bool = True) -> str:
+    """Why `yagent continue` resumes a task the daemon listed as a candidate, and from what — or why not."""
+    if not resumable:
+        roots = [r for r in summary.runs if r.parent is None]
+        how = f"its last turn ended with {roots[-1].stop_reason}" if roots and roots[-1].stop_reason else \
+            "its last turn did not finish"
+        return f"{summary.state}: {how}, which `continue` does not pick up; send it a new message to go on"
     if summary.state == TaskState.PAUSED:
         return "paused: it waits at a step boundary with its context; `continue` goes on in place"
     crashed = [r for r in summary.runs if r.parent is None and r.stop_reason == StopReason.PANIC]
@@ -158,20 +163,24 @@ async def _resume_list(as_json: bool, limit: int) -> int:
                                      timeout=RESUME_LIST_TIMEOUT)
     if as_json:
         print(json.dumps([{"task": c.task.task, "project": c.task.project, "title": c.task.title,
-                           "state": c.task.state, "resumable": True, "reason": resume_reason(c.task),
+                           "state": c.task.state, "resumable": c.resumable,
+                           "reason": resume_reason(c.task, c.resumable),
                            "children": [child.to_wire() for child in c.children], "problem": c.problem,
                            "uninspected": c.uninspected, "unconfined": c.unconfined}
                           for c in reply.candidates]))
         return exit_codes.OK
     if not reply.candidates:
-        print("nothing to resume: no task of any project stopped midway")
+        print("nothing to resume: no task of any project stopped midway or failed")
         return exit_codes.OK
     now = time.time()
     for c in reply.candidates:
         t = c.task
         print(f"{t.task:<11} {age(now - t.updated_at):>6}  {t.project}")
         print(f"{'':<11} {t.title}")
-        print(f"{'':<11} {resume_reason(t)} — `yagent continue {t.task}`")
+        if c.resumable:
+            print(f"{'':<11} {resume_reason(t)} — `yagent continue {t.task}`")
+        else:
+            print(f"{'':<11} {resume_reason(t, False)}")
         for line in _candidate_lines(c):
             print(f"{'':<11} {line}")
     return exit_codes.OK

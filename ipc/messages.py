@@ -403,9 +403,11 @@ class InterruptedChild(Record):
 
 @record
 class ResumeCandidate(Record):
-    """A task `continue` resumes, with what its inspection reported (paused tasks need none)."""
+    """A task whose last turn did not finish: one `continue` resumes, with what its inspection reported (paused
+    tasks need none), or one it does not (`resumable` false: it failed in a way that is not picked up)."""
 
     task: TaskSummary
+    resumable: bool = True
     children: list[InterruptedChild] = field(default_factory=list)
     problem: str = ""  # the inspection could not read the stopped turn's history: the Director uses its memory
     uninspected: str = ""  # why no inspection reported ("" when one did, or none was needed)

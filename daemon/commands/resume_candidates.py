@@ -1,4 +1,5 @@
-"""`list_resume_candidates`: the tasks of every project that `continue` resumes (the rule of `ipc.resumable`),
+"""`list_resume_candidates`: the tasks of every project that `continue` resumes (the rule of `ipc.resumable`)
+and those whose last turn failed in a way it does not (listed with `resumable` false, never left out),
 each stopped turn with what a short inspection process found `continue` will do with its interrupted
 delegations (`resume_inspections.py`); a paused task needs none: it continues in place.
 
@@ -33,10 +34,12 @@ async def list_resume_candidates(daemon: DaemonView, msg: ListResumeCandidates) 
         raise CommandError(ErrorCode.BAD_REQUEST, f"limit must be at least 1 (got {msg.limit}); "
                                                   f"at most {MAX_LIST_LIMIT} tasks are looked at")
     rows = [row for row in daemon.registry.list_tasks(None, msg.limit) if _candidate(daemon, row)]
+    # Failed turns are listed too, saying `continue` does not pick them up: never silently left out.
+    resumable = {row.id: row.state == TaskState.PAUSED or last_turn_stopped_midway(daemon, row) for row in rows}
     targets: list[Inspection] = []
     skipped: dict[str, str] = {}
     for row in rows:
-        if row.state == TaskState.PAUSED:
+        if row.state == TaskState.PAUSED or not resumable[row.id]:
             continue
         turns = daemon.registry.turns(row.id)
         if not turns or not turns[-1].root_run:
@@ -52,7 +55,7 @@ async def list_resume_candidates(daemon: DaemonView, msg: ListResumeCandidates) 
                                           gate=gate) if targets else {}
     candidates = []
     for row in rows:
-        candidate = ResumeCandidate(task=summarize(daemon, row, {}))
+        candidate = ResumeCandidate(task=summarize(daemon, row, {}), resumable=resumable[row.id])
         got = reports.get(row.id, skipped.get(row.id))
         if isinstance(got, ResumeInspectionReport):
             candidate.children, candidate.problem = got.children, got.problem
@@ -64,8 +67,11 @@ async def list_resume_candidates(daemon: DaemonView, msg: ListResumeCandidates) 
 
 
 def _candidate(daemon: DaemonView, row: TaskRow) -> bool:
-    """Paused (continues in place), or stopped midway with no turn in flight (`continue` resumes its last turn)."""
+    """Paused (continues in place), or with no turn in flight and its last turn stopped midway (`continue`
+    resumes it) or failed (listed as not resumed)."""
     if row.state == TaskState.PAUSED:
         return True
     task = daemon.tasks.get(row.id)
-    return (task is None or not task.in_flight) and last_turn_stopped_midway(daemon, row)
+    if task is not None and task.in_flight:
+        return False
+    return row.state == TaskState.FAILED or last_turn_stopped_midway(daemon, row)

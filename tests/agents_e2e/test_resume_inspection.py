@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent_harness import tool_messages
+from tests.agent_harness import MARKERS, run_turn, tool_messages
 from tests.agents_e2e.test_resume import _continue, _start_and_stop_mid_delegation
 from tests.daemon_harness import of_type
+from tests.fake_provider import Failure, Step
 from yagent.ipc.confinement import landlock_abi
-from yagent.ipc.vocabulary import EventType, HandoffStatus, ReplayVerdict, RunStatus, Unconfined
+from yagent.ipc.vocabulary import EventType, HandoffStatus, ReplayVerdict, RunStatus, StopReason, TaskState, Unconfined
 
 pytestmark = pytest.mark.e2e
 
@@ -82,3 +83,19 @@ def test_resume_says_a_child_with_a_lost_record_is_not_replayable_and_continue_g
     (result,) = [m for m in tool_messages(fake.requests_for("director")[1]) if m["tool_call_id"] == "call_repo"]
     assert f"status {HandoffStatus.DEGRADED}" in result["content"] and words in result["content"]
     assert len(fake.requests_for("repo")) == 2  # the degraded report asked the model nothing
+
+
+def test_a_failed_turn_is_listed_as_one_continue_does_not_pick_up_not_left_out(agent_daemon, fake,
+                                                                               project: Path) -> None:
+    fake.script("director", MARKERS["director"], [Step(failure=Failure.http(401, message="bad key"))])
+    task, events = run_turn(agent_daemon, project, "Say hello.")
+    assert of_type(events, EventType.TURN_FINISHED)[-1].data["state"] == TaskState.FAILED
+    asked = len(fake.requests_for("director"))
+
+    (listed,) = _listed(agent_daemon)
+    assert (listed["task"], listed["resumable"], listed["children"]) == (task, False, [])
+    assert StopReason.LLM_ERROR in listed["reason"] and "send it a new message" in listed["reason"]
+    text = agent_daemon.cli("resume").stdout
+    assert task in text and f"yagent continue {task}" not in text
+    assert len(fake.requests_for("director")) == asked  # listing asks the model nothing
+    assert agent_daemon.cli("continue", task).returncode != 0  # and indeed `continue` does not pick it up
