@@ -3,10 +3,10 @@ short process the daemon starts for the task (`workers/resume_inspection.py`), s
 rollout.
 
 Each inspection is started from the forkserver off the event loop, confined by itself to reading the task's
-state and the project, and has `DEADLINE` seconds, its start included, to send one report of at most
-`MAX_REPORT_BYTES` through its pipe; at most `MAX_AT_ONCE` run together. One that dies, hangs, sends garbage or
-too much is killed and its task gets a line saying it could not be inspected and why. Reports are kept only
-until the request that asked for them is answered.
+state and the project, and has `DEADLINE` seconds once started (its start may take `START_LIMIT`) to send one
+report of at most `MAX_REPORT_BYTES` through its pipe; at most `MAX_AT_ONCE` run together. One that dies, hangs,
+sends garbage or too much is killed and its task gets a line saying it could not be inspected and why. Reports
+are kept only until the request that asked for them is answered.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import os
 import signal
 import stat
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -40,7 +41,8 @@ __all__ = ["DEADLINE", "MAX_AT_ONCE", "MAX_REPORT_BYTES", "Inspection", "inspect
 log = logging.getLogger(__name__)
 
 MAX_AT_ONCE = 4  # inspections running together
-DEADLINE = 5.0  # seconds one inspection may take, its start from the forkserver included
+DEADLINE = 5.0  # seconds one inspection may take once its process has started
+START_LIMIT = 30.0  # seconds its start from the forkserver may take (the preload after a daemon start)
 MAX_REPORT_BYTES = 1 << 20  # a report is a few lines per interrupted call
 _EXIT_GRACE = 2.0  # seconds a process that replied gets to exit before it is killed
 
@@ -94,17 +96,30 @@ async def _inspect(launcher: Launcher, settings: Settings, *, home: Path, runtim
     if confinement.unconfined is not None and confinement.required:
         return ("[sandbox] required = true and this kernel cannot confine the inspection (Landlock is missing); "
                 "`continue` still resumes the task")
-    process = _Process()
+    loop = asyncio.get_running_loop()
+    started = asyncio.Event()
+    process = _Process(on_started=lambda: loop.call_soon_threadsafe(started.set))
     # The whole exchange waits in a thread (the forkserver's answer, the pipe); the loop only keeps the time.
     work = asyncio.ensure_future(asyncio.to_thread(_run_blocking, launcher, spec, confinement, process))
     work.add_done_callback(_retrieved)
+    waiting = asyncio.ensure_future(started.wait())
+    try:
+        # Its start may wait on the forkserver's preload (a daemon just started, a busy machine): not its time.
+        async with asyncio.timeout(START_LIMIT):
+            await asyncio.wait({work, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    except TimeoutError:
+        process.abandon()
+        return (f"its process did not start within {START_LIMIT:g}s (yagentd's worker starter is busy); try "
+                "`yagent resume` again in a moment")
+    finally:
+        waiting.cancel()
     try:
         async with asyncio.timeout(deadline):
             return await asyncio.shield(work)
     except TimeoutError:
         process.abandon()
-        return (f"it did not report within {deadline:g}s and was stopped; try `yagent resume` again when the machine "
-                "is less busy")
+        return (f"it did not report within {deadline:g}s of its start and was stopped; try `yagent resume` again "
+                "when the machine is less busy")
     finally:
         process.abandon()  # cancelled with the request (daemon stop): the process goes too
 
@@ -118,10 +133,11 @@ class _Process:
     """The inspection's process as the thread knows it: killed when the loop gives up on it, even if that happens
     while the forkserver is still starting it."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_started: Callable[[], None] = lambda: None) -> None:
         self._lock = threading.Lock()
         self._handle: RunHandle | None = None
         self._abandoned = False
+        self._on_started = on_started
 
     def started(self, handle: RunHandle) -> bool:
         """Keep `handle`; False (and the process killed) when it was given up on meanwhile."""
@@ -129,7 +145,9 @@ class _Process:
             self._handle = handle
             if self._abandoned:
                 _kill(handle)
-            return not self._abandoned
+                return False
+        self._on_started()
+        return True
 
     def finished(self) -> None:
         """The thread is done with the process (it exited or was killed): nothing is left to kill."""

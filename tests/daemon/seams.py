@@ -141,9 +141,14 @@ class HostileInspections(ScriptedLauncher):
         self.how = how
         self.started: list[tuple[ResumeInspectionSpec, ConfinementSpec, _ProcessHandle]] = []
         self.launched = threading.Event()  # set once the first inspection's process exists
+        self.hold: threading.Event | None = None  # when given, a start waits for it (a forkserver still preloading)
+        self.holding = threading.Event()  # set once a start waits on `hold`
 
     def launch_inspection(self, task: str, spec: ResumeInspectionSpec, *, confinement: ConfinementSpec
                           ) -> tuple[RunHandle, Connection]:
+        if self.hold is not None:
+            self.holding.set()
+            self.hold.wait(60)
         ctx = multiprocessing.get_context("spawn")
         reader, writer = ctx.Pipe(duplex=False)
         process = ctx.Process(target=_inspection, args=(self.how, writer), daemon=True)

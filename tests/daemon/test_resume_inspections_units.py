@@ -8,12 +8,14 @@ import asyncio
 import shutil
 import socket
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.daemon.seams import HostileInspections
+from yagent.daemon import resume_inspections
 from yagent.daemon.arbiter import Daemon
 from yagent.daemon.registry import TaskRow, TurnRow
 from yagent.daemon.resume_inspections import Inspection, inspect_stopped_turns
@@ -68,6 +70,27 @@ def test_an_inspection_that_dies_or_lies_costs_its_task_one_line_and_its_process
     _all_gone(launcher)
 
 
+def test_an_inspection_whose_start_waits_past_the_start_limit_is_given_up_and_killed_once_started(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(resume_inspections, "START_LIMIT", 0.2)
+    launcher = HostileInspections("hang")
+    hold = launcher.hold = threading.Event()
+    home = tmp_path / "home"
+
+    async def go() -> dict[str, ResumeInspectionReport | str]:
+        try:  # the deadline is long: only the start's own limit can end this wait
+            return await inspect_stopped_turns(launcher, Settings(), home=home, runtime_dir=home / "run", abi=7,
+                                               targets=[_target(home)], gate=asyncio.Semaphore(4), deadline=600)
+        finally:
+            hold.set()  # the start goes on now, and finds itself given up on
+
+    got = asyncio.run(go())
+    assert launcher.holding.is_set()
+    assert isinstance(got["t1"], str) and "did not start within 0.2s" in got["t1"], got
+    assert launcher.launched.wait(30)
+    _all_gone(launcher)
+
+
 @pytest.mark.parametrize("how", ["hang", "half a frame"])
 def test_an_inspection_that_hangs_is_killed_at_its_deadline_and_the_answer_comes_then(tmp_path: Path,
                                                                                       how: str) -> None:
@@ -75,7 +98,7 @@ def test_an_inspection_that_hangs_is_killed_at_its_deadline_and_the_answer_comes
     began = time.monotonic()
     got = _inspect(launcher, tmp_path / "home", [_target(tmp_path / "home")], deadline=0.5)
     assert time.monotonic() - began < 30  # the deadline, plus the time to kill: never waiting for the process
-    assert isinstance(got["t1"], str) and "did not report within 0.5s and was stopped" in got["t1"]
+    assert isinstance(got["t1"], str) and "did not report within 0.5s of its start and was stopped" in got["t1"]
     _all_gone(launcher)
 
 
@@ -169,7 +192,7 @@ def test_the_control_loop_serves_while_a_listing_waits_for_a_hanging_inspection(
         assert order == ["status", "listing"]  # the status was answered while the inspection hung
         (candidate,) = listed.candidates
         assert candidate.task.task == row.id and candidate.children == []
-        assert "did not report within 5s and was stopped" in candidate.uninspected
+        assert "did not report within 5s of its start and was stopped" in candidate.uninspected
         _all_gone(launcher)
     finally:
         notify.close()
