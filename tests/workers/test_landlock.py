@@ -7,9 +7,12 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from yagent.ipc.confinement import ABI_ENV, ConfinementSpec, landlock_abi
 from yagent.workers.sandbox import _landlock as ll
@@ -75,6 +78,52 @@ def test_no_path_entry_widens_the_read_set_to_a_system_root(monkeypatch: pytest.
     trees = policy._command_trees("/home/me")
     assert {"/", "/tmp", "/home", "/home/me"}.isdisjoint(trees)
     assert {"/home/me/.pyenv", "/opt/tool", "/tmp/bin"} <= set(trees)
+
+
+def _minimal_by_dirname(rules: list[ll.Rule]) -> list[ll.Rule]:
+    """The rule `policy.minimal` must keep to, written the plain way."""
+    merged: dict[str, int] = {}
+    for rule in rules:
+        merged[rule.path] = merged.get(rule.path, 0) | rule.access
+    kept = []
+    for path, access in merged.items():
+        parent, above = os.path.dirname(path), path
+        while parent != above and not (parent in merged and access & ~merged[parent] == 0):
+            parent, above = os.path.dirname(parent), parent
+        if parent == above:
+            kept.append(ll.Rule(path, access))
+    return kept
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.sampled_from(["a", "b", "ab", "a.b"]), max_size=4),
+                          st.integers(min_value=1, max_value=7)), max_size=12))
+def test_minimal_drops_exactly_the_rules_an_enclosing_rule_already_grants(entries: list) -> None:
+    rules = [ll.Rule("/" + "/".join(parts), access) for parts, access in entries]
+    assert policy.minimal(rules) == _minimal_by_dirname(rules)
+
+
+def test_the_shared_read_rules_are_reused_until_a_directory_listed_for_them_changes(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)  # the state home lies in tmp_path, taken as the user's home: it is listed around
+    (tmp_path / "tool").mkdir()
+    settled = time.time_ns() - 60 * 10**9  # a home last changed a minute ago (a listing of a fresher one is
+    os.utime(tmp_path, ns=(settled, settled))  # not kept: an entry made in the same clock tick would not show)
+    first = policy.worker_rules(spec, writes_project=True, home=str(tmp_path))
+    assert str(tmp_path / "tool") in {r.path for r in first}
+    hidden = [os.path.realpath(p) for p in (spec.home, spec.runtime_dir)]
+    shared = policy._shared_read(str(tmp_path), hidden)
+    assert policy._shared_read(str(tmp_path), hidden) is shared  # nothing listed changed: the same list
+    (tmp_path / "later").mkdir()  # an entry made after the listing reaches the next run
+    again = {r.path for r in policy.worker_rules(spec, writes_project=True, home=str(tmp_path))}
+    assert str(tmp_path / "later") in again and policy._shared_read(str(tmp_path), hidden) is not shared
+    assert spec.home not in again and spec.runtime_dir not in again
+
+
+def test_a_listing_of_a_directory_changed_moments_ago_is_not_kept(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)  # tmp_path changed just now: same-tick changes would not move its mtime
+    hidden = [os.path.realpath(p) for p in (spec.home, spec.runtime_dir)]
+    shared = policy._shared_read(str(tmp_path), hidden)
+    assert policy._shared_read(str(tmp_path), hidden) is not shared
 
 
 def _confined(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:

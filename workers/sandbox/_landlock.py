@@ -24,6 +24,7 @@ __all__ = [
     "Rule",
     "handled_for",
     "kernel_abi",
+    "load",
     "restrict_self",
     "scopes_for",
     "set_no_new_privs",
@@ -85,6 +86,13 @@ class _PathBeneathAttr(ctypes.Structure):
 
 
 _libc: ctypes.CDLL | None = None
+
+
+def load() -> None:
+    """Open libc and look its functions up now (the forkserver does, once): not in each worker's start."""
+    _syscall()
+    assert _libc is not None
+    _libc.prctl  # noqa: B018 - ctypes resolves and caches the symbol on first access
 
 
 def _syscall() -> ctypes._CFuncPtr:
@@ -166,6 +174,9 @@ def restrict_self(abi: int, rules: list[Rule]) -> int:
         code = ctypes.get_errno()
         raise LandlockError(code, f"landlock_create_ruleset: {os.strerror(code)}")
     added = 0
+    # One attribute record and one set of argument objects for every rule: a worker start runs this loop.
+    beneath = _PathBeneathAttr(0, -1)
+    args = (ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(beneath), ctypes.c_uint32(0))
     try:
         for rule in rules:
             access = rule.access & handled
@@ -178,16 +189,15 @@ def restrict_self(abi: int, rules: list[Rule]) -> int:
                     access &= FILE_RIGHTS
                 if not access:
                     continue
-                beneath = _PathBeneathAttr(access, fd)
-                if call(add, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(beneath),
-                        ctypes.c_uint32(0)) != 0:
+                beneath.allowed_access, beneath.parent_fd = access, fd
+                if call(add, *args) != 0:
                     code = ctypes.get_errno()
                     raise LandlockError(code, f"landlock_add_rule({rule.path}): {os.strerror(code)}")
                 added += 1
             finally:
                 os.close(fd)
         set_no_new_privs()
-        if call(restrict, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+        if call(restrict, args[0], args[3]) != 0:
             code = ctypes.get_errno()
             raise LandlockError(code, f"landlock_restrict_self: {os.strerror(code)}")
     finally:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterable
 
 from yagent.ipc.confinement import ConfinementSpec
 
 from ._landlock import IOCTL_DEV, READ, READ_FILE, WRITE, WRITE_FILE, Rule
+from ._landlock import load as load_landlock
 
 __all__ = ["SYSTEM_TREES", "approved_rules", "inspection_rules", "minimal", "rule_sets", "shell_rules", "warm",
            "worker_rules"]
@@ -35,7 +37,7 @@ def rule_sets(spec: ConfinementSpec, writes_project: bool, *, home: str | None =
     whose profile writes files, the project. A `run_bash` command writes only its scratch dir (its TMPDIR),
     the writable roots and, for Coding, the project — never the task's state (memory, grants) or the shared
     approvals, so a command can neither approve itself nor rewrite the conversation."""
-    read = [*_read_set(spec, home), *_devices()]
+    read = _read_set(spec, home)
     shell_writes = [spec.scratch_dir, *spec.writable_roots, *([spec.project_root] if writes_project else [])]
     shell = [*read, *(Rule(p, _READ_WRITE) for p in shell_writes)]
     worker = [*shell, *(Rule(p, _READ_WRITE) for p in (spec.task_dir, *spec.shared_dirs))]
@@ -98,27 +100,58 @@ def _read_set(spec: ConfinementSpec, home: str | None) -> list[Rule]:
     # Each tree is listed around what must stay hidden: a sys.path entry (the daemon's working directory), the
     # project or $HOME may hold the state home or the runtime directory.
     user_home = os.path.normpath(home if home is not None else os.path.expanduser("~"))
-    rules: list[Rule] = []  # the run's own state lies beneath the state home: granted by name, with writes
-    for tree, real in [*_static_trees(user_home), *((t, os.path.realpath(t)) for t in (
-            spec.project_root, *spec.writable_roots, user_home, "/run"))]:
-        rules += (Rule(p, READ) for p in _around(tree, hidden, real))
+    rules = list(_shared_read(user_home, hidden))  # the run's own state lies beneath the state home: granted
+    for tree in (spec.project_root, *spec.writable_roots):  # by name, with writes
+        rules += (Rule(p, READ) for p in _around(tree, hidden, os.path.realpath(tree)))
     return rules
+
+
+def _shared_read(user_home: str, hidden: list[str]) -> list[Rule]:
+    """The read rules every run of a daemon shares (the system, Python and $PATH trees, the user's home and
+    /run, each listed around `hidden`; the devices), already minimal. Worked out once in the forkserver
+    (`warm`) and inherited by every worker, which only checks that no directory listed for it has changed
+    since: a worker start then costs a few stats here, not the listing and merging of some fifty rules."""
+    key = (user_home, tuple(hidden))
+    cached = _SHARED.get(key)
+    if cached is not None and all(_mtime(d) == m for d, m in cached[1]):
+        return cached[0]
+    paths: list[str] = []
+    listed: list[tuple[str, int]] = []
+    for tree, real in [*_static_trees(user_home), (user_home, os.path.realpath(user_home)),
+                       ("/run", os.path.realpath("/run"))]:
+        found, seen = _listed_around(tree, hidden, real)
+        paths += found
+        listed += seen
+    rules = minimal([*(Rule(p, READ) for p in paths), *_devices()])
+    if _settled(listed):
+        _SHARED[key] = (rules, listed)
+    return rules
+
+
+# `_shared_read`'s rules by (user home, hidden paths), with the directories listed for them and their mtimes.
+_SHARED: dict[tuple[str, tuple[str, ...]], tuple[list[Rule], list[tuple[str, int]]]] = {}
 
 
 def minimal(rules: list[Rule]) -> list[Rule]:
     """`rules` without those another one already grants: same or more rights on an enclosing tree (each rule
-    is a path to open and a system call at every start)."""
+    is a path to open and a system call at every start). Paths are absolute and normalised."""
     merged: dict[str, int] = {}
     for rule in rules:
         merged[rule.path] = merged.get(rule.path, 0) | rule.access
-    kept: list[Rule] = []
-    for path, access in merged.items():
-        parent, above = os.path.dirname(path), path
-        while parent != above and not (parent in merged and access & ~merged[parent] == 0):
-            parent, above = os.path.dirname(parent), parent
-        if parent == above:  # reached / with no enclosing rule that grants as much
-            kept.append(Rule(path, access))
-    return kept
+    return [Rule(path, access) for path, access in merged.items() if not _granted_above(path, access, merged)]
+
+
+def _granted_above(path: str, access: int, merged: dict[str, int]) -> bool:
+    """Whether a directory enclosing `path` is granted at least `access` in `merged`."""
+    end = len(path) if path != "/" else 0
+    while end > 0:  # each enclosing directory, by slicing at its "/": a worker start runs this, dirname costs more
+        end = path.rfind("/", 0, end)
+        if end < 0:
+            return False
+        granted = merged.get(path[:end] or "/")
+        if granted is not None and access & ~granted == 0:
+            return True
+    return False
 
 
 _STATIC: dict[str, list[tuple[str, str]]] = {}
@@ -138,10 +171,8 @@ def warm(home: str, runtime_dir: str, deny_read: Iterable[str]) -> None:
     """Work out what every run shares, in the forkserver before it forks workers: the system, Python and $PATH
     trees, and the listing of the user's home and /run around the state home, runtime dir and `deny_read`."""
     user_home = os.path.normpath(os.path.expanduser("~"))
-    _static_trees(user_home)
-    hidden = [os.path.realpath(p) for p in (home, runtime_dir, *deny_read)]
-    for tree in (user_home, "/run"):
-        _around(tree, hidden, os.path.realpath(tree))
+    load_landlock()
+    _shared_read(user_home, [os.path.realpath(p) for p in (home, runtime_dir, *deny_read)])
 
 
 def _command_trees(user_home: str) -> list[str]:
@@ -199,8 +230,19 @@ def _listed_around(tree: str, hidden_real: list[str], real: str) -> tuple[list[s
         paths, deeper = _listed_around(entry.path, hidden_real, below)
         out += paths
         listed += deeper
-    _LISTED[key] = (out, listed)
+    if _settled(listed):
+        _LISTED[key] = (out, listed)
     return out, listed
+
+
+# A directory's mtime moves in clock ticks of several milliseconds: an entry made in the same tick as the
+# listing leaves it unchanged. A listing of a directory changed this recently is not kept (git's "racily clean").
+_RACY_NS = 2_000_000_000
+
+
+def _settled(listed: list[tuple[str, int]]) -> bool:
+    now = time.time_ns()
+    return all(m < now - _RACY_NS for _, m in listed)
 
 
 # What `_around` listed, with the modification time of each directory it read: valid while none changed (an
