@@ -76,7 +76,7 @@ __all__ = [
 ]
 
 # Bump on any incompatible change to a message below.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: the client token in hello, bound worker connections (issue 12)
 
 
 # ---------------------------------------------------------------------------------------------------

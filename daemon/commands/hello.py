@@ -17,6 +17,12 @@ from . import CommandError, DaemonView, command
 
 @command(Hello)
 async def hello(daemon: DaemonView, msg: Hello) -> HelloReply:
+    if msg.version < PROTOCOL_VERSION:
+        raise CommandError(
+            ErrorCode.PROTOCOL_MISMATCH,
+            f"this yagent client is older than yagentd (protocol {msg.version}, yagentd speaks {PROTOCOL_VERSION}): "
+            "run the `yagent` installed together with this yagentd (`command -v yagent yagentd` shows which ones "
+            "your shell finds)")
     if msg.version != PROTOCOL_VERSION:
         raise CommandError(
             ErrorCode.PROTOCOL_MISMATCH,

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tests.daemon_harness import arun, collect_turn, of_type, script, submit
 from yagent.ipc import DaemonClient, DaemonNotRunning, EventStream, ProtocolMismatch, RemoteError
 from yagent.ipc.messages import (
+    PROTOCOL_VERSION,
     Ack,
     Answer,
     DaemonStatus,
@@ -54,6 +55,18 @@ def test_protocol_mismatch_is_refused_with_what_to_do(daemon) -> None:
     assert err.code == ErrorCode.PROTOCOL_MISMATCH
     assert "restart the daemon" in str(err)
     assert isinstance(ProtocolMismatch("x"), Exception)
+
+
+def test_a_client_older_than_the_daemon_is_told_to_use_the_newer_client_not_to_restart(daemon) -> None:
+    async def go():
+        async with daemon.client() as c:
+            with pytest.raises(RemoteError) as exc:  # protocol 1: before the client token and bound workers
+                await c.request(Hello(id=0, version=PROTOCOL_VERSION - 1), HelloReply)
+            return exc.value
+
+    err = arun(go())
+    assert err.code == ErrorCode.PROTOCOL_MISMATCH
+    assert "older than yagentd" in str(err) and "restart" not in str(err)
 
 
 def test_question_round_trip_reaches_every_client_and_closes_everywhere(daemon, project: Path) -> None:
@@ -129,7 +142,7 @@ def test_garbage_on_every_socket_leaves_the_daemon_serving(daemon, project: Path
 
     try:
         blast()
-        worker.send(encode(WorkerHello(version=1, run="r-not-a-run", pid=os.getpid())))
+        worker.send(encode(WorkerHello(version=PROTOCOL_VERSION, run="r-not-a-run", pid=os.getpid())))
         for path in ("control.sock", "workers.sock", "events.sock"):
             raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             raw.connect(str(daemon.runtime / path))

@@ -93,10 +93,10 @@ def _state_attacks(w: World) -> list[tuple[str, str]]:
 
 # A client of its own, past the CLI and its token file: a hello with no token, then a full-yolo submit. Exits 0
 # only if the daemon took the submit.
-_RAW_SUBMIT = ("import os, sys, zmq; from yagent.ipc.messages import Hello, Submit, Submitted; "
+_RAW_SUBMIT = ("import os, sys, zmq; from yagent.ipc.messages import PROTOCOL_VERSION, Hello, Submit, Submitted; "
                "from yagent.ipc.records import decode, encode; s = zmq.Context().socket(zmq.DEALER); "
                "s.setsockopt(zmq.IDENTITY, b'x' + os.urandom(16)); s.setsockopt(zmq.RCVTIMEO, 10000); "
-               "s.connect('ipc://{endpoint}'); s.send(encode(Hello(id=1, version=1))); "
+               "s.connect('ipc://{endpoint}'); s.send(encode(Hello(id=1, version=PROTOCOL_VERSION))); "
                "s.send(encode(Submit(id=2, project=os.getcwd(), text='pwned', yolo='{yolo}'))); "
                "replies = [decode(s.recv()) for _ in range(2)]; print(replies); "
                "sys.exit(0 if any(isinstance(r, Submitted) for r in replies) else 1)")
