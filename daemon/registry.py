@@ -82,6 +82,7 @@ class RunRow:
     started_at: float
     ended_at: float
     usage: RunUsage = field(default_factory=RunUsage)  # recorded when the run ended
+    unconfined: str = ""  # why the kernel did not confine the run ("" when it did, or before it started)
 
 
 @dataclass(slots=True)
@@ -269,11 +270,12 @@ class Registry:
             (run_id, task_id, turn, parent, agent, RunStatus.QUEUED.value, call_id, text, time.time()),
         )
 
-    def run_started(self, run_id: str, pid: int, worker_started_at: float) -> None:
+    def run_started(self, run_id: str, pid: int, worker_started_at: float, unconfined: str = "") -> None:
         """The run's worker process exists: its pid and its start time (which tells it from a later process
-        reusing the pid)."""
-        self.deferred.record("UPDATE runs SET status = ?, pid = ?, worker_started_at = ?, started_at = ? WHERE id = ?",
-                             (RunStatus.STARTING.value, pid, worker_started_at, time.time(), run_id))
+        reusing the pid), and why the kernel does not confine it ("" when it does)."""
+        self.deferred.record("UPDATE runs SET status = ?, pid = ?, worker_started_at = ?, started_at = ?, "
+                             "unconfined = ? WHERE id = ?",
+                             (RunStatus.STARTING.value, pid, worker_started_at, time.time(), unconfined, run_id))
 
     def run_running(self, run_id: str) -> None:
         self.deferred.record("UPDATE runs SET status = ? WHERE id = ?", (RunStatus.RUNNING.value, run_id))
@@ -316,7 +318,7 @@ class Registry:
                        RunUsage(requests=r["requests"], input_tokens=r["input_tokens"],
                                 cached_input_tokens=r["cached_input_tokens"], output_tokens=r["output_tokens"],
                                 cost_usd=r["cost_usd"], unpriced_requests=r["unpriced_requests"],
-                                slot_wait_seconds=r["slot_wait_seconds"])) for r in rows]
+                                slot_wait_seconds=r["slot_wait_seconds"]), r["unconfined"]) for r in rows]
 
     # -- recovery -----------------------------------------------------------------------------------
 

@@ -83,6 +83,11 @@ def _add_turn_model(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE turns ADD COLUMN model_override TEXT NOT NULL DEFAULT ''")
 
 
+def _add_run_unconfined(db: sqlite3.Connection) -> None:
+    if "unconfined" not in {row[1] for row in db.execute("PRAGMA table_info(runs)")}:
+        db.execute("ALTER TABLE runs ADD COLUMN unconfined TEXT NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("the first registry: projects, tasks, turns, runs", _statements(
         """CREATE TABLE IF NOT EXISTS projects (
@@ -138,6 +143,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               "it ran (and which turn a resumed one continues)", _add_turn_launch),
     Migration("turns.model_override: the model a turn was started on (`/model`), so a resumed one keeps it",
               _add_turn_model),
+    Migration("runs.unconfined: why the kernel did not confine a run, so `yagent ps` still says it once the run "
+              "has ended", _add_run_unconfined),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

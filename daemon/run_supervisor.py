@@ -227,7 +227,8 @@ class RunSupervisor:
             self.services.scope.spawn(f"kill-{self.id}", kill_tree_now(self.id, self.pid))
             return
         self._move(RunPhase.STARTING)
-        self.services.registry.run_started(self.id, result.pid, start_time(result.pid))
+        self.services.registry.run_started(self.id, result.pid, start_time(result.pid),
+                                           self.unconfined.value if self.unconfined else "")
         self._hello_timer = self.services.scheduler.after(HELLO_DEADLINE, self._hello_overdue, f"hello-{self.id}")
         early, self._early_hello = self._early_hello, None
         if early is not None:

@@ -38,6 +38,7 @@ def run_summary(row: RunRow, live: LiveFigures | None = None) -> RunSummary:
         u.requests, u.input_tokens, u.cached_input_tokens)
     summary.output_tokens, summary.cost_usd, summary.cost_known = u.output_tokens, u.cost_usd, u.cost_known
     summary.slot_wait_seconds = u.slot_wait_seconds
+    summary.unconfined = row.unconfined
     if live is not None:
         summary.waiting = live.waiting
         summary.unconfined = live.unconfined

@@ -31,8 +31,11 @@ def test_without_landlock_runs_go_unconfined_and_the_log_status_and_run_events_s
         make_daemon, project: Path, tmp_path: Path) -> None:
     daemon = make_daemon(PROBE_MODULES + "[sandbox]\nwritable_roots = []\n", env={ABI_ENV: "0"})
     outside = tmp_path / "outside-file"
-    events, _tasks = _probe_turn(daemon, project, [["write", str(outside)], ["write", str(project / "by_repo")]])
+    events, tasks = _probe_turn(daemon, project, [["write", str(outside)], ["write", str(project / "by_repo")]])
     assert [e.data["ok"] for e in events if e.type == "probe"] == [True, True]  # unconfined: a Repo run writes
+    # Once the run has ended too, its line says it ran unconfined (the registry keeps why).
+    assert [r.unconfined for t in tasks for r in t.runs] == [Unconfined.LANDLOCK_MISSING]
+    assert "NOT CONFINED (no Landlock on this kernel)" in daemon.cli("ps").stdout, [t.project for t in tasks]
     assert outside.exists()
     started = [e for e in events if e.type == EventType.RUN_STARTED]
     assert [e.data["unconfined"] for e in started] == [Unconfined.LANDLOCK_MISSING]
@@ -73,7 +76,8 @@ def test_full_yolo_and_sandbox_off_run_unconfined_and_ps_says_why_while_the_run_
 
 def test_a_confined_run_says_nothing_of_confinement_in_ps(make_daemon, project: Path) -> None:
     daemon = make_daemon(PROBE_MODULES + "[sandbox]\nwritable_roots = []\n")
-    events, _tasks = _probe_turn(daemon, project, [["write", str(project / "by_repo")]])
+    events, tasks = _probe_turn(daemon, project, [["write", str(project / "by_repo")]])
     assert [e.data["ok"] for e in events if e.type == "probe"] == [False]
+    assert [r.unconfined for t in tasks for r in t.runs] == [""] and "CONFINED" not in daemon.cli("ps").stdout
     assert [e.data["unconfined"] for e in events if e.type == EventType.RUN_STARTED] == [""]
     assert daemon.status().confined and "runs are confined" in daemon.status().confinement
