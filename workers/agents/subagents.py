@@ -100,7 +100,10 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
             return start
         messages, first_step = start.messages, start.step
         run.surface.restore_materialized(start.loaded_tools)  # the model need not load them a second time
-    config = run.loop_config(messages, ReminderPolicy(spec.reminder, spec.reminder_limit))
+    # The task is put back word for word after a compaction (never the last user message: after a compaction
+    # that is the compacted context itself).
+    config = run.loop_config(messages, ReminderPolicy(spec.reminder, spec.reminder_limit),
+                             compactor=run.compactor(messages, request=task_text(ctx)))
     config.first_step = first_step
     config.stop_on_exit = spec.stop_on_exit
     try:
