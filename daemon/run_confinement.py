@@ -15,7 +15,7 @@ from pathlib import Path
 from yagent.ipc.config import Settings
 from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.messages import RunSpec
-from yagent.ipc.project_instructions import instruction_candidates
+from yagent.ipc.project_instructions import instruction_candidates, instructions_root
 from yagent.ipc.state_layout import approvals_dir, breaker_dir, scratch_dir, task_dir
 from yagent.ipc.vocabulary import Unconfined, YoloLevel
 
@@ -75,14 +75,17 @@ def _within(path: str, tree: str) -> bool:
 
 def instruction_files_above(spec: RunSpec, *, hidden: list[str]) -> list[str]:
     """The real paths of the root run's instruction files above its project directory (the Director reads them;
-    a confined worker reads only the project's own tree): regular files only, none inside the state home, the
-    runtime directory or `deny_read`. Names and types are looked at, never contents."""
-    project = os.path.realpath(spec.project_root)
+    a confined worker reads only the project's own tree): regular files inside the project's root tree (a link
+    pointing out of it grants nothing), none inside the state home, the runtime directory or `deny_read`. Names
+    and types are looked at, never contents."""
+    workdir = Path(spec.project_root)
+    project = os.path.realpath(workdir)
+    root = os.path.realpath(instructions_root(workdir))
     shielded = [os.path.realpath(p) for p in hidden]
     found: list[str] = []
-    for candidate in instruction_candidates(Path(spec.project_root)):
+    for candidate in instruction_candidates(workdir):
         real = os.path.realpath(candidate)
-        if _within(real, project) or any(_within(real, tree) for tree in shielded):
+        if _within(real, project) or not _within(real, root) or any(_within(real, tree) for tree in shielded):
             continue
         try:
             if not stat.S_ISREG(os.stat(real).st_mode):
