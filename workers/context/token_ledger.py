@@ -30,7 +30,12 @@ class TokenLedger:
     def sync(self, messages: Sequence[Any]) -> None:
         """Bring the ledger in step with `messages`, counting each message not seen at its place before."""
         seen, counts = self._seen, self._counts
-        for index, message in enumerate(messages):
+        known = len(seen)
+        # The usual step: nothing changed but what was appended. A list compare takes objects that are the same
+        # as equal without looking inside them, in C: a few nanoseconds a message.
+        start = known if known <= len(messages) and seen == messages[:known] else 0
+        for index in range(start, len(messages)):
+            message = messages[index]
             if index < len(seen):
                 if seen[index] is message:
                     continue
