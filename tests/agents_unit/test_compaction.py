@@ -148,11 +148,14 @@ def test_tier_two_summarises_with_the_runs_own_model_and_keeps_goal_plan_item_an
     fake.assert_no_problems()
 
 
+@pytest.mark.parametrize("summary", [
+    Step(failure=Failure.http(400)),
+    Step(tool_calls=[ToolCallSpec("read_file", {"path": "a.txt"})]),  # a tool call instead of a summary
+], ids=["refused", "no-summary"])
 def test_a_failed_summary_falls_to_the_rebuild_from_the_thinklink_keeping_the_last_plans(
-        fake: FakeProvider, tmp_path: Path) -> None:
+        fake: FakeProvider, tmp_path: Path, summary: Step) -> None:
     _files(tmp_path)
-    fake.script("coding", MARKERS["coding"], [*_reads(1_000, 4_000), Step(failure=Failure.http(400)),
-                                              Step(text="520 lines.")])
+    fake.script("coding", MARKERS["coding"], [*_reads(1_000, 4_000), summary, Step(text="520 lines.")])
     settings = CompressionSettings(threshold=6_000, tool_result_keep_tokens=100_000, ultimate_keep_plans=1)
     _outcome, events, recorder, _cfg = _run(fake, tmp_path, settings)
     messages = fake.requests_for("coding")[3].body["messages"]
@@ -160,21 +163,28 @@ def test_a_failed_summary_falls_to_the_rebuild_from_the_thinklink_keeping_the_la
     text = messages[1]["content"]
     assert text.startswith(REBUILT_HEADING) and "current item: [>] read b.txt" in text and REQUEST in text
     assert "Earlier thought blocks" not in text  # keep_plans = 1: only the latest
-    assert any("summary for compacting the context failed" in d["message"] for d in _of(events, EventType.LOG))
+    assert any("rebuilding from the thinklink instead" in d["message"] for d in _of(events, EventType.LOG))
     (event,) = _of(events, EventType.CONTEXT_ULTIMATE_COMPRESSED)
     assert event["tier"] == "ultimate" and len(recorder.compactions) == 1
 
 
-def test_with_the_third_tier_off_a_failed_summary_leaves_the_history_and_says_so(fake: FakeProvider,
-                                                                                  tmp_path: Path) -> None:
+def test_with_the_third_tier_off_a_failed_summary_leaves_the_history_says_so_and_is_not_retried_at_once(
+        fake: FakeProvider, tmp_path: Path) -> None:
     _files(tmp_path)
-    fake.script("coding", MARKERS["coding"], [*_reads(1_000, 4_000), Step(failure=Failure.http(400)),
-                                              Step(text="520 lines.")])
+    fake.script("coding", MARKERS["coding"], [
+        *_reads(1_000, 4_000), Step(failure=Failure.http(400)),
+        Step(text=_thought("count the lines", "read c.txt"), usage=UsageSpec(8_000, 20),
+             tool_calls=[ToolCallSpec("read_file", {"path": "c.txt"})]),
+        Step(text="780 lines.")])
     settings = CompressionSettings(threshold=6_000, tool_result_keep_tokens=100_000, ultimate_enabled=False)
     _outcome, events, recorder, _cfg = _run(fake, tmp_path, settings)
-    assert len(fake.requests_for("coding")[3].body["messages"]) == 6 and recorder.compactions == []
+    requests = fake.requests_for("coding")
+    assert len(requests) == 5  # step 4 is over the threshold too, and no second summary is asked for
+    assert len(requests[3].body["messages"]) == 6 and recorder.compactions == []
     assert not _of(events, EventType.CONTEXT_ULTIMATE_COMPRESSED)
-    assert any("enable_ultimate_compression is off" in d["message"] for d in _of(events, EventType.LOG))
+    warnings = [d["message"] for d in _of(events, EventType.LOG) if d["level"] == "warning"]
+    assert any("the history stays as it is" in w and "before step 8" in w for w in warnings)
+    assert sum("still over its threshold" in w and "enable_ultimate_compression is off" in w for w in warnings) == 2
 
 
 def test_compression_off_never_compacts_but_compact_asked_by_the_user_still_does(fake: FakeProvider,

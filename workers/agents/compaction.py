@@ -43,7 +43,7 @@ from yagent.workers.llm import CallOptions, LLMError, Message, ToolDefinition, l
 if TYPE_CHECKING:
     from .loop import LoopConfig
 
-__all__ = ["COMPACTION_CALL", "TARGET_SHARE", "ContextCompactor", "catalog_window"]
+__all__ = ["COMPACTION_CALL", "SUMMARY_RETRY_STEPS", "TARGET_SHARE", "ContextCompactor", "catalog_window"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,7 @@ TARGET_SHARE = 0.8
 # What the summary call's `llm_call_end` names as its maker: it is counted with the run's usage and cost.
 COMPACTION_CALL = "context_compaction"
 _REBUILD_FLOOR = 1_000  # tokens: the smallest budget a rebuilt context gets, however small the threshold
+SUMMARY_RETRY_STEPS = 5  # steps after a failed summary before the threshold asks for one again
 
 
 def catalog_window(model: str) -> int | None:
@@ -82,6 +83,7 @@ class ContextCompactor:
         self.prefix = Prefix()
         self.ledger = TokenLedger()
         self.compactions = 0
+        self._summary_again_at = 0  # after a failed summary, the step from which one is asked for again
         self._thresholds: dict[str, Threshold] = {}
         self._tool_tokens: tuple[tuple[str, ...], int] = ((), 0)
 
@@ -117,17 +119,17 @@ class ContextCompactor:
             self._rule(cfg, messages, step, limit, target)
             if not over_threshold(messages, self.prefix, self.ledger, limit):
                 return
-        summarised = await self._emergency(cfg, messages, step, limit, forced=forced)
+        if forced or step >= self._summary_again_at:
+            await self._emergency(cfg, messages, step, limit, forced=forced)
         if not over_threshold(messages, self.prefix, self.ledger, limit):
             return
-        if self.settings.ultimate_enabled and (self.settings.enabled or forced):
+        rebuilt = self.settings.ultimate_enabled and (self.settings.enabled or forced)
+        if rebuilt:
             self._ultimate(cfg, messages, step, limit, target, forced=forced)
-        elif not summarised:
-            _note(cfg, "warning", f"{cfg.agent}: the context is over its threshold ({limit:,} tokens) and could not "
-                                  "be compacted further (enable_ultimate_compression is off); the model may refuse "
-                                  "the request")
         if over_threshold(messages, self.prefix, self.ledger, limit):
-            log.warning("%s step %d: the context is still over its threshold after compaction", cfg.agent, step)
+            why = "" if rebuilt else " (enable_ultimate_compression is off)"
+            _note(cfg, "warning", f"{cfg.agent}: the context is still over its threshold ({limit:,} tokens) after "
+                                  f"compaction{why}; the model may refuse the request")
 
     def _rule(self, cfg: LoopConfig, messages: list[Message], step: int, limit: int, target: int) -> None:
         before = self.ledger.total(messages)
@@ -151,13 +153,16 @@ class ContextCompactor:
         head, tail = messages[:-KEEP_LAST], messages[-KEEP_LAST:]
         try:
             summary = await _summarise(cfg, step, head)
+            problem = "" if summary else "the model wrote no summary"
         except LLMError as exc:
-            _note(cfg, "warning", f"{cfg.agent}: the summary for compacting the context failed ({exc}); "
-                                  "rebuilding from the thinklink instead")
-            return False
-        if not summary:
-            _note(cfg, "warning", f"{cfg.agent}: the model wrote no summary for compacting the context; "
-                                  "rebuilding from the thinklink instead")
+            summary, problem = "", f"the summary call failed ({exc})"
+        if problem:
+            # Not asked again at every step: a provider refusing the history would be paid for each time.
+            self._summary_again_at = step + SUMMARY_RETRY_STEPS
+            fallback = ("rebuilding from the thinklink instead" if self.settings.ultimate_enabled
+                        else "the history stays as it is")
+            _note(cfg, "warning", f"{cfg.agent}: compacting the context: {problem}; {fallback} (no summary is asked "
+                                  f"for again before step {self._summary_again_at})")
             return False
         text = compacted_text(summary=summary, digest=plan_digest(self.thinklink), instructions=self._instructions(cfg),
                               request_heading=self.request_heading, request=self.request, tail=tail)
