@@ -14,10 +14,12 @@ import pytest
 
 from tests.agent_harness import MARKERS
 from tests.fake_provider import Failure, FakeProvider, Step, ToolCallSpec, UsageSpec
+from tests.memory.rollout_fixtures import write_rollout
 from yagent.ipc.compression_settings import CompressionSettings
 from yagent.ipc.provider_config import parse_llm_config
 from yagent.ipc.vocabulary import EventType, StopReason
 from yagent.workers.agents.compaction import ContextCompactor
+from yagent.workers.agents.delegation_replay import finished_steps
 from yagent.workers.agents.loop import LoopConfig, LoopPolicy, run_agent_loop
 from yagent.workers.agents.runtime import result_priority
 from yagent.workers.context.emergency import COMPACTED_HEADING, SUMMARY_REQUEST
@@ -25,6 +27,8 @@ from yagent.workers.context.rule_truncation import CUT_MARK
 from yagent.workers.context.thinklink import ThinkLink
 from yagent.workers.context.ultimate import REBUILT_HEADING
 from yagent.workers.llm import Message, build_engine
+from yagent.workers.memory import rollout_records as records
+from yagent.workers.memory.replay import load_for_replay
 from yagent.workers.tools import ToolContext, build_surface
 
 REQUEST = "Read a.txt and b.txt, then say how many lines they hold together."
@@ -216,3 +220,15 @@ def test_a_thought_block_out_of_shape_is_counted_and_shown(fake: FakeProvider, t
     notes = [d for d in _of(events, EventType.LOG) if "out of shape" in d["message"]]
     assert [d["level"] for d in notes] == ["warning", "info"] and "2 such blocks this run" in notes[1]["message"]
     assert cfg.thinklink.parse_failures == 2
+
+
+def test_a_replay_after_a_compaction_counts_the_steps_the_compacted_history_no_longer_shows(tmp_path: Path) -> None:
+    compacted = [Message.system("sys"), Message.user(f"{COMPACTED_HEADING}\n\nsummary")]
+    after = [Message.assistant("step 7", tool_calls=()), Message.assistant("step 8")]
+    path = write_rollout(tmp_path / "r.jsonl", [Message.system("sys"), Message.user("task"),
+                                                Message.assistant("step 1")],
+                         extra=[records.compacted(compacted, 7), *(records.response_item(m, 7) for m in after)],
+                         step=8)
+    replay = load_for_replay(path)
+    assert [m.content for m in replay.messages][1:] == [compacted[1].content, "step 7", "step 8"]
+    assert replay.compacted_at == 7 and finished_steps(replay.messages, replay.compacted_at) == 8

@@ -133,7 +133,7 @@ def find_replay_start(ctx: RunContext, role: str) -> ReplayStart | RunOutcome:
         context = assessment.replay.turn_context or {}
         loaded = context.get("loaded_tools")
         messages = list(assessment.replay.messages)
-        return ReplayStart(messages, finished_steps(messages),
+        return ReplayStart(messages, finished_steps(messages, assessment.replay.compacted_at),
                            [str(n) for n in loaded] if isinstance(loaded, list) else [])
     ctx.log.info("delegation %s is not replayed: %s", call_id, assessment.reason)
     return degraded_report(ctx.spec.agent, ctx.spec.input, assessment.reason,
