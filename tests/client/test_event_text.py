@@ -228,3 +228,12 @@ def test_no_event_data_breaks_the_printer_or_the_task_view(events, verbose: bool
         printer.handle(ev)
         view.apply(ev)
     assert len(render_status(view, 100, 30, 1.0)) == status_height(view, 30)
+
+
+def test_the_log_says_each_compaction_once_and_never_the_per_step_gauge() -> None:
+    p = log_printer()
+    for step in (1, 2, 3):
+        p(EventType.CONTEXT_STATUS, event_data.context_status(step, 50_000 * step, 96_000, source="catalog",
+                                                             window=128_000, measured=True, parts={}))
+    p(EventType.CONTEXT_EMERGENCY_COMPRESSED, event_data.context_compressed("emergency", 150_000, 9_000, step=3))
+    assert p.text.splitlines() == ["  ⧉ director: context emergency compressed 150,000 → 9,000 tokens"]
