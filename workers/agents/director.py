@@ -122,12 +122,12 @@ def _holds_instructions(history: list[Message]) -> bool:
     return any(m.role == "user" and INSTRUCTIONS_HEADING in m.content for m in history)
 
 
-def _read_instructions(ctx: RunContext) -> ProjectInstructions:
-    """The project's instructions, with what could not be read said (an event and a log line)."""
-    found = load_project_instructions(ctx.project_root)
+def _say_what_was_left_out(ctx: RunContext, found: ProjectInstructions) -> None:
+    """Files left out of the instructions and the budget's overflow, said (an event and a log line each)."""
     for problem in found.problems:
         _note(ctx, "warning", f"project instructions: {problem}")
-    return found
+    if found.overflow:
+        _note(ctx, "warning", found.overflow)
 
 
 def _system_prompt(run: AgentRun, registry: CustomAgentRegistry) -> str:
@@ -178,11 +178,11 @@ async def director(ctx: RunContext) -> RunOutcome:
         # Nothing of the stopped turn was written (its worker was killed first): it can only start over.
         _note(ctx, "warning", "nothing was recorded of the stopped turn; starting it again from its message")
     # Read every turn: a compaction puts the instructions back as they are now, not as the first turn saw them.
-    instructions = _read_instructions(ctx)
+    instructions = load_project_instructions(ctx.project_root)
     block = instructions.block()
     present = _holds_instructions(history)  # a compacted history carries them already
-    if block and instructions.overflow and ((first_turn and not present) or resuming):
-        _note(ctx, "warning", instructions.overflow)
+    if (first_turn and not present) or resuming:  # said when they are passed on, not at every turn
+        _say_what_was_left_out(ctx, instructions)
     added: list[Message] = []
     if not resuming:
         text = ctx.spec.input
