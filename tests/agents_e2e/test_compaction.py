@@ -147,7 +147,12 @@ def test_compact_reaches_the_running_turn_and_a_turn_resumed_after_it_goes_on_fr
                 if ev.type != EventType.USER_HELP_NEEDED:
                     return
                 if "Which module" in ev.data["prompt"]:
-                    state["ack"] = await c.request(CompactContext(id=0, task=sub.task), Ack)
+                    # Asked many times over, it is still one compaction.
+                    acks = [await c.request(CompactContext(id=0, task=sub.task), Ack) for _ in range(20)]
+                    state["ack"] = acks[-1]
+                    with pytest.raises(RemoteError) as unknown:
+                        await c.request(CompactContext(id=0, task="t-no-such-task"), Ack)
+                    state["unknown"] = unknown.value
                     await c.request(Answer(id=0, task=sub.task, request_id=ev.data["request_id"],
                                            answer={"value": "mod_b"}), Ack)
                 else:  # stopped while the second question waits: the turn is resumable
@@ -164,6 +169,7 @@ def test_compact_reaches_the_running_turn_and_a_turn_resumed_after_it_goes_on_fr
     _task, events = arun(go(), 120)
     assert state["ack"].detail == "director compacts its context before its next model call"
     assert state["idle"].code == ErrorCode.NOT_RUNNING and "nothing to compact" in str(state["idle"])
+    assert state["unknown"].code == ErrorCode.UNKNOWN_TASK
     (compaction,) = of_type(events, EventType.CONTEXT_EMERGENCY_COMPRESSED)
     assert compaction.data["requested"] is True
     stopped, resumed = (e.data for e in of_type(events, EventType.TURN_FINISHED))
