@@ -177,7 +177,7 @@ class ContextCompactor:
                   forced: bool) -> None:
         start = 1 if messages and messages[0].role == "system" else 0
         self.thinklink.absorb(messages[start:])
-        system = self.ledger.total(messages[:start]) if start else 0
+        system = self.ledger.counts(messages)[0] if start else 0
         text = rebuilt_text(self.thinklink, keep_plans=self.settings.ultimate_keep_plans,
                             instructions=self._instructions(cfg), request_heading=self.request_heading,
                             request=self.request, budget_tokens=max(_REBUILD_FLOOR, target - system))
