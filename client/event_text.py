@@ -30,7 +30,8 @@ __all__ = ["JsonLinesPrinter", "TextPrinter", "answer_hint", "one_line"]
 # a tool's result), or they are bookkeeping. `--json` has every event.
 _UNSAID = frozenset({EventType.AI_STREAM_START, EventType.LLM_CALL_START, EventType.MODEL_INFO, EventType.MODEL_ROUTED,
                      EventType.CONTEXT_LOADED, EventType.THINKLINK_ENTRY, EventType.CONVERSATION_RESULT,
-                     EventType.RUN_QUEUED})  # a queued run's start says it all
+                     EventType.RUN_QUEUED,  # a queued run's start says it all
+                     EventType.CONTEXT_STATUS})  # every step's gauge: compactions are said when they happen
 _COMPRESSED = {EventType.CONTEXT_COMPRESSED: "", EventType.CONTEXT_EMERGENCY_COMPRESSED: "emergency ",
                EventType.CONTEXT_ULTIMATE_COMPRESSED: "ultimate "}
 

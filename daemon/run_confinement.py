@@ -8,15 +8,19 @@ here, private to the user, before the fork.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from yagent.ipc.config import Settings
 from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.messages import RunSpec
+from yagent.ipc.project_instructions import instruction_candidates, instructions_root
 from yagent.ipc.state_layout import approvals_dir, breaker_dir, scratch_dir, task_dir
 from yagent.ipc.vocabulary import Unconfined, YoloLevel
 
-__all__ = ["REQUIRED_BUT_MISSING", "confinement_for", "confinement_status", "why_unconfined"]
+__all__ = ["REQUIRED_BUT_MISSING", "confinement_for", "confinement_status", "instruction_files_above",
+           "why_unconfined"]
 
 REQUIRED_BUT_MISSING = (
     "[sandbox] required = true, but this kernel has no Landlock (Linux 5.13 or later with `landlock` in the "
@@ -60,4 +64,33 @@ def confinement_for(spec: RunSpec, settings: Settings, *, abi: int, runtime_dir:
         abi=abi, agent=spec.agent, project_root=spec.project_root, home=str(home), runtime_dir=str(runtime_dir),
         task_dir=str(task), scratch_dir=str(scratch), unconfined=why_unconfined(settings, spec.yolo, abi),
         required=settings.sandbox.required, shared_dirs=[str(p) for p in shared], writable_roots=writable,
-        deny_read=deny, git_namespace=git_namespace)
+        deny_read=deny, git_namespace=git_namespace,
+        read_files=instruction_files_above(spec, hidden=[str(home), str(runtime_dir), *deny])
+        if spec.parent_run is None else [])
+
+
+def _within(path: str, tree: str) -> bool:
+    return path == tree or path.startswith(tree.rstrip("/") + "/")
+
+
+def instruction_files_above(spec: RunSpec, *, hidden: list[str]) -> list[str]:
+    """The real paths of the root run's instruction files above its project directory (the Director reads them;
+    a confined worker reads only the project's own tree): regular files inside the project's root tree (a link
+    pointing out of it grants nothing), none inside the state home, the runtime directory or `deny_read`. Names
+    and types are looked at, never contents."""
+    workdir = Path(spec.project_root)
+    project = os.path.realpath(workdir)
+    root = os.path.realpath(instructions_root(workdir))
+    shielded = [os.path.realpath(p) for p in hidden]
+    found: list[str] = []
+    for candidate in instruction_candidates(workdir):
+        real = os.path.realpath(candidate)
+        if _within(real, project) or not _within(real, root) or any(_within(real, tree) for tree in shielded):
+            continue
+        try:
+            if not stat.S_ISREG(os.stat(real).st_mode):
+                continue
+        except OSError:
+            continue
+        found.append(real)
+    return found

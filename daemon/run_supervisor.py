@@ -26,6 +26,7 @@ from yagent.ipc.messages import (
     PROTOCOL_VERSION,
     ApprovedOperation,
     AskUser,
+    CompactNow,
     DelegateRequest,
     DelegateResult,
     ErrorReply,
@@ -143,6 +144,7 @@ class RunSupervisor:
                                      self._timed_out)
         self._escalation: asyncio.Task[None] | None = None
         self._early_hello: WorkerHello | None = None  # a hello that beat the launcher's report of the pid
+        self._compaction_asked = False  # `/compact` came before the worker's hello: sent right after its start
         self._stop_on_start: tuple[StopReason, str] | None = None  # asked for while it was launching
 
     @property
@@ -309,6 +311,9 @@ class RunSupervisor:
             self.clock.freeze("paused", now)
         self.spec.paused = self.turn.paused
         self.send(StartRun(spec=self.spec))
+        if self._compaction_asked:
+            self._compaction_asked = False
+            self.send(CompactNow())
         if self.phase is RunPhase.STOPPING:
             assert self.stop_reason is not None
             self.send(RunControl(action=ControlAction.CANCEL, reason=self.stop_reason.value))
@@ -441,6 +446,19 @@ class RunSupervisor:
         if self.clock is not None and not self.ended:
             self._unfreeze("paused")
             self.send(RunControl(action=ControlAction.CONTINUE))
+
+    # -- compaction ---------------------------------------------------------------------------------
+
+    def request_compaction(self) -> bool:
+        """Ask the worker to compact its context before its next model call; False when the run is past that
+        (ended or being stopped)."""
+        if self.ended or self.phase is RunPhase.STOPPING or self.phase is RunPhase.GONE:
+            return False
+        if self.connected:
+            self.send(CompactNow())
+        else:
+            self._compaction_asked = True
+        return True
 
     # -- stopping -----------------------------------------------------------------------------------
 

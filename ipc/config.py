@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .board_settings import parse_board
+from .compression_settings import COMPRESSION_KEYS, parse_compression
 from .provider_config import LLMConfig, parse_llm_config, shown_value
 from .resume_settings import RESUME_KEYS, parse_resume
 from .run_settings import (
@@ -91,6 +92,7 @@ DAEMON_KEYS: Mapping[str, str] = {
     "lang": "agent", "step_retries": "llm", "circuit_breaker_threshold": "llm", "circuit_breaker_reset_timeout": "llm",
     **dict.fromkeys(SANDBOX_KEYS, "sandbox"),
     **dict.fromkeys(RESUME_KEYS, "resume"),
+    **dict.fromkeys(COMPRESSION_KEYS, "enhanced_commander"),
 }
 # Keys of DAEMON_KEYS that another section also reads under the same name (`[routing] mode`): never misplaced there.
 ALSO_READ_IN: Mapping[str, frozenset[str]] = {"mode": frozenset({"routing"})}
@@ -286,7 +288,8 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
                             idle_timeout=kwargs.get("delegate_idle_timeout", DEFAULT_IDLE_TIMEOUT),
                             readonly_tools=kwargs["max_parallel_readonly_tools"])
         run = dataclasses.replace(run, **parse_resume(_section(table, "resume"), parse_duration))
-        run = dataclasses.replace(run, blackboard=parse_board(table, parse_duration))
+        run = dataclasses.replace(run, blackboard=parse_board(table, parse_duration),
+                                  compression=parse_compression(table, env, ignored))
     except ValueError as exc:
         raise ConfigError(str(exc), path) from None
     return Settings(table=table, path=path, warnings=(*misplaced_keys(table), *ignored), run_settings=run, **kwargs)

@@ -45,6 +45,9 @@ class ConfinementSpec(Record):
     writable_roots: list[str] = field(default_factory=list)  # [sandbox] writable_roots, expanded
     deny_read: list[str] = field(default_factory=list)  # [sandbox] deny_read, expanded
     git_namespace: bool = False  # a worker that writes the project sees its .git hooks and config read-only
+    # Single files above the project the worker reads (its instruction files, `project_instructions`): readable
+    # by the worker alone, never by its commands; regular files only, by their real path.
+    read_files: list[str] = field(default_factory=list)
 
 
 def landlock_abi(environ: Mapping[str, str] | None = None) -> int:

@@ -33,6 +33,7 @@ __all__ = [
     "ai_stream_end",
     "ai_stream_start",
     "context_compressed",
+    "context_status",
     "conversation_error",
     "llm_call_end",
     "llm_call_start",
@@ -137,16 +138,34 @@ def tool_call_result(call_id: str, name: str, content: str, is_error: bool, dura
             "duration": duration}
 
 
-def thinklink_entry(agent: str, goal: str, step: str, reason: str,
-                    plan: list[tuple[str, str]]) -> dict[str, Any]:
-    """A parsed `<thought>` block; `plan` items are (status, text) with status done | doing | todo."""
+def thinklink_entry(agent: str, goal: str, step: str, reason: str, plan: list[tuple[str, str]],
+                    problems: list[str] | None = None, parse_failures: int = 0) -> dict[str, Any]:
+    """A parsed `<thought>` block; `plan` items are (status, text) with status done | doing | todo. `problems`:
+    why the block is not as the contract says (never closed, no goal…); `parse_failures`: such blocks of the
+    run so far."""
     return {"agent": agent, "goal": goal, "step": step, "reason": reason,
-            "plan": [{"status": s, "text": t} for s, t in plan]}
+            "plan": [{"status": s, "text": t} for s, t in plan], "problems": list(problems or []),
+            "parse_failures": parse_failures}
 
 
-def context_compressed(tier: str, original_tokens: int, compressed_tokens: int) -> dict[str, Any]:
+def context_compressed(tier: str, original_tokens: int, compressed_tokens: int, *, step: int = 0,
+                       threshold: int = 0, requested: bool = False) -> dict[str, Any]:
+    """One compaction (`tier`: rule | emergency | ultimate), in local-estimate tokens of the whole conversation;
+    `requested`: the user asked for it (`/compact`) rather than the threshold."""
     return {"tier": tier, "original_tokens": original_tokens, "compressed_tokens": compressed_tokens,
-            "saved_tokens": max(0, original_tokens - compressed_tokens)}
+            "saved_tokens": max(0, original_tokens - compressed_tokens), "step": step, "threshold": threshold,
+            "requested": requested}
+
+
+def context_status(step: int, used: int, threshold: int, *, source: str, window: int, measured: bool,
+                   parts: dict[str, int]) -> dict[str, Any]:
+    """How full the context is before a model call: `used` is what compression compares with `threshold` (the
+    provider's count of the last request plus an estimate of what came after when `measured`, else a local
+    estimate); `source` says where the threshold came from (env | config | catalog | default); `window` is the
+    catalog's context window (0 = unknown); `parts` the request part by part, in local-estimate tokens
+    (system, instructions, history, tool_results, call_context, tools)."""
+    return {"step": step, "used": used, "threshold": threshold, "source": source, "window": window,
+            "measured": measured, "parts": dict(parts)}
 
 
 def conversation_error(error: str) -> dict[str, Any]:

@@ -28,6 +28,8 @@ __all__ = [
     "ApprovedOperation",
     "ApprovedOperationResult",
     "AskUser",
+    "CompactContext",
+    "CompactNow",
     "DaemonStatus",
     "DelegateRequest",
     "DelegateResult",
@@ -367,6 +369,15 @@ class TaskControl(Message):
     action: str  # a ControlAction
 
 
+@message("compact")
+class CompactContext(Message):
+    """Ask the task's running turn to compact its context now (`/compact`): the root run does it before its next
+    model call. A task with no live turn is answered `not_running`."""
+
+    id: int
+    task: str
+
+
 @message("replay")
 class Replay(Message):
     """Ask for the task's events with seq > after_seq (at most `limit`)."""
@@ -556,6 +567,11 @@ class UserAnswer(Message):
 class RunControl(Message):
     action: str  # a ControlAction
     reason: str = ""
+
+
+@message("compact_now")
+class CompactNow(Message):
+    """daemon → worker: the user asked for a compaction (`CompactContext`); done before the next model call."""
 
 
 @message("result")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import field
 
 from .board_settings import BoardSettings
+from .compression_settings import CompressionSettings
 from .provider_config import LLMConfig
 from .records import Record, record
 from .resume_settings import DEFAULT_REPLAY_MAX_MESSAGES, DEFAULT_REPLAY_MAX_STEPS, DEFAULT_ROLLOUT_RETENTION
@@ -59,6 +60,7 @@ class RunSettings(Record):
     replay_max_steps: int = DEFAULT_REPLAY_MAX_STEPS
     replay_max_messages: int = DEFAULT_REPLAY_MAX_MESSAGES
     blackboard: BoardSettings = field(default_factory=BoardSettings)  # `[blackboard]`
+    compression: CompressionSettings = field(default_factory=CompressionSettings)  # `[enhanced_commander]`
 
     def max_steps_for(self, role: str) -> int:
         return self.max_steps.get(role, OTHER_ROLE_MAX_STEPS)

@@ -18,6 +18,7 @@ __all__ = [
     "MEMORY_FILE",
     "NOTES_DIR",
     "ROLLOUT_DIR",
+    "THINKLINK_DIR",
     "approvals_dir",
     "approvals_file",
     "artifacts_dir",
@@ -28,6 +29,7 @@ __all__ = [
     "scratch_dir",
     "task_dir",
     "tasks_dir",
+    "thinklink_dir",
 ]
 
 MEMORY_FILE = "memory.jsonl"  # the task's conversation
@@ -36,6 +38,7 @@ GRANTS_FILE = "grants.json"  # session approvals, read by the task's later runs
 ROLLOUT_DIR = "rollout"  # one JSONL file per run of the task: what a resume replays
 NOTES_DIR = "notes"  # the task's hand-off board: notes/{agent}/{stem}.md (board scope = the task)
 ARTIFACTS_DIR = "artifacts"  # deliverables too long for a parent's context: artifacts/{id}
+THINKLINK_DIR = "thinklink"  # one append-only JSONL log per run: user inputs and thought/plan blocks
 
 
 def tasks_dir(home: Path) -> Path:
@@ -76,6 +79,11 @@ def breaker_dir(home: Path) -> Path:
 def rollout_dir(home: Path, task: str) -> Path:
     """Inside the task's directory: the only state a worker of the task may write."""
     return task_dir(home, task) / ROLLOUT_DIR
+
+
+def thinklink_dir(home: Path, task: str) -> Path:
+    """Inside the task's directory, like the rollouts: the thinklink log of each run, `{run}.jsonl`."""
+    return task_dir(home, task) / THINKLINK_DIR
 
 
 def rollout_name(stamp: str, run: str, agent: str | None = None) -> str:

@@ -189,6 +189,7 @@ class EventType(StrEnum):
     CONTEXT_COMPRESSED = "context_compressed"
     CONTEXT_EMERGENCY_COMPRESSED = "context_emergency_compressed"
     CONTEXT_ULTIMATE_COMPRESSED = "context_ultimate_compressed"
+    CONTEXT_STATUS = "context_status"  # before each model call: how full the context is, part by part
     THINKLINK_ENTRY = "thinklink_entry"
     CONVERSATION_ERROR = "conversation_error"
     CONVERSATION_RESULT = "conversation_result"

@@ -29,6 +29,7 @@ from yagent.ipc.messages import (
     ApprovedOperation,
     ApprovedOperationResult,
     AskUser,
+    CompactNow,
     DelegateRequest,
     DelegateResult,
     ErrorReply,
@@ -107,6 +108,7 @@ class DaemonChannel:
         self.failure: str | None = None
         self.on_cancel: Callable[[str], None] | None = None
         self.spec: RunSpec | None = None
+        self._compaction_asked = False  # `/compact` arrived; the loop takes it before its next model call
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -328,6 +330,11 @@ class DaemonChannel:
         assert isinstance(reply, ApprovedOperationResult)
         return reply
 
+    def take_compaction_request(self) -> bool:
+        """Whether the user asked for a compaction since the last time this was asked (asking clears it)."""
+        asked, self._compaction_asked = self._compaction_asked, False
+        return asked
+
     async def pause_gate(self) -> None:
         if self.cancel_reason is not None:
             raise asyncio.CancelledError(self.cancel_reason)
@@ -397,6 +404,9 @@ class DaemonChannel:
                 self._resume.set()
             elif msg.action == ControlAction.CANCEL:
                 self.cancel(msg.reason or "cancelled")
+            return
+        if isinstance(msg, CompactNow):
+            self._compaction_asked = True
             return
         if isinstance(msg, ResultAck):
             if self._ack is not None and not self._ack.done():

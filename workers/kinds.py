@@ -52,6 +52,10 @@ class RunContext:
     def heartbeat(self) -> None:
         self.channel.heartbeat()
 
+    def compaction_requested(self) -> bool:
+        """Whether `/compact` asked this run for a compaction since the last call (the call clears it)."""
+        return self.channel.take_compaction_request()
+
     async def step_boundary(self) -> None:
         """Block here while the task is paused; raises CancelledError if the run is cancelled."""
         await self.channel.pause_gate()

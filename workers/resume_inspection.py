@@ -153,7 +153,8 @@ def _judge(spec: ResumeInspectionSpec, history: list[Message], surface: Surface,
         verdict = assess_delegation(Path(spec.home), spec.task, call.id, parent_run=judged_parent,
                                     project_root=Path(spec.project_root), settings=settings, role=role)
         replay = verdict.replay
-        step = finished_steps(replay.messages) + 1 if verdict.replayable and replay is not None else 0
+        step = (finished_steps(replay.messages, replay.compacted_at) + 1
+                if verdict.replayable and replay is not None else 0)
         out.append(InterruptedChild(call_id=call.id, agent=agent, verdict=verdict.verdict,
                                     reason=verdict.reason[:_REASON_CHARS], step=step, depth=depth,
                                     parent=parent_call))

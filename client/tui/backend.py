@@ -15,6 +15,7 @@ from yagent.ipc import DaemonClient, EventStream, daemon_listening
 from yagent.ipc.messages import (
     Ack,
     Answer,
+    CompactContext,
     Event,
     ListTasks,
     Submit,
@@ -58,6 +59,8 @@ class Backend(Protocol):
                      options: dict[str, Any]) -> Submitted: ...
 
     async def control(self, task: str, action: str) -> Ack: ...
+
+    async def compact(self, task: str) -> Ack: ...
 
     async def answer(self, task: str, request_id: str, value: str) -> Ack: ...
 
@@ -114,6 +117,9 @@ class DaemonBackend:
 
     async def control(self, task: str, action: str) -> Ack:
         return await self._c().request(TaskControl(id=0, task=task, action=action), Ack)
+
+    async def compact(self, task: str) -> Ack:
+        return await self._c().request(CompactContext(id=0, task=task), Ack)
 
     async def answer(self, task: str, request_id: str, value: str) -> Ack:
         return await self._c().request(Answer(id=0, task=task, request_id=request_id, answer={"value": value},

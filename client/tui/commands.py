@@ -27,6 +27,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("pause", "pause every run of this task at its next step"),
     Command("continue", "continue a paused task"),
     Command("cancel", "cancel the current turn (the task stays and can take another message)"),
+    Command("compact", "compact the running turn's context now: its history is summarised before the next model call"),
+    Command("context", "show what the last model request held, part by part, in tokens"),
     Command("resume", "pick an earlier task of this project and attach to it"),
     Command("new", "start a new session in this project with your next message"),
     Command("model", "choose the provider for the next turns", "[PROVIDER|default]"),

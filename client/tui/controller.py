@@ -20,7 +20,7 @@ from yagent.ipc.errors import IpcError, RemoteError
 from yagent.ipc.messages import Event, TaskDetail
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, YoloLevel
 
-from ..humanize import age
+from ..humanize import age, format_tokens
 from ..owned_tasks import OwnedTasks
 from ..stamped import stamped_data
 from .backend import Backend
@@ -52,6 +52,17 @@ KEY_HELP = (
     ("ctrl+r", "reconnect to yagentd after the connection dropped"),
     ("ctrl+q", "detach: leave, the task keeps running (ctrl+c on an empty line too)"),
 )
+STATUS_LEGEND = (
+    ("⧉ N −S (P%)", "context compactions in this task, the tokens they saved, and P = saved ÷ the largest context "
+                    "compacted (capped at 100%: each step compacts on its own, so the savings add up past it)"),
+    ("ctx U/T", "tokens the running agent's last request held / the threshold where its context is compacted "
+                "(the agent is named when it is not the one you talk to); /context shows the parts"),
+)
+_PART_NAMES = (("system", "system prompt"), ("instructions", "project instructions"), ("history", "conversation"),
+               ("tool_results", "tool results"), ("call_context", "per-call context (the board's index)"),
+               ("tools", "tool definitions"))
+_SOURCES = {"env": "YAGENT_COMPRESS_THRESHOLD", "config": "[enhanced_commander] context_compression_threshold",
+            "catalog": "the model catalog (window × 0.75)", "default": "the default (the model is not in the catalog)"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +383,10 @@ class TuiController:
         if name in tuple(ControlAction):  # /pause, /continue and /cancel are named after their action
             action = ControlAction(name)
             self._need_task(lambda task: self.spawn(name, self._control(task, action)))
+        elif name == "compact":
+            self._need_task(lambda task: self.spawn(name, self._compact(task)))
+        elif name == "context":
+            self._show_context()
         elif name == "resume":
             self.spawn("resume", self._resume_picker())
         elif name == "new":
@@ -429,6 +444,38 @@ class TuiController:
         if before or not self._control_done(action):  # else its event landed first: the log says it already
             self.say({ControlAction.PAUSE: "pausing at the next step…", ControlAction.CONTINUE: "continuing",
                       ControlAction.CANCEL: "cancelling the turn…"}[action])
+
+    async def _compact(self, task: str) -> None:
+        try:
+            ack = await self.backend.compact(task)
+        except RemoteError as exc:
+            if exc.code == ErrorCode.NOT_RUNNING:
+                self.say("nothing to compact: no turn is running (a turn compacts its context on its own when it "
+                         "fills up)", error=True)
+            else:
+                self.say(str(exc), error=True)
+            return
+        except IpcError as exc:
+            self._lost(str(exc))
+            return
+        self.say(f"compaction asked: {ack.detail}")
+
+    def _show_context(self) -> None:
+        gauges = sorted(self.view.gauges.values(), key=lambda g: (g.run != self.view.root_run, g.agent))
+        if not gauges:
+            self.view.note("no model request yet in this task: /context shows what the last one held, part by part")
+            return
+        for g in gauges:
+            measured = ("the provider's count of the last request plus an estimate of what came after" if g.measured
+                        else "a local estimate (cl100k)")
+            window = f", window {format_tokens(g.window)}" if g.window else ""
+            lines = [f"context of {g.agent} at step {g.step}: {format_tokens(g.used)} of {format_tokens(g.threshold)} "
+                     f"tokens before compaction ({g.percent}%) — {measured}",
+                     f"  threshold from {_SOURCES.get(g.source, g.source or 'unknown')}{window}"]
+            lines += [f"  {label:<38} {format_tokens(g.parts.get(key, 0)):>7}" for key, label in _PART_NAMES]
+            lines.append(f"  {'total (local estimate)':<38} "
+                         f"{format_tokens(sum(g.parts.get(key, 0) for key, _l in _PART_NAMES)):>7}")
+            self.view.note("\n".join(lines))
 
     def _control_done(self, action: ControlAction) -> bool:
         return {ControlAction.PAUSE: self.view.paused, ControlAction.CONTINUE: not self.view.paused,
@@ -523,6 +570,7 @@ class TuiController:
         lines = [f"/{c.name}{' ' + c.argument if c.argument else ''} — {c.summary}" for c in COMMANDS]
         self.view.note("commands:\n" + "\n".join(lines))
         self.view.note("keys:\n" + "\n".join(f"{k} — {what}" for k, what in KEY_HELP))
+        self.view.note("status line:\n" + "\n".join(f"{k} — {what}" for k, what in STATUS_LEGEND))
 
     def detach(self) -> None:
         self.exit_info = ExitInfo("detached", self.view.task, self.view.display_state)

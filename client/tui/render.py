@@ -348,6 +348,10 @@ def render_status(view: TaskView, width: int, rows: int, now: float, *, model_ov
         segments.append(f"tokens ↑{approx}{format_tokens(u.input_tokens)}{cached} ↓{format_tokens(u.output_tokens)}")
     c = view.compression
     segments.append(f"⧉ {c.count} −{format_tokens(c.saved)} ({c.percent}%)")
+    gauge = view.gauge()
+    if gauge is not None and gauge.threshold > 0:
+        who = "" if gauge.run == view.root_run else f"{gauge.agent} "
+        segments.append(f"ctx {who}{format_tokens(gauge.used)}/{format_tokens(gauge.threshold)}")
     model = model_override or view.model
     if model:
         segments.append(f"model {model}" + (" (override)" if model_override else ""))
@@ -420,6 +424,9 @@ def plans_window(plans: Sequence[PlanEntry], width: int, height: int, agent_filt
         for status, text in p.plan:
             mark, style = _PLAN_MARK.get(status, ("·", "class:dim"))
             body.extend(wrap_lines_styled([("", "   "), (style, f"{mark} {text}")], width))
+        if p.problems:
+            body.extend(wrap_lines_styled([("class:message.error", "   out of shape: " + "; ".join(p.problems))],
+                                          width))
     room = max(0, height - 1)
     scroll = max(0, min(scroll, len(body) - room))
     end = len(body) - scroll

@@ -34,6 +34,7 @@ from ..thought_filter import visible_reply
 __all__ = [
     "AnswerShown",
     "CompressionTotals",
+    "ContextGauge",
     "DelegationEnd",
     "DelegationStart",
     "Entry",
@@ -172,12 +173,32 @@ class CompressionTotals:
 
 
 @dataclass(slots=True)
+class ContextGauge:
+    """How full one run's context was at its latest model call (a `context_status` event)."""
+
+    run: str
+    agent: str
+    step: int
+    used: int  # what compression compares with the threshold
+    threshold: int
+    source: str  # where the threshold came from: env | config | catalog | default
+    window: int  # the catalog's context window; 0 = unknown
+    measured: bool  # `used` rests on the provider's count of the last request (else a local estimate)
+    parts: dict[str, int] = field(default_factory=dict)  # system, instructions, history, tool_results, …
+
+    @property
+    def percent(self) -> int:
+        return round(self.used * 100 / self.threshold) if self.threshold > 0 else 0
+
+
+@dataclass(slots=True)
 class PlanEntry:
     agent: str
     goal: str
     step: str
     reason: str
     plan: list[tuple[str, str]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # why the block is out of shape ([] = as the contract says)
 
 
 _COMPRESSION_TYPES = {EventType.CONTEXT_COMPRESSED.value: "",
@@ -207,6 +228,8 @@ class TaskView:
         self.runs: dict[str, RunInfo] = {}
         self.usage = UsageTotals()
         self.compression = CompressionTotals()
+        self.gauges: dict[str, ContextGauge] = {}  # run id -> its latest context_status
+        self.gauge_run = ""  # the run that reported last: the gauge the status line shows
         self.plans: list[PlanEntry] = []
         self.questions: dict[str, Question] = {}
         self.model = ""
@@ -520,13 +543,32 @@ class TaskView:
         self._add(Entry("notice", agent=ev.agent, run=ev.run,
                         text=f"⧉ {ev.agent}: context {label}compressed {original:,} → {compressed:,} tokens"))
 
+    def _on_context_status(self, ev: Event) -> None:
+        d = ev.data
+        parts = d.get("parts")
+        self.gauges[ev.run] = ContextGauge(
+            run=ev.run, agent=ev.agent, step=whole(d, "step"), used=whole(d, "used"), threshold=whole(d, "threshold"),
+            source=str(d.get("source") or ""), window=whole(d, "window"), measured=bool(d.get("measured")),
+            parts={str(k): whole(parts, k) for k in parts} if isinstance(parts, dict) else {})
+        self.gauge_run = ev.run
+
+    def gauge(self) -> ContextGauge | None:
+        """The gauge the status line shows: the run that reported last while it runs, else the root's."""
+        latest = self.gauges.get(self.gauge_run)
+        info = self.runs.get(self.gauge_run)
+        if latest is not None and (info is None or info.status in (RunStatus.RUNNING, RunStatus.STARTING)):
+            return latest
+        return self.gauges.get(self.root_run) or latest
+
     def _on_thinklink(self, ev: Event) -> None:
         d = ev.data
         items = d.get("plan")
         plan = [(str(p.get("status", "")), str(p.get("text", ""))) for p in (items if isinstance(items, list) else [])
                 if isinstance(p, dict)]
+        problems = d.get("problems")
         self.plans.append(PlanEntry(agent=str(d.get("agent") or ev.agent), goal=str(d.get("goal", "")),
-                                    step=str(d.get("step", "")), reason=str(d.get("reason", "")), plan=plan))
+                                    step=str(d.get("step", "")), reason=str(d.get("reason", "")), plan=plan,
+                                    problems=[str(p) for p in problems] if isinstance(problems, list) else []))
 
     def _on_error(self, ev: Event) -> None:
         if self._first_time(ev.data.get("error", "")):
@@ -611,6 +653,7 @@ _HANDLERS = {
     EventType.LLM_CALL_END.value: TaskView._on_llm_end,
     EventType.MODEL_ROUTED.value: TaskView._on_routed,
     EventType.THINKLINK_ENTRY.value: TaskView._on_thinklink,
+    EventType.CONTEXT_STATUS.value: TaskView._on_context_status,
     EventType.CONVERSATION_ERROR.value: TaskView._on_error,
     EventType.LOG.value: TaskView._on_log,
     EventType.USER_HELP_NEEDED.value: TaskView._on_help_needed,

@@ -101,16 +101,19 @@ def test_no_reminder_after_a_delegation(fake, agent_daemon, project: Path) -> No
     assert of_type(events, EventType.TURN_FINISHED)[0].data["output"] == "final"
 
 
-def test_project_context_is_injected_on_the_first_turn_only_and_only_from_the_root(
+def test_project_context_is_injected_on_the_first_turn_only_and_never_from_below_the_working_directory(
         fake, agent_daemon, project: Path) -> None:
-    (project / "YAGENT.md").write_text("Always run `make check` after edits.\n")
+    # Over the 32 KiB budget: cut where it goes over, and said so.
+    (project / "YAGENT.md").write_text("Always run `make check` after edits.\n" + "Padding line.\n" * 3000)
     (project / "AGENTS.md").write_text("Use tabs, never spaces.\n")
     (project / "sub").mkdir()
     (project / "sub" / "CLAUDE.md").write_text("NESTED INSTRUCTIONS\n")
     exit_step = [ToolCallSpec("agent_exit", {"summary": "ok"})]
     fake.script("director", MARKERS["director"], [Step(text="ok", tool_calls=exit_step),
                                                   Step(text="ok again", tool_calls=exit_step)])
-    task, _ = run_turn(agent_daemon, project, "Hello.")
+    task, events = run_turn(agent_daemon, project, "Hello.")
+    warnings = [e.data["message"] for e in of_type(events, EventType.LOG) if e.data["level"] == "warning"]
+    assert any(f"{project / 'YAGENT.md'} cut after" in w and "32,768-byte budget" in w for w in warnings), warnings
     run_turn(agent_daemon, project, "And again.", task=task, turn=2)
     first, second = fake.requests_for("director")
     first_user = _last_user(first)

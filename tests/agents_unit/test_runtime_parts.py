@@ -250,6 +250,9 @@ class _Channel:
     def heartbeat(self) -> None:
         pass
 
+    def take_compaction_request(self) -> bool:
+        return False
+
     async def pause_gate(self) -> None:
         pass
 

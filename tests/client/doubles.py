@@ -76,6 +76,7 @@ class FakeBackend:
         self.submitted: list[dict[str, Any]] = []
         self.answers: list[tuple[str, str, str]] = []
         self.controls: list[tuple[str, str]] = []
+        self.compactions: list[str] = []
         self.connected = False
         self.alive_flag = True
         self.busy = False
@@ -155,6 +156,13 @@ class FakeBackend:
     async def control(self, task: str, action: str) -> Ack:
         self.controls.append((task, action))
         return Ack(id=0, task=task, state="running", detail=action)
+
+    async def compact(self, task: str) -> Ack:
+        """Like yagentd: a task with no turn running has nothing to compact."""
+        if self.tasks[task].state not in ("running", "waiting", "paused"):
+            raise RemoteError(ErrorCode.NOT_RUNNING, f"task {task} has no turn in progress")
+        self.compactions.append(task)
+        return Ack(id=0, task=task, state="running", detail="director compacts its context before its next model call")
 
     async def answer(self, task: str, request_id: str, value: str) -> Ack:
         self.answers.append((task, request_id, value))

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tests.client.scenes import reminded_answer
 from yagent.client.event_text import TextPrinter
+from yagent.client.tui.render import render_status, status_height
 from yagent.client.tui.state import TaskView
 from yagent.ipc import event_data
 from yagent.ipc.messages import Event
@@ -210,7 +211,8 @@ GARBAGE = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.tex
 FIELDS = ["text", "step", "tool_calls", "repeats", "restarted", "error", "name", "brief", "content", "is_error",
           "duration", "turn", "status", "stop_reason", "output", "parent", "input", "waiting", "limit",
           "original_tokens", "compressed_tokens", "saved_tokens", "level", "message", "request_id", "kind", "prompt",
-          "options", "answer", "by", "model", "usage", "plan", "goal", "tier", "state"]
+          "options", "answer", "by", "model", "usage", "plan", "goal", "tier", "state", "used", "threshold",
+          "source", "window", "measured", "parts", "problems", "parse_failures", "requested"]
 
 
 @settings(max_examples=400, deadline=None)
@@ -225,3 +227,13 @@ def test_no_event_data_breaks_the_printer_or_the_task_view(events, verbose: bool
         ev = Event(seq, "t1", run, "director", type_, float(seq), data)
         printer.handle(ev)
         view.apply(ev)
+    assert len(render_status(view, 100, 30, 1.0)) == status_height(view, 30)
+
+
+def test_the_log_says_each_compaction_once_and_never_the_per_step_gauge() -> None:
+    p = log_printer()
+    for step in (1, 2, 3):
+        p(EventType.CONTEXT_STATUS, event_data.context_status(step, 50_000 * step, 96_000, source="catalog",
+                                                             window=128_000, measured=True, parts={}))
+    p(EventType.CONTEXT_EMERGENCY_COMPRESSED, event_data.context_compressed("emergency", 150_000, 9_000, step=3))
+    assert p.text.splitlines() == ["  ⧉ director: context emergency compressed 150,000 → 9,000 tokens"]

@@ -581,3 +581,66 @@ def test_scrolling_the_plans_stops_at_the_oldest_and_comes_back_at_once() -> Non
             await until(lambda: not any("G-00" in row for row in screen_rows(tui, 80, 24)), "one page newer")
 
     arun(go())
+
+
+def _status(step: int, used: int, *, run: str = "r1", agent: str = "director", parts: dict | None = None) -> dict:
+    return {"step": step, "used": used, "threshold": 96_000, "source": "catalog", "window": 128_000,
+            "measured": True, "parts": parts or {"system": 3_100, "instructions": 900, "history": 8_000,
+                                                 "tool_results": 27_000, "call_context": 400, "tools": 2_600}}
+
+
+def test_the_context_gauge_and_compaction_indicator_come_from_events_and_are_explained() -> None:
+    async def go() -> None:
+        b = backend_with_task()
+        b.emit("t1", EventType.CONTEXT_STATUS, _status(3, 42_000))
+        b.emit("t1", EventType.CONTEXT_EMERGENCY_COMPRESSED,
+               {"tier": "emergency", "original_tokens": 80_000, "compressed_tokens": 20_000, "saved_tokens": 60_000})
+        b.emit("t1", EventType.RUN_STARTED, {"agent": "coding", "parent": "r1", "input": "fix it"}, run="c1",
+               agent="coding")
+        b.emit("t1", EventType.CONTEXT_STATUS, _status(1, 5_000, run="c1", agent="coding"), run="c1", agent="coding")
+        async with running_tui(b) as (tui, pipe):
+            await until(lambda: "c1" in tui.c.view.gauges, "the backlog")
+            status = next(row for row in screen_rows(tui, 160, 30) if "│" in row)
+            assert "⧉ 1 −60.0k (75%)" in status and "ctx coding 5.0k/96.0k" in status  # the running child's
+            b.emit("t1", EventType.RUN_FINISHED, {"status": "done", "parent": "r1"}, run="c1", agent="coding")
+            await until(lambda: "ctx 42.0k/96.0k" in "\n".join(screen_rows(tui, 160, 30)), "back to the root's")
+            pipe.send_text("/context\r")
+            await until(lambda: any(t.startswith("context of director") for t in entries(tui, "notice")), "/context")
+            shown = next(t for t in entries(tui, "notice") if t.startswith("context of director"))
+            assert "42.0k of 96.0k tokens before compaction (44%)" in shown and "model catalog" in shown
+            assert "tool results" in shown and "27.0k" in shown and "total (local estimate)" in shown
+            pipe.send_text("/help\r")
+            await until(lambda: any(t.startswith("status line:") for t in entries(tui, "notice")), "the legend")
+            legend = next(t for t in entries(tui, "notice") if t.startswith("status line:"))
+            assert "⧉ N −S (P%)" in legend and "ctx U/T" in legend
+
+    arun(go())
+
+
+def test_compact_asks_the_running_turn_and_an_idle_task_is_told_there_is_nothing_to_compact() -> None:
+    async def go() -> None:
+        b = backend_with_task()
+        async with running_tui(b) as (tui, pipe):
+            pipe.send_text("/compact\r")
+            await until(lambda: b.compactions == ["t1"], "the request")
+            await until(lambda: tui.c.message and "compaction asked" in tui.c.message[0], "the acknowledgement")
+            b.tasks["t1"].state = "done"
+            pipe.send_text("/compact\r")
+            await until(lambda: tui.c.message and "nothing to compact" in tui.c.message[0], "the refusal")
+            assert tui.c.message[1] and b.compactions == ["t1"]
+
+    arun(go())
+
+
+def test_a_thought_block_out_of_shape_shows_in_the_plans_view() -> None:
+    async def go() -> None:
+        b = backend_with_task()
+        b.emit("t1", EventType.THINKLINK_ENTRY, {"agent": "director", "goal": "G", "step": "", "reason": "",
+                                                 "plan": [], "problems": ["reason is empty"], "parse_failures": 1})
+        async with running_tui(b) as (tui, pipe):
+            await until(lambda: len(tui.c.view.plans) == 1, "the backlog")
+            pipe.send_text(CTRL_T)
+            await until(lambda: tui.c.mode == "plans", "the plans view")
+            assert any("out of shape: reason is empty" in row for row in screen_rows(tui, 100, 24))
+
+    arun(go())

@@ -33,6 +33,7 @@ from yagent.ipc.messages import (
     RESUME_OPTION,
     ApprovedOperation,
     AskUser,
+    CompactNow,
     DelegateRequest,
     DelegateResult,
     ErrorReply,
@@ -193,6 +194,22 @@ def test_a_run_goes_queued_starting_running_ended_gone_and_its_turn_finishes(tmp
             assert types == [EventType.TURN_STARTED, EventType.RUN_STARTED, EventType.RUN_FINISHED,
                              EventType.TURN_FINISHED]
             assert w.events(turn.id)[-1][5]["output"] == "the answer"
+
+    asyncio.run(main())
+
+
+def test_a_compaction_asked_before_the_workers_hello_follows_its_start_and_an_ended_run_takes_none(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            assert root.request_compaction() and root.request_compaction()  # asked twice: one message
+            _hello(root)
+            assert [type(m) for m in w.to(root)] == [StartRun, CompactNow]
+            assert root.request_compaction() and [type(m) for m in w.to(root)][-1] is CompactNow
+            root.receive(_done())
+            assert not root.request_compaction() and [type(m) for m in w.to(root)][-1] is ResultAck
 
     asyncio.run(main())
 

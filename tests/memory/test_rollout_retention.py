@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from tests.memory.rollout_fixtures import conversation, write_rollout
-from yagent.ipc.state_layout import rollout_dir
+from yagent.ipc.state_layout import rollout_dir, thinklink_dir
 from yagent.workers.memory.rollout_retention import prune_rollouts
 
 DAY = 86400.0
@@ -35,10 +35,16 @@ def test_old_rollouts_go_and_the_newest_turn_with_its_children_stays(tmp_path: P
     os.utime(outside, (now - 90 * DAY, now - 90 * DAY))
     link = rollout_dir(tmp_path, "t1") / "20250101-000000_link.jsonl"
     link.symlink_to(outside)
+    thinklinks = thinklink_dir(tmp_path, "t1")
+    thinklinks.mkdir()
+    for run in ("r1", "r3"):
+        (thinklinks / f"{run}.jsonl").write_text("{}\n")
+    (thinklinks / "r2.jsonl").symlink_to(outside)  # a link where a log should be is never followed
 
     removed = prune_rollouts(tmp_path / "tasks" / "t1", 30 * DAY, now=now)
 
     assert sorted(removed) == sorted([old_root, old_child])
+    assert sorted(p.name for p in thinklinks.iterdir()) == ["r2.jsonl", "r3.jsonl"]  # r1's log went with its rollout
     for kept in (root, child, grandchild, recent, link, outside):
         assert kept.exists() or kept.is_symlink(), kept
     assert prune_rollouts(tmp_path / "tasks" / "t1", 0, now=now + 1000 * DAY) == []  # 0 = kept forever

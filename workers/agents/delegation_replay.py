@@ -46,10 +46,11 @@ def assess_delegation(home: Path, task: str, call_id: str, *, parent_run: str | 
                          budget=ReplayBudget(settings.replay_max_steps, settings.replay_max_messages))
 
 
-def finished_steps(messages: list[Message]) -> int:
+def finished_steps(messages: list[Message], compacted_at: int = 0) -> int:
     """The steps a rebuilt history finished, where its replay goes on: one model reply each (the checkpoint's
-    step may be one whose call never returned)."""
-    return sum(1 for m in messages if m.role == "assistant")
+    step may be one whose call never returned), plus the steps before a compaction at step `compacted_at`,
+    whose replies the compacted history no longer holds."""
+    return max(0, compacted_at - 1) + sum(1 for m in messages if m.role == "assistant")
 
 
 @dataclass(slots=True)

@@ -1,8 +1,10 @@
 """The Director: the agent that talks to the user, one worker per user turn.
 
-A turn loads the task's conversation memory, adds the user's message (with the project's context
-files on the task's first turn), runs the planner loop, and writes the memory back — also when the
-turn is cancelled, so nothing already said is lost. A turn that resumes a stopped one (`RESUME_OPTION`)
+A turn loads the task's conversation memory, adds the user's message (with the project's instructions —
+AGENTS.md, CLAUDE.md, YAGENT.md from the project's root down to the working directory — on the task's first
+turn), runs the planner loop, and writes the memory back — also when the turn is cancelled, so nothing
+already said is lost. A compaction rewrites the memory to the compacted history; the instructions and the
+user's request are put back into it word for word. A turn that resumes a stopped one (`RESUME_OPTION`)
 adds no message: it picks up the interrupted delegations of the stopped step as replays
 (`turn_resume.py`) and goes on from there.
 
@@ -18,14 +20,18 @@ Planner rules on top of the shared loop:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from pathlib import Path
 
 from yagent.ipc import event_data
 from yagent.ipc.messages import RESUME_OPTION, RunOutcome
 from yagent.ipc.provider_config import ProviderConfigError
-from yagent.ipc.state_layout import task_dir
+from yagent.ipc.state_layout import task_dir, thinklink_dir
 from yagent.ipc.vocabulary import EventType, RunStatus, StopReason
+from yagent.workers.context.project_instructions import (
+    INSTRUCTIONS_HEADING,
+    ProjectInstructions,
+    load_project_instructions,
+)
+from yagent.workers.context.thinklink import read_thinklink
 from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import Message
 from yagent.workers.memory import ConversationMemory, load_memory, memory_path
@@ -39,12 +45,10 @@ from .prompts import render_prompt
 from .runtime import AgentRun
 from .turn_resume import delegated_before, replay_interrupted_delegations, stopped_turn
 
-__all__ = ["MAX_NON_DELEGATION_REMINDERS", "DirectorPolicy", "director", "load_project_context"]
+__all__ = ["MAX_NON_DELEGATION_REMINDERS", "REQUEST_HEADING", "DirectorPolicy", "director"]
 
 MAX_NON_DELEGATION_REMINDERS = 3
-PROJECT_CONTEXT_FILES = ("YAGENT.md", "CLAUDE.md", "AGENTS.md")
-PROJECT_CONTEXT_LIMIT = 16_000
-_CONTEXT_HEADING = "# Project context (from the project root)"
+REQUEST_HEADING = "The user's latest request"
 
 FIRST_REMINDER = (
     "You replied without delegating anything in this run. Questions about the code go to delegate_repo, "
@@ -80,37 +84,50 @@ class DirectorPolicy(LoopPolicy):
 
 class _TurnFollower:
     """The loop's recorder for a Director turn: the rollout as before, plus the task's memory kept up with the
-    turn (saved debounced, so a daemon killed mid-turn loses at most a few seconds of it)."""
+    turn (saved debounced, so a daemon killed mid-turn loses at most a few seconds of it). A compaction replaces
+    the memory with the compacted history (all but the system prompt), and the turn is followed from there."""
 
-    def __init__(self, inner: LoopRecorder, memory: ConversationMemory, turn: Callable[[], list[Message]]) -> None:
+    def __init__(self, inner: LoopRecorder, memory: ConversationMemory, messages: list[Message],
+                 added: list[Message]) -> None:
         self._inner = inner
         self._memory = memory
-        self._turn = turn
+        self._messages = messages
+        self._added = list(added)  # the turn's own message(s) before the loop started
+        self._start = len(messages)
+
+    def turn(self) -> list[Message]:
+        return [*self._added, *self._messages[self._start:]]
 
     def appended(self, message: Message, step: int) -> None:
         self._inner.appended(message, step)
-        self._memory.follow_turn(self._turn())
-        with contextlib.suppress(OSError):  # the end of the turn saves again and reports a failure then
-            self._memory.save_debounced()
+        self._memory.follow_turn(self.turn())
+        self._save()
+
+    def compacted(self, messages: list[Message], step: int) -> None:
+        self._inner.compacted(messages, step)
+        self._memory.replace([m for m in messages if m.role != "system"])
+        self._memory.end_turn()
+        self._added, self._start = [], len(self._messages)
+        self._save()
 
     def finished(self, step: int, outcome: RunOutcome | None, error: BaseException | None = None) -> None:
         self._inner.finished(step, outcome, error)
 
+    def _save(self) -> None:
+        with contextlib.suppress(OSError):  # the end of the turn saves again and reports a failure then
+            self._memory.save_debounced()
 
-def load_project_context(root: Path) -> str:
-    """The project's instruction files, from the root only (subdirectories are not searched)."""
-    parts = []
-    for name in PROJECT_CONTEXT_FILES:
-        path = root / name
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace").strip()
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
-            continue
-        if len(text) > PROJECT_CONTEXT_LIMIT:
-            text = text[:PROJECT_CONTEXT_LIMIT] + f"\n… [{name} truncated]"
-        if text:
-            parts.append(f"## {name}\n\n{text}")
-    return "\n\n".join(parts)
+
+def _holds_instructions(history: list[Message]) -> bool:
+    return any(m.role == "user" and INSTRUCTIONS_HEADING in m.content for m in history)
+
+
+def _say_what_was_left_out(ctx: RunContext, found: ProjectInstructions) -> None:
+    """Files left out of the instructions and the budget's overflow, said (an event and a log line each)."""
+    for problem in found.problems:
+        _note(ctx, "warning", f"project instructions: {problem}")
+    if found.overflow:
+        _note(ctx, "warning", found.overflow)
 
 
 def _system_prompt(run: AgentRun, registry: CustomAgentRegistry) -> str:
@@ -160,29 +177,31 @@ async def director(ctx: RunContext) -> RunOutcome:
     if RESUME_OPTION in ctx.spec.options and not history:
         # Nothing of the stopped turn was written (its worker was killed first): it can only start over.
         _note(ctx, "warning", "nothing was recorded of the stopped turn; starting it again from its message")
+    # Read every turn: a compaction puts the instructions back as they are now, not as the first turn saw them.
+    instructions = load_project_instructions(ctx.project_root)
+    block = instructions.block()
+    present = _holds_instructions(history)  # a compacted history carries them already
+    if (first_turn and not present) or resuming:  # said when they are passed on, not at every turn
+        _say_what_was_left_out(ctx, instructions)
     added: list[Message] = []
     if not resuming:
         text = ctx.spec.input
-        if first_turn:
-            context = load_project_context(ctx.project_root)
-            if context:
-                text = f"{text}\n\n{_CONTEXT_HEADING}\n\n{context}"
+        if first_turn and block and not present:
+            text = f"{text}\n\n{block}"
         added.append(Message.user(text))
     system = _system_prompt(run, registry)
-    if resuming and not any(m.role == "user" and _CONTEXT_HEADING in m.content for m in history):
+    if resuming and block and not present:
         # A resumed session re-reads the project's instructions: they may have changed, or never been seen.
-        context = load_project_context(ctx.project_root)
-        if context:
-            system += f"\n\n{_CONTEXT_HEADING}\n\n{context}"
+        system += f"\n\n{block}"
     messages = [Message.system(system), *history, *added]
-    start = len(messages)
+    if resuming:
+        _seed_thinklink(ctx, run)
     policy = DirectorPolicy(refresh_customs, delegated=resuming and delegated_before(history, run.surface))
-    config = run.loop_config(messages, policy, route_task=ctx.spec.input)
-
-    def turn() -> list[Message]:
-        return [*added, *messages[start:]]
-
-    config.recorder = _TurnFollower(config.recorder, memory, turn)
+    compactor = run.compactor(messages, request=ctx.spec.input, request_heading=REQUEST_HEADING,
+                              instructions=instructions)
+    config = run.loop_config(messages, policy, route_task=ctx.spec.input, compactor=compactor)
+    follower = _TurnFollower(config.recorder, memory, messages, added)
+    config.recorder = follower
     try:
         if resuming:
             replayed = await replay_interrupted_delegations(
@@ -192,7 +211,7 @@ async def director(ctx: RunContext) -> RunOutcome:
         result = await run.run_loop(config, rollout=True)
     finally:
         # Written on every path, cancellation included: the next turn continues this conversation.
-        memory.follow_turn(turn())
+        memory.follow_turn(follower.turn())
         memory.end_turn()
         memory.save()
         await run.close()
@@ -209,6 +228,18 @@ def _stopped_turn(ctx: RunContext, memory: ConversationMemory, history: list[Mes
     if found.history is not history:
         memory.replace(found.history)
     return found.history, found.loaded_tools
+
+
+def _seed_thinklink(ctx: RunContext, run: AgentRun) -> None:
+    """A resumed turn goes on with the stopped run's thinklink (its goal and plans), read back as it was written."""
+    resume = ctx.spec.options.get(RESUME_OPTION)
+    stopped = str(resume.get("run", "")) if isinstance(resume, dict) else ""
+    if not stopped or "/" in stopped or stopped.startswith("."):
+        return
+    entries, problems = read_thinklink(thinklink_dir(ctx.home, ctx.spec.task) / f"{stopped}.jsonl")
+    run.thinklink.seed(entries)
+    for problem in problems:
+        ctx.log.warning("thinklink of the stopped run: %s", problem)
 
 
 def _note(ctx: RunContext, level: str, text: str) -> None:

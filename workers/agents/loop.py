@@ -6,7 +6,9 @@ Per step:
    attempt ends its stream with `restarted=True`: what it streamed is void); the optional circuit
    breaker — the one of the provider the call resolves to after routing — is queried, called through
    and told the outcome in this same step;
-3. parse the `<thought>` block into a thinklink entry;
+   before the call, the context compactor (`compaction.py`) compacts the conversation when it is over its
+   threshold, and reports how full it is; after it, it takes the provider's count of the request;
+3. record the `<thought>` block in the run's thinklink (a block out of shape is counted and shown);
 4. run the tool calls through the batch executor (consecutive read-only calls in parallel, the rest
    serially, exactly one result per call even on cancellation); `agent_exit` ends the run — unless its
    hand-off is malformed: the first such exit is refused (its result says what to fix) and the run goes
@@ -33,7 +35,8 @@ from typing import Any, Protocol
 from yagent.ipc import event_data
 from yagent.ipc.messages import RunOutcome
 from yagent.ipc.vocabulary import EventType, RunStatus, StopReason
-from yagent.workers.context.thought import parse_thought, strip_thought
+from yagent.workers.context.thinklink import ThinkLink
+from yagent.workers.context.thought import strip_thought
 from yagent.workers.llm import (
     CallOptions,
     LLMError,
@@ -52,6 +55,7 @@ from yagent.workers.tools import Surface, ToolBatch, ToolCall, ToolContext, Tool
 from yagent.workers.tools.handoff import handoff_problems
 
 from .circuit_breaker import ProviderBreakers
+from .compaction import ContextCompactor
 
 __all__ = [
     "EMPTY_REPLY_REMINDER",
@@ -80,15 +84,21 @@ EMPTY_REPLY_REMINDER = (
 
 
 class LoopRecorder(Protocol):
-    """Where the run's rollout hears of the loop: each message appended, and the end (every way out)."""
+    """Where the run's rollout hears of the loop: each message appended, each compaction (the whole new history),
+    and the end (every way out)."""
 
     def appended(self, message: Message, step: int) -> None: ...
+
+    def compacted(self, messages: list[Message], step: int) -> None: ...
 
     def finished(self, step: int, outcome: RunOutcome | None, error: BaseException | None = None) -> None: ...
 
 
 class _NoRecorder:
     def appended(self, message: Message, step: int) -> None:
+        pass
+
+    def compacted(self, messages: list[Message], step: int) -> None:
         pass
 
     def finished(self, step: int, outcome: RunOutcome | None, error: BaseException | None = None) -> None:
@@ -136,6 +146,10 @@ class LoopConfig:
     recorder: LoopRecorder = field(default_factory=_NoRecorder)
     # Messages added to one model call only (the board's index), rebuilt per step; never stored in `messages`.
     call_context: Callable[[], list[Message]] | None = None
+    # The run's user inputs and thought blocks (workers/context/thinklink.py); in memory only unless given a log.
+    thinklink: ThinkLink = field(default_factory=ThinkLink)
+    # Context compression before each model call (compaction.py); None: the conversation is sent as it is.
+    compactor: ContextCompactor | None = None
 
 
 @dataclass
@@ -285,11 +299,25 @@ def _declared_delegation(surface: Surface, name: str) -> bool:
     return spec is not None and spec.is_delegation
 
 
-def _thinklink(cfg: LoopConfig, text: str) -> None:
-    plan = parse_thought(text)
+# Thought blocks out of shape that are announced as a warning: the first of a run, then every tenth (each one is
+# still an event and a log line).
+_ANNOUNCE_EVERY = 10
+
+
+def _thinklink(cfg: LoopConfig, text: str, step: int) -> None:
+    link = cfg.thinklink
+    reading = link.record_reply(text, step)
+    plan = reading.plan
     if plan is not None:
-        cfg.emit(EventType.THINKLINK_ENTRY,
-                 event_data.thinklink_entry(cfg.agent, plan.goal, plan.step, plan.reason, plan.plan))
+        cfg.emit(EventType.THINKLINK_ENTRY, event_data.thinklink_entry(
+            cfg.agent, plan.goal, plan.step, plan.reason, plan.plan, list(reading.problems), link.parse_failures))
+    if reading.failed:
+        failures = link.parse_failures
+        note = (f"{cfg.agent}: the thought block of step {step} is out of shape ({'; '.join(reading.problems)}); "
+                f"{failures} such block{'s' if failures != 1 else ''} this run")
+        log.warning("%s", note)
+        level = "warning" if failures == 1 or failures % _ANNOUNCE_EVERY == 0 else "info"
+        cfg.emit(EventType.LOG, event_data.log(level, note))
 
 
 def _refuse_exit(cfg: LoopConfig, messages: list[Message], exit_result: ToolResult, problems: list[str],
@@ -320,6 +348,8 @@ async def run_agent_loop(cfg: LoopConfig) -> RunOutcome:
 async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
     cfg.policy.start_of_run(state)
     messages = cfg.messages
+    if cfg.compactor is not None:
+        cfg.thinklink.record_input(cfg.compactor.request, state.step)
     pending_reminder: str | None = None
     if cfg.route_task:
         decision = await cfg.engine.route(cfg.route_task)
@@ -344,6 +374,8 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
         extra = cfg.call_context() if cfg.call_context is not None else []
         if pending_reminder is not None:
             extra = [*extra, Message.user(pending_reminder)]
+        if cfg.compactor is not None:
+            await cfg.compactor.before_call(cfg, messages, state.step, extra)
         call_messages = [*messages, *extra] if extra else messages
         pending_reminder = None
         # The breaker of the provider the engine resolves to now, i.e. after routing.
@@ -361,11 +393,14 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
             return finish(StopReason.LLM_ERROR, str(exc))
         if breaker is not None:
             breaker.record_success()
+        if cfg.compactor is not None:
+            usage = response.usage
+            cfg.compactor.after_call(usage.total_input_tokens, usage.estimated, len(messages))
         response = with_unique_call_ids(response, messages)  # results pair with calls by id
         state.last_response = response
         messages.append(response.message())
         cfg.recorder.appended(messages[-1], state.step)
-        _thinklink(cfg, response.text)
+        _thinklink(cfg, response.text, state.step)
 
         if response.tool_calls:
             state.reminded_reply = ""

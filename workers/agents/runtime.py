@@ -17,27 +17,36 @@ from typing import Any
 from yagent.ipc import event_data
 from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.messages import RunOutcome
-from yagent.ipc.state_layout import GRANTS_FILE, approvals_file, breaker_dir, scratch_dir, task_dir
+from yagent.ipc.state_layout import GRANTS_FILE, approvals_file, breaker_dir, scratch_dir, task_dir, thinklink_dir
 from yagent.ipc.vocabulary import EventType, StopReason
 from yagent.workers.board import TaskBoard
+from yagent.workers.context.project_instructions import ProjectInstructions
+from yagent.workers.context.rule_truncation import CHEAP, COSTLY
+from yagent.workers.context.thinklink import ThinkLink
 from yagent.workers.kinds import RunContext
 from yagent.workers.llm import Engine, EngineFactory, Message, RoutingEngine, Usage, build_engine, call_cost
 from yagent.workers.memory.rollout_recorder import RunRecorder, open_recorder
 from yagent.workers.memory.rollout_records import turn_context
 from yagent.workers.tools import (
+    Effect,
     Surface,
     SurfaceError,
     ToolContext,
     ToolSpec,
+    Truncation,
     YoloLevel,
     build_surface,
 )
 
 from .circuit_breaker import ProviderBreakers
+from .compaction import ContextCompactor
 from .loop import LoopConfig, LoopPolicy, run_agent_loop
 from .ports import ChannelAsker, ChannelAuthorizer, EngineTextLLM
 
-__all__ = ["AgentRun"]
+__all__ = ["AgentRun", "result_priority"]
+
+# What a model or the agent itself made: never cut by the first compression tier (not cheap to make again).
+_MADE_BY_A_MODEL = Effect.LLM | Effect.REFLECT | Effect.DRAFT
 
 
 class AgentRun:
@@ -90,6 +99,9 @@ class AgentRun:
             session_grants=frozenset(self._load_session_grants()),
         )
         spec = ctx.spec
+        # The run's thinklink log sits beside its rollout, in the task's state (all a confined worker may write).
+        self.thinklink = ThinkLink(thinklink_dir(ctx.home, spec.task) / f"{spec.run}.jsonl",
+                                   on_problem=self._rollout_problem)
         self.recorder: RunRecorder | None
         self.recorder, self.git = open_recorder(
             home=ctx.home, task=spec.task, run=spec.run, agent=spec.agent, turn=spec.turn, parent_run=spec.parent_run,
@@ -173,7 +185,20 @@ class AgentRun:
 
     # -- running ------------------------------------------------------------------------------------
 
-    def loop_config(self, messages: list[Any], policy: LoopPolicy, *, route_task: str = "") -> LoopConfig:
+    def compactor(self, messages: list[Any], *, request: str | None = None,
+                  request_heading: str = "The task you were given",
+                  instructions: ProjectInstructions | None = None) -> ContextCompactor:
+        """The run's context compactor; `request` (by default the last user message) is put back word for word
+        after a compaction, under `request_heading`."""
+        if request is None:
+            request = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        return ContextCompactor(self.settings.compression, self.thinklink, request=request,
+                                request_heading=request_heading, instructions=instructions,
+                                priority_of=lambda name: result_priority(self.surface.resolve(name)),
+                                requested=self.ctx.compaction_requested)
+
+    def loop_config(self, messages: list[Any], policy: LoopPolicy, *, route_task: str = "",
+                    compactor: ContextCompactor | None = None) -> LoopConfig:
         return LoopConfig(
             agent=self.ctx.spec.agent,
             engine=self.engine,
@@ -191,6 +216,8 @@ class AgentRun:
             cost_of=self.cost_of,
             **({"recorder": self.recorder} if self.recorder is not None else {}),
             call_context=self.board.index_messages if self.role == "director" else None,
+            thinklink=self.thinklink,
+            compactor=compactor if compactor is not None else self.compactor(messages),
         )
 
     def cost_of(self, provider: str, model: str, usage: Usage) -> float | None:
@@ -211,6 +238,17 @@ class AgentRun:
         if self.recorder is not None:
             self.recorder.writer.close(1.0)  # a run whose loop never started still lets its writer go
         await self._factory.aclose()
+
+
+def result_priority(spec: ToolSpec | None) -> int | None:
+    """How early the first compression tier cuts a tool's results: cheap to fetch again first, then costly;
+    None for results a model made and short control results, which are never cut. An unknown tool (a dynamic
+    one gone) counts as cheap."""
+    if spec is None:
+        return CHEAP
+    if spec.effects & _MADE_BY_A_MODEL or spec.truncation is Truncation.NEVER:
+        return None
+    return CHEAP if spec.truncation is Truncation.EARLY else COSTLY
 
 
 def _usable_pick(role: str, pick: Iterable[str], yolo: YoloLevel) -> tuple[list[str], list[str]]:

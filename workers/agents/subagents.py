@@ -100,7 +100,10 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
             return start
         messages, first_step = start.messages, start.step
         run.surface.restore_materialized(start.loaded_tools)  # the model need not load them a second time
-    config = run.loop_config(messages, ReminderPolicy(spec.reminder, spec.reminder_limit))
+    # The task is put back word for word after a compaction (never the last user message: after a compaction
+    # that is the compacted context itself).
+    config = run.loop_config(messages, ReminderPolicy(spec.reminder, spec.reminder_limit),
+                             compactor=run.compactor(messages, request=task_text(ctx)))
     config.first_step = first_step
     config.stop_on_exit = spec.stop_on_exit
     try:
@@ -130,7 +133,7 @@ def find_replay_start(ctx: RunContext, role: str) -> ReplayStart | RunOutcome:
         context = assessment.replay.turn_context or {}
         loaded = context.get("loaded_tools")
         messages = list(assessment.replay.messages)
-        return ReplayStart(messages, finished_steps(messages),
+        return ReplayStart(messages, finished_steps(messages, assessment.replay.compacted_at),
                            [str(n) for n in loaded] if isinstance(loaded, list) else [])
     ctx.log.info("delegation %s is not replayed: %s", call_id, assessment.reason)
     return degraded_report(ctx.spec.agent, ctx.spec.input, assessment.reason,

@@ -1,6 +1,10 @@
 """yagent.workers.context — what goes into a model's context window and what it costs.
 
-Today: token counting (`tokens`). Compression and thinklink come later.
+Token counting (`tokens`, `token_ledger`), how full the context is (`measurement`, `threshold`, `breakdown`), the
+pieces of the three compression tiers (`rule_truncation`, `emergency`, `ultimate`), the thinklink (`thought`,
+`thinklink`) and the project's instructions (`project_instructions`). The loop's use of them is
+`workers/agents/compaction.py`. This package imports nothing of `workers.llm` (which imports it); only the
+counting functions are re-exported here.
 """
 
 from .tokens import (

@@ -12,7 +12,9 @@ A reply carries one block before its tool calls:
 
 Parsing never raises: a malformed block yields None (or a plan with problems) and the caller decides.
 Key aliases ("current goal", "reasoning", "plan update", …) are folded to the four fixed keys, and
-marker variants (`X`, `-`, `*`, `1.`) are tolerated.
+marker variants (`X`, `-`, `*`, `1.`) are tolerated. `read_thought` also says what makes a reply's block
+untrustworthy (never closed, several blocks, an empty goal or reason, more than one `[>]`): the thinklink
+counts those and the loop makes them visible.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["ThoughtPlan", "parse_thought", "strip_thought"]
+__all__ = ["ThoughtPlan", "ThoughtReading", "parse_thought", "read_thought", "strip_thought"]
 
 _BLOCK = re.compile(r"<thought>(.*?)</thought>", re.DOTALL | re.IGNORECASE)
+_OPENING = re.compile(r"<thought>", re.IGNORECASE)
 _KEY = re.compile(r"^\s*([A-Za-z][A-Za-z _-]*?)\s*[:：]\s*(.*)$")
 _ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])?\s*\[\s*([xX>\-~ ]?)\s*\]\s*(.*)$")
 _BARE_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+(.*)$")
@@ -90,6 +93,35 @@ def parse_thought(text: str) -> ThoughtPlan | None:
         elif current is not None:
             setattr(plan, current, f"{getattr(plan, current)} {line.strip()}".strip())
     return plan
+
+
+@dataclass(frozen=True, slots=True)
+class ThoughtReading:
+    """What a reply's thought block says, and why it cannot be taken as the contract says (if it cannot)."""
+
+    plan: ThoughtPlan | None  # the first complete block; None when there is none
+    problems: tuple[str, ...] = ()
+    written: bool = False  # the reply opened a block at all
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.problems)
+
+
+def read_thought(text: str) -> ThoughtReading:
+    """The reply's block with its problems; a reply without any block has none (not every agent writes one)."""
+    opened = len(_OPENING.findall(text or ""))
+    if not opened:
+        return ThoughtReading(None)
+    plan = parse_thought(text)
+    problems: list[str] = []
+    if plan is None:
+        problems.append("the <thought> block is never closed with </thought>")
+    else:
+        problems += plan.problems()
+        if opened > 1:
+            problems.append(f"{opened} thought blocks in one reply (only the first is read)")
+    return ThoughtReading(plan, tuple(problems), written=True)
 
 
 def strip_thought(text: str) -> str:

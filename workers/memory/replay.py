@@ -59,6 +59,7 @@ class Replay:
     meta: dict[str, Any]
     turn_context: dict[str, Any] | None
     problems: list[str] = field(default_factory=list)
+    compacted_at: int = 0  # the step the newest `compacted` record was written at (0: none): its messages hold less
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +85,12 @@ def load_for_replay(path: Path) -> Replay:
     return Replay(path=path, messages=rebuild_messages(recs),
                   checkpoint=recs[checkpoint_at]["payload"] if checkpoint_at is not None else None,
                   stop_reason=reason, meta=last_of(recs, RolloutRecord.SESSION_META) or {},
-                  turn_context=last_of(recs, RolloutRecord.TURN_CONTEXT), problems=content.problems)
+                  turn_context=last_of(recs, RolloutRecord.TURN_CONTEXT), problems=content.problems,
+                  compacted_at=_whole((last_of(recs, RolloutRecord.COMPACTED) or {}).get("step")))
+
+
+def _whole(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def first_record(path: Path) -> dict[str, Any] | None:

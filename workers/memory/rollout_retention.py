@@ -3,7 +3,8 @@
 Run by the task's Director worker as its turn starts, on its own task's directory only (the one a worker may
 write), before its own rollout is opened. Kept whatever their age: the newest root run's rollout and the
 rollouts of every run delegated under it (the turn a resume would pick up). Everything else unwritten for
-longer than the retention is removed; only regular files, never through a symlink.
+longer than the retention is removed; only regular files, never through a symlink. A removed rollout's run
+takes its thinklink log (`thinklink/{run}.jsonl`) along: nothing resumes that run any more.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import stat
 import time
 from pathlib import Path
 
-from yagent.ipc.state_layout import ROLLOUT_DIR
+from yagent.ipc.state_layout import ROLLOUT_DIR, THINKLINK_DIR
 
 from .replay import first_record
 from .rollout_records import RolloutRecord
@@ -68,4 +69,13 @@ def prune_rollouts(task_dir: Path, retention: float, *, now: float | None = None
         with contextlib.suppress(OSError):
             path.unlink()
             removed.append(path)
+            ident = identity[path]
+            if ident is not None and ident[0] and "/" not in ident[0] and not ident[0].startswith("."):
+                _remove_regular(task_dir / THINKLINK_DIR / f"{ident[0]}.jsonl")
     return removed
+
+
+def _remove_regular(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            path.unlink()

@@ -40,7 +40,8 @@ def rule_sets(spec: ConfinementSpec, writes_project: bool, *, home: str | None =
     read = _read_set(spec, home)
     shell_writes = [spec.scratch_dir, *spec.writable_roots, *([spec.project_root] if writes_project else [])]
     shell = [*read, *(Rule(p, _READ_WRITE) for p in shell_writes)]
-    worker = [*shell, *(Rule(p, _READ_WRITE) for p in (spec.task_dir, *spec.shared_dirs))]
+    worker = [*shell, *(Rule(p, _READ_WRITE) for p in (spec.task_dir, *spec.shared_dirs)),
+              *(Rule(p, READ_FILE) for p in spec.read_files)]
     return minimal(worker), minimal(shell)
 
 
