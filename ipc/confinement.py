@@ -45,6 +45,9 @@ class ConfinementSpec(Record):
     writable_roots: list[str] = field(default_factory=list)  # [sandbox] writable_roots, expanded
     deny_read: list[str] = field(default_factory=list)  # [sandbox] deny_read, expanded
     git_namespace: bool = False  # a worker that writes the project sees its .git hooks and config read-only
+    # Skill directories read besides the system, the home and the project: $YAGENT_HOME/skills (inside the state
+    # home, otherwise hidden) and [skills] dirs — each only where it does not lead into what stays hidden.
+    skill_dirs: list[str] = field(default_factory=list)
 
 
 def landlock_abi(environ: Mapping[str, str] | None = None) -> int:

@@ -19,6 +19,7 @@ from .board_settings import BoardSettings
 from .provider_config import LLMConfig
 from .records import Record, record
 from .resume_settings import DEFAULT_REPLAY_MAX_MESSAGES, DEFAULT_REPLAY_MAX_STEPS, DEFAULT_ROLLOUT_RETENTION
+from .skills_settings import SkillsSettings
 
 __all__ = [
     "DEFAULT_BREAKER_RESET",
@@ -59,6 +60,7 @@ class RunSettings(Record):
     replay_max_steps: int = DEFAULT_REPLAY_MAX_STEPS
     replay_max_messages: int = DEFAULT_REPLAY_MAX_MESSAGES
     blackboard: BoardSettings = field(default_factory=BoardSettings)  # `[blackboard]`
+    skills: SkillsSettings = field(default_factory=SkillsSettings)  # `[skills]`, with `[sandbox] deny_read`
 
     def max_steps_for(self, role: str) -> int:
         return self.max_steps.get(role, OTHER_ROLE_MAX_STEPS)
