@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import itertools
 import os
 import stat
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ __all__ = ["MAX_LISTED_FILES", "MAX_SKILL_BYTES", "SkillFileError", "SkillFiles"
 MAX_SKILL_BYTES = 512 * 1024  # a skill is a page or two of instructions; past this it is data, not a skill
 MAX_LISTED_FILES = 200
 _MAX_LISTED_DEPTH = 4
+_MAX_SCANNED = 1000  # entries read of one directory before they are sorted
 
 
 class SkillFileError(Exception):
@@ -69,7 +71,8 @@ def read_skill_text(path: str, *, within: str, head: int | None = None) -> tuple
         fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise SkillFileError("became a link while it was read; not followed", path) from None
+            raise SkillFileError("is a link that leads nowhere, or became a link while it was read; not followed",
+                                 path) from None
         with contextlib.suppress(OSError):
             mode = os.stat(real).st_mode
             if not stat.S_ISREG(mode):  # a socket cannot even be opened
@@ -139,7 +142,8 @@ def list_skill_files(folder: str, *, leave_out: str = "SKILL.md") -> SkillFiles:
         rel, depth = queue.pop(0)
         try:
             with os.scandir(os.path.join(folder, rel) if rel else folder) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                # A folder of a million files costs no more than its first few hundred.
+                entries = sorted(itertools.islice(it, _MAX_SCANNED), key=lambda e: e.name)
         except OSError:
             continue
         for entry in entries:

@@ -115,6 +115,9 @@ def _parse_block(block: str) -> dict[str, Any]:
                            f"column {exc.colno})") from None
         except RecursionError:
             raise _Refused("the front matter's JSON nests too deep to read") from None
+        except ValueError as exc:  # a number past what Python converts (4300 digits), say
+            raise _Refused(f"the front matter's JSON holds a value yagent cannot read: {one_line(str(exc), 160)}"
+                           ) from None
     else:
         value = _yaml(block)
     if value is None:
@@ -139,6 +142,8 @@ def _yaml(block: str) -> Any:
         raise _Refused(f"the front matter is not valid YAML: {what}{where}") from None
     except RecursionError:
         raise _Refused("the front matter's YAML nests too deep to read") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a value its constructor refuses (a 13th month, 5000 digits)
+        raise _Refused(f"the front matter's YAML holds a value yagent cannot read: {one_line(str(exc), 160)}") from None
 
 
 def _check_events(yaml: Any, loader: Any, block: str) -> None:

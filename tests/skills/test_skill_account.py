@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from yagent.ipc import skill_files
 from yagent.ipc.skill_account import (
@@ -21,6 +23,7 @@ from yagent.ipc.skill_account import (
     load_skill_account,
 )
 from yagent.ipc.skill_files import MAX_SKILL_BYTES, SkillFileError, read_skill_text
+from yagent.ipc.skill_front_matter import read_front_matter
 from yagent.ipc.skills_settings import SkillsSettings
 
 
@@ -104,6 +107,9 @@ def test_front_matter_yaml_as_claude_skills_write_it_json_or_none(places: Places
     ("description: 42", "`description` must be text"),
     ("!!python/object/apply:os.system [\"touch /tmp/yagent-pwned\"]", "not valid YAML"),
     ("description: " + "[" * 40 + "]" * 40, "nests more than"),
+    ("description: d\nbig: " + "1" * 5000, "a value yagent cannot read"),  # past Python's 4300 digits
+    ("description: d\nwhen: !!timestamp 2001-99-99", "a value yagent cannot read"),
+    ('{"description": "d", "big": ' + "1" * 5000 + "}", "a value yagent cannot read"),
 ])
 def test_a_bad_front_matter_is_shown_and_the_skill_stays_with_its_first_line(places: Places, front: str,
                                                                             said: str) -> None:
@@ -114,6 +120,13 @@ def test_a_bad_front_matter_is_shown_and_the_skill_stays_with_its_first_line(pla
     assert any(said in p for p in found.problems), found.problems
     assert any(str(path) in line and said in line for line in account.problems)
     assert not Path("/tmp/yagent-pwned").exists()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab:{}[]-*&!|>'\"\n #?,.\t%@`1e\\\x00\u00e9", max_size=60))
+def test_no_front_matter_ever_raises(block: str) -> None:
+    front = read_front_matter(f"---\n{block}\n---\n# Body")
+    assert isinstance(front.fields, dict) and isinstance(front.description, str)
 
 
 def test_a_billion_laughs_front_matter_is_refused_before_anything_is_built(places: Places) -> None:

@@ -95,10 +95,11 @@ def test_loading_never_returns_nothing(tmp_path: Path) -> None:
 
     folder = tmp_path / "state" / "skills" / "terse"
     folder.mkdir(parents=True)
-    (folder / "SKILL.md").write_text("---\ndescription: Only a description\n---\n\n")
+    (folder / "SKILL.md").write_text("---\ndescription: Only a description\nsize: 0x" + "f" * 5000 + "\n---\n\n")
     ctx = make_ctx(tmp_path / "project", tmp_path, skills=SkillShelf(_account(tmp_path)))
     terse = _use(ctx, {"name": "terse"})
     assert "Only a description" in terse.content and "none beyond the description" in terse.content
+    assert "size: (a int too large to show)" in terse.content  # a front-matter value never breaks the answer
     for name in ("../terse", "terse\x00", "t\u0435rse"):
         wrong = _use(ctx, {"name": name}, "c3")
         assert wrong.is_error and "The skills are: terse" in wrong.content and "\x00" not in wrong.content
@@ -138,6 +139,8 @@ def test_a_resumed_run_takes_back_only_the_pages_its_history_still_holds(tmp_pat
     assert shelf.restore(record, history) == ["deploy"]
     assert shelf.loaded_record() == [{"name": "deploy", "digest": "d1", "offsets": [0]}]
     assert shelf.restore("not a list", history) == []
+    damaged = [{"name": "deploy", "offsets": 7}, {"name": "deploy", "offsets": [True, "0", None]}]
+    assert SkillShelf(_account(tmp_path)).restore(damaged, history) == []  # a damaged record restores nothing
 
 
 def _skills(n: int, description: str) -> list[Skill]:

@@ -150,8 +150,10 @@ class SkillShelf:
         for entry in record if isinstance(record, list) else []:
             if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
                 continue
-            name = entry["name"]
-            offsets = {o for o in entry.get("offsets", []) if isinstance(o, int) and (name, o) in held}
+            name, recorded = entry["name"], entry.get("offsets")
+            if not isinstance(recorded, list):  # a damaged record restores nothing of that skill
+                continue
+            offsets = {o for o in recorded if type(o) is int and (name, o) in held}
             if offsets:
                 self._loaded[name] = _Loaded(str(entry.get("digest", "")), offsets)
                 restored.append(name)
@@ -175,9 +177,9 @@ def _shown(value: Any) -> str:
     if isinstance(value, str):
         return one_line(value, _MAX_FACT_CHARS)
     try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):
-        text = str(value)
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError, RecursionError):  # an integer of thousands of digits, say
+        text = f"(a {type(value).__name__} too large to show)"
     return one_line(text, _MAX_FACT_CHARS)
 
 
@@ -208,7 +210,7 @@ def _answered_pages(history: Iterable[Any]) -> set[tuple[str, int]]:
                     continue
                 if isinstance(args, dict) and isinstance(args.get("name"), str):
                     offset = args.get("offset", 0)
-                    calls[call.id] = (args["name"].strip(), offset if isinstance(offset, int) else 0)
+                    calls[call.id] = (args["name"].strip(), offset if type(offset) is int and offset > 0 else 0)
         elif getattr(message, "role", "") == "tool" and message.tool_call_id in calls:
             name, offset = calls[message.tool_call_id]
             if message.content.startswith(f"{_HEADER}{name} "):
