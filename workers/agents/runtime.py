@@ -17,7 +17,7 @@ from typing import Any
 from yagent.ipc import event_data
 from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.messages import RunOutcome
-from yagent.ipc.skill_account import account_lines, load_skill_account
+from yagent.ipc.skill_account import SkillAccount, account_lines, load_skill_account
 from yagent.ipc.state_layout import GRANTS_FILE, approvals_file, breaker_dir, scratch_dir, task_dir
 from yagent.ipc.vocabulary import EventType, StopReason
 from yagent.workers.board import TaskBoard
@@ -139,8 +139,14 @@ class AgentRun:
         if self.surface.resolve(USE_SKILL) is None:
             return None
         ctx = self.ctx
-        account = load_skill_account(yagent_home=ctx.home, project_root=ctx.project_root,
-                                     settings=self.settings.skills)
+        try:
+            account = load_skill_account(yagent_home=ctx.home, project_root=ctx.project_root,
+                                         settings=self.settings.skills)
+        except Exception as exc:  # a defect in reading skills must cost the run its skills, not the run
+            ctx.log.exception("the skills could not be read")
+            ctx.emit(EventType.LOG, event_data.log("warning", f"skills are left out of this run: reading them "
+                                                              f"failed ({type(exc).__name__}: {exc})"))
+            account = SkillAccount(project_root=str(ctx.project_root))
         shelf = SkillShelf(account, model=self.engine.model)
         if ctx.spec.parent_run is not None:  # the whole account once per turn, by its root run
             ctx.log.info("skills: %s", ", ".join(s.name for s in account.skills) or "none")
