@@ -15,7 +15,7 @@ from yagent.ipc import IpcError
 from yagent.ipc.home import config_path, yagent_home
 from yagent.ipc.vocabulary import ControlAction, YoloLevel
 
-from . import daemon_control, exit_codes, headless, startup, task_commands
+from . import daemon_control, exit_codes, headless, skills_command, startup, task_commands
 
 __all__ = ["build_parser", "main"]
 
@@ -128,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
         c = sub.add_parser(action, parents=[json_after_command], help=text)
         c.add_argument("task")
 
+    sk = sub.add_parser("skills", parents=[json_after_command],
+                        help="the skills a project's agents see, where each comes from, and what was not read and why")
+    sk.add_argument("--project", help="project directory (default: the current directory)")
+
     a = sub.add_parser("answer", parents=[json_after_command], help="answer a question a task is waiting on")
     a.add_argument("task")
     a.add_argument("args", nargs="+", metavar="[REQUEST_ID] VALUE")
@@ -211,6 +215,8 @@ def _dispatch(argv: list[str] | None) -> int:
             return task_commands.control(args.task, ControlAction(args.command), as_json)
         if args.command == "answer":
             return task_commands.answer(args.task, args.args, as_json)
+        if args.command == "skills":
+            return skills_command.skills(_project_dir(args.project), as_json)
     except IpcError as exc:
         print(f"yagent: {exc}", file=sys.stderr)
         return exit_codes.for_ipc_error(exc)

@@ -16,6 +16,7 @@ from yagent.ipc.config import Settings
 from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.messages import RunSpec
 from yagent.ipc.project_instructions import instruction_candidates, instructions_root
+from yagent.ipc.skills_settings import expand_home
 from yagent.ipc.state_layout import approvals_dir, breaker_dir, scratch_dir, task_dir
 from yagent.ipc.vocabulary import Unconfined, YoloLevel
 
@@ -60,11 +61,14 @@ def confinement_for(spec: RunSpec, settings: Settings, *, abi: int, runtime_dir:
     for directory in (task, scratch, *shared):
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     writable, deny = settings.sandbox.expanded(str(user_home or Path.home()))
+    skills = settings.run_settings.skills
+    skill_dirs = [str(home / "skills"), *(expand_home(d, str(user_home or Path.home())) for d in skills.dirs)
+                  ] if skills.enabled else []
     return ConfinementSpec(
         abi=abi, agent=spec.agent, project_root=spec.project_root, home=str(home), runtime_dir=str(runtime_dir),
         task_dir=str(task), scratch_dir=str(scratch), unconfined=why_unconfined(settings, spec.yolo, abi),
         required=settings.sandbox.required, shared_dirs=[str(p) for p in shared], writable_roots=writable,
-        deny_read=deny, git_namespace=git_namespace,
+        deny_read=deny, git_namespace=git_namespace, skill_dirs=skill_dirs,
         read_files=instruction_files_above(spec, hidden=[str(home), str(runtime_dir), *deny])
         if spec.parent_run is None else [])
 

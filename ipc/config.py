@@ -41,6 +41,7 @@ from .run_settings import (
     RunSettings,
 )
 from .sandbox_settings import SANDBOX_KEYS, SandboxSettings, parse_sandbox
+from .skills_settings import parse_skills
 
 __all__ = [
     "DEFAULT_PARALLEL_READONLY_TOOLS",
@@ -290,6 +291,7 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         run = dataclasses.replace(run, **parse_resume(_section(table, "resume"), parse_duration))
         run = dataclasses.replace(run, blackboard=parse_board(table, parse_duration),
                                   compression=parse_compression(table, env, ignored))
+        run = dataclasses.replace(run, skills=parse_skills(table, kwargs["sandbox"].deny_read))
     except ValueError as exc:
         raise ConfigError(str(exc), path) from None
     return Settings(table=table, path=path, warnings=(*misplaced_keys(table), *ignored), run_settings=run, **kwargs)

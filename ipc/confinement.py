@@ -48,6 +48,9 @@ class ConfinementSpec(Record):
     # Single files above the project the worker reads (its instruction files, `project_instructions`): readable
     # by the worker alone, never by its commands; regular files only, by their real path.
     read_files: list[str] = field(default_factory=list)
+    # Skill directories read besides the system, the home and the project: $YAGENT_HOME/skills (inside the state
+    # home, otherwise hidden) and [skills] dirs — each only where it does not lead into what stays hidden.
+    skill_dirs: list[str] = field(default_factory=list)
 
 
 def landlock_abi(environ: Mapping[str, str] | None = None) -> int:

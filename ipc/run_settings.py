@@ -20,6 +20,7 @@ from .compression_settings import CompressionSettings
 from .provider_config import LLMConfig
 from .records import Record, record
 from .resume_settings import DEFAULT_REPLAY_MAX_MESSAGES, DEFAULT_REPLAY_MAX_STEPS, DEFAULT_ROLLOUT_RETENTION
+from .skills_settings import SkillsSettings
 
 __all__ = [
     "DEFAULT_BREAKER_RESET",
@@ -61,6 +62,7 @@ class RunSettings(Record):
     replay_max_messages: int = DEFAULT_REPLAY_MAX_MESSAGES
     blackboard: BoardSettings = field(default_factory=BoardSettings)  # `[blackboard]`
     compression: CompressionSettings = field(default_factory=CompressionSettings)  # `[enhanced_commander]`
+    skills: SkillsSettings = field(default_factory=SkillsSettings)  # `[skills]`, with `[sandbox] deny_read`
 
     def max_steps_for(self, role: str) -> int:
         return self.max_steps.get(role, OTHER_ROLE_MAX_STEPS)

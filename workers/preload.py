@@ -16,6 +16,7 @@ import anyio.streams.stapled
 import anyio.streams.tls
 import anyio.to_thread  # noqa: F401
 import httpcore  # noqa: F401
+import yaml  # noqa: F401 - skills' YAML front matter is read at every run's start (ipc/skill_front_matter.py)
 
 from yagent.ipc.home import yagent_home
 from yagent.ipc.runtime_dir import resolve_runtime_dir

@@ -13,6 +13,8 @@ from typing import Any
 
 from yagent.ipc.config import SETUP_FIXES_IT, ConfigError, read_config_table
 from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config
+from yagent.ipc.sandbox_settings import parse_sandbox
+from yagent.ipc.skills_settings import SkillsSettings, parse_skills
 from yagent.ipc.vocabulary import YoloLevel
 
 __all__ = ["ConfigFacts", "read_config_facts"]
@@ -23,7 +25,7 @@ class ConfigFacts:
     providers: list[str] = field(default_factory=list)
     default_provider: str = ""
     mcp_servers: list[str] = field(default_factory=list)  # one human-readable line each
-    skill_dirs: list[Path] = field(default_factory=list)
+    skills: SkillsSettings = field(default_factory=SkillsSettings)  # [skills], with [sandbox] deny_read
     yolo: str = ""  # [tui] yolo: the default for turns sent from the TUI
     problem: str = ""  # why part of this could not be read
 
@@ -60,29 +62,11 @@ def read_config_facts(path: Path, environ: Mapping[str, str], home: Path, projec
                 if isinstance(target, list):
                     target = " ".join(str(t) for t in target)
                 facts.mcp_servers.append(f"{s.get('name', '?')}: {target}")
-    dirs = [home / "skills"]
-    if project is not None:
-        dirs.append(project / ".yagent" / "skills")
-    extra = _table(raw, "skills").get("dirs", [])
-    if isinstance(extra, list):
-        dirs.extend(Path(str(d)).expanduser() for d in extra)
-    facts.skill_dirs = dirs
+    try:
+        facts.skills = parse_skills(raw, parse_sandbox(raw).deny_read)
+    except ValueError as exc:  # the built-in places are still read
+        facts.problem = facts.problem or f"{exc}; {SETUP_FIXES_IT}"
     yolo = _table(raw, "tui").get("yolo", "")
     facts.yolo = yolo if yolo in tuple(YoloLevel) else ""
     return facts
 
-
-def list_skills(dirs: list[Path]) -> list[tuple[str, Path]]:
-    """(name, file) for `<dir>/<name>/SKILL.md` and `<dir>/<name>.md`; later dirs override earlier ones."""
-    found: dict[str, Path] = {}
-    for d in dirs:
-        try:
-            children = sorted(d.iterdir())
-        except OSError:
-            continue
-        for child in children:
-            if child.is_dir() and (child / "SKILL.md").is_file():
-                found[child.name] = child / "SKILL.md"
-            elif child.suffix == ".md" and child.is_file() and child.stem not in found:
-                found[child.stem] = child
-    return sorted(found.items())

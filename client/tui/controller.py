@@ -17,7 +17,9 @@ from typing import Any
 
 from yagent.ipc.daemon_events import TurnStarted
 from yagent.ipc.errors import IpcError, RemoteError
+from yagent.ipc.home import yagent_home
 from yagent.ipc.messages import Event, TaskDetail
+from yagent.ipc.skill_account import account_lines, load_skill_account
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, YoloLevel
 
 from ..humanize import age, format_tokens
@@ -25,7 +27,7 @@ from ..owned_tasks import OwnedTasks
 from ..stamped import stamped_data
 from .backend import Backend
 from .commands import COMMANDS, parse_input
-from .config_facts import ConfigFacts, list_skills, read_config_facts
+from .config_facts import ConfigFacts, read_config_facts
 from .dialogs import Choice, Dialog, Dismiss, PickerDialog, QuestionDialog
 from .render import LogRenderer
 from .state import TaskView
@@ -557,14 +559,20 @@ class TuiController:
             self.view.note(facts.problem, error=True)
 
     def _show_skills(self) -> None:
+        self.spawn("skills", self._skills_account())
+
+    async def _skills_account(self) -> None:
+        """The skills account agents of this project start with (what `yagent skills` prints), read off the loop:
+        the directories are anyone's, and reading them takes what it takes."""
         facts = self.facts()
-        skills = list_skills(facts.skill_dirs)
-        where = ", ".join(str(d) for d in facts.skill_dirs)
-        if skills:
-            self.view.note(f"skills ({len(skills)}): " + ", ".join(name for name, _p in skills)
-                           + f" — from {where}")
-        else:
-            self.view.note(f"no skills installed (looked in {where}; a skill is <dir>/<name>/SKILL.md)")
+        path = self.options.config_path
+        home = self.options.home or (path.parent.parent if path is not None else yagent_home())
+        account = await asyncio.to_thread(load_skill_account, yagent_home=home, project_root=self.project,
+                                          settings=facts.skills)
+        self.view.note("\n".join(account_lines(account)))
+        if facts.problem:
+            self.view.note(facts.problem, error=True)
+        self.changed()
 
     def _help(self) -> None:
         lines = [f"/{c.name}{' ' + c.argument if c.argument else ''} — {c.summary}" for c in COMMANDS]

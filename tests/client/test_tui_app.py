@@ -169,7 +169,7 @@ def test_every_listed_command_is_handled_and_help_lists_them_all() -> None:
             pipe.send_text("/mcp\r")
             await until(lambda: any("no MCP servers configured" in t for t in entries(tui, "notice")), "/mcp")
             pipe.send_text("/skills\r")
-            await until(lambda: any("no skills installed" in t for t in entries(tui, "notice")), "/skills")
+            await until(lambda: any("skills for the Director" in t for t in entries(tui, "notice")), "/skills")
 
     arun(go())
 

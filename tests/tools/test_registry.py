@@ -21,7 +21,7 @@ EXPECTED_STATIC_TOOLS = {
     "read_file", "list_dir", "print_dir_tree", "search_by_regex", "create_file", "search_replace_in_file",
     "delete_file", "rename_file", "run_bash", "agent_exit", "ask_user_for_help", "thinking", "deepthinking",
     "design", "micro_agent", "load_tool", "delegate_repo", "delegate_coding", "delegate_chat",
-    "delegate_devops", "delegate_meta", "read_note", "list_notes", "read_artifact",
+    "delegate_devops", "delegate_meta", "read_note", "list_notes", "read_artifact", "use_skill",
 }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from yagent.ipc.messages import RunOutcome
 from yagent.ipc.run_settings import RunSettings
@@ -35,6 +36,7 @@ class ReplayStart:
     messages: list[Message]
     step: int
     loaded_tools: list[str] = field(default_factory=list)  # what its surface offered, cold tools it loaded too
+    loaded_skills: list[Any] = field(default_factory=list)  # what its use_skill calls had loaded (the record)
 
 
 def assess_delegation(home: Path, task: str, call_id: str, *, parent_run: str | None, project_root: Path,

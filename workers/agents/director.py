@@ -43,7 +43,7 @@ from .custom_agents import CustomAgentRegistry
 from .loop import LoopPolicy, LoopRecorder, LoopState
 from .prompts import render_prompt
 from .runtime import AgentRun
-from .turn_resume import delegated_before, replay_interrupted_delegations, stopped_turn
+from .turn_resume import StoppedTurn, delegated_before, replay_interrupted_delegations, stopped_turn
 
 __all__ = ["MAX_NON_DELEGATION_REMINDERS", "REQUEST_HEADING", "DirectorPolicy", "director"]
 
@@ -131,7 +131,7 @@ def _say_what_was_left_out(ctx: RunContext, found: ProjectInstructions) -> None:
 
 
 def _system_prompt(run: AgentRun, registry: CustomAgentRegistry) -> str:
-    prompt = render_prompt("director", lang=run.lang)
+    prompt = run.with_skills(render_prompt("director", lang=run.lang))
     customs = registry.describe()
     if customs:
         prompt += "\n\n# Custom agents of this task\n" + customs
@@ -166,8 +166,10 @@ async def director(ctx: RunContext) -> RunOutcome:
     run_holder.append(run)
     history = memory.snapshot()
     if RESUME_OPTION in ctx.spec.options:
-        history, loaded = _stopped_turn(ctx, memory, history)
-        run.surface.restore_materialized(loaded)  # the cold tools it had loaded: not loaded a second time
+        stopped = _stopped_turn(ctx, memory, history)
+        history = stopped.history
+        run.surface.restore_materialized(stopped.loaded_tools)  # the cold tools it had loaded: not loaded again
+        run.restore_skills(stopped.loaded_skills, history)  # nor the skills, while its history holds them
     # A turn killed mid-tool leaves a call without a result: it reads as interrupted before the first call.
     repaired = repair_for_resume(history)
     if repaired != history:
@@ -218,8 +220,7 @@ async def director(ctx: RunContext) -> RunOutcome:
     return result
 
 
-def _stopped_turn(ctx: RunContext, memory: ConversationMemory, history: list[Message]
-                  ) -> tuple[list[Message], list[str]]:
+def _stopped_turn(ctx: RunContext, memory: ConversationMemory, history: list[Message]) -> StoppedTurn:
     resume = ctx.spec.options.get(RESUME_OPTION)
     stopped = str(resume.get("run", "")) if isinstance(resume, dict) else ""
     found = stopped_turn(task_dir(ctx.home, ctx.spec.task), stopped, history)
@@ -227,7 +228,7 @@ def _stopped_turn(ctx: RunContext, memory: ConversationMemory, history: list[Mes
         _note(ctx, "warning", f"{found.problem}; resuming from the memory")
     if found.history is not history:
         memory.replace(found.history)
-    return found.history, found.loaded_tools
+    return found
 
 
 def _seed_thinklink(ctx: RunContext, run: AgentRun) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from yagent.ipc import event_data
 from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.messages import RunOutcome
+from yagent.ipc.skill_account import SkillAccount, account_lines, load_skill_account
 from yagent.ipc.state_layout import GRANTS_FILE, approvals_file, breaker_dir, scratch_dir, task_dir, thinklink_dir
 from yagent.ipc.vocabulary import EventType, StopReason
 from yagent.workers.board import TaskBoard
@@ -27,6 +28,7 @@ from yagent.workers.kinds import RunContext
 from yagent.workers.llm import Engine, EngineFactory, Message, RoutingEngine, Usage, build_engine, call_cost
 from yagent.workers.memory.rollout_recorder import RunRecorder, open_recorder
 from yagent.workers.memory.rollout_records import turn_context
+from yagent.workers.skills import USE_SKILL, SkillShelf
 from yagent.workers.tools import (
     Effect,
     Surface,
@@ -77,6 +79,7 @@ class AgentRun:
                 ctx.log.warning("%s", note)
                 ctx.emit(EventType.LOG, event_data.log("warning", note))
         self.surface: Surface = build_surface(role, yolo=self.yolo, extra_specs=extra_specs, pick=pick)
+        self.skills = self._open_skills()
         authorizer = ChannelAuthorizer(ctx)
         # Board scope = the task: every turn and delegation of the task reads and writes this one board.
         self.board = TaskBoard(ctx.home, ctx.spec.task, self.settings.blackboard)
@@ -89,6 +92,7 @@ class AgentRun:
             asker=ChannelAsker(ctx),
             delegator=ctx.channel,  # the channel is the tools' Delegator port
             board=self.board,
+            skills=self.skills,
             llm=EngineTextLLM(self._engine_for_tool, emit=lambda type_, data: ctx.emit(type_, data),
                               cost_of=self.cost_of),
             emit=lambda type_, data: ctx.emit(type_, dict(data)),
@@ -132,10 +136,57 @@ class AgentRun:
             yolo=self.yolo.value, **self._surface_context()), messages, surface=self._surface_context)
 
     def _surface_context(self) -> dict[str, Any]:
-        """The turn context's tool fields: what the model is offered now, and the agents it can delegate to."""
+        """The turn context's tool fields: what the model is offered now, the agents it can delegate to, and the
+        skills it has loaded."""
         delegates = sorted(n for n in self.surface.names() if n.startswith("delegate_"))
         return {"loaded_tools": [d["name"] for d in self.surface.tool_definitions()],
-                "roster": [{"agent": name.removeprefix("delegate_"), "state": "available"} for name in delegates]}
+                "roster": [{"agent": name.removeprefix("delegate_"), "state": "available"} for name in delegates],
+                "loaded_skills": self.skills.loaded_record() if self.skills is not None else []}
+
+    # -- skills -------------------------------------------------------------------------------------
+
+    def _open_skills(self) -> SkillShelf | None:
+        """The run's skills, when its surface holds `use_skill`; the account goes to the log, and a root run's
+        problems (a skill not read, a bad front matter) and cut catalogue to its task's events."""
+        if self.surface.resolve(USE_SKILL) is None:
+            return None
+        ctx = self.ctx
+        try:
+            account = load_skill_account(yagent_home=ctx.home, project_root=ctx.project_root,
+                                         settings=self.settings.skills)
+        except Exception as exc:  # a defect in reading skills must cost the run its skills, not the run
+            ctx.log.exception("the skills could not be read")
+            ctx.emit(EventType.LOG, event_data.log("warning", f"skills are left out of this run: reading them "
+                                                              f"failed ({type(exc).__name__}: {exc})"))
+            account = SkillAccount(project_root=str(ctx.project_root))
+        shelf = SkillShelf(account, model=self.engine.model)
+        if ctx.spec.parent_run is not None:  # the whole account once per turn, by its root run
+            ctx.log.info("skills: %s", ", ".join(s.name for s in account.skills) or "none")
+            return shelf
+        ctx.log.info("skills account:\n%s", "\n".join(account_lines(account)))
+        problems = account.problems
+        if problems:
+            shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+            ctx.emit(EventType.LOG, event_data.log(
+                "warning", f"{len(problems)} skill problem{'s' if len(problems) != 1 else ''} — {shown} "
+                           "(`yagent skills` shows the whole account)"))
+        if shelf.catalogue.note:
+            ctx.log.info("%s", shelf.catalogue.note)
+            ctx.emit(EventType.LOG, event_data.log("info", shelf.catalogue.note))
+        return shelf
+
+    def with_skills(self, prompt: str) -> str:
+        """`prompt` followed by the skills catalogue, when the run has skills: in the system prompt, so the
+        catalogue sits in the part of the prompt that stays the same from step to step."""
+        section = self.skills.prompt_section() if self.skills is not None else ""
+        return f"{prompt}\n\n{section}" if section else prompt
+
+    def restore_skills(self, record: Any, history: list[Message]) -> None:
+        """Take back what a stopped run had loaded, as far as `history` still holds it."""
+        if self.skills is not None:
+            restored = self.skills.restore(record, history)
+            if restored:
+                self.ctx.log.info("skills the stopped run had loaded: %s", ", ".join(restored))
 
     # -- configuration ------------------------------------------------------------------------------
 

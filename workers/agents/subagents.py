@@ -87,6 +87,7 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
                    f"Your design lists {', '.join(run.dropped_tools)}, but this run cannot offer "
                    f"{'it' if len(run.dropped_tools) == 1 else 'them'} (it runs at yolo level {run.yolo.value!r}; "
                    "with --full-yolo nobody is there to answer questions). Work without them.")
+    prompt = run.with_skills(prompt)
     catalogue = run.surface.deferred_catalogue()
     if catalogue:
         prompt += "\n\n" + catalogue
@@ -100,6 +101,7 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
             return start
         messages, first_step = start.messages, start.step
         run.surface.restore_materialized(start.loaded_tools)  # the model need not load them a second time
+        run.restore_skills(start.loaded_skills, messages)  # nor the skills it had loaded
     # The task is put back word for word after a compaction (never the last user message: after a compaction
     # that is the compacted context itself).
     config = run.loop_config(messages, ReminderPolicy(spec.reminder, spec.reminder_limit),
@@ -131,10 +133,11 @@ def find_replay_start(ctx: RunContext, role: str) -> ReplayStart | RunOutcome:
     if assessment.replayable and assessment.replay is not None and assessment.replay.checkpoint is not None:
         ctx.log.info("replaying delegation %s: %s", call_id, assessment.reason)
         context = assessment.replay.turn_context or {}
-        loaded = context.get("loaded_tools")
+        loaded, skills = context.get("loaded_tools"), context.get("loaded_skills")
         messages = list(assessment.replay.messages)
         return ReplayStart(messages, finished_steps(messages, assessment.replay.compacted_at),
-                           [str(n) for n in loaded] if isinstance(loaded, list) else [])
+                           [str(n) for n in loaded] if isinstance(loaded, list) else [],
+                           skills if isinstance(skills, list) else [])
     ctx.log.info("delegation %s is not replayed: %s", call_id, assessment.reason)
     return degraded_report(ctx.spec.agent, ctx.spec.input, assessment.reason,
                            stopped_record(assessment.replay.messages) if assessment.replay else None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from yagent.ipc.messages import RunOutcome
 from yagent.workers.llm import Message
@@ -91,6 +92,7 @@ async def replay_interrupted_delegations(messages: list[Message], surface: Surfa
 class StoppedTurn:
     history: list[Message]  # the one to go on from: the memory's, or the rollout's when that is further along
     loaded_tools: list[str] = field(default_factory=list)  # the cold tools the stopped run had loaded
+    loaded_skills: list[Any] = field(default_factory=list)  # what its use_skill calls had loaded (the record)
     problem: str = ""  # why the rollout could not be used, when it could not
 
 
@@ -105,12 +107,15 @@ def stopped_turn(task_dir: Path, stopped_run: str, history: list[Message]) -> St
         replay = load_for_replay(path)
     except (OSError, ValueError) as exc:
         return StoppedTurn(history, problem=f"the stopped turn's rollout cannot be read ({exc})")
-    loaded = (replay.turn_context or {}).get("loaded_tools")
+    context = replay.turn_context or {}
+    loaded = context.get("loaded_tools")
     tools = [str(n) for n in loaded] if isinstance(loaded, list) else []
+    skills = context.get("loaded_skills")
+    skills = skills if isinstance(skills, list) else []
     recorded = [m for m in replay.messages if m.role != "system"]
     if len(recorded) > len(history) and recorded[:len(history)] == history:
-        return StoppedTurn(recorded, tools)
-    return StoppedTurn(history, tools)
+        return StoppedTurn(recorded, tools, skills)
+    return StoppedTurn(history, tools, skills)
 
 
 def delegated_before(history: list[Message], surface: Surface) -> bool:

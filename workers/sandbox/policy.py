@@ -2,7 +2,8 @@
 
 Landlock rules are allow-lists over whole trees, so nothing is excluded: what must stay unreadable (the state
 home with the config file and other tasks' state, the runtime directory with the control credential, the
-`deny_read` entries) is kept out by listing the siblings around it, one level at a time (`_around`).
+`deny_read` entries) is kept out by listing the siblings around it, one level at a time (`_around`). The one
+part of the state home a run reads is `$YAGENT_HOME/skills`, the user's skills, and only as a real directory.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def _read_set(spec: ConfinementSpec, home: str | None) -> list[Rule]:
     rules = list(_shared_read(user_home, hidden))  # the run's own state lies beneath the state home: granted
     for tree in (spec.project_root, *spec.writable_roots):  # by name, with writes
         rules += (Rule(p, READ) for p in _around(tree, hidden, os.path.realpath(tree)))
+    rules += (Rule(p, READ) for p in _skill_trees(spec, hidden))
     return rules
 
 
@@ -131,6 +133,23 @@ def _shared_read(user_home: str, hidden: list[str]) -> list[Rule]:
 
 # `_shared_read`'s rules by (user home, hidden paths), with the directories listed for them and their mtimes.
 _SHARED: dict[tuple[str, tuple[str, ...]], tuple[list[Rule], list[tuple[str, int]]]] = {}
+
+
+def _skill_trees(spec: ConfinementSpec, hidden: list[str]) -> list[str]:
+    """The skill directories (`spec.skill_dirs`), resolved, around what stays hidden. One beneath the state home is
+    read only beneath `$YAGENT_HOME/skills`, and only while that is no link (which could lead to the config or
+    another task's state); one that leads into the runtime dir or `deny_read` grants nothing there."""
+    state = os.path.realpath(spec.home)
+    own = os.path.join(spec.home, "skills")
+    own_real = None if os.path.islink(own) else os.path.realpath(own)
+    trees: list[str] = []
+    for tree in spec.skill_dirs:
+        real = os.path.realpath(tree)
+        if not _inside(real, state):
+            trees += _around(real, hidden, real)
+        elif own_real is not None and _inside(real, own_real):
+            trees += _around(real, [h for h in hidden if h != state], real)
+    return trees
 
 
 def minimal(rules: list[Rule]) -> list[Rule]:

@@ -5,7 +5,7 @@ and the batch executor. See README.md in this folder for the boundary and the in
 from __future__ import annotations
 
 # Importing the tool families fills the static registry; sealing validates it and makes it read-only.
-from . import board_read, cognitive, delegation, file_read, file_write, flow, search, shell  # noqa: F401
+from . import board_read, cognitive, delegation, file_read, file_write, flow, search, shell, skill_use  # noqa: F401
 from .authorization import (
     ApprovalStore,
     AuthDecision,
@@ -29,6 +29,7 @@ from .context import (
     Delegator,
     EventEmitter,
     Heartbeat,
+    SkillShelfPort,
     TextLLM,
     ToolContext,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "Registry",
     "ResultPaths",
     "Rule",
+    "SkillShelfPort",
     "Surface",
     "SurfaceError",
     "TextLLM",

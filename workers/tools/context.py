@@ -89,6 +89,15 @@ class Board(Protocol):
 
 
 @runtime_checkable
+class SkillShelfPort(Protocol):
+    """The run's skills (`yagent.workers.skills.SkillShelf`): `use` gives a skill's text from `offset` (every skill
+    listed for an empty name; `limit` None: its default page) or raises `LookupError` with what the model should
+    read."""
+
+    def use(self, name: str, offset: int = 0, limit: int | None = None) -> str: ...
+
+
+@runtime_checkable
 class ApprovedOperations(Protocol):
     """Carries out a call the user allowed at a prompt but the run's sandbox refuses, in a process the daemon
     starts for it (a confined worker never widens its own rules). None: no prompt of this run allowed exactly
@@ -130,6 +139,7 @@ class ToolContext:
     llm: TextLLM | None = None
     approved: ApprovedOperations | None = None
     board: Board | None = None  # the task's notes and artifacts; None = no board (tools say so)
+    skills: SkillShelfPort | None = None  # the user's skills (use_skill); None = none in this run (it says so)
     emit: EventEmitter = _no_event
     heartbeat: Heartbeat = _no_heartbeat
     scratch_dir: Path | None = None  # default: a per-run directory under the system temp dir
