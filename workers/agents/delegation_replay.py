@@ -35,6 +35,7 @@ class ReplayStart:
     messages: list[Message]
     step: int
     loaded_tools: list[str] = field(default_factory=list)  # what its surface offered, cold tools it loaded too
+    mcp_servers: list[str] = field(default_factory=list)  # the MCP servers whose tools its stopped run held
 
 
 def assess_delegation(home: Path, task: str, call_id: str, *, parent_run: str | None, project_root: Path,

@@ -136,6 +136,8 @@ class LoopConfig:
     recorder: LoopRecorder = field(default_factory=_NoRecorder)
     # Messages added to one model call only (the board's index), rebuilt per step; never stored in `messages`.
     call_context: Callable[[], list[Message]] | None = None
+    # Called at every step boundary: brings the surface up to date with tools that changed meanwhile (MCP).
+    refresh_tools: Callable[[], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -338,6 +340,8 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
 
     while True:
         await cfg.step_boundary()
+        if cfg.refresh_tools is not None:
+            await cfg.refresh_tools()
         if state.step >= cfg.max_steps:
             return finish(StopReason.MAX_STEPS, f"stopped after {cfg.max_steps} steps without finishing")
         state.step += 1

@@ -92,6 +92,7 @@ class StoppedTurn:
     history: list[Message]  # the one to go on from: the memory's, or the rollout's when that is further along
     loaded_tools: list[str] = field(default_factory=list)  # the cold tools the stopped run had loaded
     problem: str = ""  # why the rollout could not be used, when it could not
+    mcp_servers: list[str] = field(default_factory=list)  # the MCP servers whose tools the stopped run held
 
 
 def stopped_turn(task_dir: Path, stopped_run: str, history: list[Message]) -> StoppedTurn:
@@ -105,12 +106,17 @@ def stopped_turn(task_dir: Path, stopped_run: str, history: list[Message]) -> St
         replay = load_for_replay(path)
     except (OSError, ValueError) as exc:
         return StoppedTurn(history, problem=f"the stopped turn's rollout cannot be read ({exc})")
-    loaded = (replay.turn_context or {}).get("loaded_tools")
-    tools = [str(n) for n in loaded] if isinstance(loaded, list) else []
+    context = replay.turn_context or {}
+    tools, servers = _names(context.get("loaded_tools")), _names(context.get("mcp_servers"))
     recorded = [m for m in replay.messages if m.role != "system"]
     if len(recorded) > len(history) and recorded[:len(history)] == history:
-        return StoppedTurn(recorded, tools)
-    return StoppedTurn(history, tools)
+        return StoppedTurn(recorded, tools, mcp_servers=servers)
+    return StoppedTurn(history, tools, mcp_servers=servers)
+
+
+def _names(value: object) -> list[str]:
+    """A list of names read from a turn context (a damaged or older record has none)."""
+    return [str(n) for n in value] if isinstance(value, list) else []
 
 
 def delegated_before(history: list[Message], surface: Surface) -> bool:

@@ -20,6 +20,7 @@ from yagent.ipc.vocabulary import QuestionKind
 from .authorization import Authorizer, AuthRequest, YoloLevel
 from .beneath import Resolution
 from .guard import WorkspaceGuard
+from .mcp_tools import McpPort
 from .processes import ProcessRegistry
 from .result import ToolResult
 
@@ -130,6 +131,7 @@ class ToolContext:
     llm: TextLLM | None = None
     approved: ApprovedOperations | None = None
     board: Board | None = None  # the task's notes and artifacts; None = no board (tools say so)
+    mcp: McpPort | None = None  # the project's MCP servers, through the daemon; None = no external tools
     emit: EventEmitter = _no_event
     heartbeat: Heartbeat = _no_heartbeat
     scratch_dir: Path | None = None  # default: a per-run directory under the system temp dir
