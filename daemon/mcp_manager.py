@@ -226,8 +226,8 @@ class McpManager:
             log.error("cannot record MCP server %s (pid %d) in %s: %s", server.name, proc.pid, self._registry.path,
                       exc)
 
-    def _gone(self, server: McpServer) -> None:
-        pid = server.pid
+    def _gone(self, server: McpServer, proc: StdioServer) -> None:
+        pid = proc.pid
         if pid:
             try:
                 self._registry.mcp_server_gone(server.project_id, server.name, pid)

@@ -65,6 +65,7 @@ class StdioServer:
         self.started_at = start_time(proc.pid)  # with the pid, what names this process to a later daemon
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.problem = ""  # why the connection ended from our side (a line over the cap), if it did
+        self.exit_status = ""  # how it ended ("exited with status 3", "was killed by SIGKILL"), once it has
         self.exited = asyncio.Event()
         self._pidfd: int | None = None
         try:
@@ -95,6 +96,16 @@ class StdioServer:
     def _on_exit(self) -> None:
         assert self._pidfd is not None
         asyncio.get_running_loop().remove_reader(self._pidfd)
+        try:  # read how it ended without reaping it: reaping is the child watcher's
+            info = os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED | os.WNOWAIT)
+        except (OSError, AttributeError):
+            info = None
+        if info is not None:
+            if info.si_code == os.CLD_EXITED:
+                self.exit_status = f"exited with status {info.si_status}"
+            else:
+                with contextlib.suppress(ValueError):
+                    self.exit_status = f"was killed by {signal.Signals(info.si_status).name}"
         os.close(self._pidfd)
         self._pidfd = None
         self.exited.set()
@@ -106,7 +117,7 @@ class StdioServer:
     def exit_text(self) -> str:
         code = self.proc.returncode
         if code is None:
-            return "exited"
+            return self.exit_status or "exited"
         if code < 0:
             with contextlib.suppress(ValueError):
                 return f"was killed by {signal.Signals(-code).name}"
@@ -114,9 +125,9 @@ class StdioServer:
 
     async def pump(self, read_writer: MemoryObjectSendStream[SessionMessage | Exception],
                    write_reader: MemoryObjectReceiveStream[SessionMessage]) -> None:
-        """Carry messages between the pipes and the session's streams until the server's stdout ends."""
+        """Carry messages between the pipes and the session's streams until the server's stdout ends (or is
+        given up on: a line over the cap). Its stderr is read by `read_stderr`, a task of its own."""
         async with asyncio.TaskGroup() as group:
-            group.create_task(self._read_stderr())
             writer = group.create_task(self._write_stdin(write_reader))
             try:
                 await self._read_stdout(read_writer)
@@ -135,8 +146,8 @@ class StdioServer:
                     if not line.strip():
                         return
                 except asyncio.LimitOverrunError:
-                    self.problem = (f"it wrote a message over {MAX_LINE // (1024 * 1024)} MiB on stdout, more than "
-                                    "yagentd takes; the connection was closed")
+                    self.problem = (f"it wrote a message over {MAX_LINE // 1024} KiB on stdout, more than yagentd "
+                                    "takes; the connection was closed")
                     log.warning("MCP server pid %d: %s", self.pid, self.problem)
                     return
                 except (ConnectionError, OSError):
@@ -165,7 +176,7 @@ class StdioServer:
         except (ConnectionError, OSError, anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
 
-    async def _read_stderr(self) -> None:
+    async def read_stderr(self) -> None:
         stderr = self.proc.stderr
         assert stderr is not None
         pending = b""

@@ -59,6 +59,7 @@ MAX_DESCRIPTION = 4096
 MAX_RESULT_CHARS = 512 * 1024  # what one call's result may carry to the worker (the model sees far less)
 STALE_LISTINGS = 5  # listings discarded in a row for newer notifications before one is published anyway
 CLIENT_INFO = types.Implementation(name="yagent", version="0.1.0")
+HTTP_PING_INTERVAL = 60.0  # a remote server is pinged when it has been quiet this long
 
 
 class McpUnavailable(Exception):
@@ -70,7 +71,7 @@ class ServerHooks:
     """What a server tells its manager: a process started (record it) or gone, and a new tool list."""
 
     started: Callable[[McpServer, StdioServer], None]
-    gone: Callable[[McpServer], None]
+    gone: Callable[[McpServer, StdioServer], None]
     tools_changed: Callable[[McpServer], None]
 
 
@@ -99,6 +100,7 @@ class McpServer:
         self.pid = 0
         self.process: StdioServer | None = None
         self.settled = asyncio.Event()  # the state is not STARTING: a waiter for readiness may look now
+        self._changed = asyncio.Event()  # replaced at every change of state, tools or restarts (`until`)
         self._ready_since = 0.0
         self._stderr: list[str] = []  # the last connection's tail, kept after its process is gone
         self._session: ClientSession | None = None
@@ -129,6 +131,7 @@ class McpServer:
             if self._stopping:
                 break
             self.restarts += 1
+            self._touch()
             if self._restart_asked:
                 backoff = BACKOFF_MIN
                 continue
@@ -142,6 +145,16 @@ class McpServer:
                     await self._wake.wait()
             backoff = min(backoff * 2, BACKOFF_MAX)
         self._set_state(McpState.DISABLED if not self.config.enabled else McpState.OFFLINE)
+
+    async def until(self, predicate: Callable[[McpServer], bool]) -> None:
+        """Wait until `predicate(self)` holds (checked at each change of state, tool list or restart count);
+        the caller bounds the wait."""
+        while not predicate(self):
+            await self._changed.wait()
+
+    def _touch(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     def stop(self, why: str = "") -> None:
         """End the server for good (disabled, idle past its TTL, the daemon stopping)."""
@@ -176,15 +189,24 @@ class McpServer:
         read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
         cancelled = False
+        ended_by = ""
         try:
             async with asyncio.TaskGroup() as group:
                 pump = group.create_task(proc.pump(read_writer, write_reader), name=f"mcp-pump-{self.name}")
                 talk = group.create_task(self._talk(read_stream, write_stream), name=f"mcp-session-{self.name}")
+                stderr = group.create_task(proc.read_stderr(), name=f"mcp-stderr-{self.name}")
                 exited = group.create_task(proc.exited.wait())
                 woken = group.create_task(self._wake.wait())
-                await asyncio.wait({pump, talk, exited, woken}, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait({pump, talk, exited, woken}, return_when=asyncio.FIRST_COMPLETED)
+                ended_by = "session" if talk in done and self.last_error else "process"
                 for task in (pump, talk, exited, woken):
                     task.cancel()
+                if not proc.exited.is_set():
+                    await proc.stop()  # its last stderr lines arrive before the reader is let go
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(1.0):
+                        await asyncio.shield(stderr)
+                stderr.cancel()
         except asyncio.CancelledError:
             cancelled = True
             raise
@@ -196,12 +218,12 @@ class McpServer:
                 proc.release()
             else:
                 await proc.stop()
+            self._hooks.gone(self, proc)
             self.process, self.pid = None, 0
-            self._hooks.gone(self)
         if not self._stopping and not self._restart_asked:
-            problem = proc.problem or (f"the server {proc.exit_text()}" if proc.exited.is_set()
-                                       else self.last_error or "the connection ended")
-            raise _ConnectionEnded(problem)
+            # When it stopped answering (or answered nonsense), that is the news; else how its process ended.
+            raise _ConnectionEnded(self.last_error if ended_by == "session"
+                                   else proc.problem or f"the server {proc.exit_text()}")
 
     async def _connect_http(self) -> None:
         headers = dict(self.config.headers)
@@ -242,7 +264,7 @@ class McpServer:
                     return
                 self._session = session
                 await self._discover(session)
-        except (MCPError, OSError, ValueError, RuntimeError, anyio.BrokenResourceError,
+        except (MCPError, OSError, ValueError, RuntimeError, TimeoutError, anyio.BrokenResourceError,
                 anyio.ClosedResourceError, httpx2.HTTPError) as exc:
             self.last_error = _describe(exc)
         except Exception as exc:  # pydantic and anything else the SDK raises on a reply it cannot read
@@ -282,7 +304,21 @@ class McpServer:
                 continue
             stale = 0
             self._publish(listed)
+            await self._until_relist(session)
+
+    async def _until_relist(self, session: ClientSession) -> None:
+        """Wait for the next list_changed. A remote server's end shows no process exit, so it is pinged
+        meanwhile: a failed ping ends the connection (and it is made again)."""
+        if not self.config.url:
             await self._relist.wait()
+            return
+        while not self._relist.is_set():
+            try:
+                async with asyncio.timeout(HTTP_PING_INTERVAL):
+                    await self._relist.wait()
+            except TimeoutError:
+                async with asyncio.timeout(HTTP_PING_INTERVAL):
+                    await session.send_ping()
 
     async def _list_all(self, session: ClientSession) -> list[types.Tool]:
         tools: list[types.Tool] = []
@@ -318,7 +354,7 @@ class McpServer:
         self._tool_names = {t.name for t in offered}
         self.generation += 1
         self.last_error, self.fix = "", ""
-        self._set_state(McpState.READY)
+        self._set_state(McpState.READY)  # touches: a waiter sees the new generation
         log.info("MCP server %s of %s is ready: %d tools%s", self.name, self.project_root, len(offered),
                  f" ({len(withheld)} withheld)" if withheld else "")
         self._hooks.tools_changed(self)
@@ -422,10 +458,12 @@ class McpServer:
             self._hooks.tools_changed(self)
         if changed:
             log.debug("MCP server %s of %s is %s", self.name, self.project_root, state.value)
+        self._touch()
 
     def _offline(self, why: str) -> None:
         self.last_error = why
         self._set_state(McpState.OFFLINE)
+        self._touch()
 
     def _stderr_tail(self) -> list[str]:
         return list(self.process.stderr_tail) if self.process is not None else list(self._stderr)

@@ -107,6 +107,8 @@ async def _serve(mode: str, state: Path | None, page_size: int) -> None:
         if name == "slow":
             seconds = float(args.get("seconds", 1.0))
             began = time.monotonic()
+            if state is not None:
+                (state / "slow-started").write_text("yes")
             try:
                 step = 0
                 while time.monotonic() - began < seconds:
