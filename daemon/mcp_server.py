@@ -57,6 +57,7 @@ MAX_TOOLS = 500  # tools of one server offered at most
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_DESCRIPTION = 4096
 MAX_RESULT_CHARS = 512 * 1024  # what one call's result may carry to the worker (the model sees far less)
+RELIST_WAIT = 10.0  # how long a call that changed the tool list waits for the new list before it returns
 STALE_LISTINGS = 5  # listings discarded in a row for newer notifications before one is published anyway
 CLIENT_INFO = types.Implementation(name="yagent", version="0.1.0")
 HTTP_PING_INTERVAL = 60.0  # a remote server is pinged when it has been quiet this long
@@ -106,6 +107,7 @@ class McpServer:
         self._session: ClientSession | None = None
         self._tool_names: set[str] = set()
         self._wanted = 0  # list_changed notifications seen (and the first listing)
+        self._published_for = -1  # the `_wanted` the last published listing started at
         self._relist = asyncio.Event()
         self._wake = asyncio.Event()  # ends the connection: a restart or a stop
         self._stopping = False
@@ -303,6 +305,7 @@ class McpServer:
                 stale += 1  # the list changed while it was read: this one may be older than the server's
                 continue
             stale = 0
+            self._published_for = asked
             self._publish(listed)
             await self._until_relist(session)
 
@@ -394,6 +397,7 @@ class McpServer:
             last_progress = self._clock()
 
         deadline = self._clock() + timeout if timeout > 0 else math.inf
+        announced = self._wanted
         call = asyncio.ensure_future(session.call_tool(tool, arguments or None, progress_callback=moved))
         try:
             while True:
@@ -420,6 +424,10 @@ class McpServer:
                     await call
         if not isinstance(result, types.CallToolResult):
             return f"{self._label(tool)} returned a result yagent cannot read ({type(result).__name__})", True
+        if self._wanted != announced:  # the call changed the tool list: the caller's next step must see it
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(RELIST_WAIT):
+                    await self.until(lambda s: s._published_for >= s._wanted or s.state is not McpState.READY)
         return render_result(result), bool(result.is_error)
 
     def _failed_call(self, tool: str, exc: MCPError) -> str:

@@ -15,8 +15,8 @@ from .vocabulary import McpState
 __all__ = ["UNCONFINED_NOTE", "render_status_lines"]
 
 # What `yagent mcp` says about every server it lists: they are the user's programs, with the user's rights.
-UNCONFINED_NOTE = ("MCP servers are your own programs: yagentd starts them with your rights and no sandbox "
-                   "(agents' calls to them are checked, the servers themselves are not confined).")
+UNCONFINED_NOTE = ("MCP servers are your own programs: yagentd runs them unconfined, with your rights and no "
+                   "sandbox (agents' calls to them are checked; the servers themselves are not).")
 
 
 def _duration(seconds: float) -> str:

@@ -9,7 +9,9 @@ and sends tools/list_changed). The list is served in pages of `--page-size` tool
 
 Modes: `normal`; `never-init` (reads stdin, answers nothing); `changes-while-listed` (its first tools/list
 switches to a second tool set and sends list_changed before it answers with the first set's page);
-`junk-stdout` (prints a non-JSON line on stdout first); `exit-at-start` (exits 3 after a line on stderr).
+`junk-stdout` (prints a non-JSON line on stdout first); `exit-at-start` (exits 3 after a line on stderr);
+`linger` (a child process `sleep` in its group, and it keeps running when its stdin closes, like a server that
+ignores the end of its client — only a kill of its group ends it; the child's pid goes to `child`).
 At start it writes `env.json` (its environment) and `pid` into the state dir, when one is given.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -72,7 +75,14 @@ def main() -> None:
         sys.exit(3)
     if args.mode == "junk-stdout":
         print("this line is not JSON-RPC", flush=True)
+    if args.mode == "linger":
+        child = subprocess.Popen(["sleep", "1000"], stdin=subprocess.DEVNULL)
+        if state is not None:
+            (state / "child").write_text(str(child.pid))
     anyio.run(_serve, args.mode, state, max(1, args.page_size))
+    if args.mode == "linger":
+        while True:
+            time.sleep(1000)
 
 
 async def _serve(mode: str, state: Path | None, page_size: int) -> None:
