@@ -18,12 +18,13 @@ from collections.abc import Sequence
 
 import psutil
 
-from .mcp_process import MARKER_ENV
 from .process_identity import same_process, start_time
 from .recovery import LEFTOVER_KILL_WAIT, kill_and_wait
 from .registry import LeftoverMcpServer
 
-__all__ = ["kill_leftover_servers"]
+__all__ = ["MARKER_ENV", "kill_leftover_servers"]
+
+MARKER_ENV = "YAGENT_MCP_SERVER"  # set in each server's environment: the sweep finds what a daemon started
 
 log = logging.getLogger(__name__)
 

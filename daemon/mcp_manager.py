@@ -22,16 +22,20 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from yagent.ipc.mcp_settings import McpServerConfig, McpSettings, read_project_servers
 from yagent.ipc.mcp_status import render_status_lines
 from yagent.ipc.messages import McpServerStatus, McpTool
 from yagent.ipc.vocabulary import McpState
 
-from .mcp_process import StdioServer
-from .mcp_server import McpServer, McpUnavailable, ServerHooks
+from .mcp_errors import McpUnavailable
 from .registry import Registry
 from .schedule import Scheduler, Timer
+
+if TYPE_CHECKING:  # the SDK behind them loads with the first server (`_start`), not with the daemon
+    from .mcp_process import StdioServer
+    from .mcp_server import McpServer, ServerHooks
 
 __all__ = ["CLOSE_GRACE", "McpManager", "McpUnavailable", "ProjectTools"]
 
@@ -73,7 +77,7 @@ class McpManager:
         self._projects: dict[str, _Project] = {}
         self._group: asyncio.TaskGroup | None = None
         self._closed = asyncio.Event()
-        self._hooks = ServerHooks(started=self._started, gone=self._gone, tools_changed=self._tools_changed)
+        self._hooks: ServerHooks | None = None  # made with the first server: it brings the SDK in
 
     # -- the owner of every server's life -------------------------------------------------------------
 
@@ -190,6 +194,10 @@ class McpManager:
         if self._group is None:
             log.error("MCP server %s of %s not started: the MCP manager is not serving", config.name, project.root)
             return
+        from .mcp_server import McpServer, ServerHooks
+
+        if self._hooks is None:
+            self._hooks = ServerHooks(started=self._started, gone=self._gone, tools_changed=self._tools_changed)
         server = McpServer(project.id, project.root, config, environ=self._environ, hooks=self._hooks,
                            marker=uuid.uuid4().hex, clock=self._clock)
         key = (project.id, config.name)

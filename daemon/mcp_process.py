@@ -32,13 +32,13 @@ from mcp.shared.message import SessionMessage
 from yagent.ipc.mcp_settings import McpServerConfig
 from yagent.ipc.records import MAX_FRAME_BYTES
 
+from .mcp_leftovers import MARKER_ENV
 from .process_identity import start_time
 
 __all__ = ["INHERITED_ENV", "MARKER_ENV", "MAX_LINE", "StdioServer", "server_environment"]
 
 log = logging.getLogger(__name__)
 
-MARKER_ENV = "YAGENT_MCP_SERVER"  # set in each server's environment: a leftover sweep finds what it started
 # What a program needs to start and to find the user's tools; the rest of the daemon's environment stays out.
 INHERITED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR", "LANG", "LANGUAGE")
 MAX_LINE = MAX_FRAME_BYTES

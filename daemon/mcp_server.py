@@ -42,6 +42,7 @@ from yagent.ipc.mcp_settings import McpServerConfig
 from yagent.ipc.messages import McpServerStatus, McpTool
 from yagent.ipc.vocabulary import McpState
 
+from .mcp_errors import McpUnavailable
 from .mcp_process import StdioServer
 
 __all__ = ["MAX_RESULT_CHARS", "McpServer", "McpUnavailable", "ServerHooks", "render_result"]
@@ -61,10 +62,6 @@ RELIST_WAIT = 10.0  # how long a call that changed the tool list waits for the n
 STALE_LISTINGS = 5  # listings discarded in a row for newer notifications before one is published anyway
 CLIENT_INFO = types.Implementation(name="yagent", version="0.1.0")
 HTTP_PING_INTERVAL = 60.0  # a remote server is pinged when it has been quiet this long
-
-
-class McpUnavailable(Exception):
-    """A call or listing the server cannot take now; the message says why and what to do."""
 
 
 @dataclass(slots=True)

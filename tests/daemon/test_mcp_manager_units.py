@@ -20,9 +20,8 @@ import psutil
 
 from tests.daemon_harness import arun, wait_until
 from tests.mcp.servers import TOOLBOX
-from yagent.daemon.mcp_leftovers import kill_leftover_servers
+from yagent.daemon.mcp_leftovers import MARKER_ENV, kill_leftover_servers
 from yagent.daemon.mcp_manager import McpManager
-from yagent.daemon.mcp_process import MARKER_ENV
 from yagent.daemon.process_identity import start_time
 from yagent.daemon.registry import LeftoverMcpServer, Registry
 from yagent.daemon.schedule import Scheduler
@@ -188,3 +187,10 @@ def test_the_sweep_finds_what_is_left_of_a_group_whose_leader_is_gone(tmp_path: 
     assert _alive(child)
     assert kill_leftover_servers([LeftoverMcpServer("p1", "tb", leader, started, "")]) == [child]
     assert not _alive(child)
+
+
+def test_a_daemon_without_mcp_servers_never_loads_the_sdk() -> None:
+    probe = ("import sys, yagent.daemon.arbiter, yagent.daemon.main; "
+             "print(sorted(m for m in ('mcp', 'mcp_types', 'pydantic', 'httpx2') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"

@@ -19,7 +19,8 @@ import pytest
 from tests.daemon_harness import arun
 from tests.mcp.servers import TOOLBOX
 from yagent.daemon import mcp_process
-from yagent.daemon.mcp_server import McpServer, McpUnavailable, ServerHooks, render_result
+from yagent.daemon.mcp_errors import McpUnavailable
+from yagent.daemon.mcp_server import McpServer, ServerHooks, render_result
 from yagent.ipc.mcp_settings import McpServerConfig
 from yagent.ipc.vocabulary import McpState
 
