@@ -118,6 +118,7 @@ class McpServer:
         while not self._stopping:
             self._wake.clear()
             self._restart_asked = False
+            self.fix = ""  # a failure of this attempt says what to do about it
             began = self._clock()
             self._set_state(McpState.STARTING)
             try:
@@ -138,7 +139,8 @@ class McpServer:
                 backoff = BACKOFF_MIN
             log.warning("MCP server %s of %s is offline (%s); starting it again in %.0fs", self.name,
                         self.project_root, self.last_error, backoff)
-            self.fix = f"yagentd starts it again in {backoff:.0f}s; `yagent mcp restart {self.name}` does it now"
+            again = f"yagentd tries again in {backoff:.0f}s; `yagent mcp restart {self.name}` does it now"
+            self.fix = f"{self.fix}; {again}" if self.fix else again
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(backoff):
                     await self._wake.wait()

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -264,3 +265,38 @@ def test_results_are_rendered_as_text_and_binary_content_is_named_not_inlined() 
     assert "[resource file:///a]\nbody" in text
     assert render_result(types.CallToolResult(content=[], structured_content={"n": 1})) == '{"n": 1}'
     assert render_result(types.CallToolResult(content=[])) == "(the tool returned nothing)"
+
+
+def test_a_streamable_http_server_gets_the_bearer_token_from_the_daemons_environment_and_never_shows_it(
+        tmp_path: Path) -> None:
+    state = tmp_path / "http"
+    server = subprocess.Popen([sys.executable, str(TOOLBOX), "--state", str(state), "--http", "s3cret-token"])
+    try:
+        deadline = time.monotonic() + 30
+        while not (state / "port").exists():  # the server process's own record of its port
+            assert time.monotonic() < deadline and server.poll() is None, "the HTTP toolbox did not start"
+            time.sleep(0.02)
+        url = f"http://127.0.0.1:{(state / 'port').read_text()}/mcp"
+        config = McpServerConfig(name="remote", url=url, bearer_token_env="TB_TOKEN")
+
+        async def go() -> None:
+            async with supervised(config, tmp_path, environ={"TB_TOKEN": "s3cret-token"}) as remote:
+                await ready(remote)
+                assert await remote.call("echo", {"text": "over http"}) == ("over http", False)
+                assert remote.pid == 0 and remote.status().transport == "http"
+            seen = json.loads((state / "headers").read_text())
+            assert seen["authorization"] == "Bearer s3cret-token"
+            async with supervised(config, tmp_path, environ={}) as unset:
+                async with asyncio.timeout(20):
+                    await unset.until(lambda s: s.state is McpState.OFFLINE)
+                assert "TB_TOKEN is not set" in unset.last_error and "Environment=" in unset.fix
+            async with supervised(config, tmp_path, environ={"TB_TOKEN": "wrong-token"}) as refused:
+                async with asyncio.timeout(20):
+                    await refused.until(lambda s: s.state is McpState.OFFLINE)
+                shown = repr(refused.status())
+                assert refused.last_error and "wrong-token" not in shown and "s3cret" not in shown
+
+        arun(go(), 90)
+    finally:
+        server.kill()
+        server.wait(10)

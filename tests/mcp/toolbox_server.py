@@ -13,6 +13,8 @@ switches to a second tool set and sends list_changed before it answers with the 
 `linger` (a child process `sleep` in its group, and it keeps running when its stdin closes, like a server that
 ignores the end of its client — only a kill of its group ends it; the child's pid goes to `child`).
 At start it writes `env.json` (its environment) and `pid` into the state dir, when one is given.
+`--http TOKEN` serves streamable HTTP on 127.0.0.1 instead (its port goes to `port`), answering only requests
+that carry `Authorization: Bearer TOKEN` (the headers it saw go to `headers`).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ def main() -> None:
     parser.add_argument("--mode", default="normal")
     parser.add_argument("--state", default="")
     parser.add_argument("--page-size", type=int, default=3)
+    parser.add_argument("--http", default="", metavar="TOKEN")
     args = parser.parse_args()
     state = Path(args.state) if args.state else None
     if state is not None:
@@ -79,13 +82,53 @@ def main() -> None:
         child = subprocess.Popen(["sleep", "1000"], stdin=subprocess.DEVNULL)
         if state is not None:
             (state / "child").write_text(str(child.pid))
+    if args.http:
+        _serve_http(args.mode, state, max(1, args.page_size), args.http)
+        return
     anyio.run(_serve, args.mode, state, max(1, args.page_size))
     if args.mode == "linger":
         while True:
             time.sleep(1000)
 
 
+def _serve_http(mode: str, state: Path | None, page_size: int, token: str) -> None:
+    import socket
+
+    import uvicorn
+
+    server = _server(mode, state, page_size)
+    app = server.streamable_http_app()
+
+    async def guarded(scope, receive, send) -> None:  # the bearer token, checked before anything MCP
+        if scope["type"] == "http":
+            headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+            if state is not None:
+                (state / "headers").write_text(json.dumps(headers))
+            if headers.get("authorization") != f"Bearer {token}":
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+        await app(scope, receive, send)
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    if state is not None:
+        (state / "port").write_text(str(sock.getsockname()[1]))
+    async def run() -> None:
+        async with app.router.lifespan_context(app):
+            await uvicorn.Server(uvicorn.Config(guarded, log_level="warning", lifespan="off")).serve(sockets=[sock])
+
+    anyio.run(run)
+
+
 async def _serve(mode: str, state: Path | None, page_size: int) -> None:
+    server = _server(mode, state, page_size)
+    options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, options)
+
+
+def _server(mode: str, state: Path | None, page_size: int) -> Server:
     tools = list(BASE_TOOLS)
     listings = 0
 
@@ -144,10 +187,7 @@ async def _serve(mode: str, state: Path | None, page_size: int) -> None:
             return _text("extra here")
         return types.CallToolResult(content=[types.TextContent(type="text", text=f"no tool {name}")], is_error=True)
 
-    server = Server("toolbox", on_list_tools=list_tools, on_call_tool=call_tool)
-    options = server.create_initialization_options(NotificationOptions(tools_changed=True))
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, options)
+    return Server("toolbox", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 def _text(text: str) -> types.CallToolResult:
