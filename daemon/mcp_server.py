@@ -39,6 +39,7 @@ from mcp.shared.message import SessionMessage
 
 from yagent.ipc.mcp_schema import normalize_input_schema
 from yagent.ipc.mcp_settings import McpServerConfig
+from yagent.ipc.mcp_status import render_status_lines
 from yagent.ipc.messages import McpServerStatus, McpTool
 from yagent.ipc.vocabulary import McpState
 
@@ -137,10 +138,9 @@ class McpServer:
                 continue
             if self._clock() - began >= STABLE_AFTER:
                 backoff = BACKOFF_MIN
-            log.warning("MCP server %s of %s is offline (%s); starting it again in %.0fs", self.name,
-                        self.project_root, self.last_error, backoff)
             again = f"yagentd tries again in {backoff:.0f}s; `yagent mcp restart {self.name}` does it now"
             self.fix = f"{self.fix}; {again}" if self.fix else again
+            log.warning("MCP %s", render_status_lines([self.status()])[0])
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(backoff):
                     await self._wake.wait()
@@ -357,8 +357,8 @@ class McpServer:
         self.generation += 1
         self.last_error, self.fix = "", ""
         self._set_state(McpState.READY)  # touches: a waiter sees the new generation
-        log.info("MCP server %s of %s is ready: %d tools%s", self.name, self.project_root, len(offered),
-                 f" ({len(withheld)} withheld)" if withheld else "")
+        log.info("MCP %s%s", render_status_lines([self.status()])[0],
+                 f"; {len(withheld)} tools withheld (`yagent mcp` says why)" if withheld else "")
         self._hooks.tools_changed(self)
 
     def _withhold_reason(self, tool: types.Tool, offered: int) -> str:
