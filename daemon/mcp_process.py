@@ -45,6 +45,7 @@ MAX_LINE = MAX_FRAME_BYTES
 STDERR_TAIL = 20
 STDERR_LINE_CHARS = 400
 TERM_GRACE = 2.0  # after stdin closes, then after SIGTERM, before SIGKILL
+EXIT_STATUS_WAIT = 1.0  # for the exit status of a process asyncio reaped first (its pipes close with it)
 
 
 def server_environment(config: McpServerConfig, environ: Mapping[str, str], marker: str) -> dict[str, str]:
@@ -230,6 +231,11 @@ class StdioServer:
                 async with asyncio.timeout(grace):
                     await self.exited.wait()
         self.signal_group(signal.SIGKILL)  # what the leader left in its group (children it did not reap)
+        if self.exited.is_set() and self.proc.returncode is None and not self.exit_status:
+            # Reaped by asyncio's child watcher before our pidfd was read: its status comes with the transport.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(EXIT_STATUS_WAIT):
+                    await self.proc.wait()
         self.release()
 
     def kill_now(self) -> None:
@@ -238,8 +244,14 @@ class StdioServer:
         self.close_stdin()
 
     def release(self) -> None:
+        """Let go of the process's descriptors: its pidfd, and its pipes — asyncio keeps a transport open while
+        any pipe is (a grandchild may hold one), so every restart would leak three descriptors otherwise."""
         if self._pidfd is not None:
             with contextlib.suppress(Exception):
                 asyncio.get_running_loop().remove_reader(self._pidfd)
             os.close(self._pidfd)
             self._pidfd = None
+        transport = getattr(self.proc, "_transport", None)  # no public way to close it: as the SDK does
+        if transport is not None:
+            with contextlib.suppress(Exception):
+                transport.close()

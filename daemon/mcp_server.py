@@ -59,6 +59,7 @@ MAX_TOOLS = 500  # tools of one server offered at most
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_DESCRIPTION = 4096
 MAX_RESULT_CHARS = 512 * 1024  # what one call's result may carry to the worker (the model sees far less)
+EXIT_NOTICE = 0.5  # after the session ended: how long the process's exit is awaited to say why it ended
 RELIST_WAIT = 10.0  # how long a call that changed the tool list waits for the new list before it returns
 STALE_LISTINGS = 5  # listings discarded in a row for newer notifications before one is published anyway
 CLIENT_INFO = types.Implementation(name="yagent", version="0.1.0")
@@ -199,7 +200,9 @@ class McpServer:
                 exited = group.create_task(proc.exited.wait())
                 woken = group.create_task(self._wake.wait())
                 done, _ = await asyncio.wait({pump, talk, exited, woken}, return_when=asyncio.FIRST_COMPLETED)
-                ended_by = "session" if talk in done and self.last_error else "process"
+                if talk in done and not proc.exited.is_set():  # a crash closes the session a moment before the
+                    await asyncio.wait({exited}, timeout=EXIT_NOTICE)  # exit is seen: the exit is the news then
+                ended_by = "session" if talk in done and self.last_error and not proc.exited.is_set() else "process"
                 for task in (pump, talk, exited, woken):
                     task.cancel()
                 if not proc.exited.is_set():
@@ -269,7 +272,8 @@ class McpServer:
                 anyio.ClosedResourceError, httpx2.HTTPError) as exc:
             self.last_error = _describe(exc)
         except Exception as exc:  # pydantic and anything else the SDK raises on a reply it cannot read
-            self.last_error = f"its replies could not be read ({_describe(exc)})"
+            unreadable = type(exc).__name__ == "ValidationError"
+            self.last_error = f"its replies could not be read ({_describe(exc)})" if unreadable else _describe(exc)
 
     # -- discovery ------------------------------------------------------------------------------------
 
