@@ -33,7 +33,7 @@ __all__ = ["MAX_CALLS_IN_FLIGHT", "McpRunRequests", "McpRunner"]
 log = logging.getLogger(__name__)
 
 MAX_CALLS_IN_FLIGHT = 64  # per run: a worker flooding calls is refused, never queued without bound
-MAX_ARGUMENT_NAMES = 10
+MAX_CALL_TIMEOUT = 30 * 86400.0  # a deadline further off than this is none (and inf, nan never reach a timer)
 
 
 class McpRunner(Protocol):
@@ -45,6 +45,8 @@ class McpRunner(Protocol):
     def project_id(self) -> str: ...
 
     def send(self, msg: Message) -> None: ...
+
+    def time_left(self) -> float: ...  # before the run's own timeout stops it; 0: none
 
     def wait_began(self, reason: str) -> None: ...
 
@@ -87,12 +89,15 @@ class McpRunRequests:
             self._run.send(ErrorReply(id=msg.id, code=ErrorCode.BAD_REQUEST,
                                       message="mcp_call names a server and a tool"))
             return
-        timeout = msg.timeout if msg.timeout > 0 and msg.timeout == msg.timeout else 0.0  # nan: none
+        # The caller's deadline: what the worker asks (nan, negative or 0: nothing), bounded by the run's own.
+        asked = msg.timeout if 0 < msg.timeout < MAX_CALL_TIMEOUT else 0.0
+        limits = [t for t in (asked, self._run.time_left()) if t > 0]
+        timeout = min(limits) if limits else 0.0
 
         async def answer() -> Message:
             try:
                 content, is_error = await manager.call(self._run.project_id, msg.server, msg.tool, msg.arguments,
-                                                       timeout=min(timeout, 30 * 86400.0))
+                                                       timeout=timeout)
             except McpUnavailable as exc:
                 return McpCallResult(id=msg.id, content=str(exc), is_error=True)
             return McpCallResult(id=msg.id, content=content, is_error=is_error)

@@ -407,6 +407,13 @@ class RunSupervisor:
     def _on_mcp_cancel(self, msg: McpCancel) -> None:
         self.mcp.cancel(msg)
 
+    def time_left(self) -> float:
+        """Seconds before the run's own total timeout stops it (a delegation's); 0 when it has none."""
+        total = self.services.settings.delegate_total_timeout
+        if self.parent is None or self.clock is None or total <= 0:
+            return 0.0
+        return max(0.001, total - self.clock.total_for(self._now()))
+
     def wait_began(self, reason: str) -> None:
         """The run waits on someone else (an MCP server): its idle clock stops until `wait_ended`."""
         if self.clock is not None and not self.ended:
