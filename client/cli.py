@@ -15,7 +15,7 @@ from yagent.ipc import IpcError
 from yagent.ipc.home import config_path, yagent_home
 from yagent.ipc.vocabulary import ControlAction, YoloLevel
 
-from . import daemon_control, exit_codes, headless, skills_command, startup, task_commands
+from . import daemon_control, exit_codes, headless, mcp_commands, skills_command, startup, task_commands
 
 __all__ = ["build_parser", "main"]
 
@@ -131,6 +131,20 @@ def build_parser() -> argparse.ArgumentParser:
     sk = sub.add_parser("skills", parents=[json_after_command],
                         help="the skills a project's agents see, where each comes from, and what was not read and why")
     sk.add_argument("--project", help="project directory (default: the current directory)")
+    m = sub.add_parser("mcp", parents=[json_after_command],
+                       help="the MCP servers yagentd runs for every project: state, pid, tools, uptime, restarts, "
+                            "errors (they run with your rights, unconfined)")
+    m.add_argument("--project", help="also what this project directory would start (default: the current one)")
+    msub = m.add_subparsers(dest="mcp_command", metavar="ACTION")
+    mr = msub.add_parser("restart", parents=[json_after_command], help="start an MCP server again")
+    mr.add_argument("name")
+    mr.add_argument("--project", dest="mcp_project", help="in this project directory (default: the current one)")
+    mr.add_argument("--all", dest="all_projects", action="store_true", help="in every project that runs it")
+    for verb, text in (("approve", "approve the servers of the project's .mcp.json, as the file has them now"),
+                       ("revoke", "withdraw the approval of the project's .mcp.json servers")):
+        ma = msub.add_parser(verb, parents=[json_after_command], help=text)
+        ma.add_argument("names", nargs="*", metavar="NAME", help="the servers (default: all it declares)")
+        ma.add_argument("--project", dest="mcp_project", help="project directory (default: the current one)")
 
     a = sub.add_parser("answer", parents=[json_after_command], help="answer a question a task is waiting on")
     a.add_argument("task")
@@ -217,6 +231,17 @@ def _dispatch(argv: list[str] | None) -> int:
             return task_commands.answer(args.task, args.args, as_json)
         if args.command == "skills":
             return skills_command.skills(_project_dir(args.project), as_json)
+        if args.command == "mcp":
+            gate = _start_daemon_if_needed(cfg)
+            if gate is not None:
+                return gate
+            if args.mcp_command == "restart":
+                project = None if args.all_projects else _project_dir(args.mcp_project)
+                return mcp_commands.mcp_restart(args.name, project, as_json)
+            if args.mcp_command in ("approve", "revoke"):
+                approve = args.mcp_command == "approve"
+                return mcp_commands.mcp_approve(args.names, _project_dir(args.mcp_project), approve, as_json)
+            return mcp_commands.mcp_status(_project_dir(args.project), as_json)
     except IpcError as exc:
         print(f"yagent: {exc}", file=sys.stderr)
         return exit_codes.for_ipc_error(exc)

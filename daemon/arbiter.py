@@ -27,7 +27,7 @@ from yagent.ipc.client_token import new_client_token, write_client_token
 from yagent.ipc.config import ConfigError, Settings
 from yagent.ipc.confinement import landlock_abi, user_namespaces
 from yagent.ipc.errors import MalformedMessage, MessageTooLarge
-from yagent.ipc.messages import ErrorReply, Ping
+from yagent.ipc.messages import ErrorReply, McpToolsChanged, Ping
 from yagent.ipc.records import Message, decode, encode
 from yagent.ipc.runtime_dir import RuntimePaths
 from yagent.ipc.sockets import bind_publisher, bind_router
@@ -42,6 +42,8 @@ from .heap_trim import HeapTrim
 from .launcher import Launcher
 from .leases import LeaseManager
 from .log_files import reopen_log_files
+from .mcp_leftovers import kill_leftover_servers
+from .mcp_manager import McpManager
 from .recovery import kill_leftover_workers, mark_and_report_interrupted
 from .refused_peers import RefusedPeers
 from .registry import Registry, TaskRow
@@ -113,6 +115,8 @@ class Daemon:
         self.exit_code = 0  # what `yagentd` exits with after `serve` returns
         self.hub: EventHub | None = None
         self.services: RunServices | None = None
+        self.mcp = McpManager(self.registry, self.scheduler, lambda: self.settings.mcp,
+                              on_tools_changed=self._mcp_tools_changed)
         self._stop = asyncio.Event()
         self._shutdown_done = False
         self._loops_done = False  # set once the loops are meant to end
@@ -157,6 +161,7 @@ class Daemon:
         if task is None:
             task = TurnController(self.services, row, self.runs, self._forget_task)
             self.tasks[row.id] = task
+        self.mcp.project_in_use(row.project_id, row.project_path)  # its MCP servers start now, in the background
         return task
 
     def _forget_task(self, task: TurnController) -> None:
@@ -164,6 +169,15 @@ class Daemon:
         if self.tasks.pop(task.id, None) is not None and self.hub is not None:
             self.registry.set_task_last_seq(task.id, self.hub.last_seq(task.id))
             self.hub.close_task(task.id)
+        if not any(t.project_id == task.project_id for t in self.tasks.values()):
+            self.mcp.project_idle(task.project_id)  # its servers stop after [mcp] idle_ttl unless a turn comes
+
+    def _mcp_tools_changed(self, project_id: str, generation: int) -> None:
+        """A server's tools changed: the project's runs ask again at their next step."""
+        changed = McpToolsChanged(generation=generation)
+        for run in self.runs:
+            if run.project_id == project_id:
+                run.send(changed)
 
     def _all_live_runs_blocked(self) -> bool:
         live = [run for run in self.runs if run.id in self.slots.live]
@@ -198,11 +212,13 @@ class Daemon:
             workers_endpoint=RuntimePaths.endpoint(self.paths.workers), home=self.home,
             send_worker=self.worker_gate.send, is_shutting_down=lambda: self.shutting_down,
             spend=DailySpend(self.registry.spent_since(start_of_day(time.time()))),
-            runtime_dir=self.paths.root, landlock_abi=self._landlock_probe(), user_namespaces=self._userns_probe())
+            runtime_dir=self.paths.root, landlock_abi=self._landlock_probe(), user_namespaces=self._userns_probe(),
+            mcp=self.mcp)
         self._say_confinement()
         self.registry.deferred.on_deferred = self._retry_registry_later
         # Before any request is read or lease granted: a dead predecessor's workers must not race new runs.
         await asyncio.to_thread(kill_leftover_workers, self.registry.unfinished_runs())
+        await self._kill_leftover_mcp_servers()
         interrupted = mark_and_report_interrupted(
             self.registry, self.hub, "yagentd stopped before this finished (it crashed or was killed)",
             is_live=lambda task: task in self.tasks)
@@ -222,9 +238,11 @@ class Daemon:
         try:
             try:
                 async with asyncio.TaskGroup() as group:
+                    # The MCP manager first: its task group exists before the first request can start a server.
                     loops = [group.create_task(self._essential(name, coro), name=name) for name, coro in (
-                        ("control", self._control_loop()), ("workers", self.worker_gate.serve()),
-                        ("events-auth", self._subscriber_auth.run()), ("timers", self.scheduler.run()))]
+                        ("mcp", self.mcp.serve()), ("control", self._control_loop()),
+                        ("workers", self.worker_gate.serve()), ("events-auth", self._subscriber_auth.run()),
+                        ("timers", self.scheduler.run()))]
                     await self._stop.wait()
                     await self._shutdown()
                     self._loops_done = True
@@ -299,6 +317,7 @@ class Daemon:
                 pass
         for run in self.runs:
             await run.kill_now("killed at shutdown")
+        await self.mcp.close()  # every MCP server, those still starting too
         assert self.hub is not None
         try:
             leftover = mark_and_report_interrupted(self.registry, self.hub, "yagentd shut down before this finished",
@@ -308,6 +327,21 @@ class Daemon:
         else:
             if leftover:
                 log.info("marked %d runs left at shutdown as interrupted", len(leftover.runs))
+
+    async def _kill_leftover_mcp_servers(self) -> None:
+        """MCP servers a dead predecessor left (recorded in state.db) are killed before anything starts."""
+        try:
+            leftovers = self.registry.mcp_leftovers()
+        except sqlite3.Error as exc:
+            log.error("cannot read the MCP servers a previous yagentd recorded in %s: %s", self.registry.path, exc)
+            return
+        if not leftovers:
+            return
+        await asyncio.to_thread(kill_leftover_servers, leftovers)
+        try:
+            self.registry.forget_mcp_leftovers(leftovers)
+        except sqlite3.Error as exc:
+            log.error("cannot clear the MCP server records in %s: %s", self.registry.path, exc)
 
     def _task_seq_floor(self, task_id: str) -> int:
         return self.registry.task_seq_floor(task_id)  # never raises: publishing must not fail on state.db

@@ -30,7 +30,7 @@ from .launcher import run_processes
 from .process_identity import SAME_START, same_process, start_time
 from .registry import Interrupted, LeftoverRun, Registry
 
-__all__ = ["LEFTOVER_KILL_WAIT", "kill_leftover_workers", "mark_and_report_interrupted"]
+__all__ = ["LEFTOVER_KILL_WAIT", "kill_and_wait", "kill_leftover_workers", "mark_and_report_interrupted"]
 
 # How long a start waits for killed leftovers to end (a process in uninterruptible sleep may take longer).
 LEFTOVER_KILL_WAIT = 5.0
@@ -57,7 +57,7 @@ def kill_leftover_workers(runs: Sequence[LeftoverRun], *, wait: float = LEFTOVER
                     doomed[proc.pid] = started
     if not doomed:
         return []
-    killed, alive = _kill_and_wait(doomed, wait)
+    killed, alive = kill_and_wait(doomed, wait)
     if killed:
         log.warning("killed %d leftover processes of %d unfinished runs a previous yagentd left (pids %s)",
                     len(killed), len(runs), ", ".join(map(str, sorted(killed))))
@@ -68,7 +68,7 @@ def kill_leftover_workers(runs: Sequence[LeftoverRun], *, wait: float = LEFTOVER
     return killed
 
 
-def _kill_and_wait(doomed: dict[int, float], wait: float) -> tuple[list[int], list[int]]:
+def kill_and_wait(doomed: dict[int, float], wait: float) -> tuple[list[int], list[int]]:
     """SIGKILL each pid that still names the process started at its time; wait for them to end."""
     killed: list[int] = []
     ending: dict[int, int] = {}  # pidfd -> pid

@@ -26,7 +26,8 @@ from .registry_errors import RegistryUnreadable
 from .registry_schema import open_registry
 from .run_accounting import RunUsage
 
-__all__ = ["MAX_LIST_LIMIT", "Interrupted", "LeftoverRun", "ProjectRow", "Registry", "RegistryUnreadable", "RunRow",
+__all__ = ["MAX_LIST_LIMIT", "Interrupted", "LeftoverMcpServer", "LeftoverRun", "ProjectRow",
+           "Registry", "RegistryUnreadable", "RunRow",
            "TaskRow", "TurnRow", "new_run_id", "new_task_id", "project_id_for"]
 
 MAX_LIST_LIMIT = 1000  # tasks one `list_tasks` returns at most
@@ -108,6 +109,17 @@ class LeftoverRun:
     id: str
     pid: int
     worker_started_at: float  # 0: recorded before start times were (the pid alone proves nothing)
+
+
+@dataclass(slots=True)
+class LeftoverMcpServer:
+    """An MCP server process a daemon started and did not see end: what identifies it and its group."""
+
+    project_id: str
+    name: str
+    pid: int  # also its process group and session id: it was started in a session of its own
+    pid_started_at: float
+    marker: str  # the value of YAGENT_MCP_SERVER in its environment (and its children's)
 
 
 @dataclass(slots=True)
@@ -363,3 +375,39 @@ class Registry:
             self._db.execute("ROLLBACK")
             raise
         return Interrupted(runs, turns)
+
+    # -- MCP servers ----------------------------------------------------------------------------------
+
+    def mcp_server_started(self, project_id: str, name: str, pid: int, pid_started_at: float, marker: str) -> None:
+        """An MCP server process exists: recorded before anything else is asked of it, so a crash of the daemon
+        from here on leaves a record its successor acts on."""
+        self.deferred.record(
+            "INSERT OR REPLACE INTO mcp_servers(project_id, name, pid, pid_started_at, marker, spawned_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)", (project_id, name, pid, pid_started_at, marker, time.time()))
+
+    def mcp_server_gone(self, project_id: str, name: str, pid: int) -> None:
+        self.deferred.record("DELETE FROM mcp_servers WHERE project_id = ? AND name = ? AND pid = ?",
+                             (project_id, name, pid))
+
+    def mcp_leftovers(self) -> list[LeftoverMcpServer]:
+        rows = self._db.execute("SELECT project_id, name, pid, pid_started_at, marker FROM mcp_servers").fetchall()
+        return [LeftoverMcpServer(r["project_id"], r["name"], r["pid"], r["pid_started_at"], r["marker"]) for r in rows]
+
+    def forget_mcp_leftovers(self, leftovers: Iterable[LeftoverMcpServer]) -> None:
+        for left in leftovers:
+            self._db.execute("DELETE FROM mcp_servers WHERE project_id = ? AND name = ? AND pid = ?",
+                             (left.project_id, left.name, left.pid))
+
+    def mcp_approvals(self, project_id: str) -> dict[str, str]:
+        """The project's approved .mcp.json servers: name -> the fingerprint approved."""
+        rows = self._db.execute("SELECT name, fingerprint FROM mcp_approvals WHERE project_id = ?",
+                                (project_id,)).fetchall()
+        return {r["name"]: r["fingerprint"] for r in rows}
+
+    def set_mcp_approval(self, project_id: str, name: str, fingerprint: str | None) -> None:
+        """Approve `name` as `fingerprint` describes it, or withdraw the approval (None)."""
+        if fingerprint is None:
+            self._db.execute("DELETE FROM mcp_approvals WHERE project_id = ? AND name = ?", (project_id, name))
+        else:
+            self._db.execute("INSERT OR REPLACE INTO mcp_approvals(project_id, name, fingerprint, approved_at) "
+                             "VALUES (?, ?, ?, ?)", (project_id, name, fingerprint, time.time()))

@@ -31,7 +31,10 @@ from .registry_errors import RegistryUnreadable, busy_advice, damaged_advice, fo
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "TABLES", "Migration", "open_registry"]
 
 APPLICATION_ID = int.from_bytes(b"yAgt", "big")  # 0x79416774: "this SQLite file is yagent's registry"
-TABLES = frozenset({"projects", "tasks", "turns", "runs"})
+# The tables of the registries written before they carried their identity (how such a file is recognised),
+# and every table of the current schema.
+FIRST_TABLES = frozenset({"projects", "tasks", "turns", "runs"})
+TABLES = FIRST_TABLES | {"mcp_servers", "mcp_approvals"}
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +146,26 @@ MIGRATIONS: tuple[Migration, ...] = (
               "it ran (and which turn a resumed one continues)", _add_turn_launch),
     Migration("turns.model_override: the model a turn was started on (`/model`), so a resumed one keeps it",
               _add_turn_model),
+    Migration("mcp_servers: the MCP server processes the daemon started (pid, start time, marker), so a daemon "
+              "that starts after a crash kills what its predecessor left; mcp_approvals: the .mcp.json servers "
+              "the user approved, per project", _statements(
+        """CREATE TABLE IF NOT EXISTS mcp_servers (
+            project_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            pid_started_at REAL NOT NULL,
+            marker TEXT NOT NULL,
+            spawned_at REAL NOT NULL,
+            PRIMARY KEY (project_id, name)
+        )""",
+        """CREATE TABLE IF NOT EXISTS mcp_approvals (
+            project_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            approved_at REAL NOT NULL,
+            PRIMARY KEY (project_id, name)
+        )""",
+    )),
     Migration("runs.unconfined: why the kernel did not confine a run, so `yagent ps` still says it once the run "
               "has ended", _add_run_unconfined),
 )
@@ -257,9 +280,9 @@ def _identify(db: sqlite3.Connection, path: Path, known: int) -> tuple[int, int]
                 f"`mv {path} {path}.empty` and start yagentd again: the task list starts empty, conversations "
                 "are kept")
         return app, 0
-    if tables == TABLES and version <= known:  # written before the registry carried its identity
+    if tables == FIRST_TABLES and version <= known:  # written before the registry carried its identity
         return app, max(version, 1)
-    others = sorted(tables - TABLES)
+    others = sorted(tables - FIRST_TABLES)
     raise RegistryUnreadable(
         path, "it is an SQLite database but not yagent's task registry (its tables: "
               f"{', '.join(others[:5] or sorted(tables)[:5])}{', …' if len(others) > 5 else ''})", foreign_advice(path))

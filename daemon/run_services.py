@@ -18,6 +18,7 @@ from .admission import WorkerSlots
 from .event_hub import EventHub
 from .launcher import Launcher
 from .leases import LeaseManager
+from .mcp_manager import McpManager
 from .registry import Registry
 from .schedule import Scheduler
 from .settings_source import SettingsSource
@@ -54,6 +55,7 @@ class RunServices:
     landlock_abi: int = 0  # the kernel's Landlock ABI as probed at start (0: none, runs are not confined)
     user_namespaces: bool = False  # as probed at start: a run that writes the project gets a read-only .git view
     runs_started: int = 0
+    mcp: McpManager | None = None  # the MCP servers of every project; None where MCP is not served
 
     @property
     def settings(self) -> Settings:

@@ -35,6 +35,9 @@ from yagent.ipc.messages import (
     LeaseGrant,
     LeaseRelease,
     LeaseRequest,
+    McpCall,
+    McpCancel,
+    McpToolsRequest,
     ResultAck,
     RunControl,
     RunOutcome,
@@ -51,6 +54,7 @@ from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus
 from . import approved_operations
 from .admission import DelegationPool
 from .launcher import RunHandle
+from .mcp_run_requests import McpRunRequests
 from .process_identity import start_time
 from .run_accounting import ProcessSample, RunUsage
 from .run_clock import RunClock
@@ -146,6 +150,7 @@ class RunSupervisor:
         self._early_hello: WorkerHello | None = None  # a hello that beat the launcher's report of the pid
         self._compaction_asked = False  # `/compact` came before the worker's hello: sent right after its start
         self._stop_on_start: tuple[StopReason, str] | None = None  # asked for while it was launching
+        self.mcp = McpRunRequests(self, services.mcp, services.scope)  # its calls to its project's MCP servers
 
     @property
     def unconfined(self) -> Unconfined | None:
@@ -161,6 +166,10 @@ class RunSupervisor:
     @property
     def ended(self) -> bool:
         return self.phase in (RunPhase.ENDED, RunPhase.GONE)
+
+    @property
+    def project_id(self) -> str:
+        return self.spec.project
 
     @property
     def connected(self) -> bool:
@@ -392,6 +401,35 @@ class RunSupervisor:
     def _on_approved_operation(self, msg: ApprovedOperation) -> None:
         approved_operations.carry_out(self, msg)
 
+    @_handles(McpToolsRequest)
+    def _on_mcp_tools(self, msg: McpToolsRequest) -> None:
+        self.mcp.list_tools(msg)
+
+    @_handles(McpCall)
+    def _on_mcp_call(self, msg: McpCall) -> None:
+        self.mcp.call(msg)
+
+    @_handles(McpCancel)
+    def _on_mcp_cancel(self, msg: McpCancel) -> None:
+        self.mcp.cancel(msg)
+
+    def time_left(self) -> float:
+        """Seconds before the run's own total timeout stops it (a delegation's); 0 when it has none."""
+        total = self.services.settings.delegate_total_timeout
+        if self.parent is None or self.clock is None or total <= 0:
+            return 0.0
+        return max(0.001, total - self.clock.total_for(self._now()))
+
+    def wait_began(self, reason: str) -> None:
+        """The run waits on someone else (an MCP server): its idle clock stops until `wait_ended`."""
+        if self.clock is not None and not self.ended:
+            self.clock.freeze(reason, self._now())
+            self._arm_watchdog()
+
+    def wait_ended(self, reason: str) -> None:
+        if self.clock is not None and self.clock.frozen_by(reason):
+            self._unfreeze(reason)
+
     def answered(self) -> None:
         """A question of this run was answered: waiting for the user no longer stops its idle clock."""
         if self.clock is not None:
@@ -520,6 +558,7 @@ class RunSupervisor:
         except Exception:  # a full disk must not also strand the parent, the slots and the followers
             log.exception("recording the end of run %s failed", self.id)
         services.leases.drop_run(self.id)
+        self.mcp.close()  # its MCP calls are cancelled at their servers
         for child in list(self.children.values()):
             if not child.ended:
                 child.stop(StopReason.CANCELLED, f"its parent run {self.id} ended")
@@ -551,6 +590,7 @@ class RunSupervisor:
         services = self.services
         services.slots.release(self.id)
         services.leases.drop_run(self.id)
+        self.mcp.close()
         if not self.ended:
             self.finish(self._outcome(None, exit_note=exit_note(code)))
         # Tool processes that left the worker's group (setsid, a daemonising command) outlive even a clean

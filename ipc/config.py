@@ -28,6 +28,7 @@ from typing import Any
 
 from .board_settings import parse_board
 from .compression_settings import COMPRESSION_KEYS, parse_compression
+from .mcp_settings import McpSettings, parse_mcp
 from .provider_config import LLMConfig, parse_llm_config, shown_value
 from .resume_settings import RESUME_KEYS, parse_resume
 from .run_settings import (
@@ -203,6 +204,7 @@ class Settings:
     warnings: tuple[str, ...] = ()  # problems that do not stop the daemon (misplaced keys, ignored values)
     run_settings: RunSettings = field(default_factory=RunSettings)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)  # [sandbox]: how runs are confined
+    mcp: McpSettings = field(default_factory=McpSettings)  # [mcp]: the MCP servers the daemon starts
 
 
 def _section(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -283,6 +285,7 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
                              'e.g. ["my_agents.reviewer"]')
         kwargs["agent_modules"] = tuple(modules)
         kwargs["sandbox"] = parse_sandbox(table)
+        kwargs["mcp"] = parse_mcp(table, parse_duration)
         llm_config = parse_llm_config(table, env)  # validates the provider tables, expands api_key_env
         ignored: list[str] = []
         run = _run_settings(agent, llm, llm_config, ignored,

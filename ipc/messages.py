@@ -17,7 +17,7 @@ from typing import Any
 
 from .records import Message, Record, message, record
 from .run_settings import RunSettings
-from .vocabulary import QuestionKind, ReplayVerdict, RunStatus, StopReason, Unconfined
+from .vocabulary import McpState, QuestionKind, ReplayVerdict, RunStatus, StopReason, Unconfined
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -45,6 +45,18 @@ __all__ = [
     "LeaseRequest",
     "ListResumeCandidates",
     "ListTasks",
+    "McpApprove",
+    "McpCall",
+    "McpCallResult",
+    "McpCancel",
+    "McpRestart",
+    "McpServerStatus",
+    "McpStatusReply",
+    "McpStatusRequest",
+    "McpTool",
+    "McpToolsChanged",
+    "McpToolsReply",
+    "McpToolsRequest",
     "Ping",
     "PublishedEvents",
     "Question",
@@ -627,3 +639,126 @@ class ApprovedOperationResult(Message):
     content: str
     is_error: bool = False
     data: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------------
+# MCP servers (the daemon owns them; workers list and call their tools through it)
+
+
+@record
+class McpServerStatus(Record):
+    """One MCP server of one project as the daemon sees it; `ipc.mcp_status.render_status_lines` says it."""
+
+    project: str  # the project root
+    server: str
+    state: McpState
+    source: str = ""  # config.toml, or .mcp.json
+    transport: str = ""  # stdio or http
+    target: str = ""  # the command line or the URL (never a header or a token)
+    pid: int = 0
+    tools: int = 0  # tools that reach agents
+    uptime: float = 0.0  # seconds since it became ready (0: not ready)
+    restarts: int = 0
+    last_error: str = ""
+    stderr_tail: list[str] = field(default_factory=list)  # its last lines on stderr (stdio servers)
+    fix: str = ""  # what the user can do about its state
+    required: bool = False
+    withheld: list[str] = field(default_factory=list)  # tools not offered, each with why
+
+
+@record
+class McpTool(Record):
+    """One tool of a ready server, as agents may get it (`write`: not known to be read-only — allowed only where
+    the server has `allow_write`; such a tool needs the user's authorisation like any write)."""
+
+    server: str
+    name: str  # the server's own name for it
+    description: str = ""
+    input_schema: dict = field(default_factory=dict)
+    write: bool = True
+
+
+@message("mcp_tools")
+class McpToolsRequest(Message):
+    """A run asks for the MCP tools of its project (its project is the run's, never named by the worker).
+    `wait_for`: servers to wait for until ready or given up (a resumed turn's, besides the required ones)."""
+
+    id: int
+    wait_for: list[str] = field(default_factory=list)
+
+
+@message("mcp_tools_reply")
+class McpToolsReply(Message):
+    id: int
+    generation: int  # grows whenever any server of the project lists other tools
+    tools: list[McpTool] = field(default_factory=list)
+    servers: list[McpServerStatus] = field(default_factory=list)
+
+
+@message("mcp_tools_changed")
+class McpToolsChanged(Message):
+    """Daemon → the runs of a project: a server's tools changed; ask again at the next step."""
+
+    generation: int
+
+
+@message("mcp_call")
+class McpCall(Message):
+    """A run calls one tool of one of its project's servers; `timeout`: the most the caller waits (its own
+    deadline), 0 for none beyond the server's progress watchdog."""
+
+    id: int
+    server: str
+    tool: str
+    arguments: dict = field(default_factory=dict)
+    timeout: float = 0.0
+    call_id: str = ""
+
+
+@message("mcp_call_result")
+class McpCallResult(Message):
+    id: int
+    content: str
+    is_error: bool = False
+
+
+@message("mcp_cancel")
+class McpCancel(Message):
+    """The run no longer waits for its call `call`: the daemon cancels it at the server."""
+
+    call: int
+
+
+@message("mcp_status")
+class McpStatusRequest(Message):
+    """Every MCP server of every project the daemon runs, plus those `project` (a root) would start."""
+
+    id: int
+    project: str = ""
+
+
+@message("mcp_status_reply")
+class McpStatusReply(Message):
+    id: int
+    servers: list[McpServerStatus] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # a project's .mcp.json that cannot be read, and the like
+
+
+@message("mcp_restart")
+class McpRestart(Message):
+    """Restart server `server` (a name) in `project` (a root), or in every project that runs it when empty."""
+
+    id: int
+    server: str
+    project: str = ""
+
+
+@message("mcp_approve")
+class McpApprove(Message):
+    """Approve (or withdraw approval of) the servers a project's .mcp.json declares, as the file has them now;
+    `servers` empty: all of them."""
+
+    id: int
+    project: str
+    servers: list[str] = field(default_factory=list)
+    approve: bool = True

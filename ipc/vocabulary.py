@@ -18,6 +18,7 @@ __all__ = [
     "ErrorCode",
     "EventType",
     "HandoffStatus",
+    "McpState",
     "QuestionKind",
     "ReplayVerdict",
     "RunStatus",
@@ -113,6 +114,16 @@ class ReplayVerdict(StrEnum):
     STARTS_OVER = "starts_over"  # an agent kind that does not pick up replays (meta): it runs its task again
 
 
+class McpState(StrEnum):
+    """Where an MCP server the daemon owns stands; one line per server says it (`ipc.mcp_status`)."""
+
+    STARTING = "starting"  # spawned or connecting; initialize and the tool list are on their way
+    READY = "ready"  # initialized and its tool list read: its tools reach agents
+    DEGRADED = "degraded"  # alive but without a tool list (the listing failed or is over its budget)
+    OFFLINE = "offline"  # not running: exited, crashed, could not start, or not started yet
+    DISABLED = "disabled"  # off by configuration, or a project's .mcp.json server not approved yet
+
+
 class QuestionKind(StrEnum):
     """What a question waiting for the user asks for."""
 
@@ -165,6 +176,7 @@ class ErrorCode(StrEnum):
     TOO_DEEP = "too_deep"  # a delegation past the depth limit
     STOPPING = "stopping"  # the run asking is being stopped
     NOT_APPROVED = "not_approved"  # an approved operation with no answered prompt of the run behind it
+    MCP_UNAVAILABLE = "mcp_unavailable"  # a required MCP server did not come up, or a call found no server
 
 
 # The answers an authorisation question takes, in the order clients offer them (the worker maps them to

@@ -38,6 +38,12 @@ from yagent.ipc.messages import (
     LeaseGrant,
     LeaseRelease,
     LeaseRequest,
+    McpCall,
+    McpCallResult,
+    McpCancel,
+    McpToolsChanged,
+    McpToolsReply,
+    McpToolsRequest,
     Ping,
     Question,
     ResultAck,
@@ -109,6 +115,7 @@ class DaemonChannel:
         self.on_cancel: Callable[[str], None] | None = None
         self.spec: RunSpec | None = None
         self._compaction_asked = False  # `/compact` arrived; the loop takes it before its next model call
+        self.mcp_generation = 0  # the newest MCP tool-list generation the daemon announced for the project
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -335,6 +342,35 @@ class DaemonChannel:
         asked, self._compaction_asked = self._compaction_asked, False
         return asked
 
+    async def list_mcp_tools(self, wait_for: list[str]) -> McpToolsReply:
+        """The project's MCP tools as the daemon has them now (after its required servers, and `wait_for`, came
+        up or were given up on); `RemoteError` `mcp_unavailable` when a required one did not come up."""
+        reply = await self._request(McpToolsRequest(id=0, wait_for=list(wait_for)), McpToolsReply)
+        assert isinstance(reply, McpToolsReply)
+        self.mcp_generation = max(self.mcp_generation, reply.generation)
+        return reply
+
+    async def call_mcp(self, server: str, tool: str, arguments: dict[str, Any], *, call_id: str
+                       ) -> tuple[str, bool]:
+        """One MCP tool call through the daemon: (the result text, whether it is an error). Cancelled here, it is
+        withdrawn at the daemon, which cancels it at the server."""
+        request = McpCall(id=0, server=server, tool=tool, arguments=arguments, call_id=call_id)
+        try:
+            reply = await self._request(request, McpCallResult)
+        except asyncio.CancelledError:
+            if not self.lost and request.id:
+                self._send(encode(McpCancel(call=request.id)))
+            raise
+        except DaemonLost as exc:
+            return f"yagentd stopped during the call to {tool!r} of MCP server {server!r} ({exc}); it may not " \
+                   "have completed", True
+        except RemoteError as exc:
+            return f"the call to {tool!r} of MCP server {server!r} was refused: {exc}", True
+        except ValueError as exc:
+            return str(exc), True
+        assert isinstance(reply, McpCallResult)
+        return reply.content, reply.is_error
+
     async def pause_gate(self) -> None:
         if self.cancel_reason is not None:
             raise asyncio.CancelledError(self.cancel_reason)
@@ -407,6 +443,8 @@ class DaemonChannel:
             return
         if isinstance(msg, CompactNow):
             self._compaction_asked = True
+        elif isinstance(msg, McpToolsChanged):  # asked for anew at the run's next step
+            self.mcp_generation = max(self.mcp_generation, msg.generation)
             return
         if isinstance(msg, ResultAck):
             if self._ack is not None and not self._ack.done():

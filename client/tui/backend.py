@@ -18,6 +18,8 @@ from yagent.ipc.messages import (
     CompactContext,
     Event,
     ListTasks,
+    McpStatusReply,
+    McpStatusRequest,
     Submit,
     Submitted,
     TaskControl,
@@ -64,6 +66,8 @@ class Backend(Protocol):
 
     async def answer(self, task: str, request_id: str, value: str) -> Ack: ...
 
+    async def mcp_status(self, project: str) -> McpStatusReply: ...
+
     def stream(self, task: str, after_seq: int) -> TaskEvents: ...
 
 
@@ -109,6 +113,9 @@ class DaemonBackend:
     async def list_tasks(self, project: str | None, limit: int = 50) -> list[TaskSummary]:
         reply = await self._c().request(ListTasks(id=0, project=project, limit=limit), TaskList)
         return list(reply.tasks)
+
+    async def mcp_status(self, project: str) -> McpStatusReply:
+        return await self._c().request(McpStatusRequest(id=0, project=project), McpStatusReply)
 
     async def submit(self, project: str, text: str, *, task: str | None, agent: str, yolo: str,
                      options: dict[str, Any]) -> Submitted:

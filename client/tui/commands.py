@@ -32,7 +32,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("resume", "pick an earlier task of this project and attach to it"),
     Command("new", "start a new session in this project with your next message"),
     Command("model", "choose the provider for the next turns", "[PROVIDER|default]"),
-    Command("mcp", "show the MCP servers the configuration declares"),
+    Command("mcp", "show the MCP servers yagentd runs for this project: state, tools, errors"),
     Command("skills", "show the skills agents see, where each comes from and what was not read"),
     Command("setup", "open the setup wizard (providers and preferences)"),
     Command("detach", "leave; the task keeps running in the daemon"),

@@ -23,6 +23,7 @@ from yagent.ipc.skill_account import account_lines, load_skill_account
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, YoloLevel
 
 from ..humanize import age, format_tokens
+from ..mcp_commands import status_text
 from ..owned_tasks import OwnedTasks
 from ..stamped import stamped_data
 from .backend import Backend
@@ -401,7 +402,7 @@ class TuiController:
         elif name == "model":
             self._model(arg)
         elif name == "mcp":
-            self._show_mcp()
+            self.spawn("mcp", self._show_mcp())
         elif name == "skills":
             self._show_skills()
         elif name == "setup":
@@ -548,15 +549,19 @@ class TuiController:
             self.say(f"unknown provider {name!r}; configured: {known} — /setup adds providers", error=True)
         self.changed()
 
-    def _show_mcp(self) -> None:
-        facts = self.facts()
-        if facts.mcp_servers:
-            self.view.note("MCP servers in the configuration ([[mcp.servers]]); the daemon does not start them "
-                           "yet: " + "; ".join(facts.mcp_servers))
-        else:
-            self.view.note("no MCP servers configured (declare them as [[mcp.servers]] in the config file)")
-        if facts.problem:
-            self.view.note(facts.problem, error=True)
+    async def _show_mcp(self) -> None:
+        """The MCP servers as yagentd runs them (the lines `yagent mcp` prints); the configuration's list when
+        yagentd cannot be asked."""
+        try:
+            reply = await self.backend.mcp_status(str(self.project))
+        except IpcError as exc:
+            facts = self.facts()
+            listed = "; ".join(facts.mcp_servers) or "none"
+            self.say(f"cannot ask yagentd about its MCP servers ({exc}); configured: {listed}", error=True)
+            return
+        for line in status_text(reply):
+            self.view.note(line)
+        self.changed()
 
     def _show_skills(self) -> None:
         self.spawn("skills", self._skills_account())

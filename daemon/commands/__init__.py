@@ -29,6 +29,7 @@ from ..control_peers import ControlPeers
 from ..event_hub import EventHub
 from ..launcher import Launcher
 from ..leases import LeaseManager
+from ..mcp_manager import McpManager
 from ..refused_peers import RefusedPeers
 from ..registry import Registry, TaskRow
 from ..registry_errors import is_trouble, running_failure
@@ -58,6 +59,7 @@ class DaemonView(Protocol):
     peers: ControlPeers  # which control peers have authenticated
     refused_clients: RefusedPeers
     launcher: Launcher  # for the short processes a command starts (resume inspections)
+    mcp: McpManager  # the MCP servers of every project
 
     @property
     def settings(self) -> Settings: ...

@@ -21,6 +21,9 @@ Its input is a JSON object `{"steps": [...], "output": "..."}`; each step is one
     {"chunks": ["a", "b"], "delay": S}            stream ai_chunk events {"text": ...} S seconds apart
     {"wrap_up": {"seconds": S, "file": P}}        wait to be stopped; then take S seconds (awaiting, as a memory
                                                   write does) and write file P — a second cancellation loses P
+    {"mcp": {"server": S, "tool": T, "arguments": {...}, "times": N}}
+                                                  wait for server S, call its tool N times through the daemon; the
+                                                  seconds of each call and the last result go into the output
 
 Loaded into workers through `[daemon] agent_modules = ["tests.agents.scripted"]`.
 """
@@ -131,6 +134,16 @@ async def _run_step(ctx: RunContext, step: dict[str, Any], notes: list[Any],
         for text in step["chunks"]:
             ctx.emit(EventType.AI_CHUNK, {"text": text})
             await asyncio.sleep(float(step.get("delay", 0)))
+    elif "mcp" in step:
+        spec = step["mcp"]
+        await ctx.channel.list_mcp_tools([spec["server"]])
+        latencies, text = [], ""
+        for _ in range(int(spec.get("times", 1))):
+            began = time.perf_counter()
+            text, _is_error = await ctx.channel.call_mcp(spec["server"], spec["tool"], spec.get("arguments", {}),
+                                                         call_id="scripted")
+            latencies.append(time.perf_counter() - began)
+        notes.append({"mcp": {"latencies": latencies, "last": text}})
     elif "wrap_up" in step:
         spec = step["wrap_up"]
         ctx.emit("mark", {"name": "wrapping"})

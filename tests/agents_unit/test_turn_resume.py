@@ -117,3 +117,24 @@ def test_a_resume_takes_the_rollouts_history_only_when_the_memory_is_a_prefix_of
     path.write_bytes(b"".join([lines[0], b"{not json\n", *lines[1:]]))
     damaged = stopped_turn(tmp_path, "rabc123", turn[:1])
     assert damaged.history == turn[:1] and "cannot be read" in damaged.problem
+
+
+def test_a_resume_learns_which_mcp_servers_the_stopped_turn_held_and_what_it_had_loaded(tmp_path: Path) -> None:
+    from yagent.workers.memory import rollout_records as records
+
+    turn = [Message.user("go")]
+    later = records.turn_context(model="m", tier="fast", cwd="/p", yolo="none", loaded_tools=["mcp__docs__search"],
+                                 mcp_servers=["docs"])
+    (tmp_path / "rollout").mkdir()
+    write_rollout(tmp_path / "rollout" / "20261203-120000_rmcp1.jsonl", [Message.system("p"), *turn],
+                  delegation_id="", parent_run="", extra=[later])
+    found = stopped_turn(tmp_path, "rmcp1", turn)
+    assert found.mcp_servers == ["docs"] and found.loaded_tools == ["mcp__docs__search"]
+    # A rollout from before MCP servers were recorded (or a damaged field) names none.
+    old = records.turn_context(model="m", tier="fast", cwd="/p", yolo="none")
+    old["payload"].pop("mcp_servers")
+    old["payload"]["loaded_tools"] = "not a list"
+    write_rollout(tmp_path / "rollout" / "20261203-120001_rmcp2.jsonl", [Message.system("p"), *turn],
+                  delegation_id="", parent_run="", extra=[old])
+    found = stopped_turn(tmp_path, "rmcp2", turn)
+    assert found.mcp_servers == [] and found.loaded_tools == []

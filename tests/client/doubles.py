@@ -15,7 +15,17 @@ from prompt_toolkit.data_structures import Size
 from prompt_toolkit.output import DummyOutput
 
 from yagent.ipc.errors import DaemonNotRunning, RemoteError
-from yagent.ipc.messages import Ack, Event, Question, Submitted, TaskDetail, TaskSummary, TurnSummary
+from yagent.ipc.messages import (
+    Ack,
+    Event,
+    McpServerStatus,
+    McpStatusReply,
+    Question,
+    Submitted,
+    TaskDetail,
+    TaskSummary,
+    TurnSummary,
+)
 from yagent.ipc.vocabulary import ErrorCode, EventType
 
 
@@ -77,6 +87,7 @@ class FakeBackend:
         self.answers: list[tuple[str, str, str]] = []
         self.controls: list[tuple[str, str]] = []
         self.compactions: list[str] = []
+        self.mcp_servers: list[McpServerStatus] = []
         self.connected = False
         self.alive_flag = True
         self.busy = False
@@ -133,6 +144,9 @@ class FakeBackend:
         if task not in self.tasks:
             raise RemoteError(ErrorCode.UNKNOWN_TASK, f"no task {task!r}; `yagent ps` lists tasks")
         return TaskDetail(id=0, task=self.tasks[task], turns=list(self.turns[task]))
+
+    async def mcp_status(self, project: str) -> McpStatusReply:
+        return McpStatusReply(id=0, servers=list(self.mcp_servers))
 
     async def list_tasks(self, project: str | None, limit: int = 50) -> list[TaskSummary]:
         rows = [t for t in self.tasks.values() if project is None or t.project == project]

@@ -167,7 +167,7 @@ def test_every_listed_command_is_handled_and_help_lists_them_all() -> None:
             for cmd in COMMANDS:
                 assert f"/{cmd.name}" in text
             pipe.send_text("/mcp\r")
-            await until(lambda: any("no MCP servers configured" in t for t in entries(tui, "notice")), "/mcp")
+            await until(lambda: any("no MCP servers" in t for t in entries(tui, "notice")), "/mcp")
             pipe.send_text("/skills\r")
             await until(lambda: any("skills for the Director" in t for t in entries(tui, "notice")), "/skills")
 

@@ -38,6 +38,9 @@ from yagent.ipc.messages import (
     Heartbeat,
     LeaseRelease,
     LeaseRequest,
+    McpCall,
+    McpCancel,
+    McpToolsRequest,
     Question,
     ResultAck,
     RunOutcome,
@@ -67,6 +70,9 @@ def _forgeries(run_id: str) -> list[Message]:
         AskUser(id=79, question=Question(request_id="q-forged", kind=QuestionKind.INPUT, prompt=FORGED)),
         RunResult(outcome=RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, output=FORGED)),
         ApprovedOperation(id=80, ask=1, tool="create_file", args={"path": "/forged", "content": FORGED}),
+        McpToolsRequest(id=81, wait_for=["forged"]),
+        McpCall(id=82, server="forged", tool="write_note", arguments={"text": FORGED}),
+        McpCancel(call=82),
     ]
 
 
@@ -116,7 +122,7 @@ def test_an_impostor_of_every_message_kind_is_refused_and_the_real_run_finishes_
         for _kind, sock in impostors:
             sock.close(0)
         ctx.term()
-    assert len(impostors) == 10
+    assert len(impostors) == 13
     finished = of_type(events, EventType.TURN_FINISHED)[0]
     assert '"the real output"' in finished.data["output"] and FORGED not in finished.data["output"]
     assert FORGED not in repr([e.data for e in events])  # no event injected, no question asked, no child run
@@ -258,7 +264,7 @@ def test_a_replayed_or_second_hello_is_refused_and_the_bound_worker_keeps_its_ru
     assert of_type(events, EventType.TURN_FINISHED)[0].data["output"] == "the real output"
     assert FORGED not in repr([e.data for e in events])
     refusals = [r.getMessage() for r in caplog.records if "refused peer" in r.getMessage()]
-    assert len(refusals) == 12, refusals  # 9 kinds, early, replay, stolen — once each, though two sent twice
+    assert len(refusals) == 15, refusals  # 12 kinds, early, replay, stolen — once each, though two sent twice
 
 
 # -- the secret's way to the worker ---------------------------------------------------------------------

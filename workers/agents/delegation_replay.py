@@ -37,6 +37,7 @@ class ReplayStart:
     step: int
     loaded_tools: list[str] = field(default_factory=list)  # what its surface offered, cold tools it loaded too
     loaded_skills: list[Any] = field(default_factory=list)  # what its use_skill calls had loaded (the record)
+    mcp_servers: list[str] = field(default_factory=list)  # the MCP servers whose tools its stopped run held
 
 
 def assess_delegation(home: Path, task: str, call_id: str, *, parent_run: str | None, project_root: Path,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 
 from yagent.ipc import event_data
+from yagent.ipc.mcp_status import render_status_lines
 from yagent.ipc.messages import RESUME_OPTION, RunOutcome
 from yagent.ipc.provider_config import ProviderConfigError
 from yagent.ipc.state_layout import task_dir, thinklink_dir
@@ -42,7 +43,7 @@ from yagent.workers.tools import ToolCall, ToolResult
 from .custom_agents import CustomAgentRegistry
 from .loop import LoopPolicy, LoopRecorder, LoopState
 from .prompts import render_prompt
-from .runtime import AgentRun
+from .runtime import AgentRun, McpRequiredMissing
 from .turn_resume import StoppedTurn, delegated_before, replay_interrupted_delegations, stopped_turn
 
 __all__ = ["MAX_NON_DELEGATION_REMINDERS", "REQUEST_HEADING", "DirectorPolicy", "director"]
@@ -138,6 +139,10 @@ def _system_prompt(run: AgentRun, registry: CustomAgentRegistry) -> str:
     catalogue = run.surface.deferred_catalogue()
     if catalogue:
         prompt += "\n\n" + catalogue
+    if run.mcp_servers:  # what the user configured, stated the way `yagent mcp` and the daemon's log state it
+        lines = "\n".join(f"- {line}" for line in render_status_lines(run.mcp_servers, project_names=False))
+        prompt += ("\n\n# MCP servers of this project\nTheir tools are the deferred `mcp__<server>__<tool>` "
+                   f"ones; a server that is not ready offers none.\n{lines}")
     return prompt
 
 
@@ -165,9 +170,16 @@ async def director(ctx: RunContext) -> RunOutcome:
                             error=f"no usable LLM provider: {exc} — run `yagent setup` to configure one")
     run_holder.append(run)
     history = memory.snapshot()
+    stopped: StoppedTurn | None = None
     if RESUME_OPTION in ctx.spec.options:
         stopped = _stopped_turn(ctx, memory, history)
         history = stopped.history
+    try:  # the MCP servers the stopped turn used are waited for: the tools it had loaded are theirs
+        await run.attach_mcp(stopped.mcp_servers if stopped else None)
+    except McpRequiredMissing as exc:
+        await run.close()
+        return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC, error=str(exc))
+    if stopped is not None:
         run.surface.restore_materialized(stopped.loaded_tools)  # the cold tools it had loaded: not loaded again
         run.restore_skills(stopped.loaded_skills, history)  # nor the skills, while its history holds them
     # A turn killed mid-tool leaves a call without a result: it reads as interrupted before the first call.

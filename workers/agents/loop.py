@@ -150,6 +150,8 @@ class LoopConfig:
     thinklink: ThinkLink = field(default_factory=ThinkLink)
     # Context compression before each model call (compaction.py); None: the conversation is sent as it is.
     compactor: ContextCompactor | None = None
+    # Called at every step boundary: brings the surface up to date with tools that changed meanwhile (MCP).
+    refresh_tools: Callable[[], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -368,6 +370,8 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
 
     while True:
         await cfg.step_boundary()
+        if cfg.refresh_tools is not None:
+            await cfg.refresh_tools()
         if state.step >= cfg.max_steps:
             return finish(StopReason.MAX_STEPS, f"stopped after {cfg.max_steps} steps without finishing")
         state.step += 1

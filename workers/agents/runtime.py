@@ -16,10 +16,11 @@ from typing import Any
 
 from yagent.ipc import event_data
 from yagent.ipc.atomic_file import write_atomic
-from yagent.ipc.messages import RunOutcome
+from yagent.ipc.errors import RemoteError
+from yagent.ipc.messages import McpServerStatus, McpToolsReply, RunOutcome
 from yagent.ipc.skill_account import SkillAccount, account_lines, load_skill_account
 from yagent.ipc.state_layout import GRANTS_FILE, approvals_file, breaker_dir, scratch_dir, task_dir, thinklink_dir
-from yagent.ipc.vocabulary import EventType, StopReason
+from yagent.ipc.vocabulary import ErrorCode, EventType, StopReason
 from yagent.workers.board import TaskBoard
 from yagent.workers.context.project_instructions import ProjectInstructions
 from yagent.workers.context.rule_truncation import CHEAP, COSTLY
@@ -34,21 +35,27 @@ from yagent.workers.tools import (
     Surface,
     SurfaceError,
     ToolContext,
+    ToolDeclarationError,
     ToolSpec,
     Truncation,
     YoloLevel,
     build_surface,
 )
+from yagent.workers.tools.mcp_tools import MCP_PREFIX, McpPort, mcp_servers_of, mcp_specs
 
 from .circuit_breaker import ProviderBreakers
 from .compaction import ContextCompactor
 from .loop import LoopConfig, LoopPolicy, run_agent_loop
 from .ports import ChannelAsker, ChannelAuthorizer, EngineTextLLM
 
-__all__ = ["AgentRun", "result_priority"]
+__all__ = ["AgentRun", "McpRequiredMissing", "result_priority"]
 
 # What a model or the agent itself made: never cut by the first compression tier (not cheap to make again).
 _MADE_BY_A_MODEL = Effect.LLM | Effect.REFLECT | Effect.DRAFT
+
+
+class McpRequiredMissing(Exception):
+    """A required MCP server (or one the resumed turn used) did not come up: the run cannot go on."""
 
 
 class AgentRun:
@@ -79,6 +86,13 @@ class AgentRun:
                 ctx.log.warning("%s", note)
                 ctx.emit(EventType.LOG, event_data.log("warning", note))
         self.surface: Surface = build_surface(role, yolo=self.yolo, extra_specs=extra_specs, pick=pick)
+        profile = self.surface.profile
+        # External tools only for a role whose profile can hold some: no round trip for the others.
+        wants_mcp = bool(Effect.EXTERNAL & profile.grant) and not Effect.EXTERNAL & profile.deny and pick is None
+        self._mcp: McpPort | None = ctx.channel if wants_mcp and isinstance(ctx.channel, McpPort) else None
+        self.mcp_generation = -1  # of the MCP tool list the surface holds (-1: none asked for yet)
+        self.mcp_servers: list[McpServerStatus] = []  # the project's servers as the daemon last described them
+        self.mcp_added: list[str] = []  # MCP tools that joined after the system prompt was written
         self.skills = self._open_skills()
         authorizer = ChannelAuthorizer(ctx)
         # Board scope = the task: every turn and delegation of the task reads and writes this one board.
@@ -89,6 +103,7 @@ class AgentRun:
             yolo=self.yolo,
             authorizer=authorizer,
             approved=authorizer,  # the prompts it asked are the ones approved operations name
+            mcp=self._mcp,
             asker=ChannelAsker(ctx),
             delegator=ctx.channel,  # the channel is the tools' Delegator port
             board=self.board,
@@ -137,11 +152,14 @@ class AgentRun:
 
     def _surface_context(self) -> dict[str, Any]:
         """The turn context's tool fields: what the model is offered now, the agents it can delegate to, and the
-        skills it has loaded."""
-        delegates = sorted(n for n in self.surface.names() if n.startswith("delegate_"))
+        skills it has loaded, and the MCP servers whose tools it holds (a resume waits for them before it
+        restores loaded tools)."""
+        names = self.surface.names()
+        delegates = sorted(n for n in names if n.startswith("delegate_"))
         return {"loaded_tools": [d["name"] for d in self.surface.tool_definitions()],
                 "roster": [{"agent": name.removeprefix("delegate_"), "state": "available"} for name in delegates],
-                "loaded_skills": self.skills.loaded_record() if self.skills is not None else []}
+                "loaded_skills": self.skills.loaded_record() if self.skills is not None else [],
+                "mcp_servers": mcp_servers_of(names)}
 
     # -- skills -------------------------------------------------------------------------------------
 
@@ -187,6 +205,73 @@ class AgentRun:
             restored = self.skills.restore(record, history)
             if restored:
                 self.ctx.log.info("skills the stopped run had loaded: %s", ", ".join(restored))
+
+    # -- external tools (MCP) -------------------------------------------------------------------------
+
+    async def attach_mcp(self, wait_for: list[str] | None = None) -> None:
+        """Join the project's MCP tools to the surface, after the daemon saw its required servers (and
+        `wait_for`: those a resumed turn used) come up; `McpRequiredMissing` when a required one did not."""
+        if self._mcp is None:
+            return
+        try:
+            reply = await self._mcp.list_mcp_tools(list(wait_for or []))
+        except RemoteError as exc:
+            if exc.code == ErrorCode.MCP_UNAVAILABLE:
+                raise McpRequiredMissing(exc.message) from None
+            self._mcp_problem(f"cannot list the project's MCP tools ({exc}); going on without them")
+            return
+        except Exception as exc:  # the daemon gone, the channel broken: the run notices at its next step
+            self._mcp_problem(f"cannot list the project's MCP tools ({type(exc).__name__}: {exc}); going on "
+                              "without them")
+            return
+        self._apply_mcp(reply)
+
+    async def refresh_mcp(self) -> None:
+        """At a step boundary: a tool list the daemon announced as changed reaches the surface now."""
+        port = self._mcp
+        if port is None or getattr(port, "mcp_generation", 0) <= self.mcp_generation:
+            return
+        before = set(self.surface.names())
+        try:
+            reply = await port.list_mcp_tools([])
+        except Exception as exc:  # not CancelledError: a cancelled run stops here as anywhere
+            self._mcp_problem(f"cannot list the project's MCP tools again ({exc}); keeping the previous list")
+            self.mcp_generation = getattr(port, "mcp_generation", self.mcp_generation)  # not again every step
+            return
+        self._apply_mcp(reply)
+        now = set(self.surface.names())
+        self.mcp_added = sorted((set(self.mcp_added) | (now - before)) & now)
+
+    def _apply_mcp(self, reply: McpToolsReply) -> None:
+        specs = mcp_specs(reply.tools)
+        try:
+            self.surface.rejoin(MCP_PREFIX, specs)
+        except ToolDeclarationError as exc:  # one tool the rules refuse costs only that tool
+            self._mcp_problem(f"some MCP tools were left out: {exc}")
+            kept = []
+            for spec in specs:
+                try:
+                    self.surface.join([spec])
+                    kept.append(spec)
+                except ToolDeclarationError:
+                    continue
+            self.surface.rejoin(MCP_PREFIX, kept)
+        self.mcp_generation = reply.generation
+        self.mcp_servers = list(reply.servers)
+
+    def _mcp_problem(self, text: str) -> None:
+        self.ctx.log.warning("%s", text)
+        self.ctx.emit(EventType.LOG, event_data.log("warning", f"{self.ctx.spec.agent}: {text}"))
+
+    def mcp_note(self) -> list[Message]:
+        """For one model call: the MCP tools that joined after the system prompt was written (its catalogue
+        cannot name them)."""
+        added = [n for n in self.mcp_added if self.surface.resolve(n) is not None and not self.surface.is_loaded(n)]
+        if not added:
+            return []
+        lines = "\n".join(f"- {self.surface.resolve(n).catalogue_line()}" for n in added)  # type: ignore[union-attr]
+        return [Message.user("MCP tools that became available during this run (deferred: call load_tool with "
+                             f"their names first):\n{lines}")]
 
     # -- configuration ------------------------------------------------------------------------------
 
@@ -266,10 +351,16 @@ class AgentRun:
             route_task=route_task,
             cost_of=self.cost_of,
             **({"recorder": self.recorder} if self.recorder is not None else {}),
-            call_context=self.board.index_messages if self.role == "director" else None,
+            call_context=self._call_context,
             thinklink=self.thinklink,
             compactor=compactor if compactor is not None else self.compactor(messages),
+            refresh_tools=self.refresh_mcp if self._mcp is not None else None,
         )
+
+    def _call_context(self) -> list[Message]:
+        """What one model call gets besides the messages: the board's index (Director) and new MCP tools."""
+        extra = self.board.index_messages() if self.role == "director" else []
+        return [*extra, *self.mcp_note()]
 
     def cost_of(self, provider: str, model: str, usage: Usage) -> float | None:
         return call_cost(self._llm_config, provider, model, usage)

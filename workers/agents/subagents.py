@@ -21,7 +21,7 @@ from .custom_agents import CustomAgentRegistry
 from .delegation_replay import ReplayStart, assess_delegation, degraded_report, finished_steps, stopped_record
 from .loop import LoopPolicy, LoopState
 from .prompts import render_prompt
-from .runtime import AgentRun
+from .runtime import AgentRun, McpRequiredMissing
 from .turn_resume import replay_interrupted_delegations
 
 __all__ = ["AGENT_SPECS", "AgentSpec", "ReminderPolicy", "replay_role", "run_subagent"]
@@ -81,6 +81,16 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
     except ProviderConfigError as exc:
         return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
                             error=f"no usable LLM provider for {ctx.spec.agent}: {exc} — run `yagent setup`")
+    replaying = REPLAY_OPTION in ctx.spec.options
+    start = find_replay_start(ctx, spec.role) if replaying else None
+    if isinstance(start, RunOutcome):
+        await run.close()
+        return start
+    try:  # a replay waits for the MCP servers its stopped run used: the tools it had loaded are theirs
+        await run.attach_mcp(start.mcp_servers if start is not None else None)
+    except McpRequiredMissing as exc:
+        await run.close()
+        return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC, error=str(exc))
     prompt = system_prompt or render_prompt(spec.prompt, lang=run.lang)
     if run.dropped_tools:
         prompt += ("\n\n# Tools you do not have in this run\n"
@@ -93,12 +103,7 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
         prompt += "\n\n" + catalogue
     messages = [Message.system(prompt), Message.user(task_text(ctx))]
     first_step = 0
-    replaying = REPLAY_OPTION in ctx.spec.options
-    if replaying:
-        start = find_replay_start(ctx, spec.role)
-        if isinstance(start, RunOutcome):
-            await run.close()
-            return start
+    if start is not None:
         messages, first_step = start.messages, start.step
         run.surface.restore_materialized(start.loaded_tools)  # the model need not load them a second time
         run.restore_skills(start.loaded_skills, messages)  # nor the skills it had loaded
@@ -133,11 +138,12 @@ def find_replay_start(ctx: RunContext, role: str) -> ReplayStart | RunOutcome:
     if assessment.replayable and assessment.replay is not None and assessment.replay.checkpoint is not None:
         ctx.log.info("replaying delegation %s: %s", call_id, assessment.reason)
         context = assessment.replay.turn_context or {}
-        loaded, skills = context.get("loaded_tools"), context.get("loaded_skills")
+        loaded, skills, servers = (context.get(k) for k in ("loaded_tools", "loaded_skills", "mcp_servers"))
         messages = list(assessment.replay.messages)
         return ReplayStart(messages, finished_steps(messages, assessment.replay.compacted_at),
                            [str(n) for n in loaded] if isinstance(loaded, list) else [],
-                           skills if isinstance(skills, list) else [])
+                           skills if isinstance(skills, list) else [],
+                           [str(n) for n in servers] if isinstance(servers, list) else [])
     ctx.log.info("delegation %s is not replayed: %s", call_id, assessment.reason)
     return degraded_report(ctx.spec.agent, ctx.spec.input, assessment.reason,
                            stopped_record(assessment.replay.messages) if assessment.replay else None)

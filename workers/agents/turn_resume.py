@@ -94,6 +94,7 @@ class StoppedTurn:
     loaded_tools: list[str] = field(default_factory=list)  # the cold tools the stopped run had loaded
     loaded_skills: list[Any] = field(default_factory=list)  # what its use_skill calls had loaded (the record)
     problem: str = ""  # why the rollout could not be used, when it could not
+    mcp_servers: list[str] = field(default_factory=list)  # the MCP servers whose tools the stopped run held
 
 
 def stopped_turn(task_dir: Path, stopped_run: str, history: list[Message]) -> StoppedTurn:
@@ -108,14 +109,18 @@ def stopped_turn(task_dir: Path, stopped_run: str, history: list[Message]) -> St
     except (OSError, ValueError) as exc:
         return StoppedTurn(history, problem=f"the stopped turn's rollout cannot be read ({exc})")
     context = replay.turn_context or {}
-    loaded = context.get("loaded_tools")
-    tools = [str(n) for n in loaded] if isinstance(loaded, list) else []
+    tools, servers = _names(context.get("loaded_tools")), _names(context.get("mcp_servers"))
     skills = context.get("loaded_skills")
     skills = skills if isinstance(skills, list) else []
     recorded = [m for m in replay.messages if m.role != "system"]
     if len(recorded) > len(history) and recorded[:len(history)] == history:
-        return StoppedTurn(recorded, tools, skills)
-    return StoppedTurn(history, tools, skills)
+        return StoppedTurn(recorded, tools, skills, mcp_servers=servers)
+    return StoppedTurn(history, tools, skills, mcp_servers=servers)
+
+
+def _names(value: object) -> list[str]:
+    """A list of names read from a turn context (a damaged or older record has none)."""
+    return [str(n) for n in value] if isinstance(value, list) else []
 
 
 def delegated_before(history: list[Message], surface: Surface) -> bool:

@@ -5,6 +5,7 @@ What a resume restores is written as typed records from the start, never rebuilt
   parent's tool call id), the board id (the task id) and the project's git identity;
 - `turn_context`: model, tier, working directory, yolo level, plan, loaded tools, the sub-agent roster, the
   skills `use_skill` loaded (name, digest of the file, pages);
+  MCP servers whose tools the run holds (a resume waits for them before restoring loaded tools);
 - `response_item`: one conversation message exactly as the loop holds it (reasoning, thinking blocks
   and the full tool output included);
 - `event_msg`: something that happened; the terminal one carries `stop_reason`;
@@ -87,11 +88,12 @@ def session_meta(*, run: str, task: str, agent: str, turn: int, parent_run: str 
 
 def turn_context(*, model: str, tier: str, cwd: str, yolo: str, plan: list[str] | None = None,
                  loaded_tools: list[str] | None = None, roster: list[dict[str, Any]] | None = None,
-                 loaded_skills: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                 loaded_skills: list[dict[str, Any]] | None = None, mcp_servers: list[str] | None = None
+                 ) -> dict[str, Any]:
     return record(RolloutRecord.TURN_CONTEXT, {
         "model": model, "tier": tier, "cwd": cwd, "yolo": yolo, "plan": list(plan or []),
         "loaded_tools": list(loaded_tools or []), "roster": list(roster or []),
-        "loaded_skills": list(loaded_skills or [])})
+        "loaded_skills": list(loaded_skills or []), "mcp_servers": list(mcp_servers or [])})
 
 
 def response_item(message: Message, step: int) -> dict[str, Any]:

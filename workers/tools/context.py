@@ -20,6 +20,7 @@ from yagent.ipc.vocabulary import QuestionKind
 from .authorization import Authorizer, AuthRequest, YoloLevel
 from .beneath import Resolution
 from .guard import WorkspaceGuard
+from .mcp_tools import McpPort
 from .processes import ProcessRegistry
 from .result import ToolResult
 
@@ -140,6 +141,7 @@ class ToolContext:
     approved: ApprovedOperations | None = None
     board: Board | None = None  # the task's notes and artifacts; None = no board (tools say so)
     skills: SkillShelfPort | None = None  # the user's skills (use_skill); None = none in this run (it says so)
+    mcp: McpPort | None = None  # the project's MCP servers, through the daemon; None = no external tools
     emit: EventEmitter = _no_event
     heartbeat: Heartbeat = _no_heartbeat
     scratch_dir: Path | None = None  # default: a per-run directory under the system temp dir

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import tempfile
@@ -12,7 +13,7 @@ from typing import Any
 
 from .authorization import ApprovalStore, AuthDecision, Authorizer, AuthRequest, YoloLevel
 from .beneath import FileAccess, Resolution
-from .spec import AuthPolicy, ToolSpec
+from .spec import AuthPolicy, Effect, ToolSpec
 
 # realpath raises when an entry on the way is swapped mid-resolution (EINVAL from readlink); it is retried.
 _RESOLVE_ATTEMPTS = 4
@@ -159,11 +160,12 @@ class WorkspaceGuard:
             return None
         reason = ""
         if dangerous:
-            reason = (
-                "the model marked this command as dangerous"
-                if spec.danger_flag
-                else f"{spec.name} removes or moves data inside the project"
-            )
+            if spec.danger_flag:
+                reason = "the model marked this command as dangerous"
+            elif Effect.EXTERNAL in spec.effects:
+                reason = f"{spec.name} is a third-party MCP tool that may change things (not known to be read-only)"
+            else:
+                reason = f"{spec.name} removes or moves data inside the project"
         return AuthRequest(
             tool=spec.name,
             summary=self._summary(spec, args, paths),
@@ -198,6 +200,9 @@ class WorkspaceGuard:
         commands = [str(args[p]) for p in spec.command_params if isinstance(args.get(p), str)]
         if commands:
             return "; ".join(commands)
+        if Effect.EXTERNAL in spec.effects:  # what the user approves is the call itself: the tool and its arguments
+            shown = json.dumps(dict(args), ensure_ascii=False, sort_keys=True, default=str)
+            return f"{spec.name} {shown if len(shown) <= 400 else shown[:400] + '…'}"
         return " ".join([spec.name, *(self._describe(args.get(name), path) for name, path in paths.items())])
 
     def _describe(self, raw: Any, resolved: Path) -> str:

@@ -59,6 +59,16 @@ class Surface:
                 admitted.append(spec.name)
         return admitted
 
+    def rejoin(self, prefix: str, specs: Iterable[ToolSpec]) -> list[str]:
+        """Replace the dynamic specs named with `prefix` (one source's tools, e.g. every MCP tool) by `specs`:
+        those it no longer lists leave the surface, loaded or not; returns the names now admitted."""
+        specs = list(specs)
+        keep = {s.name for s in specs}
+        for name in [n for n in self._extra if n.startswith(prefix) and n not in keep]:
+            del self._extra[name]
+            self._loaded.discard(name)
+        return self.join(specs)
+
     def _all(self) -> dict[str, ToolSpec]:
         tools = {**self._static, **self._extra}
         if not any(s.is_cold for s in tools.values()):
