@@ -143,6 +143,22 @@ def test_a_resumed_run_takes_back_only_the_pages_its_history_still_holds(tmp_pat
     assert SkillShelf(_account(tmp_path)).restore(damaged, history) == []  # a damaged record restores nothing
 
 
+def test_after_a_compaction_a_skill_whose_text_is_gone_or_cut_may_be_loaded_again(tmp_path: Path,
+                                                                                deploy: Path) -> None:
+    shelf = SkillShelf(_account(tmp_path), model="gpt-4o")
+    ctx = make_ctx(tmp_path / "project", tmp_path, skills=shelf)
+    first = _use(ctx, {"name": "deploy"})
+    call = Message(role="assistant", tool_calls=(ToolCall("c1", "use_skill", json.dumps({"name": "deploy"})),))
+    whole = [call, Message.tool("c1", first.content, name="use_skill")]
+    assert shelf.retain(whole) == [] and "already loaded" in _use(ctx, {"name": "deploy"}, "c2").content
+    cut = [call, Message.tool("c1", first.content[:400] + "\n[yagent: this tool result was cut from about ...]",
+                              name="use_skill")]  # the first tier kept only its start
+    assert shelf.retain(cut) == ["deploy"] and shelf.loaded_record() == []
+    again = _use(ctx, {"name": "deploy"}, "c3")
+    assert "already loaded" not in again.content and "Step 0: do thing 0." in again.content
+    assert shelf.retain([Message.user("a summary of everything so far")]) == ["deploy"]  # tier 2 summarised it
+
+
 def _skills(n: int, description: str) -> list[Skill]:
     return [Skill(name=f"skill-{i:03d}", description=description, path=f"/s/{i}.md", scope="user", root="/s",
                   root_real="/s", folder=False) for i in range(n)]

@@ -64,14 +64,16 @@ class ContextCompactor:
     """One run's compression state. `request` is what the run works on (the user's latest message, a
     delegated task), put back word for word under `request_heading`; `instructions` the project's, put back
     too (the Director's); `priority_of` ranks a tool's results for the first tier (None: never cut);
-    `requested` says whether `/compact` asked for a compaction since the last step."""
+    `requested` says whether `/compact` asked for a compaction since the last step; `on_compacted` is told each
+    new history."""
 
     def __init__(self, settings: CompressionSettings, thinklink: ThinkLink, *, request: str,
                  request_heading: str = "The request you are working on",
                  instructions: ProjectInstructions | None = None,
                  priority_of: Callable[[str], int | None] = lambda _name: CHEAP,
                  requested: Callable[[], bool] = lambda: False,
-                 window_of: Callable[[str], int | None] = catalog_window) -> None:
+                 window_of: Callable[[str], int | None] = catalog_window,
+                 on_compacted: Callable[[list[Message]], None] = lambda _messages: None) -> None:
         self.settings = settings
         self.thinklink = thinklink
         self.request = request
@@ -80,6 +82,7 @@ class ContextCompactor:
         self.priority_of = priority_of
         self.requested = requested
         self.window_of = window_of
+        self.on_compacted = on_compacted  # told the new history (a run's skills forget what it no longer holds)
         self.prefix = Prefix()
         self.ledger = TokenLedger()
         self.compactions = 0
@@ -198,6 +201,7 @@ class ContextCompactor:
               limit: int, *, forced: bool, detail: str) -> None:
         after = self.ledger.total(messages)
         self.compactions += 1
+        self.on_compacted(messages)
         cfg.recorder.compacted(list(messages), step)
         cfg.emit(kind, event_data.context_compressed(tier, before, after, step=step, threshold=limit,
                                                      requested=forced))

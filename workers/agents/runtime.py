@@ -331,7 +331,14 @@ class AgentRun:
         return ContextCompactor(self.settings.compression, self.thinklink, request=request,
                                 request_heading=request_heading, instructions=instructions,
                                 priority_of=lambda name: result_priority(self.surface.resolve(name)),
-                                requested=self.ctx.compaction_requested)
+                                requested=self.ctx.compaction_requested, on_compacted=self._after_compaction)
+
+    def _after_compaction(self, messages: list[Any]) -> None:
+        """A skill whose text the compaction took away may be loaded again (else it is "already loaded")."""
+        if self.skills is not None:
+            forgotten = self.skills.retain(messages)
+            if forgotten:
+                self.ctx.log.info("skills no longer in the context after a compaction: %s", ", ".join(forgotten))
 
     def loop_config(self, messages: list[Any], policy: LoopPolicy, *, route_task: str = "",
                     compactor: ContextCompactor | None = None) -> LoopConfig:

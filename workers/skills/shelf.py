@@ -19,6 +19,7 @@ from yagent.ipc.skill_account import Skill, SkillAccount, account_lines, where_t
 from yagent.ipc.skill_files import SkillFileError, list_skill_files, read_skill_text, shown_path
 from yagent.ipc.skill_front_matter import FrontMatter, one_line, read_front_matter
 
+from ..context.rule_truncation import CUT_MARK
 from .catalogue import Catalogue, catalogue_budget, render_catalogue
 
 __all__ = ["DEFAULT_PAGE", "MAX_PAGE", "USE_SKILL", "SkillShelf", "SkillUnavailable"]
@@ -160,6 +161,20 @@ class SkillShelf:
         return restored
 
 
+    def retain(self, history: Sequence[Any]) -> list[str]:
+        """After a compaction: forget every page `history` no longer holds whole (summarised away, or cut by the
+        first tier), so the model may load it again instead of being told it is above; returns the skills
+        forgotten entirely."""
+        held = _answered_pages(history)
+        forgotten: list[str] = []
+        for name, loaded in list(self._loaded.items()):
+            loaded.offsets = {o for o in loaded.offsets if (name, o) in held}
+            if not loaded.offsets:
+                del self._loaded[name]
+                forgotten.append(name)
+        return forgotten
+
+
 def _facts(fields: Mapping[str, Any]) -> list[str]:
     lines = []
     tools = fields.get("allowed-tools", fields.get("allowed_tools"))
@@ -196,7 +211,8 @@ def _files(folder: str) -> list[str]:
 
 
 def _answered_pages(history: Iterable[Any]) -> set[tuple[str, int]]:
-    """(skill, offset) of every `use_skill` call in `history` whose result carries that skill's text."""
+    """(skill, offset) of every `use_skill` call in `history` whose result carries that skill's text, whole (a
+    result the first compression tier cut holds only its start)."""
     calls: dict[str, tuple[str, int]] = {}
     held: set[tuple[str, int]] = set()
     for message in history:
@@ -213,6 +229,6 @@ def _answered_pages(history: Iterable[Any]) -> set[tuple[str, int]]:
                     calls[call.id] = (args["name"].strip(), offset if type(offset) is int and offset > 0 else 0)
         elif getattr(message, "role", "") == "tool" and message.tool_call_id in calls:
             name, offset = calls[message.tool_call_id]
-            if message.content.startswith(f"{_HEADER}{name} "):
+            if message.content.startswith(f"{_HEADER}{name} ") and CUT_MARK not in message.content:
                 held.add((name, offset))
     return held
