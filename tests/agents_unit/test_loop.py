@@ -122,17 +122,27 @@ def test_cancellation_mid_batch_leaves_one_result_per_call(fake: FakeProvider, t
         ToolCallSpec("read_file", {"path": "a.txt"}, id="c1"),
         ToolCallSpec("run_bash", {"command": "sleep 30"}, id="c2"),
         ToolCallSpec("read_file", {"path": "a.txt"}, id="c3")])])
-    cfg, events = _config(fake, tmp_path, "coding", LoopPolicy())
+    cfg, _events = _config(fake, tmp_path, "coding", LoopPolicy())
 
     async def go() -> None:
-        task = asyncio.create_task(run_agent_loop(cfg))
-        while not any(t == EventType.TOOL_CALL_START and d.get("name") == "run_bash" for t, d in events):
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        bash_started = asyncio.Event()
 
-    asyncio.run(asyncio.wait_for(go(), 30))
+        def watching(emit):  # the signal: run_bash has started (the loop or the tool context may say it)
+            def watch(kind: str, data: dict) -> None:
+                emit(kind, data)
+                if kind == EventType.TOOL_CALL_START and data.get("name") == "run_bash":
+                    bash_started.set()
+            return watch
+
+        cfg.emit, cfg.tool_ctx.emit = watching(cfg.emit), watching(cfg.tool_ctx.emit)
+        async with asyncio.timeout(30):
+            task = asyncio.create_task(run_agent_loop(cfg))
+            await bash_started.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(go())
     cfg.tool_ctx.processes.kill_all()
     tool_results = [m for m in cfg.messages if m.role == "tool"]
     assert [m.tool_call_id for m in tool_results] == ["c1", "c2", "c3"]
