@@ -19,9 +19,9 @@ Tables read::
     [llm]                     timeout, max_retries, enable_fallback, fallback_max_retries
     [routing]                 mode = "auto" | "fixed";  [routing.baselines] AGENT = "fast" | "balanced" | "high"
 
-Zero means "not configured" for `temperature`, `max_tokens` and `context_window`: an explicit
-`temperature = 0` cannot be told apart from a missing one once it reaches the engine, and sending 0
-would silently turn the provider's default sampling into greedy decoding.
+Zero means "not configured" for `max_tokens` and `context_window` (no model takes zero tokens). For
+`temperature` the key's existence decides: `temperature = 0` asks for greedy decoding and is sent as 0, while
+a missing key leaves the provider's own default (`ProviderConfig.temperature` is None).
 
 Every number is bounded (`NUMBER_LIMITS`, `MAX_LLM_DURATION`): what is resolved here travels to every
 worker through the msgpack codec, which carries 64-bit integers only, and into HTTP timeouts.
@@ -29,6 +29,7 @@ worker through the msgpack codec, which carries 64-bit integers only, and into H
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Mapping
@@ -43,6 +44,10 @@ __all__ = [
     "DEFAULT_FALLBACK_MAX_RETRIES",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_TIMEOUT",
+    "LLM_REQUEST_KEYS",
+    "PROVIDER_KEYS",
+    "REMOVED_PROVIDER_KEYS",
+    "ROUTING_KEYS",
     "ROUTING_MODES",
     "TIERS",
     "TOOL_NAMES",
@@ -80,10 +85,17 @@ NUMBER_LIMITS = {"context_window": 100_000_000, "max_tokens": 10_000_000, "max_r
                  "fallback_max_retries": 100, "weight": 1000}
 MAX_LLM_DURATION = 86400.0  # [llm] timeout and stall_timeout: a day is already "never" for one request
 
-_PROVIDER_KEYS = frozenset({
-    "api_base_url", "api_key", "api_key_env", "model", "api_format", "context_window", "temperature",
-    "max_tokens", "reasoning_effort", "fallback_providers", "price",
-})
+PROVIDER_KEYS = ("api_base_url", "api_key", "api_key_env", "model", "api_format", "context_window", "temperature",
+                 "max_tokens", "reasoning_effort", "fallback_providers", "price")
+# Provider keys yagent no longer reads, with what to do instead: a warning each (`config_keys`), never an error.
+REMOVED_PROVIDER_KEYS = {
+    "aws_region": "Bedrock is no longer special: every provider needs api_base_url and a key (use an "
+                  "OpenAI-compatible gateway); delete aws_region",
+    "aws_profile": "Bedrock is no longer special: every provider needs api_base_url and a key; delete aws_profile",
+    "model_provider": "api_format says which wire format a provider speaks; delete model_provider",
+}
+LLM_REQUEST_KEYS = ("timeout", "stall_timeout", "max_retries", "enable_fallback", "fallback_max_retries")  # [llm]
+ROUTING_KEYS = ("mode",)  # [routing], besides the [routing.baselines] table
 _PRICE_KEYS = ("input", "cached_input", "output")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -148,7 +160,7 @@ class ProviderConfig(Record):
     api_key_env: str = ""
     api_format: str = "openai"
     context_window: int = 0
-    temperature: float = 0.0
+    temperature: float | None = None  # None: not in the file, the provider's default applies
     max_tokens: int = 0
     reasoning_effort: str = ""
     fallback_providers: list[FallbackRef] = field(default_factory=list)
@@ -303,8 +315,11 @@ def validate_provider_table(name: str, table: Mapping[str, Any]) -> list[str]:
     where = f"[global.llm.providers.{name}]"
     if not _NAME.match(name):
         problems.append(f"{where}: provider names may use letters, digits, '_', '-' and '.' only; rename it")
-    for key in sorted(set(table) - _PROVIDER_KEYS):
-        problems.append(f"{where}: unknown key {key!r}; the known keys are {', '.join(sorted(_PROVIDER_KEYS))}")
+    for key in sorted(set(table) - set(PROVIDER_KEYS) - set(REMOVED_PROVIDER_KEYS)):
+        close = difflib.get_close_matches(key, PROVIDER_KEYS, n=1, cutoff=0.75) if len(key) <= 64 else []
+        near = f"did you mean {close[0]}? " if close else ""
+        problems.append(f"{where}: unknown key {shown_value(key)}; {near}the known keys are "
+                        f"{', '.join(sorted(PROVIDER_KEYS))}")
     for key in ("api_base_url", "model", "api_key", "api_key_env", "api_format", "reasoning_effort"):
         if key in table and not isinstance(table[key], str):
             problems.append(f"{where} {key} must be a string, found {table[key]!r}")
@@ -396,7 +411,7 @@ def _provider(name: str, table: Mapping[str, Any], environ: Mapping[str, str],
         api_key_env=env_name,
         api_format=api_format,
         context_window=table.get("context_window", 0),
-        temperature=float(table.get("temperature", 0.0)),
+        temperature=float(table["temperature"]) if "temperature" in table else None,
         max_tokens=table.get("max_tokens", 0),
         reasoning_effort=effort,
         fallback_providers=_parse_fallbacks(name, table.get("fallback_providers", []), []),

@@ -13,7 +13,7 @@ from typing import Any
 
 from yagent.ipc.config import SETUP_FIXES_IT, ConfigError, read_config_table
 from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config
-from yagent.ipc.vocabulary import YoloLevel
+from yagent.ipc.tui_settings import tui_yolo
 
 __all__ = ["ConfigFacts", "read_config_facts"]
 
@@ -67,8 +67,7 @@ def read_config_facts(path: Path, environ: Mapping[str, str], home: Path, projec
     if isinstance(extra, list):
         dirs.extend(Path(str(d)).expanduser() for d in extra)
     facts.skill_dirs = dirs
-    yolo = _table(raw, "tui").get("yolo", "")
-    facts.yolo = yolo if yolo in tuple(YoloLevel) else ""
+    facts.yolo = tui_yolo(raw)
     return facts
 
 

@@ -116,7 +116,7 @@ def test_missing_env_variable_of_an_unused_provider_fails_only_when_resolved() -
     (provider(fallback_providers=[{"provider": "o", "wieght": 2}]), "unknown key(s) ['wieght']"),
     (provider(fallback_providers=[3]), "must be a provider name"),
     (provider(fallback_providers=["self"]), "lists the provider itself"),
-    (provider(aws_region="us-east-1"), "unknown key 'aws_region'"),
+    (provider(modle="gpt-4o"), "unknown key 'modle'; did you mean model?"),
     (provider(model=5), "model must be a string"),
 ])
 def test_each_provider_rule_reports(table: dict[str, Any], fragment: str) -> None:

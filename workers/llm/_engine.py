@@ -88,6 +88,12 @@ def first_set(*values: Any) -> Any:
     return None
 
 
+def call_temperature(options_temperature: float | None, configured: float | None) -> float | None:
+    """The temperature to send, None for none: a per-call 0 means "not set" (a caller's default), while the
+    provider's configured value counts whenever the key exists — `temperature = 0` in the file is greedy decoding."""
+    return options_temperature if options_temperature else configured
+
+
 class HTTPEngine(Engine):
     """Shared by the OpenAI-compatible and Anthropic engines; subclasses speak the wire format."""
 
