@@ -76,7 +76,7 @@ __all__ = [
 ]
 
 # Bump on any incompatible change to a message below.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: Submit and TaskControl carry the caller's key variables (`env`)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -310,6 +310,8 @@ class HelloReply(Message):
     started_at: float
     runtime_dir: str
     home: str
+    config: str = ""  # the configuration file the daemon reads: a client naming another one is refused
+    env_provider: str = ""  # the zero-config provider yagentd's own environment offers ("" none), never a value
 
 
 @message("submit")
@@ -323,6 +325,9 @@ class Submit(Message):
     agent: str = "director"
     yolo: str = "none"
     options: dict = field(default_factory=dict)
+    # The caller's values of the variables the configuration names (api_key_env) and of the zero-config ones
+    # (`caller_keys`): this turn's runs use them; yagentd keeps them in memory for the turn only.
+    env: dict = field(default_factory=dict)
 
 
 @message("submitted")
@@ -332,6 +337,7 @@ class Submitted(Message):
     turn: int
     run: str
     project: str
+    notice: str = ""  # a provider picked without configuration (`zero_config`): what and from where, to say once
 
 
 @message("list_tasks")
@@ -365,6 +371,7 @@ class TaskControl(Message):
     id: int
     task: str
     action: str  # a ControlAction
+    env: dict = field(default_factory=dict)  # as in Submit: a `continue` that resumes a turn starts runs
 
 
 @message("replay")
@@ -460,6 +467,8 @@ class DaemonStatus(Message):
     daily_limit: float = 0.0  # [llm] max_cost_per_day as it applies today; 0 = none
     confinement: str = ""  # how runs are confined (Landlock ABI, or why not), one line
     confined: bool = False  # runs are confined by default (Landlock present and [sandbox] mode = "on")
+    config: str = ""  # the configuration file the daemon reads
+    config_warnings: list[str] = field(default_factory=list)  # what in it nothing reads, a line each
 
 
 @message("shutdown")

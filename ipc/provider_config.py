@@ -165,6 +165,7 @@ class ProviderConfig(Record):
     reasoning_effort: str = ""
     fallback_providers: list[FallbackRef] = field(default_factory=list)
     missing_key_env: str = ""
+    missing_key_where: str = ""  # where `missing_key_env` was looked for ("": the environment it was parsed in)
     price: ModelPrice | None = None  # `price = {input = …, cached_input = …, output = …}`: overrides the catalog
 
     @property
@@ -174,7 +175,7 @@ class ProviderConfig(Record):
     def require_key(self) -> None:
         """Raise an actionable error when the key comes from an environment variable that is unset."""
         if self.missing_key_env:
-            raise ProviderConfigError([_missing_env_problem(self.name, self.missing_key_env)])
+            raise ProviderConfigError([_missing_env_problem(self.name, self.missing_key_env, self.missing_key_where)])
 
 
 @record
@@ -215,12 +216,15 @@ class LLMConfig(Record):
     warnings: list[str] = field(default_factory=list)
 
 
-def _missing_env_problem(provider: str, variable: str) -> str:
-    return (f"[global.llm.providers.{provider}] api_key_env = \"{variable}\" but the environment variable "
-            f"{variable} is not set where yagentd runs: yagentd reads its environment when it starts, so export "
-            f"it and restart yagentd (`yagent daemon stop`, then `yagent daemon start` from that shell; as a "
-            f"systemd service: `systemctl --user set-environment {variable}=...` then `systemctl --user restart "
-            f"yagentd`), or write api_key instead")
+def _missing_env_problem(provider: str, variable: str, looked_in: str = "") -> str:
+    where = f"[global.llm.providers.{provider}] api_key_env = \"{variable}\""
+    if looked_in:  # a turn needs it now
+        return (f"{where}, but {variable} is set neither in {looked_in.replace(', then ', ' nor in ')}: export "
+                f"{variable} in the shell you run yagent from and send the message again (no restart needed), or "
+                "write api_key instead")
+    return (f"{where}, which is not set in this environment: a turn that uses this provider takes {variable} from "
+            "the environment of the `yagent` command that sends it, then from yagentd's own; export it in the shell "
+            "you run yagent from (no restart needed), or write api_key instead")
 
 
 def _table(raw: Mapping[str, Any], path: tuple[str, ...], problems: list[str]) -> Mapping[str, Any]:

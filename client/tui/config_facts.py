@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from yagent.ipc.config import SETUP_FIXES_IT, ConfigError, read_config_table
+from yagent.ipc.config import SETUP_FIXES_IT, ConfigError, read_config_table, settings_from_table
 from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config
 from yagent.ipc.tui_settings import tui_yolo
 
@@ -26,6 +26,7 @@ class ConfigFacts:
     skill_dirs: list[Path] = field(default_factory=list)
     yolo: str = ""  # [tui] yolo: the default for turns sent from the TUI
     problem: str = ""  # why part of this could not be read
+    warnings: list[str] = field(default_factory=list)  # what in the file nothing reads, as yagentd logs it
 
 
 def _table(raw: Mapping[str, Any], *path: str) -> Mapping[str, Any]:
@@ -68,6 +69,11 @@ def read_config_facts(path: Path, environ: Mapping[str, str], home: Path, projec
         dirs.extend(Path(str(d)).expanduser() for d in extra)
     facts.skill_dirs = dirs
     facts.yolo = tui_yolo(raw)
+    try:
+        settings = settings_from_table(dict(raw), path, environ)
+        facts.warnings = [*settings.warnings, *settings.run_settings.llm.warnings]
+    except ConfigError as exc:
+        facts.problem = facts.problem or f"{path}: {exc.what}"
     return facts
 
 

@@ -20,6 +20,7 @@ from yagent.ipc.errors import IpcError, RemoteError
 from yagent.ipc.messages import Event, TaskDetail
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, YoloLevel
 
+from ..config_choice import keys_to_send
 from ..humanize import age
 from ..owned_tasks import OwnedTasks
 from ..stamped import stamped_data
@@ -103,6 +104,7 @@ class TuiController:
         self._tasks = OwnedTasks(lambda text: self.say(text, error=True))
         self._generation = 0
         self._pump: asyncio.Task[Any] | None = None
+        self._notices: set[str] = set()
         facts = self.facts()
         self.yolo = options.yolo or facts.yolo or YoloLevel.NONE
 
@@ -143,6 +145,8 @@ class TuiController:
             await self.attach(task)
         else:
             self.view.note("new session: your first message starts a task in this project")
+        for warning in self.facts().warnings:  # said once, at the start, as yagentd logs them
+            self.view.note(f"config {self.options.config_path}: {warning}")
         self.spawn("liveness", self._watch_liveness())
         self.changed()
 
@@ -350,7 +354,7 @@ class TuiController:
             options["model_override"] = self.model_override
         try:
             sub = await self.backend.submit(self.project, text, task=self.view.task, agent=self.options.agent,
-                                            yolo=self.yolo, options=options)
+                                            yolo=self.yolo, options=options, env=self._keys())
         except RemoteError as exc:
             self.restore_input(text)
             if exc.code == ErrorCode.BUSY:
@@ -365,6 +369,14 @@ class TuiController:
             return
         if sub.task != self.view.task:
             await self.attach(sub.task)
+        if sub.notice and sub.notice not in self._notices:  # the provider picked from the environment: said once
+            self._notices.add(sub.notice)
+            self.view.note(sub.notice)
+            self.changed()
+
+    def _keys(self) -> dict[str, str]:
+        """The key variables a turn sent from here carries (`config_choice.keys_to_send`)."""
+        return keys_to_send(self.options.config_path, self.environ)
 
     # -- commands ----------------------------------------------------------------------------------
 
@@ -413,7 +425,7 @@ class TuiController:
     async def _control(self, task: str, action: ControlAction) -> None:
         before = self._control_done(action)
         try:
-            ack = await self.backend.control(task, action)
+            ack = await self.backend.control(task, action, self._keys() if action == ControlAction.CONTINUE else {})
         except RemoteError as exc:
             if exc.code == ErrorCode.NOT_RUNNING:
                 self.say(f"nothing to {action}: the task has no turn in progress", error=True)

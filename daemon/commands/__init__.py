@@ -34,6 +34,7 @@ from ..registry import Registry, TaskRow
 from ..registry_errors import is_trouble, running_failure
 from ..spending import DailySpend
 from ..turn import TurnController
+from ..turn_keys import TurnKeySource
 
 __all__ = ["CommandError", "DaemonView", "answered_in_background", "command", "dispatch", "resolve_task"]
 
@@ -58,9 +59,13 @@ class DaemonView(Protocol):
     peers: ControlPeers  # which control peers have authenticated
     refused_clients: RefusedPeers
     launcher: Launcher  # for the short processes a command starts (resume inspections)
+    turn_keys: TurnKeySource  # a turn's keys from its caller, and the zero-config provider
 
     @property
     def settings(self) -> Settings: ...
+
+    @property
+    def config_path(self) -> Path: ...  # the configuration file the daemon reads
 
     @property
     def runs_started(self) -> int: ...

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from yagent.ipc.caller_keys import with_caller_keys
 from yagent.ipc.provider_config import (
     FallbackRef,
     LLMSettings,
@@ -82,8 +83,15 @@ def test_missing_env_variable_of_a_used_provider_is_a_warning_at_load_and_fails_
     parsed = parse_llm_config(raw, {})
     (warning,) = parsed.warnings
     assert "BAILIAN_KEY" in warning and "is not set" in warning and "[global.llm.providers.p]" in warning
-    with pytest.raises(ProviderConfigError, match=r"BAILIAN_KEY.*is not set.*restart yagentd"):
+    with pytest.raises(ProviderConfigError, match=r"BAILIAN_KEY.*is not set.*export it in the shell you run yagent"):
         build_engine(parsed, "coding")
+    # At a turn, the caller's variables are looked at first, then yagentd's: the error says both.
+    turn = with_caller_keys(parsed, {}, {})
+    with pytest.raises(ProviderConfigError, match=r"BAILIAN_KEY is set neither in the environment of the `yagent` "
+                                                  r"command that sent this turn nor in yagentd's own"):
+        build_engine(turn, "coding")
+    assert with_caller_keys(parsed, {}, {"BAILIAN_KEY": "sk-d"}).providers["p"].api_key == "sk-d"
+    assert with_caller_keys(parsed, {"BAILIAN_KEY": "sk-c"}, {"BAILIAN_KEY": "sk-d"}).providers["p"].api_key == "sk-c"
 
 
 def test_missing_env_variable_of_an_unused_provider_fails_only_when_resolved() -> None:
