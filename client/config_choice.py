@@ -68,7 +68,7 @@ def choose_config(flag: str | None, environ: Mapping[str, str]) -> ConfigChoice:
         return ConfigChoice(location, hello)
     if location.named and not same_file(location.path, hello.config):
         raise ConfigMismatch(location, hello)
-    return ConfigChoice(ConfigLocation(Path(hello.config), location.named_by), hello)
+    return ConfigChoice(ConfigLocation(Path(hello.config), location.named_by, reported_by_daemon=True), hello)
 
 
 def keys_to_send(config: Path | None, environ: Mapping[str, str]) -> dict[str, str]:

@@ -33,6 +33,7 @@ CONFIG_ENV = "YAGENT_CONFIG"
 class ConfigLocation:
     path: Path
     named_by: str = ""  # "--config" or "YAGENT_CONFIG" when the user named the file; "" for the default
+    reported_by_daemon: bool = False  # a running yagentd reads it: the daemon's rules apply to it, not a client's
 
     @property
     def named(self) -> bool:
@@ -40,7 +41,10 @@ class ConfigLocation:
 
     def prepare(self) -> bool:
         """Make the file ready to be read: a named file must exist (it is never created); the default one is
-        created from the template when missing. True when it was just created."""
+        created from the template when missing. True when it was just created. A client leaves the running
+        daemon's file alone: only yagentd knows whether it was named, and says what is wrong at the next turn."""
+        if self.reported_by_daemon:
+            return False
         if self.named:
             if not os.path.lexists(self.path):
                 raise ConfigError(

@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_TIMEOUT",
     "LLM_REQUEST_KEYS",
+    "NO_PROVIDER_ADVICE",
     "PROVIDER_KEYS",
     "REMOVED_PROVIDER_KEYS",
     "ROUTING_KEYS",
@@ -96,6 +97,9 @@ REMOVED_PROVIDER_KEYS = {
 }
 LLM_REQUEST_KEYS = ("timeout", "stall_timeout", "max_retries", "enable_fallback", "fallback_max_retries")  # [llm]
 ROUTING_KEYS = ("mode",)  # [routing], besides the [routing.baselines] table
+# What to do when no provider is usable (`zero_config` says which variables count).
+NO_PROVIDER_ADVICE = ("run `yagent setup`, or export OPENAI_API_KEY (OPENAI_BASE_URL alone for a local server such "
+                      "as Ollama, llama.cpp or vLLM) or ANTHROPIC_API_KEY in the shell you run yagent from")
 _PRICE_KEYS = ("input", "cached_input", "output")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -575,8 +579,8 @@ def resolve_provider_name(config: LLMConfig, agent: str | None = None, tool: str
     if len(config.providers) == 1:
         return next(iter(config.providers))
     if not config.providers:
-        raise ProviderConfigError(["no LLM provider is configured: run `yagent setup` or add a "
-                                   "[global.llm.providers.NAME] table and [global.llm] use_provider"])
+        raise ProviderConfigError([f"no LLM provider is configured, and none is in the environment: "
+                                   f"{NO_PROVIDER_ADVICE}"])
     raise ProviderConfigError([f"no provider chosen: set [global.llm] use_provider to one of "
                                f"{', '.join(sorted(config.providers))}"])
 

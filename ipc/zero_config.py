@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from .provider_config import ProviderConfig
+from .provider_config import NO_PROVIDER_ADVICE, ProviderConfig
 
 __all__ = [
     "DEFAULT_BASE_URLS",
@@ -48,8 +48,6 @@ DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 # `yagent setup`'s local presets write the same word.
 LOCAL_KEY_PLACEHOLDER = "none"
 
-NO_PROVIDER_ADVICE = ("run `yagent setup`, or export OPENAI_API_KEY (OPENAI_BASE_URL alone for a local server such "
-                      "as Ollama, llama.cpp or vLLM) or ANTHROPIC_API_KEY in the shell you run yagent from")
 
 
 class ZeroConfigError(ValueError):
