@@ -80,6 +80,7 @@ class FakeBackend:
         self.alive_flag = True
         self.busy = False
         self.connects = 0
+        self.notice = ""  # what a submit's reply says of a provider picked from the environment
 
     # -- scripting ---------------------------------------------------------------------------------
 
@@ -150,7 +151,7 @@ class FakeBackend:
         self.turns[task].append(TurnSummary(turn=turn, text=text, state="running"))
         self.emit(task, EventType.TURN_STARTED, {"turn": turn, "text": text, "agent": agent, "project": project},
                   run=f"{task}.r{turn}", agent=agent)
-        return Submitted(id=0, task=task, turn=turn, run=f"{task}.r{turn}", project=project)
+        return Submitted(id=0, task=task, turn=turn, run=f"{task}.r{turn}", project=project, notice=self.notice)
 
     async def control(self, task: str, action: str, env: dict[str, str] | None = None) -> Ack:
         self.controls.append((task, action))
