@@ -16,7 +16,8 @@ this exists for):
 
 Tables other work adds plug in with one line each: replace the table's `None` in `PLUGGED` by the keys its module
 declares (e.g. `from .compression_settings import COMPRESSION_KEYS`, then `"enhanced_commander": COMPRESSION_KEYS`).
-Until then the table is reported as not supported yet.
+Until then the table is reported as not supported yet. `tests/ipc/test_every_key.py` then asks for a test of each
+new key's effect: an entry in its `EFFECTS`, or the table's own test file in its `TESTED_ELSEWHERE`.
 """
 
 from __future__ import annotations

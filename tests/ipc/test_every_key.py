@@ -272,6 +272,9 @@ EFFECTS: dict[tuple[str, str], Effect] = {
                                                  lambda s: s.run_settings.blackboard.artifact_retention),
     ("tui", "yolo"): Effect("", '[tui]\nyolo = "full"', lambda s: _tui_yolo(s)),
 }
+# Tables whose module brings its own test of each key's effect (a table plugged into `config_keys.PLUGGED`): the
+# table, and the test file that names every one of its keys. One line per table, added with the plug.
+TESTED_ELSEWHERE: dict[str, str] = {}
 # Keys whose reader is being built in parallel work; each names it. Listed, never silently skipped.
 AWAITING_A_READER = {
     ("global.llm.providers.*", "context_window"): "the context gauge of the full-screen client (issue 14, the "
@@ -305,6 +308,10 @@ def test_changing_the_key_changes_what_its_reader_does(key: tuple[str, str]) -> 
 
 def test_every_key_the_registry_knows_has_an_effect_test() -> None:
     known = set(known_key_paths()) | {("agent", "<role>_max_steps"), ("routing.baselines", "<agent>")}
+    elsewhere = {(table, key) for table, key in known if table.split(".")[0] in TESTED_ELSEWHERE}
+    for table, key in sorted(elsewhere):
+        assert key in (REPO / TESTED_ELSEWHERE[table.split(".")[0]]).read_text(encoding="utf-8"), (table, key)
+    known -= elsewhere
     assert known - set(EFFECTS) - set(AWAITING_A_READER) == set(), "a key with no test of its effect"
     assert set(EFFECTS) - known == set(), "a test for a key the registry does not know"
     assert not set(EFFECTS) & set(AWAITING_A_READER)
