@@ -8,6 +8,7 @@ import pytest
 
 from yagent.ipc.caller_keys import with_caller_keys
 from yagent.ipc.provider_config import (
+    AGENT_NAMES,
     FallbackRef,
     LLMSettings,
     ProviderConfigError,
@@ -193,6 +194,17 @@ def test_resolution_order_tool_then_tools_then_agent_then_agents_then_global() -
     assert resolve_provider_name(parsed, "repo") == "ag"
     assert resolve_provider_name(parsed) == "g"
     assert resolve_provider(parsed, "coding").name == "a"
+
+
+@pytest.mark.parametrize("agent", AGENT_NAMES)
+def test_each_of_the_seven_agents_resolves_its_own_provider_before_the_shared_ones(agent: str) -> None:
+    assert len(AGENT_NAMES) == 7
+    raw = config({"g": provider(), "ag": provider(), "own": provider()}, use="g",
+                 agents={"llm": {"use_provider": "ag", agent: {"use_provider": "own"}}})
+    parsed = parse_llm_config(raw, {})
+    assert resolve_provider_name(parsed, agent) == "own"
+    others = [a for a in AGENT_NAMES if a != agent]
+    assert {resolve_provider_name(parsed, a) for a in others} == {"ag"}
 
 
 def test_resolution_without_use_provider() -> None:
