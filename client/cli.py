@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 from yagent.ipc import IpcError
-from yagent.ipc.home import config_path, yagent_home
 from yagent.ipc.vocabulary import ControlAction, YoloLevel
 
 from . import daemon_control, exit_codes, headless, mcp_commands, skills_command, startup, task_commands
+from .config_choice import ConfigChoice, ConfigMismatch, choose_config, keys_to_send
 
 __all__ = ["build_parser", "main"]
 
@@ -34,14 +34,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _start_daemon_if_needed(cfg: Path) -> int | None:
-    """Start yagentd for a command that needs it (README: the first such command starts it); an exit code
-    when it cannot be started because of the configuration, which yagentd would refuse too."""
-    if daemon_control.running_paths() is None:
-        gate = startup.config_gate(cfg, os.environ)
+def _start_daemon_if_needed(choice: ConfigChoice) -> int | None:
+    """Start yagentd for a command that needs it (README: the first such command starts it), with the file the
+    user named; an exit code when it cannot be started because of the configuration, which yagentd would refuse
+    too."""
+    if choice.daemon is None and daemon_control.running_paths() is None:
+        gate = startup.config_gate(choice.location, os.environ)
         if gate is not None:
             return gate
-    started = daemon_control.ensure_daemon()
+    started = daemon_control.ensure_daemon(choice.location.path if choice.location.named else None)
     if started is not None:
         # stderr: stdout of a headless run is its answer (or JSON lines) and nothing else.
         print(f"yagent: yagentd was not running; {started}", file=sys.stderr)
@@ -52,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="yagent", description="yagent — a multi-agent coding assistant served by the yagentd daemon")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--config", metavar="PATH",
+                        help="the configuration file (default: $YAGENT_CONFIG, else $YAGENT_HOME/config/config.toml); "
+                             "it must be the one a running yagentd reads, and one yagentd started now gets")
     # `yagent run --json TEXT` works as well as `yagent --json run TEXT`; SUPPRESS keeps the top-level value.
     json_after_command = argparse.ArgumentParser(add_help=False)
     json_after_command.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
@@ -81,8 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("daemon", help="start, stop or inspect yagentd")
     dsub = d.add_subparsers(dest="daemon_command", metavar="ACTION", required=True)
-    dsub.add_parser("start", parents=[json_after_command],
-                    help="start yagentd in the background and wait until it is ready")
+    ds = dsub.add_parser("start", parents=[json_after_command],
+                         help="start yagentd in the background and wait until it is ready")
+    ds.add_argument("--config", dest="daemon_config", metavar="PATH",
+                    help="the configuration file yagentd reads, used as given and never created")
     dsub.add_parser("stop", parents=[json_after_command],
                     help="stop yagentd (runs are interrupted; `yagent continue TASK` resumes each where it stopped)")
     dsub.add_parser("status", parents=[json_after_command], help="exit 0 when yagentd is running, 3 when not")
@@ -170,83 +176,105 @@ def _dispatch(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     as_json = args.json
-    cfg = config_path(yagent_home())
     try:
-        if args.command is None and args.print_text:
-            project = _project_dir(args.top_project)
-            if not project.is_dir():
-                print(f"yagent: project directory {project} does not exist", file=sys.stderr)
-                return exit_codes.USAGE
-            gate = startup.config_gate(cfg, os.environ) or _start_daemon_if_needed(cfg)
-            if gate is not None:
-                return gate
-            return headless.run_headless(project, " ".join(args.print_text), agent=args.top_agent,
-                                         yolo=_yolo(args.top_full_yolo, args.top_yolo), as_json=as_json,
-                                         task=args.top_task, latest=args.continue_latest and not args.new)
-        if args.command in (None, "attach"):
-            from .terminal import open_client
-
-            yolo = _yolo(args.top_full_yolo, args.top_yolo) if (args.top_yolo or args.top_full_yolo) else ""
-            return open_client(project=_project_dir(args.top_project),
-                               task=args.task if args.command == "attach" else None,
-                               new=args.new, agent=args.top_agent, yolo=yolo, config=cfg)
-        if args.command == "setup":
-            from .terminal import open_setup
-
-            return open_setup(cfg)
-        if args.command == "daemon":
-            if args.daemon_command == "start":
-                return daemon_control.daemon_start(as_json)
-            if args.daemon_command == "stop":
-                return daemon_control.daemon_stop(as_json)
-            if args.daemon_command == "status":
-                return daemon_control.daemon_status(as_json)
-            return daemon_control.daemon_install_unit(force=args.force, print_only=args.print_only)
-        if args.command == "run":
-            project = _project_dir(args.project)
-            if not project.is_dir():
-                print(f"yagent: project directory {project} does not exist", file=sys.stderr)
-                return exit_codes.USAGE
-            gate = startup.config_gate(cfg, os.environ) or _start_daemon_if_needed(cfg)
-            if gate is not None:
-                return gate
-            yolo = _yolo(args.full_yolo, args.yolo)
-            return headless.run_headless(project, " ".join(args.text), task=args.task, agent=args.agent, yolo=yolo,
-                                         detach=args.detach, as_json=as_json, verbose=args.verbose)
-        if args.command == "ps":
-            project = str(_project_dir(args.project)) if args.project else None
-            return _start_daemon_if_needed(cfg) or task_commands.ps(project, as_json, args.limit)
-        if args.command == "resume":
-            return _start_daemon_if_needed(cfg) or task_commands.resume_list(as_json, args.limit)
-        if args.command == "top":
-            from .top import top
-
-            return _start_daemon_if_needed(cfg) or top()
-        if args.command == "logs":
-            return _start_daemon_if_needed(cfg) or task_commands.logs(args.task, follow=args.follow, as_json=as_json,
-                                                                      since=args.since)
-        if args.command in tuple(ControlAction):
-            return task_commands.control(args.task, ControlAction(args.command), as_json)
-        if args.command == "answer":
-            return task_commands.answer(args.task, args.args, as_json)
-        if args.command == "skills":
-            return skills_command.skills(_project_dir(args.project), as_json)
-        if args.command == "mcp":
-            gate = _start_daemon_if_needed(cfg)
-            if gate is not None:
-                return gate
-            if args.mcp_command == "restart":
-                project = None if args.all_projects else _project_dir(args.mcp_project)
-                return mcp_commands.mcp_restart(args.name, project, as_json)
-            if args.mcp_command in ("approve", "revoke"):
-                approve = args.mcp_command == "approve"
-                return mcp_commands.mcp_approve(args.names, _project_dir(args.mcp_project), approve, as_json)
-            return mcp_commands.mcp_status(_project_dir(args.project), as_json)
+        return _command(parser, args, as_json)
+    except ConfigMismatch as exc:
+        print(f"yagent: {exc}", file=sys.stderr)
+        return exit_codes.USAGE
     except IpcError as exc:
         print(f"yagent: {exc}", file=sys.stderr)
         return exit_codes.for_ipc_error(exc)
     except KeyboardInterrupt:
         return exit_codes.SIGINT
+
+
+def _choose(args: argparse.Namespace) -> ConfigChoice:
+    flag = getattr(args, "daemon_config", None) or args.config
+    return choose_config(flag, os.environ)
+
+
+def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, as_json: bool) -> int:
+    if args.command is None and args.print_text:
+        project = _project_dir(args.top_project)
+        if not project.is_dir():
+            print(f"yagent: project directory {project} does not exist", file=sys.stderr)
+            return exit_codes.USAGE
+        choice = _choose(args)
+        gate = (startup.config_gate(choice.location, os.environ)
+                or startup.provider_gate(choice.location, os.environ, choice.daemon, args.top_agent)
+                or _start_daemon_if_needed(choice))
+        if gate is not None:
+            return gate
+        return headless.run_headless(project, " ".join(args.print_text), agent=args.top_agent,
+                                     yolo=_yolo(args.top_full_yolo, args.top_yolo), as_json=as_json,
+                                     task=args.top_task, latest=args.continue_latest and not args.new,
+                                     env=keys_to_send(choice.location.path, os.environ))
+    if args.command in (None, "attach"):
+        from .terminal import open_client
+
+        yolo = _yolo(args.top_full_yolo, args.top_yolo) if (args.top_yolo or args.top_full_yolo) else ""
+        return open_client(project=_project_dir(args.top_project),
+                           task=args.task if args.command == "attach" else None,
+                           new=args.new, agent=args.top_agent, yolo=yolo, config=_choose(args))
+    if args.command == "setup":
+        from .terminal import open_setup
+
+        return open_setup(_choose(args).location)
+    if args.command == "daemon":
+        if args.daemon_command == "start":
+            location = _choose(args).location
+            return daemon_control.daemon_start(as_json, location.path if location.named else None)
+        if args.daemon_command == "stop":
+            return daemon_control.daemon_stop(as_json)
+        if args.daemon_command == "status":
+            return daemon_control.daemon_status(as_json)
+        return daemon_control.daemon_install_unit(force=args.force, print_only=args.print_only)
+    if args.command == "run":
+        project = _project_dir(args.project)
+        if not project.is_dir():
+            print(f"yagent: project directory {project} does not exist", file=sys.stderr)
+            return exit_codes.USAGE
+        choice = _choose(args)
+        gate = (startup.config_gate(choice.location, os.environ)
+                or startup.provider_gate(choice.location, os.environ, choice.daemon, args.agent)
+                or _start_daemon_if_needed(choice))
+        if gate is not None:
+            return gate
+        yolo = _yolo(args.full_yolo, args.yolo)
+        return headless.run_headless(project, " ".join(args.text), task=args.task, agent=args.agent, yolo=yolo,
+                                     detach=args.detach, as_json=as_json, verbose=args.verbose,
+                                     env=keys_to_send(choice.location.path, os.environ))
+    if args.command == "ps":
+        project = str(_project_dir(args.project)) if args.project else None
+        return _start_daemon_if_needed(_choose(args)) or task_commands.ps(project, as_json, args.limit)
+    if args.command == "resume":
+        return _start_daemon_if_needed(_choose(args)) or task_commands.resume_list(as_json, args.limit)
+    if args.command == "top":
+        from .top import top
+
+        return _start_daemon_if_needed(_choose(args)) or top()
+    if args.command == "logs":
+        return _start_daemon_if_needed(_choose(args)) or task_commands.logs(args.task, follow=args.follow,
+                                                                            as_json=as_json, since=args.since)
+    if args.command in tuple(ControlAction):
+        action = ControlAction(args.command)
+        env = keys_to_send(_choose(args).location.path, os.environ) if action is ControlAction.CONTINUE else {}
+        return task_commands.control(args.task, action, as_json, env)
+    if args.command == "answer":
+        return task_commands.answer(args.task, args.args, as_json)
+    if args.command == "skills":
+        return skills_command.skills(_project_dir(args.project), as_json, config=_choose(args).location.path)
+    if args.command == "mcp":
+        gate = _start_daemon_if_needed(_choose(args))
+        if gate is not None:
+            return gate
+        if args.mcp_command == "restart":
+            project = None if args.all_projects else _project_dir(args.mcp_project)
+            return mcp_commands.mcp_restart(args.name, project, as_json)
+        if args.mcp_command in ("approve", "revoke"):
+            approve = args.mcp_command == "approve"
+            return mcp_commands.mcp_approve(args.names, _project_dir(args.mcp_project), approve, as_json)
+        return mcp_commands.mcp_status(_project_dir(args.project), as_json)
     parser.print_help()
     return exit_codes.USAGE
 

@@ -53,8 +53,9 @@ def running_paths() -> RuntimePaths | None:
     return paths if daemon_listening(paths) else None
 
 
-def start_background() -> tuple[bool, str]:
-    """Launch yagentd detached and wait until it answers; returns (ok, message)."""
+def start_background(config: Path | None = None) -> tuple[bool, str]:
+    """Launch yagentd detached and wait until it answers; returns (ok, message). `config`: the file the user
+    named (`--config` / `$YAGENT_CONFIG`), handed to yagentd as given."""
     root = resolve_runtime_dir()
     ensure_runtime_dir(root)  # refuses an unsafe directory before anything is launched
     paths = runtime_paths(root)
@@ -65,7 +66,7 @@ def start_background() -> tuple[bool, str]:
     make_private_dirs(logs)
     out_path = logs / "yagentd.out"
     # -P: not the working directory (the user's project) first on sys.path, where its modules would shadow ours.
-    cmd = [sys.executable, "-P", "-m", "yagent.daemon.main"]
+    cmd = [sys.executable, "-P", "-m", "yagent.daemon.main", *(["--config", str(config)] if config else [])]
     with open(os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600), "ab") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True)
@@ -93,9 +94,9 @@ def _tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text[-lines:])
 
 
-def daemon_start(as_json: bool = False) -> int:
+def daemon_start(as_json: bool = False, config: Path | None = None) -> int:
     try:
-        ok, message = start_background()
+        ok, message = start_background(config)
     except IpcError as exc:
         _err(str(exc))
         return exit_codes.USAGE
@@ -113,12 +114,13 @@ class DaemonStartFailed(IpcError):
         super().__init__(f"yagentd is not running and starting it failed: {reason}")
 
 
-def ensure_daemon() -> str | None:
-    """Start the daemon if it is not running (used by commands that need it). Returns what was done
-    (None when it was already running) for the caller to show; raises `DaemonStartFailed`."""
+def ensure_daemon(config: Path | None = None) -> str | None:
+    """Start the daemon if it is not running (used by commands that need it), with the configuration file the
+    user named, if any. Returns what was done (None when it was already running) for the caller to show;
+    raises `DaemonStartFailed`."""
     if running_paths() is not None:
         return None
-    ok, message = start_background()
+    ok, message = start_background(config)
     if not ok:
         raise DaemonStartFailed(message)
     return message
@@ -201,6 +203,10 @@ def daemon_status(as_json: bool = False) -> int:
     print(f"  spent today  ${status.spent_today:.2f}{limit_text}")
     if status.confinement:
         print(f"  sandbox      {status.confinement}")
+    if status.config:
+        print(f"  config       {status.config}")
+    for warning in status.config_warnings:
+        print(f"    ! {warning}")
     return exit_codes.OK
 
 

@@ -110,14 +110,16 @@ class _Progress:
 
 async def _run(project: Path, text: str, *, task: str | None, agent: str, yolo: str, detach: bool,
                as_json: bool, printer: JsonLinesPrinter | TextPrinter, progress: _Progress,
-               out: TextIO, err: TextIO, latest: bool = False) -> int:
+               out: TextIO, err: TextIO, latest: bool = False, env: dict[str, str] | None = None) -> int:
     async with DaemonClient() as client:
         if task is None and latest:  # `-c`: the project's latest session, or a new one when it has none
             tasks = await client.request(ListTasks(id=0, project=str(project), limit=1), TaskList)
             task = tasks.tasks[0].task if tasks.tasks else None
-        sub = await client.request(Submit(id=0, project=str(project), text=text, task=task, agent=agent, yolo=yolo),
-                                   Submitted)
+        sub = await client.request(Submit(id=0, project=str(project), text=text, task=task, agent=agent, yolo=yolo,
+                                          env=env or {}), Submitted)
         progress.task = sub.task
+        if sub.notice:  # a provider picked from the environment: said once, on stderr (stdout is the answer)
+            print(f"yagent: {sub.notice}", file=err)
         if detach:
             if as_json:
                 print(json.dumps({"task": sub.task, "turn": sub.turn, "run": sub.run, "project": sub.project}),
@@ -136,16 +138,18 @@ async def _run(project: Path, text: str, *, task: str | None, agent: str, yolo: 
 
 def run_headless(project: Path, text: str, *, task: str | None = None, agent: str = "director",
                  yolo: str = YoloLevel.NONE, detach: bool = False, as_json: bool = False, verbose: bool = False,
-                 out: TextIO | None = None, err: TextIO | None = None, latest: bool = False) -> int:
+                 out: TextIO | None = None, err: TextIO | None = None, latest: bool = False,
+                 env: dict[str, str] | None = None) -> int:
     """Submit one turn and follow it to its end; the exit code says how it ended (`exit_codes`). With `latest`
-    and no `task`, the turn goes to the project's latest task."""
+    and no `task`, the turn goes to the project's latest task. `env`: the key variables sent with it
+    (`config_choice.keys_to_send`)."""
     out = out or sys.stdout
     err = err or sys.stderr
     printer = JsonLinesPrinter(out) if as_json else TextPrinter(out, verbose=verbose)
     progress = _Progress()
     try:
         return asyncio.run(_run(project, text, task=task, agent=agent, yolo=yolo, detach=detach, as_json=as_json,
-                                printer=printer, progress=progress, out=out, err=err, latest=latest))
+                                printer=printer, progress=progress, out=out, err=err, latest=latest, env=env))
     except RemoteError as exc:
         printer.end_line()
         print(f"yagent: {exc}", file=err)

@@ -17,11 +17,12 @@ from . import exit_codes
 __all__ = ["skills"]
 
 
-def skills(project: Path, as_json: bool, home: Path | None = None) -> int:
-    """Print the account for `project`; exit 2 (three lines) when the configuration cannot be used."""
+def skills(project: Path, as_json: bool, home: Path | None = None, config: Path | None = None) -> int:
+    """Print the account for `project` under `config` (default: the home's file); exit 2 (three lines) when the
+    configuration cannot be used."""
     state_home = home if home is not None else yagent_home()
     try:
-        settings = load_settings(config_path(state_home), os.environ)
+        settings = load_settings(config if config is not None else config_path(state_home), os.environ)
     except ConfigError as exc:
         for line in exc.lines():
             print(line, file=sys.stderr)

@@ -229,9 +229,9 @@ def logs(task: str, *, follow: bool = False, as_json: bool = False, since: int =
 
 # -- control -----------------------------------------------------------------------------------------
 
-async def _control(task: str, action: str, as_json: bool) -> int:
+async def _control(task: str, action: str, as_json: bool, env: dict[str, str]) -> int:
     async with DaemonClient() as client:
-        ack = await client.request(TaskControl(id=0, task=task, action=action), Ack)
+        ack = await client.request(TaskControl(id=0, task=task, action=action, env=env), Ack)
     if as_json:
         print(json.dumps({"task": ack.task, "action": action, "state": ack.state}))
     else:
@@ -244,8 +244,9 @@ async def _control(task: str, action: str, as_json: bool) -> int:
     return exit_codes.OK
 
 
-def control(task: str, action: str, as_json: bool = False) -> int:
-    return _call(_control(task, action, as_json))
+def control(task: str, action: str, as_json: bool = False, env: dict[str, str] | None = None) -> int:
+    """`env`: the key variables a `continue` that resumes a turn gives that turn (`config_choice.keys_to_send`)."""
+    return _call(_control(task, action, as_json, env or {}))
 
 
 _REQUEST_ID = re.compile(r"^r[0-9a-f]{6,}\.\d+$")  # a run id, a dot, the question's number in that run

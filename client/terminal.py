@@ -13,10 +13,12 @@ import sys
 from pathlib import Path
 
 from yagent.ipc import DaemonNotRunning, IpcError, RemoteError
+from yagent.ipc.config_location import ConfigLocation
 from yagent.ipc.home import yagent_home
 from yagent.ipc.vocabulary import TaskState
 
 from . import daemon_control, exit_codes, startup
+from .config_choice import ConfigChoice
 from .setup.readiness import needs_setup
 from .setup.view import run_setup
 from .tui.app import run_tui
@@ -37,7 +39,8 @@ def _interactive() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
-def open_setup(config: Path) -> int:
+def open_setup(location: ConfigLocation) -> int:
+    config = location.path  # a named file that is missing is written by the wizard, at the user's word
     gate = startup.file_gate(config)
     if gate is not None:
         return gate
@@ -49,12 +52,14 @@ def open_setup(config: Path) -> int:
     return exit_codes.OK
 
 
-async def _ensure_daemon_async() -> None:
-    await asyncio.to_thread(daemon_control.ensure_daemon)
+def open_client(*, project: Path, task: str | None, new: bool, agent: str, yolo: str, config: ConfigChoice) -> int:
+    location = config.location
+    named = location.path if location.named else None
 
+    async def ensure_daemon() -> None:
+        await asyncio.to_thread(daemon_control.ensure_daemon, named)
 
-def open_client(*, project: Path, task: str | None, new: bool, agent: str, yolo: str, config: Path) -> int:
-    gate = startup.config_gate(config, os.environ)
+    gate = startup.config_gate(location, os.environ)
     if gate is not None:
         return gate
     if not _interactive():
@@ -63,21 +68,23 @@ def open_client(*, project: Path, task: str | None, new: bool, agent: str, yolo:
     if task is None and not project.is_dir():
         _err(f"project directory {project} does not exist")
         return exit_codes.USAGE
-    need = needs_setup(config, os.environ)
+    need = needs_setup(location.path, os.environ)
+    if need is not None and need.kind == "no_provider" and config.daemon is not None and config.daemon.env_provider:
+        need = None  # the running daemon's own environment offers a provider (zero-config)
     if need is not None:
         print(f"{need.reason}: starting the setup wizard (q leaves it)", file=sys.stderr)
-        wizard = asyncio.run(run_setup(config))
+        wizard = asyncio.run(run_setup(location.path))
         print(wizard.note, file=sys.stderr)
-        gate = startup.config_gate(config, os.environ)
+        gate = startup.config_gate(location, os.environ)
         if gate is not None:
             return gate
-    if daemon_control.running_paths() is None and not startup.offer_daemon_start(input,
-                                                                                 daemon_control.start_background):
+    if daemon_control.running_paths() is None and not startup.offer_daemon_start(
+            input, lambda: daemon_control.start_background(named)):
         return exit_codes.NOT_RUNNING
     home = yagent_home()
-    controller = TuiController(DaemonBackend(), TuiOptions(project=project, agent=agent, yolo=yolo, config_path=config,
-                                                           home=home),
-                               start_daemon=_ensure_daemon_async)
+    controller = TuiController(DaemonBackend(), TuiOptions(project=project, agent=agent, yolo=yolo,
+                                                           config_path=location.path, home=home),
+                               start_daemon=ensure_daemon)
     try:
         info = asyncio.run(run_tui(controller, task=task, latest=not new, history_path=home / "history" / "tui"))
     except RemoteError as exc:

@@ -37,9 +37,10 @@ def documentation_uri() -> str:
     return Path(str(resources.files("yagent.systemd").joinpath("README.md"))).absolute().as_uri()
 
 
-# Variables that decide which daemon a client talks to: the service must see the same values as the shell
-# that installs it, or `yagent` would look for a daemon in one place while systemd runs it in another.
-CARRIED_VARIABLES = ("YAGENT_HOME", "YAGENT_RUNTIME_DIR")
+# Variables that decide which daemon a client talks to, and which configuration it reads: the service must see
+# the same values as the shell that installs it, or `yagent` would look for a daemon in one place while systemd
+# runs it in another (or refuse a daemon that reads another configuration than the one it names).
+CARRIED_VARIABLES = ("YAGENT_HOME", "YAGENT_RUNTIME_DIR", "YAGENT_CONFIG")
 
 
 def render_unit(command: str | None = None, environ: Mapping[str, str] | None = None) -> str:

@@ -25,6 +25,7 @@ import zmq.asyncio
 
 from yagent.ipc.client_token import new_client_token, write_client_token
 from yagent.ipc.config import ConfigError, Settings
+from yagent.ipc.config_location import ConfigLocation
 from yagent.ipc.confinement import landlock_abi, user_namespaces
 from yagent.ipc.errors import MalformedMessage, MessageTooLarge
 from yagent.ipc.messages import ErrorReply, McpToolsChanged, Ping
@@ -58,6 +59,7 @@ from .spending import DailySpend, start_of_day
 from .subscriber_auth import ZAP_DOMAIN, SubscriberAuth
 from .task_scope import TaskScope
 from .turn import RESUMABLE, TurnController
+from .turn_keys import TurnKeySource
 from .worker_gate import WorkerGate
 
 __all__ = ["Daemon", "LoopEnded"]
@@ -93,11 +95,13 @@ class Daemon:
         peer_limits: PeerLimits | None = None,
         landlock_probe: Callable[[], int] = landlock_abi,
         userns_probe: Callable[[], bool] = user_namespaces,
+        config: ConfigLocation | None = None,
     ) -> None:
-        self.config = SettingsSource(home, settings)
+        self.config = SettingsSource(home, settings, config)
         self.paths = paths
         self.home = home
         self.launcher = launcher
+        self.turn_keys = TurnKeySource()
         self.clock = clock
         self.notifier = notifier or SystemdNotifier()
         self.version = version
@@ -134,6 +138,10 @@ class Daemon:
     @property
     def spend(self) -> DailySpend:
         return self.services.spend if self.services else DailySpend()
+
+    @property
+    def config_path(self) -> Path:
+        return self.config.path
 
     @property
     def landlock_abi(self) -> int:

@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 from yagent.ipc.config import ConfigError, load_settings
+from yagent.ipc.config_location import config_location
 from yagent.ipc.errors import RuntimeDirError
-from yagent.ipc.home import config_path, yagent_home
+from yagent.ipc.home import yagent_home
 from yagent.ipc.private_files import keep_private, make_private_dirs
 from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
 
@@ -64,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default=os.environ.get("YAGENT_LOG_LEVEL", "info"),
                         choices=["debug", "info", "warning", "error"])
     parser.add_argument("--version", action="version", version=f"yagentd {_version()}")
+    parser.add_argument("--config", metavar="PATH",
+                        help="the configuration file, used as given and never created (default: $YAGENT_CONFIG, "
+                             "else $YAGENT_HOME/config/config.toml, created from a commented template)")
     args = parser.parse_args(argv)
 
     keep_private()  # before anything is created: all of yagentd's and its workers' state is 0600 / 0700
@@ -72,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         paths = ensure_runtime_dir(resolve_runtime_dir())
     except RuntimeDirError as exc:
         return _fail([f"yagentd: {exc}"])
+    location = config_location(args.config, os.environ, home)
     try:
-        settings = load_settings(config_path(home))
+        location.prepare()
+        settings = load_settings(location.path)
     except ConfigError as exc:
         return _fail(exc.lines())
 
@@ -98,13 +104,16 @@ def main(argv: list[str] | None = None) -> int:
         migrate_state_layout(home)  # before any run: workers look for their state in the new layout only
         # `kill -USR1 <pid>` writes every thread's stack to the log: the first question about a stuck daemon.
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+        logging.getLogger("yagent.config").info("configuration: %s%s", location.path,
+                                                 f" (named by {location.named_by})" if location.named else "")
         for warning in [*settings.warnings, *settings.run_settings.llm.warnings]:
-            logging.getLogger("yagent.config").warning("%s: %s", config_path(home), warning)
+            logging.getLogger("yagent.config").warning("%s: %s", location.path, warning)
         launcher = MultiprocessingLauncher("forkserver", preload=(*PRELOAD, *settings.agent_modules))
         # Before any ZeroMQ context exists: libzmq's threads must not be inherited by a fork.
         launcher.start()
         try:
-            daemon = Daemon(settings, paths, home, launcher, notifier=SystemdNotifier(), version=_version())
+            daemon = Daemon(settings, paths, home, launcher, notifier=SystemdNotifier(), version=_version(),
+                            config=location)
         except RegistryUnreadable as exc:
             launcher.stop()
             return _fail([f"yagentd: {line}" for line in exc.lines()])

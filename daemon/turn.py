@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from yagent.ipc.daemon_events import TaskPaused, TaskResumed, TurnFinished, TurnStarted, UserHelpResponse
@@ -36,6 +36,7 @@ from .run_supervisor import RunSupervisor
 from .run_table import RunTable
 from .schedule import Timer
 from .spending import BudgetAsk, budget_question, raise_to
+from .turn_keys import TurnKeys
 
 __all__ = ["INHERITED_OPTIONS", "RESUMABLE", "PendingQuestion", "TurnController"]
 
@@ -78,6 +79,7 @@ class TurnController:
         self._budget_question: str | None = None  # request id of the pending spending-limit question
         self._budget_waiters: list[Callable[[], None]] = []
         self._budget_questions = 0
+        self.keys = TurnKeys()  # the turn's keys from its caller: memory only, dropped when the turn ends
 
     @property
     def id(self) -> str:
@@ -96,9 +98,11 @@ class TurnController:
 
     # -- starting -----------------------------------------------------------------------------------
 
-    def start(self, text: str, agent: str, *, yolo: str, options: dict[str, Any], resumes: int = 0
-              ) -> RunSupervisor:
-        """Begin a turn: record it, create its root run and queue it for a worker."""
+    def start(self, text: str, agent: str, *, yolo: str, options: dict[str, Any], resumes: int = 0,
+              keys: TurnKeys | None = None) -> RunSupervisor:
+        """Begin a turn: record it, create its root run and queue it for a worker. `keys`: what the caller sent
+        (`turn_keys`), for every run of the turn."""
+        self.keys = keys or TurnKeys()
         registry = self.services.registry
         override = options.get("model_override")
         self.turn = registry.add_turn(self.id, text, agent=agent, yolo=yolo, resumes=resumes,
@@ -116,7 +120,7 @@ class TurnController:
         root.admit()
         return root
 
-    def resume_stopped(self, stopped: TurnRow) -> RunSupervisor:
+    def resume_stopped(self, stopped: TurnRow, keys: TurnKeys | None = None) -> RunSupervisor:
         """Continue the turn `stopped` (interrupted or cancelled) where it stopped, as a turn of its own: its root
         agent is started again as it ran, told which run it continues, and picks up from what that run wrote
         (`resume_of`); the daemon reads none of it."""
@@ -124,7 +128,7 @@ class TurnController:
         if stopped.model_override:
             options["model_override"] = stopped.model_override  # the model the stopped turn ran on (`/model`)
         return self.start(stopped.text, stopped.agent or "director", yolo=stopped.yolo, options=options,
-                          resumes=stopped.turn)
+                          resumes=stopped.turn, keys=keys)
 
     def create_run(self, agent: str, text: str, *, parent: RunSupervisor | None = None, call_id: str = "",
                    yolo: str = "none", options: dict[str, Any] | None = None, context: str = "",
@@ -144,7 +148,8 @@ class TurnController:
             project_root=self.row.project_path, agent=agent, input=text, home=str(self.services.home),
             parent_run=parent.id if parent else None, call_id=call_id or None, context=context,
             depth=(parent.spec.depth + 1) if parent else 0, yolo=parent.spec.yolo if parent else yolo,
-            settings=settings.run_settings, options=options or {}, heartbeat_interval=settings.heartbeat_interval,
+            settings=replace(settings.run_settings, llm=self.keys.llm_for(settings.run_settings.llm)),
+            options=options or {}, heartbeat_interval=settings.heartbeat_interval,
             daemon_loss_timeout=settings.daemon_loss_timeout,
         )
         self.services.registry.add_run(run_id, self.id, self.turn, parent.id if parent else None, agent, call_id,
@@ -331,6 +336,7 @@ class TurnController:
         registry.set_task_state(self.id, state)
         self.row.state = state
         self.paused = False
+        self.keys = TurnKeys()  # the caller's keys are kept no longer than the turn that needs them
         self.services.publish(self.id, TurnFinished(
             turn=self.turn, state=state, status=outcome.status, stop_reason=outcome.stop_reason,
             output=outcome.output, error=outcome.error, run=outcome.run), self.root)

@@ -83,7 +83,4 @@ def parse_board(table: Mapping[str, Any], parse_duration: Callable[[Any, str], f
             if not math.isfinite(seconds):
                 raise ValueError(f"[blackboard] {key} must be a finite duration")
             kwargs[key] = seconds
-    unknown = sorted(set(section) - set(BLACKBOARD_KEYS))
-    if unknown:
-        raise ValueError(f"[blackboard] has no key {unknown[0]!r}; the keys are {', '.join(BLACKBOARD_KEYS)}")
     return BoardSettings(**kwargs)

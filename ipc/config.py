@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from .board_settings import parse_board
-from .compression_settings import COMPRESSION_KEYS, parse_compression
+from .compression_settings import parse_compression
+from .config_keys import config_warnings, misplaced_keys
 from .mcp_settings import McpSettings, parse_mcp
 from .provider_config import LLMConfig, parse_llm_config, shown_value
-from .resume_settings import RESUME_KEYS, parse_resume
+from .resume_settings import parse_resume
 from .run_settings import (
     DEFAULT_BREAKER_RESET,
     DEFAULT_LANG,
@@ -41,8 +42,9 @@ from .run_settings import (
     OTHER_ROLE_MAX_STEPS,
     RunSettings,
 )
-from .sandbox_settings import SANDBOX_KEYS, SandboxSettings, parse_sandbox
+from .sandbox_settings import SandboxSettings, parse_sandbox
 from .skills_settings import parse_skills
+from .vocabulary import YoloLevel
 
 __all__ = [
     "DEFAULT_PARALLEL_READONLY_TOOLS",
@@ -80,25 +82,6 @@ MAX_NESTING = 16
 MAX_DURATION = 3650 * 86400.0
 # What libzmq takes for an option (a C int); every integer setting fits it unless its key says less.
 MAX_INT = 2**31 - 1
-
-# Where each key of the daemon's and the runs' settings lives ("" = the top level). A key from this list found
-# in another of these sections is reported: TOML accepts it anywhere, and a misplaced limit silently does nothing.
-DAEMON_KEYS: Mapping[str, str] = {
-    "delegate_idle_timeout": "agent", "delegate_total_timeout": "agent", "max_parallel_delegations": "agent",
-    "max_parallel_readonly_tools": "agent", "max_in_flight_requests": "llm", "task_timeout": "",
-    "max_workers": "daemon", "event_ring": "daemon", "pub_hwm": "daemon", "stop_grace": "daemon",
-    "heartbeat_interval": "daemon", "daemon_loss_timeout": "daemon", "event_log_max_bytes": "daemon",
-    "event_log_retention": "daemon", "max_cost_per_task": "llm", "max_cost_per_day": "llm",
-    "event_ring_bytes": "daemon", "event_ring_total_bytes": "daemon",
-    "agent_modules": "daemon",
-    "lang": "agent", "step_retries": "llm", "circuit_breaker_threshold": "llm", "circuit_breaker_reset_timeout": "llm",
-    **dict.fromkeys(SANDBOX_KEYS, "sandbox"),
-    **dict.fromkeys(RESUME_KEYS, "resume"),
-    **dict.fromkeys(COMPRESSION_KEYS, "enhanced_commander"),
-}
-# Keys of DAEMON_KEYS that another section also reads under the same name (`[routing] mode`): never misplaced there.
-ALSO_READ_IN: Mapping[str, frozenset[str]] = {"mode": frozenset({"routing"})}
-
 
 SETUP_FIXES_IT = "run `yagent setup` to fix it"
 
@@ -297,7 +280,16 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         run = dataclasses.replace(run, skills=parse_skills(table, kwargs["sandbox"].deny_read))
     except ValueError as exc:
         raise ConfigError(str(exc), path) from None
-    return Settings(table=table, path=path, warnings=(*misplaced_keys(table), *ignored), run_settings=run, **kwargs)
+    _check_tui(table, ignored)
+    return Settings(table=table, path=path, warnings=(*config_warnings(table), *ignored), run_settings=run, **kwargs)
+
+
+def _check_tui(table: Mapping[str, Any], ignored: list[str]) -> None:
+    """`[tui] yolo` is the client's; a value it would not take is said here, where every warning is."""
+    section = table.get("tui", {})
+    if isinstance(section, Mapping) and "yolo" in section and section["yolo"] not in tuple(YoloLevel):
+        ignored.append(f"[tui] yolo = {shown_value(section['yolo'])} is not one of "
+                       f"{', '.join(y.value for y in YoloLevel)}; the full-screen client asks as with none")
 
 
 def _check_heartbeat(interval: float, loss_timeout: float) -> None:
@@ -352,23 +344,6 @@ def _run_settings(agent: Mapping[str, Any], llm: Mapping[str, Any], resolved: LL
         circuit_breaker_reset=reset,
         llm=resolved,
     )
-
-
-def misplaced_keys(table: Mapping[str, Any]) -> list[str]:
-    """A line for each daemon key found in a section where nothing reads it."""
-    sections = {"": table, **{name: value for name, value in table.items() if isinstance(value, Mapping)}}
-    found: list[str] = []
-    for section, values in sections.items():
-        for key in values:
-            home = DAEMON_KEYS.get(key)
-            if home is None or home == section or (section == "" and isinstance(values[key], Mapping)):
-                continue
-            if section in ALSO_READ_IN.get(key, ()):
-                continue
-            where = f"[{section}] {key}" if section else f"{key} (at the top level)"
-            belongs = f"in [{home}]" if home else "at the top level, before any [section]"
-            found.append(f"{where} has no effect there: it belongs {belongs}")
-    return found
 
 
 _NOT_A_FILE_FIX = "replace it with a regular file (or remove it to run on the built-in defaults), then `yagent setup`"

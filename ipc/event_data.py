@@ -162,7 +162,8 @@ def context_status(step: int, used: int, threshold: int, *, source: str, window:
     """How full the context is before a model call: `used` is what compression compares with `threshold` (the
     provider's count of the last request plus an estimate of what came after when `measured`, else a local
     estimate); `source` says where the threshold came from (env | config | catalog | default); `window` is the
-    catalog's context window (0 = unknown); `parts` the request part by part, in local-estimate tokens
+    context window the gauge shows: the provider's configured `context_window`, else the catalog's (0 = unknown);
+    `parts` the request part by part, in local-estimate tokens
     (system, instructions, history, tool_results, call_context, tools)."""
     return {"step": step, "used": used, "threshold": threshold, "source": source, "window": window,
             "measured": measured, "parts": dict(parts)}

@@ -90,7 +90,8 @@ __all__ = [
 ]
 
 # Bump on any incompatible change to a message below.
-PROTOCOL_VERSION = 2  # 2: the client token in hello, bound worker connections (issue 12)
+PROTOCOL_VERSION = 2  # 2: the client token in hello, bound worker connections (issue 12); the caller's key
+# variables in Submit and TaskControl (`env`)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -324,6 +325,8 @@ class HelloReply(Message):
     started_at: float
     runtime_dir: str
     home: str
+    config: str = ""  # the configuration file the daemon reads: a client naming another one is refused
+    env_provider: str = ""  # the zero-config provider yagentd's own environment offers ("" none), never a value
 
 
 @message("submit")
@@ -337,6 +340,9 @@ class Submit(Message):
     agent: str = "director"
     yolo: str = "none"
     options: dict = field(default_factory=dict)
+    # The caller's values of the variables the configuration names (api_key_env) and of the zero-config ones
+    # (`caller_keys`): this turn's runs use them; yagentd keeps them in memory for the turn only.
+    env: dict = field(default_factory=dict)
 
 
 @message("submitted")
@@ -346,6 +352,7 @@ class Submitted(Message):
     turn: int
     run: str
     project: str
+    notice: str = ""  # a provider picked without configuration (`zero_config`): what and from where, to say once
 
 
 @message("list_tasks")
@@ -379,6 +386,7 @@ class TaskControl(Message):
     id: int
     task: str
     action: str  # a ControlAction
+    env: dict = field(default_factory=dict)  # as in Submit: a `continue` that resumes a turn starts runs
 
 
 @message("compact")
@@ -483,6 +491,8 @@ class DaemonStatus(Message):
     daily_limit: float = 0.0  # [llm] max_cost_per_day as it applies today; 0 = none
     confinement: str = ""  # how runs are confined (Landlock ABI, or why not), one line
     confined: bool = False  # runs are confined by default (Landlock present and [sandbox] mode = "on")
+    config: str = ""  # the configuration file the daemon reads
+    config_warnings: list[str] = field(default_factory=list)  # what in it nothing reads, a line each
 
 
 @message("shutdown")

@@ -19,9 +19,9 @@ Tables read::
     [llm]                     timeout, max_retries, enable_fallback, fallback_max_retries
     [routing]                 mode = "auto" | "fixed";  [routing.baselines] AGENT = "fast" | "balanced" | "high"
 
-Zero means "not configured" for `temperature`, `max_tokens` and `context_window`: an explicit
-`temperature = 0` cannot be told apart from a missing one once it reaches the engine, and sending 0
-would silently turn the provider's default sampling into greedy decoding.
+Zero means "not configured" for `max_tokens` and `context_window` (no model takes zero tokens). For
+`temperature` the key's existence decides: `temperature = 0` asks for greedy decoding and is sent as 0, while
+a missing key leaves the provider's own default (`ProviderConfig.temperature` is None).
 
 Every number is bounded (`NUMBER_LIMITS`, `MAX_LLM_DURATION`): what is resolved here travels to every
 worker through the msgpack codec, which carries 64-bit integers only, and into HTTP timeouts.
@@ -29,6 +29,7 @@ worker through the msgpack codec, which carries 64-bit integers only, and into H
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Mapping
@@ -43,6 +44,11 @@ __all__ = [
     "DEFAULT_FALLBACK_MAX_RETRIES",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_TIMEOUT",
+    "LLM_REQUEST_KEYS",
+    "NO_PROVIDER_ADVICE",
+    "PROVIDER_KEYS",
+    "REMOVED_PROVIDER_KEYS",
+    "ROUTING_KEYS",
     "ROUTING_MODES",
     "TIERS",
     "TOOL_NAMES",
@@ -80,10 +86,20 @@ NUMBER_LIMITS = {"context_window": 100_000_000, "max_tokens": 10_000_000, "max_r
                  "fallback_max_retries": 100, "weight": 1000}
 MAX_LLM_DURATION = 86400.0  # [llm] timeout and stall_timeout: a day is already "never" for one request
 
-_PROVIDER_KEYS = frozenset({
-    "api_base_url", "api_key", "api_key_env", "model", "api_format", "context_window", "temperature",
-    "max_tokens", "reasoning_effort", "fallback_providers", "price",
-})
+PROVIDER_KEYS = ("api_base_url", "api_key", "api_key_env", "model", "api_format", "context_window", "temperature",
+                 "max_tokens", "reasoning_effort", "fallback_providers", "price")
+# Provider keys yagent no longer reads, with what to do instead: a warning each (`config_keys`), never an error.
+REMOVED_PROVIDER_KEYS = {
+    "aws_region": "Bedrock is no longer special: every provider needs api_base_url and a key (use an "
+                  "OpenAI-compatible gateway); delete aws_region",
+    "aws_profile": "Bedrock is no longer special: every provider needs api_base_url and a key; delete aws_profile",
+    "model_provider": "api_format says which wire format a provider speaks; delete model_provider",
+}
+LLM_REQUEST_KEYS = ("timeout", "stall_timeout", "max_retries", "enable_fallback", "fallback_max_retries")  # [llm]
+ROUTING_KEYS = ("mode",)  # [routing], besides the [routing.baselines] table
+# What to do when no provider is usable (`zero_config` says which variables count).
+NO_PROVIDER_ADVICE = ("run `yagent setup`, or export OPENAI_API_KEY (OPENAI_BASE_URL alone for a local server such "
+                      "as Ollama, llama.cpp or vLLM) or ANTHROPIC_API_KEY in the shell you run yagent from")
 _PRICE_KEYS = ("input", "cached_input", "output")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -148,11 +164,12 @@ class ProviderConfig(Record):
     api_key_env: str = ""
     api_format: str = "openai"
     context_window: int = 0
-    temperature: float = 0.0
+    temperature: float | None = None  # None: not in the file, the provider's default applies
     max_tokens: int = 0
     reasoning_effort: str = ""
     fallback_providers: list[FallbackRef] = field(default_factory=list)
     missing_key_env: str = ""
+    missing_key_where: str = ""  # where `missing_key_env` was looked for ("": the environment it was parsed in)
     price: ModelPrice | None = None  # `price = {input = …, cached_input = …, output = …}`: overrides the catalog
 
     @property
@@ -162,7 +179,7 @@ class ProviderConfig(Record):
     def require_key(self) -> None:
         """Raise an actionable error when the key comes from an environment variable that is unset."""
         if self.missing_key_env:
-            raise ProviderConfigError([_missing_env_problem(self.name, self.missing_key_env)])
+            raise ProviderConfigError([_missing_env_problem(self.name, self.missing_key_env, self.missing_key_where)])
 
 
 @record
@@ -203,12 +220,15 @@ class LLMConfig(Record):
     warnings: list[str] = field(default_factory=list)
 
 
-def _missing_env_problem(provider: str, variable: str) -> str:
-    return (f"[global.llm.providers.{provider}] api_key_env = \"{variable}\" but the environment variable "
-            f"{variable} is not set where yagentd runs: yagentd reads its environment when it starts, so export "
-            f"it and restart yagentd (`yagent daemon stop`, then `yagent daemon start` from that shell; as a "
-            f"systemd service: `systemctl --user set-environment {variable}=...` then `systemctl --user restart "
-            f"yagentd`), or write api_key instead")
+def _missing_env_problem(provider: str, variable: str, looked_in: str = "") -> str:
+    where = f"[global.llm.providers.{provider}] api_key_env = \"{variable}\""
+    if looked_in:  # a turn needs it now
+        return (f"{where}, but {variable} is set neither in {looked_in.replace(', then ', ' nor in ')}: export "
+                f"{variable} in the shell you run yagent from and send the message again (no restart needed), or "
+                "write api_key instead")
+    return (f"{where}, which is not set in this environment: a turn that uses this provider takes {variable} from "
+            "the environment of the `yagent` command that sends it, then from yagentd's own; export it in the shell "
+            "you run yagent from (no restart needed), or write api_key instead")
 
 
 def _table(raw: Mapping[str, Any], path: tuple[str, ...], problems: list[str]) -> Mapping[str, Any]:
@@ -303,8 +323,11 @@ def validate_provider_table(name: str, table: Mapping[str, Any]) -> list[str]:
     where = f"[global.llm.providers.{name}]"
     if not _NAME.match(name):
         problems.append(f"{where}: provider names may use letters, digits, '_', '-' and '.' only; rename it")
-    for key in sorted(set(table) - _PROVIDER_KEYS):
-        problems.append(f"{where}: unknown key {key!r}; the known keys are {', '.join(sorted(_PROVIDER_KEYS))}")
+    for key in sorted(set(table) - set(PROVIDER_KEYS) - set(REMOVED_PROVIDER_KEYS)):
+        close = difflib.get_close_matches(key, PROVIDER_KEYS, n=1, cutoff=0.75) if len(key) <= 64 else []
+        near = f"did you mean {close[0]}? " if close else ""
+        problems.append(f"{where}: unknown key {shown_value(key)}; {near}the known keys are "
+                        f"{', '.join(sorted(PROVIDER_KEYS))}")
     for key in ("api_base_url", "model", "api_key", "api_key_env", "api_format", "reasoning_effort"):
         if key in table and not isinstance(table[key], str):
             problems.append(f"{where} {key} must be a string, found {table[key]!r}")
@@ -396,7 +419,7 @@ def _provider(name: str, table: Mapping[str, Any], environ: Mapping[str, str],
         api_key_env=env_name,
         api_format=api_format,
         context_window=table.get("context_window", 0),
-        temperature=float(table.get("temperature", 0.0)),
+        temperature=float(table["temperature"]) if "temperature" in table else None,
         max_tokens=table.get("max_tokens", 0),
         reasoning_effort=effort,
         fallback_providers=_parse_fallbacks(name, table.get("fallback_providers", []), []),
@@ -556,8 +579,8 @@ def resolve_provider_name(config: LLMConfig, agent: str | None = None, tool: str
     if len(config.providers) == 1:
         return next(iter(config.providers))
     if not config.providers:
-        raise ProviderConfigError(["no LLM provider is configured: run `yagent setup` or add a "
-                                   "[global.llm.providers.NAME] table and [global.llm] use_provider"])
+        raise ProviderConfigError([f"no LLM provider is configured, and none is in the environment: "
+                                   f"{NO_PROVIDER_ADVICE}"])
     raise ProviderConfigError([f"no provider chosen: set [global.llm] use_provider to one of "
                                f"{', '.join(sorted(config.providers))}"])
 

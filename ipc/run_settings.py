@@ -6,9 +6,9 @@ else of the configuration: no TOML table crosses into a worker, so a key has one
 meaning. Third-party agent kinds (`[daemon] agent_modules`) read `spec.settings` the same way.
 
 The LLM part is `provider_config.LLMConfig` itself, a record the engines take as it arrives. Keys named
-by `api_key_env` are already expanded from the environment the settings were built in; a variable that
-was not set leaves `missing_key_env` named, and only a run that calls that provider fails, saying what
-to export.
+by `api_key_env` are expanded for each turn from the variables the calling `yagent` sent, then from yagentd's
+environment (`caller_keys.with_caller_keys`); a variable set in neither leaves `missing_key_env` named, and only a
+run that calls that provider fails, saying what to export and where it was looked for.
 """
 
 from __future__ import annotations

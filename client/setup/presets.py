@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from yagent.ipc.zero_config import LOCAL_KEY_PLACEHOLDER
+
 __all__ = ["PRESETS", "Preset"]
 
 
@@ -36,8 +38,8 @@ PRESETS: tuple[Preset, ...] = (
     Preset("Anthropic", "anthropic", "https://api.anthropic.com", api_key_env="ANTHROPIC_API_KEY",
            api_format="anthropic"),
     Preset("OpenRouter", "openrouter", "https://openrouter.ai/api/v1", api_key_env="OPENROUTER_API_KEY"),
-    Preset("Ollama (local)", "ollama", "http://localhost:11434/v1", api_key="none"),
-    Preset("vLLM (local)", "vllm", "http://localhost:8000/v1", api_key="none"),
-    Preset("llama.cpp server (local)", "llamacpp", "http://localhost:8080/v1", api_key="none"),
+    Preset("Ollama (local)", "ollama", "http://localhost:11434/v1", api_key=LOCAL_KEY_PLACEHOLDER),
+    Preset("vLLM (local)", "vllm", "http://localhost:8000/v1", api_key=LOCAL_KEY_PLACEHOLDER),
+    Preset("llama.cpp server (local)", "llamacpp", "http://localhost:8080/v1", api_key=LOCAL_KEY_PLACEHOLDER),
     Preset("LiteLLM proxy (local)", "litellm", "http://localhost:4000/v1", api_key_env="LITELLM_API_KEY"),
 )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from yagent.ipc.config import ConfigError, read_config_table
 from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config, resolve_provider_name
+from yagent.ipc.zero_config import offered_families
 
 __all__ = ["SetupNeed", "needs_setup"]
 
@@ -37,6 +38,8 @@ def needs_setup(path: Path, environ: Mapping[str, str]) -> SetupNeed | None:
     except ProviderConfigError:
         return None
     if not config.providers:
+        if offered_families(environ):  # zero-config: the shell's OPENAI_* / ANTHROPIC_* variables are enough
+            return None
         return SetupNeed("no_provider", f"no LLM provider is configured in {path}")
     try:
         name = resolve_provider_name(config, agent="director")

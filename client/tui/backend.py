@@ -58,9 +58,9 @@ class Backend(Protocol):
     async def list_tasks(self, project: str | None, limit: int = 50) -> list[TaskSummary]: ...
 
     async def submit(self, project: str, text: str, *, task: str | None, agent: str, yolo: str,
-                     options: dict[str, Any]) -> Submitted: ...
+                     options: dict[str, Any], env: dict[str, str]) -> Submitted: ...
 
-    async def control(self, task: str, action: str) -> Ack: ...
+    async def control(self, task: str, action: str, env: dict[str, str] | None = None) -> Ack: ...
 
     async def compact(self, task: str) -> Ack: ...
 
@@ -118,12 +118,12 @@ class DaemonBackend:
         return await self._c().request(McpStatusRequest(id=0, project=project), McpStatusReply)
 
     async def submit(self, project: str, text: str, *, task: str | None, agent: str, yolo: str,
-                     options: dict[str, Any]) -> Submitted:
+                     options: dict[str, Any], env: dict[str, str]) -> Submitted:
         return await self._c().request(Submit(id=0, project=project, text=text, task=task, agent=agent, yolo=yolo,
-                                              options=options), Submitted)
+                                              options=options, env=env), Submitted)
 
-    async def control(self, task: str, action: str) -> Ack:
-        return await self._c().request(TaskControl(id=0, task=task, action=action), Ack)
+    async def control(self, task: str, action: str, env: dict[str, str] | None = None) -> Ack:
+        return await self._c().request(TaskControl(id=0, task=task, action=action, env=env or {}), Ack)
 
     async def compact(self, task: str) -> Ack:
         return await self._c().request(CompactContext(id=0, task=task), Ack)

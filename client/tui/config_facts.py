@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from yagent.ipc.config import SETUP_FIXES_IT, ConfigError, read_config_table
+from yagent.ipc.config import SETUP_FIXES_IT, ConfigError, read_config_table, settings_from_table
 from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config
 from yagent.ipc.sandbox_settings import parse_sandbox
 from yagent.ipc.skills_settings import SkillsSettings, parse_skills
-from yagent.ipc.vocabulary import YoloLevel
+from yagent.ipc.tui_settings import tui_yolo
 
 __all__ = ["ConfigFacts", "read_config_facts"]
 
@@ -28,6 +28,7 @@ class ConfigFacts:
     skills: SkillsSettings = field(default_factory=SkillsSettings)  # [skills], with [sandbox] deny_read
     yolo: str = ""  # [tui] yolo: the default for turns sent from the TUI
     problem: str = ""  # why part of this could not be read
+    warnings: list[str] = field(default_factory=list)  # what in the file nothing reads, as yagentd logs it
 
 
 def _table(raw: Mapping[str, Any], *path: str) -> Mapping[str, Any]:
@@ -66,7 +67,11 @@ def read_config_facts(path: Path, environ: Mapping[str, str], home: Path, projec
         facts.skills = parse_skills(raw, parse_sandbox(raw).deny_read)
     except ValueError as exc:  # the built-in places are still read
         facts.problem = facts.problem or f"{exc}; {SETUP_FIXES_IT}"
-    yolo = _table(raw, "tui").get("yolo", "")
-    facts.yolo = yolo if yolo in tuple(YoloLevel) else ""
+    facts.yolo = tui_yolo(raw)
+    try:
+        settings = settings_from_table(dict(raw), path, environ)
+        facts.warnings = [*settings.warnings, *settings.run_settings.llm.warnings]
+    except ConfigError as exc:
+        facts.problem = facts.problem or f"{path}: {exc.what}"
     return facts
 

@@ -22,6 +22,7 @@ from yagent.ipc.messages import Event, TaskDetail
 from yagent.ipc.skill_account import account_lines, load_skill_account
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, YoloLevel
 
+from ..config_choice import keys_to_send
 from ..humanize import age, format_tokens
 from ..mcp_commands import status_text
 from ..owned_tasks import OwnedTasks
@@ -58,8 +59,9 @@ KEY_HELP = (
 STATUS_LEGEND = (
     ("⧉ N −S (P%)", "context compactions in this task, the tokens they saved, and P = saved ÷ the largest context "
                     "compacted (capped at 100%: each step compacts on its own, so the savings add up past it)"),
-    ("ctx U/T", "tokens the running agent's last request held / the threshold where its context is compacted "
-                "(the agent is named when it is not the one you talk to); /context shows the parts"),
+    ("ctx U/T of W", "tokens the running agent's last request held / the threshold where its context is compacted, "
+                     "of its context window W (the provider's context_window if set, else the model catalog's; the "
+                     "agent is named when it is not the one you talk to); /context shows the parts"),
 )
 _PART_NAMES = (("system", "system prompt"), ("instructions", "project instructions"), ("history", "conversation"),
                ("tool_results", "tool results"), ("call_context", "per-call context (the board's index)"),
@@ -117,6 +119,7 @@ class TuiController:
         self._tasks = OwnedTasks(lambda text: self.say(text, error=True))
         self._generation = 0
         self._pump: asyncio.Task[Any] | None = None
+        self._notices: set[str] = set()
         facts = self.facts()
         self.yolo = options.yolo or facts.yolo or YoloLevel.NONE
 
@@ -157,6 +160,8 @@ class TuiController:
             await self.attach(task)
         else:
             self.view.note("new session: your first message starts a task in this project")
+        for warning in self.facts().warnings:  # said once, at the start, as yagentd logs them
+            self.view.note(f"config {self.options.config_path}: {warning}")
         self.spawn("liveness", self._watch_liveness())
         self.changed()
 
@@ -364,7 +369,7 @@ class TuiController:
             options["model_override"] = self.model_override
         try:
             sub = await self.backend.submit(self.project, text, task=self.view.task, agent=self.options.agent,
-                                            yolo=self.yolo, options=options)
+                                            yolo=self.yolo, options=options, env=self._keys())
         except RemoteError as exc:
             self.restore_input(text)
             if exc.code == ErrorCode.BUSY:
@@ -379,6 +384,14 @@ class TuiController:
             return
         if sub.task != self.view.task:
             await self.attach(sub.task)
+        if sub.notice and sub.notice not in self._notices:  # the provider picked from the environment: said once
+            self._notices.add(sub.notice)
+            self.view.note(sub.notice)
+            self.changed()
+
+    def _keys(self) -> dict[str, str]:
+        """The key variables a turn sent from here carries (`config_choice.keys_to_send`)."""
+        return keys_to_send(self.options.config_path, self.environ)
 
     # -- commands ----------------------------------------------------------------------------------
 
@@ -431,7 +444,7 @@ class TuiController:
     async def _control(self, task: str, action: ControlAction) -> None:
         before = self._control_done(action)
         try:
-            ack = await self.backend.control(task, action)
+            ack = await self.backend.control(task, action, self._keys() if action == ControlAction.CONTINUE else {})
         except RemoteError as exc:
             if exc.code == ErrorCode.NOT_RUNNING:
                 self.say(f"nothing to {action}: the task has no turn in progress", error=True)

@@ -351,7 +351,8 @@ def render_status(view: TaskView, width: int, rows: int, now: float, *, model_ov
     gauge = view.gauge()
     if gauge is not None and gauge.threshold > 0:
         who = "" if gauge.run == view.root_run else f"{gauge.agent} "
-        segments.append(f"ctx {who}{format_tokens(gauge.used)}/{format_tokens(gauge.threshold)}")
+        window = f" of {format_tokens(gauge.window)}" if gauge.window else ""
+        segments.append(f"ctx {who}{format_tokens(gauge.used)}/{format_tokens(gauge.threshold)}{window}")
     model = model_override or view.model
     if model:
         segments.append(f"model {model}" + (" (override)" if model_override else ""))

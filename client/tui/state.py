@@ -182,7 +182,7 @@ class ContextGauge:
     used: int  # what compression compares with the threshold
     threshold: int
     source: str  # where the threshold came from: env | config | catalog | default
-    window: int  # the catalog's context window; 0 = unknown
+    window: int  # the provider's configured context window, else the catalog's; 0 = unknown
     measured: bool  # `used` rests on the provider's count of the last request (else a local estimate)
     parts: dict[str, int] = field(default_factory=dict)  # system, instructions, history, tool_results, …
 

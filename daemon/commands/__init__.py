@@ -35,6 +35,7 @@ from ..registry import Registry, TaskRow
 from ..registry_errors import is_trouble, running_failure
 from ..spending import DailySpend
 from ..turn import TurnController
+from ..turn_keys import TurnKeySource
 
 __all__ = ["CommandError", "DaemonView", "answered_in_background", "command", "dispatch", "resolve_task"]
 
@@ -60,9 +61,13 @@ class DaemonView(Protocol):
     refused_clients: RefusedPeers
     launcher: Launcher  # for the short processes a command starts (resume inspections)
     mcp: McpManager  # the MCP servers of every project
+    turn_keys: TurnKeySource  # a turn's keys from its caller, and the zero-config provider
 
     @property
     def settings(self) -> Settings: ...
+
+    @property
+    def config_path(self) -> Path: ...  # the configuration file the daemon reads
 
     @property
     def runs_started(self) -> int: ...

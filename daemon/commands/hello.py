@@ -12,6 +12,7 @@ import os
 from yagent.ipc.messages import PROTOCOL_VERSION, Hello, HelloReply
 from yagent.ipc.vocabulary import ErrorCode
 
+from ..turn_keys import daemon_env_provider
 from . import CommandError, DaemonView, command
 
 
@@ -36,4 +37,5 @@ async def hello(daemon: DaemonView, msg: Hello) -> HelloReply:
             "who started yagentd (a process confined by yagent's sandbox cannot read it, by design), or restart "
             "yagentd (`yagent daemon stop && yagent daemon start`) if the file is gone")
     return HelloReply(id=msg.id, version=PROTOCOL_VERSION, daemon_pid=os.getpid(), started_at=daemon.started_at,
-                      runtime_dir=str(daemon.paths.root), home=str(daemon.home))
+                      runtime_dir=str(daemon.paths.root), home=str(daemon.home), config=str(daemon.config_path),
+                      env_provider=daemon_env_provider())

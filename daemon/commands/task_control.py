@@ -9,10 +9,11 @@ from yagent.ipc.resumable import stopped_midway
 from yagent.ipc.vocabulary import ControlAction, ErrorCode
 
 from ..registry import TaskRow
+from ..turn_keys import TurnKeyError
 from . import CommandError, DaemonView, command, resolve_task
 
 
-@command(TaskControl)
+@command(TaskControl, in_background=True)  # a resumed turn may ask a model server which models it has
 async def task_control(daemon: DaemonView, msg: TaskControl) -> Ack:
     row = resolve_task(daemon, msg.task)
     try:
@@ -23,7 +24,7 @@ async def task_control(daemon: DaemonView, msg: TaskControl) -> Ack:
     task = daemon.tasks.get(row.id)
     idle = task is None or not task.in_flight
     if action is ControlAction.CONTINUE and idle and last_turn_stopped_midway(daemon, row):
-        return _resume(daemon, msg, row)
+        return await _resume(daemon, msg, row)
     if task is None or not task.in_flight:
         raise CommandError(ErrorCode.NOT_RUNNING, f"task {row.id} has no turn in progress (state: {row.state}); "
                                                   f"nothing to {action.value}")
@@ -43,7 +44,7 @@ def last_turn_stopped_midway(daemon: DaemonView, row: TaskRow) -> bool:
     return stopped_midway(row.state, [r.stop_reason for r in runs if r.parent_run is None])
 
 
-def _resume(daemon: DaemonView, msg: TaskControl, row: TaskRow) -> Ack:
+async def _resume(daemon: DaemonView, msg: TaskControl, row: TaskRow) -> Ack:
     if daemon.shutting_down:
         raise CommandError(ErrorCode.SHUTTING_DOWN,
                            "yagentd is shutting down; start it again with `yagent daemon start`, then continue")
@@ -56,7 +57,16 @@ def _resume(daemon: DaemonView, msg: TaskControl, row: TaskRow) -> Ack:
         daemon.refresh_settings()
     except ConfigError as exc:
         raise CommandError(ErrorCode.BAD_CONFIG, "\n".join(exc.lines())) from None
+    try:
+        keys = await daemon.turn_keys.for_turn(daemon.settings, msg.env)
+    except TurnKeyError as exc:
+        raise CommandError(exc.code, str(exc)) from None
+    # Nothing awaits from here on: the task is looked at again, and resumed, in one step.
+    task = daemon.tasks.get(row.id)
+    if daemon.shutting_down or (task is not None and task.in_flight):
+        raise CommandError(ErrorCode.BUSY, f"task {row.id} changed while its resume was prepared; `yagent ps` shows "
+                                           "its state")
     task = daemon.turn_for(row)
-    task.resume_stopped(stopped)
+    task.resume_stopped(stopped, keys)
     return Ack(id=msg.id, task=row.id, state=task.row.state,
                detail=f"resumed turn {stopped.turn} as turn {task.turn}")

@@ -232,3 +232,30 @@ def test_a_replay_after_a_compaction_counts_the_steps_the_compacted_history_no_l
     replay = load_for_replay(path)
     assert [m.content for m in replay.messages][1:] == [compacted[1].content, "step 7", "step 8"]
     assert replay.compacted_at == 7 and finished_steps(replay.messages, replay.compacted_at) == 8
+
+
+async def _no_boundary() -> None:
+    pass
+
+
+def test_the_gauges_window_is_the_providers_context_window_when_set_and_the_threshold_never_moves(
+        fake: FakeProvider) -> None:
+    def engine(**extra: Any) -> Any:
+        table = {**fake.provider_table(), **extra}
+        return build_engine(parse_llm_config({"global": {"llm": {"use_provider": "fake",
+                                                                 "providers": {"fake": table}}}}, {}), agent="coding")
+
+    configured, plain = engine(context_window=262_144), engine()
+    assert configured.context_window == 262_144 and plain.context_window == 0
+    windows = []
+    for run_engine in (configured, plain):
+        events: list[tuple[str, dict]] = []
+        compactor = ContextCompactor(CompressionSettings(), ThinkLink(), request=REQUEST,
+                                     window_of=lambda _model: 128_000)
+        cfg = LoopConfig(agent="coding", engine=run_engine, surface=build_surface("coding"),
+                         tool_ctx=ToolContext(project_root=Path("/")), messages=[], max_steps=1,
+                         emit=lambda t, d, events=events: events.append((t, d)), step_boundary=_no_boundary)
+        asyncio.run(compactor.before_call(cfg, [Message.system("s"), Message.user(REQUEST)], 1, []))
+        (status,) = [d for t, d in events if t == EventType.CONTEXT_STATUS]
+        windows.append((status["window"], status["threshold"]))
+    assert windows == [(262_144, 96_000), (128_000, 96_000)]  # the catalog's 128k × 0.75 either way

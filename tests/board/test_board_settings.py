@@ -39,12 +39,18 @@ def test_caps_without_an_off_take_zero_or_less_as_the_default() -> None:
     ({"ttl": "forever"}, "ttl"),
     ({"ttl": float("nan")}, "ttl"),
     ({"artifact_retention": -1}, "artifact_retention"),
-    ({"index_max_note": 3}, "index_max_note"),
 ])
 def test_bad_values_are_refused_naming_the_key(section: dict, named: str) -> None:
     with pytest.raises(ConfigError) as caught:
         _board(section)
     assert named in caught.value.what and "[blackboard]" in caught.value.what
+
+
+def test_an_unknown_key_is_a_warning_naming_the_nearest_one_not_a_refusal() -> None:
+    settings = settings_from_table({"blackboard": {"index_max_note": 3}}, environ={})
+    assert settings.run_settings.blackboard == BoardSettings()
+    assert settings.warnings == ("[blackboard] index_max_note is not a setting yagent knows, so it does nothing; "
+                                 "did you mean index_max_notes?",)
 
 
 def test_a_blackboard_that_is_not_a_table_is_refused() -> None:

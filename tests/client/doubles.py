@@ -92,6 +92,7 @@ class FakeBackend:
         self.alive_flag = True
         self.busy = False
         self.connects = 0
+        self.notice = ""  # what a submit's reply says of a provider picked from the environment
 
     # -- scripting ---------------------------------------------------------------------------------
 
@@ -153,11 +154,11 @@ class FakeBackend:
         return sorted(rows, key=lambda t: t.updated_at, reverse=True)[:limit]
 
     async def submit(self, project: str, text: str, *, task: str | None, agent: str, yolo: str,
-                     options: dict[str, Any]) -> Submitted:
+                     options: dict[str, Any], env: dict[str, str]) -> Submitted:
         if self.busy:
             raise RemoteError("busy", f"task {task} is still working on turn 1; wait for it to finish")
         self.submitted.append({"project": project, "text": text, "task": task, "agent": agent, "yolo": yolo,
-                               "options": dict(options)})
+                               "options": dict(options), "env": dict(env)})
         if task is None:
             task = f"t{len(self.tasks) + 1:04d}"
             self.add_task(task, state="running", title=text[:40])
@@ -165,9 +166,9 @@ class FakeBackend:
         self.turns[task].append(TurnSummary(turn=turn, text=text, state="running"))
         self.emit(task, EventType.TURN_STARTED, {"turn": turn, "text": text, "agent": agent, "project": project},
                   run=f"{task}.r{turn}", agent=agent)
-        return Submitted(id=0, task=task, turn=turn, run=f"{task}.r{turn}", project=project)
+        return Submitted(id=0, task=task, turn=turn, run=f"{task}.r{turn}", project=project, notice=self.notice)
 
-    async def control(self, task: str, action: str) -> Ack:
+    async def control(self, task: str, action: str, env: dict[str, str] | None = None) -> Ack:
         self.controls.append((task, action))
         return Ack(id=0, task=task, state="running", detail=action)
 

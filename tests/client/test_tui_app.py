@@ -235,6 +235,32 @@ def test_yolo_level_comes_from_the_config_file_unless_given(tmp_path: Path) -> N
     assert arun(go("full")) == "full"
 
 
+def test_config_warnings_show_at_attach_each_message_carries_the_key_variables_and_a_picked_provider_is_said_once(
+        tmp_path: Path) -> None:
+    config = tmp_path / "config" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[global.llm.providers.p]\napi_base_url = "http://x/v1"\napi_key_env = "MY_KEY"\nmodel = "m"\n'
+                      '[agent]\nlnag = "German"\n')
+    environ = {"MY_KEY": "sk-tui", "OTHER_SECRET": "no", "YAGENT_MODEL": "m2"}
+
+    async def go() -> tuple[list[str], list[dict]]:
+        b = backend_with_task(state="done")
+        b.notice = "no provider is configured, so yagent uses …"
+        async with running_tui(b, config_path=config, environ=environ) as (tui, pipe):
+            pipe.send_text("one\r")
+            await until(lambda: len(b.submitted) == 1, "the first submit")
+            pipe.send_text("two\r")
+            await until(lambda: len(b.submitted) == 2, "the second submit")
+            await until(lambda: any("no provider" in e.text for e in tui.c.view.entries), "the notice")
+            return [e.text for e in tui.c.view.entries if e.kind == "notice"], b.submitted
+
+    notes, submitted = arun(go())
+    assert f"config {config}: [agent] lnag is not a setting yagent knows, so it does nothing; did you mean lang?" \
+        in notes
+    assert [n for n in notes if n.startswith("no provider")] == ["no provider is configured, so yagent uses …"]
+    assert [s["env"] for s in submitted] == [{"MY_KEY": "sk-tui", "YAGENT_MODEL": "m2"}] * 2
+
+
 def test_a_yolo_level_saved_by_setup_applies_to_the_next_message(tmp_path: Path) -> None:
     config = tmp_path / "config" / "config.toml"
     config.parent.mkdir()
@@ -601,7 +627,7 @@ def test_the_context_gauge_and_compaction_indicator_come_from_events_and_are_exp
         async with running_tui(b) as (tui, pipe):
             await until(lambda: "c1" in tui.c.view.gauges, "the backlog")
             status = next(row for row in screen_rows(tui, 160, 30) if "│" in row)
-            assert "⧉ 1 −60.0k (75%)" in status and "ctx coding 5.0k/96.0k" in status  # the running child's
+            assert "⧉ 1 −60.0k (75%)" in status and "ctx coding 5.0k/96.0k of 128.0k" in status  # the running child's
             b.emit("t1", EventType.RUN_FINISHED, {"status": "done", "parent": "r1"}, run="c1", agent="coding")
             await until(lambda: "ctx 42.0k/96.0k" in "\n".join(screen_rows(tui, 160, 30)), "back to the root's")
             pipe.send_text("/context\r")
@@ -612,7 +638,7 @@ def test_the_context_gauge_and_compaction_indicator_come_from_events_and_are_exp
             pipe.send_text("/help\r")
             await until(lambda: any(t.startswith("status line:") for t in entries(tui, "notice")), "the legend")
             legend = next(t for t in entries(tui, "notice") if t.startswith("status line:"))
-            assert "⧉ N −S (P%)" in legend and "ctx U/T" in legend
+            assert "⧉ N −S (P%)" in legend and "ctx U/T of W" in legend
 
     arun(go())
 

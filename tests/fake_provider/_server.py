@@ -182,6 +182,8 @@ class FakeProvider:
         self._startup_error: BaseException | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         self._connections: set[_Connection] = set()
+        # What GET …/models lists, in order (a zero-config start takes the first chat model).
+        self.models: list[str] = ["fake-model"]
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def start(self) -> FakeProvider:
@@ -397,9 +399,15 @@ class FakeProvider:
             record = RecordedRequest(self._serial, method, path, headers, raw, body, api_format, system, first_user)
             self._requests.append(record)
             self._cond.notify_all()
+        if method == "GET" and path.rstrip("/").endswith("/models"):
+            # The model list a zero-config start asks for (OpenAI and Anthropic share this shape).
+            listing = {"object": "list", "data": [{"id": model, "object": "model"} for model in self.models]}
+            self._finish(record, 200)
+            await self._write_json(conn, 200, listing)
+            return keep_alive
         if method != "POST" or not path.rstrip("/").endswith(("/chat/completions", "/messages")):
             await self._error(conn, record, 404, f"fake provider: no endpoint {method} {path}; use POST "
-                                                 f"/v1/chat/completions or POST /v1/messages")
+                                                 f"/v1/chat/completions, POST /v1/messages or GET /v1/models")
             return keep_alive
         if not isinstance(body, dict):
             await self._error(conn, record, 400, "fake provider: the request body is not a JSON object")

@@ -156,7 +156,7 @@ def test_a_provider_whose_key_variable_is_unset_fails_only_the_run_that_uses_it(
     settings = settings_from_table(tomllib.loads(PROVIDERS), environ={"MAIN_KEY": "sk-main"})  # no THIRD_KEY
     coding = AgentRun(_as_the_worker_gets_it(settings.run_settings, tmp_path, "coding"), "coding")
     assert coding.engine.provider == "spare"  # this run never needs THIRD_KEY
-    with pytest.raises(ProviderConfigError, match="THIRD_KEY is not set"):
+    with pytest.raises(ProviderConfigError, match="\"THIRD_KEY\", which is not set in this environment"):
         coding._engine_for_tool("deepthinking")
 
 

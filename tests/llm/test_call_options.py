@@ -1,4 +1,5 @@
-"""Precedence of max_tokens / temperature: per-call options > provider config > not sent; 0 = not set."""
+"""Precedence of max_tokens / temperature: per-call options > provider config > not sent. A per-call 0 means
+"not set"; in the provider's table the key's existence decides for temperature (`temperature = 0` is greedy)."""
 
 from __future__ import annotations
 
@@ -39,13 +40,19 @@ def test_call_options_win_over_provider_defaults(fake: FakeProvider, api_format:
 
 
 @pytest.mark.parametrize("api_format", ["openai", "anthropic"])
-def test_zero_means_not_configured(fake: FakeProvider, api_format: str) -> None:
-    body = _body(fake, api_format, CallOptions(max_tokens=0, temperature=0.0), max_tokens=0, temperature=0.0)
+def test_zero_max_tokens_and_a_missing_temperature_are_not_configured(fake: FakeProvider, api_format: str) -> None:
+    body = _body(fake, api_format, CallOptions(max_tokens=0, temperature=0.0), max_tokens=0, temperature=None)
     assert "temperature" not in body
     if api_format == "openai":
         assert "max_tokens" not in body
     else:
         assert body["max_tokens"] == 8192  # the Messages API requires it
+
+
+@pytest.mark.parametrize("api_format", ["openai", "anthropic"])
+def test_a_configured_temperature_of_zero_is_sent(fake: FakeProvider, api_format: str) -> None:
+    body = _body(fake, api_format, None, temperature=0.0)
+    assert body["temperature"] == 0.0
 
 
 def test_zero_in_call_options_falls_back_to_the_provider_value(fake: FakeProvider) -> None:

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
+from yagent.ipc.caller_keys import with_caller_keys
 from yagent.ipc.provider_config import (
+    AGENT_NAMES,
     FallbackRef,
     LLMSettings,
     ProviderConfigError,
@@ -82,8 +84,15 @@ def test_missing_env_variable_of_a_used_provider_is_a_warning_at_load_and_fails_
     parsed = parse_llm_config(raw, {})
     (warning,) = parsed.warnings
     assert "BAILIAN_KEY" in warning and "is not set" in warning and "[global.llm.providers.p]" in warning
-    with pytest.raises(ProviderConfigError, match=r"BAILIAN_KEY.*is not set.*restart yagentd"):
+    with pytest.raises(ProviderConfigError, match=r"BAILIAN_KEY.*is not set.*export it in the shell you run yagent"):
         build_engine(parsed, "coding")
+    # At a turn, the caller's variables are looked at first, then yagentd's: the error says both.
+    turn = with_caller_keys(parsed, {}, {})
+    with pytest.raises(ProviderConfigError, match=r"BAILIAN_KEY is set neither in the environment of the `yagent` "
+                                                  r"command that sent this turn nor in yagentd's own"):
+        build_engine(turn, "coding")
+    assert with_caller_keys(parsed, {}, {"BAILIAN_KEY": "sk-d"}).providers["p"].api_key == "sk-d"
+    assert with_caller_keys(parsed, {"BAILIAN_KEY": "sk-c"}, {"BAILIAN_KEY": "sk-d"}).providers["p"].api_key == "sk-c"
 
 
 def test_missing_env_variable_of_an_unused_provider_fails_only_when_resolved() -> None:
@@ -116,7 +125,7 @@ def test_missing_env_variable_of_an_unused_provider_fails_only_when_resolved() -
     (provider(fallback_providers=[{"provider": "o", "wieght": 2}]), "unknown key(s) ['wieght']"),
     (provider(fallback_providers=[3]), "must be a provider name"),
     (provider(fallback_providers=["self"]), "lists the provider itself"),
-    (provider(aws_region="us-east-1"), "unknown key 'aws_region'"),
+    (provider(modle="gpt-4o"), "unknown key 'modle'; did you mean model?"),
     (provider(model=5), "model must be a string"),
 ])
 def test_each_provider_rule_reports(table: dict[str, Any], fragment: str) -> None:
@@ -185,6 +194,17 @@ def test_resolution_order_tool_then_tools_then_agent_then_agents_then_global() -
     assert resolve_provider_name(parsed, "repo") == "ag"
     assert resolve_provider_name(parsed) == "g"
     assert resolve_provider(parsed, "coding").name == "a"
+
+
+@pytest.mark.parametrize("agent", AGENT_NAMES)
+def test_each_of_the_seven_agents_resolves_its_own_provider_before_the_shared_ones(agent: str) -> None:
+    assert len(AGENT_NAMES) == 7
+    raw = config({"g": provider(), "ag": provider(), "own": provider()}, use="g",
+                 agents={"llm": {"use_provider": "ag", agent: {"use_provider": "own"}}})
+    parsed = parse_llm_config(raw, {})
+    assert resolve_provider_name(parsed, agent) == "own"
+    others = [a for a in AGENT_NAMES if a != agent]
+    assert {resolve_provider_name(parsed, a) for a in others} == {"ag"}
 
 
 def test_resolution_without_use_provider() -> None:

@@ -218,7 +218,9 @@ class ContextCompactor:
                                   call_context=estimate_messages_tokens(extra) if extra else 0,
                                   tools=self._tools_tokens(cfg))
         cfg.emit(EventType.CONTEXT_STATUS, event_data.context_status(
-            step, used, threshold.tokens, source=threshold.source, window=threshold.window,
+            # The gauge's window: the provider's configured context_window first, else the catalog's (pitfall 3:
+            # the configured one sizes the gauge only, never the threshold).
+            step, used, threshold.tokens, source=threshold.source, window=cfg.engine.context_window or threshold.window,
             measured=self.prefix.valid, parts=parts))
 
     def _tools_tokens(self, cfg: LoopConfig) -> int:

@@ -167,7 +167,7 @@ async def director(ctx: RunContext) -> RunOutcome:
         run = AgentRun(ctx, "director", extra_specs=registry.specs())
     except ProviderConfigError as exc:
         return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
-                            error=f"no usable LLM provider: {exc} — run `yagent setup` to configure one")
+                            error=f"no usable LLM provider: {exc}")  # it says what to do
     run_holder.append(run)
     history = memory.snapshot()
     stopped: StoppedTurn | None = None

@@ -53,7 +53,7 @@ async def meta(ctx: RunContext) -> RunOutcome:
         run = AgentRun(ctx, "meta")
     except ProviderConfigError as exc:
         return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
-                            error=f"no usable LLM provider for meta: {exc} — run `yagent setup`")
+                            error=f"no usable LLM provider for meta: {exc}")  # it says what to do
     request = task_text(ctx)
     messages = [Message.system(render_prompt("meta", lang=run.lang, palette=_palette_text(run.yolo))),
                 Message.user(request)]

@@ -80,7 +80,7 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
         run = AgentRun(ctx, spec.role, pick=pick)
     except ProviderConfigError as exc:
         return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
-                            error=f"no usable LLM provider for {ctx.spec.agent}: {exc} — run `yagent setup`")
+                            error=f"no usable LLM provider for {ctx.spec.agent}: {exc}")  # it says what to do
     replaying = REPLAY_OPTION in ctx.spec.options
     start = find_replay_start(ctx, spec.role) if replaying else None
     if isinstance(start, RunOutcome):

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ._engine import HTTPEngine, StreamParser, _CallContext, first_set
+from ._engine import HTTPEngine, StreamParser, _CallContext, call_temperature, first_set
 from ._errors import (
     LLMAuthError,
     LLMBadRequestError,
@@ -127,7 +127,7 @@ class AnthropicEngine(HTTPEngine):
                       options: CallOptions) -> dict[str, Any]:
         system, turns = anthropic_messages(messages)
         max_tokens = first_set(options.max_tokens, self.config.max_tokens) or DEFAULT_MAX_TOKENS
-        temperature = first_set(options.temperature, self.config.temperature)
+        temperature = call_temperature(options.temperature, self.config.temperature)
         effort = self.config.reasoning_effort if options.reasoning_effort is None else options.reasoning_effort
         budget = THINKING_BUDGETS.get(effort or "")
         body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "messages": turns}
@@ -140,7 +140,7 @@ class AnthropicEngine(HTTPEngine):
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
             body["max_tokens"] = max(max_tokens, budget + THINKING_HEADROOM)
             temperature = 1.0  # the API rejects any other temperature while thinking
-        if temperature:
+        if temperature is not None:
             body["temperature"] = temperature
         if options.stream:
             body["stream"] = True

@@ -66,6 +66,12 @@ class Engine(ABC):
     @abstractmethod
     def model(self) -> str: ...
 
+    @property
+    def context_window(self) -> int:
+        """The provider's configured `context_window` (0: not set). It sizes the client's context gauge only;
+        compression thresholds come from the model catalog (seed pitfall 3)."""
+        return 0
+
     @abstractmethod
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolDefinition] = (),
                  options: CallOptions | None = None) -> ResponseStream: ...
@@ -86,6 +92,12 @@ def first_set(*values: Any) -> Any:
         if value:
             return value
     return None
+
+
+def call_temperature(options_temperature: float | None, configured: float | None) -> float | None:
+    """The temperature to send, None for none: a per-call 0 means "not set" (a caller's default), while the
+    provider's configured value counts whenever the key exists — `temperature = 0` in the file is greedy decoding."""
+    return options_temperature if options_temperature else configured
 
 
 class HTTPEngine(Engine):
@@ -114,6 +126,10 @@ class HTTPEngine(Engine):
     @property
     def model(self) -> str:
         return self.config.model
+
+    @property
+    def context_window(self) -> int:
+        return self.config.context_window
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(provider={self.provider!r}, model={self.model!r})"

@@ -46,6 +46,10 @@ class FallbackEngine(Engine):
     def model(self) -> str:
         return self.primary.model
 
+    @property
+    def context_window(self) -> int:
+        return self.primary.context_window
+
     def __repr__(self) -> str:
         names = ", ".join(e.provider for e, _ in self.fallbacks)
         return f"FallbackEngine(primary={self.primary.provider!r}, fallbacks=[{names}])"

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ._engine import HTTPEngine, StreamParser, _CallContext, first_set
+from ._engine import HTTPEngine, StreamParser, _CallContext, call_temperature, first_set
 from ._errors import (
     LLMAuthError,
     LLMBadRequestError,
@@ -163,8 +163,8 @@ class OpenAIEngine(HTTPEngine):
         max_tokens = first_set(options.max_tokens, self.config.max_tokens)
         if max_tokens:
             body["max_tokens"] = max_tokens
-        temperature = first_set(options.temperature, self.config.temperature)
-        if temperature:
+        temperature = call_temperature(options.temperature, self.config.temperature)
+        if temperature is not None:
             body["temperature"] = temperature
         effort = self.config.reasoning_effort if options.reasoning_effort is None else options.reasoning_effort
         if effort:

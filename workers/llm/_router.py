@@ -148,6 +148,10 @@ class RoutingEngine(Engine):
     def model(self) -> str:
         return self.resolve().model
 
+    @property
+    def context_window(self) -> int:
+        return self.resolve().context_window
+
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolDefinition] = (),
                  options: CallOptions | None = None) -> ResponseStream:
         return self.resolve().complete(messages, tools, options)
