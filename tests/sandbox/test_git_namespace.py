@@ -237,8 +237,12 @@ def test_the_daemon_still_stops_a_namespaced_run_and_its_commands(make_daemon, t
     """Signals, the tree sweep and /proc reads reach a worker in its own user namespace as any other."""
     psutil = pytest.importorskip("psutil")
     project = _repo(tmp_path)
+    # The probe stands in for the coding kind; the CLI only sees a built-in agent name, so a provider is named
+    # (never called) to get past its check that one is usable.
     daemon = make_daemon('[daemon]\nagent_modules = ["tests.agents.scripted", "tests.agents.sandbox_probe"]\n'
-                         "[sandbox]\nwritable_roots = []\n")
+                         "[sandbox]\nwritable_roots = []\n"
+                         '[global.llm]\nuse_provider = "unused"\n[global.llm.providers.unused]\n'
+                         'api_base_url = "http://127.0.0.1:9/v1"\napi_key = "none"\nmodel = "gpt-4o"\n')
     sub = daemon.cli("--json", "run", "--detach", "--agent", "coding", json.dumps([["bash", "sleep 29.125"]]),
                      cwd=project)
     assert sub.returncode == 0, sub.stderr
