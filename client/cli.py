@@ -193,16 +193,24 @@ def _choose(args: argparse.Namespace) -> ConfigChoice:
     return choose_config(flag, os.environ)
 
 
+def _ready_to_submit(args: argparse.Namespace, project_arg: str | None, agent: str
+                     ) -> tuple[Path, ConfigChoice, int | None]:
+    """The project, the config in use, and an exit code when the turn must not be sent: a missing project
+    directory, a broken config, no usable provider, a daemon that cannot be started."""
+    project = _project_dir(project_arg)
+    choice = _choose(args)
+    if not project.is_dir():
+        print(f"yagent: project directory {project} does not exist", file=sys.stderr)
+        return project, choice, exit_codes.USAGE
+    gate = (startup.config_gate(choice.location, os.environ)
+            or startup.provider_gate(choice.location, os.environ, choice.daemon, agent)
+            or _start_daemon_if_needed(choice))
+    return project, choice, gate
+
+
 def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, as_json: bool) -> int:
     if args.command is None and args.print_text:
-        project = _project_dir(args.top_project)
-        if not project.is_dir():
-            print(f"yagent: project directory {project} does not exist", file=sys.stderr)
-            return exit_codes.USAGE
-        choice = _choose(args)
-        gate = (startup.config_gate(choice.location, os.environ)
-                or startup.provider_gate(choice.location, os.environ, choice.daemon, args.top_agent)
-                or _start_daemon_if_needed(choice))
+        project, choice, gate = _ready_to_submit(args, args.top_project, args.top_agent)
         if gate is not None:
             return gate
         return headless.run_headless(project, " ".join(args.print_text), agent=args.top_agent,
@@ -230,14 +238,7 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, as_json:
             return daemon_control.daemon_status(as_json)
         return daemon_control.daemon_install_unit(force=args.force, print_only=args.print_only)
     if args.command == "run":
-        project = _project_dir(args.project)
-        if not project.is_dir():
-            print(f"yagent: project directory {project} does not exist", file=sys.stderr)
-            return exit_codes.USAGE
-        choice = _choose(args)
-        gate = (startup.config_gate(choice.location, os.environ)
-                or startup.provider_gate(choice.location, os.environ, choice.daemon, args.agent)
-                or _start_daemon_if_needed(choice))
+        project, choice, gate = _ready_to_submit(args, args.project, args.agent)
         if gate is not None:
             return gate
         yolo = _yolo(args.full_yolo, args.yolo)

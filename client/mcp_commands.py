@@ -7,36 +7,18 @@ daemon's log and the Director's prompt use (`ipc.mcp_status.render_status_lines`
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from yagent.ipc import DaemonClient, IpcError, RemoteError
+from yagent.ipc import DaemonClient
 from yagent.ipc.mcp_status import UNCONFINED_NOTE, render_status_lines
 from yagent.ipc.messages import Ack, McpApprove, McpRestart, McpStatusReply, McpStatusRequest
 
 from . import exit_codes
+from .command_run import run_command as _call
 
 __all__ = ["mcp_approve", "mcp_restart", "mcp_status"]
-
-
-def _err(text: str) -> None:
-    print(f"yagent: {text}", file=sys.stderr)
-
-
-def _call(coro: Any) -> int:
-    try:
-        return asyncio.run(coro)
-    except RemoteError as exc:
-        _err(str(exc))
-        return exit_codes.for_refusal(exc.code)
-    except IpcError as exc:
-        _err(str(exc))
-        return exit_codes.for_ipc_error(exc)
-    except KeyboardInterrupt:
-        return exit_codes.SIGINT
 
 
 async def fetch_status(project: Path | None) -> McpStatusReply:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import sys
 import time
 from typing import Any
 
-from yagent.ipc import DaemonClient, EventStream, IpcError, RemoteError
+from yagent.ipc import DaemonClient, EventStream
 from yagent.ipc.messages import (
     Ack,
     Answer,
@@ -36,33 +35,15 @@ from yagent.ipc.vocabulary import (
 
 from . import exit_codes
 from .answerer import answerer
+from .command_run import run_command as _call
+from .command_run import say as _err
 from .confinement_text import unconfined_text
 from .event_text import JsonLinesPrinter, TextPrinter
 from .humanize import age
-from .liveness import LivenessUnknown, run_while_daemon_lives
+from .liveness import run_while_daemon_lives
 from .usage_text import run_figures, task_cost
 
 __all__ = ["answer", "control", "logs", "ps"]
-
-
-def _err(text: str) -> None:
-    print(f"yagent: {text}", file=sys.stderr)
-
-
-def _call(coro: Any) -> int:
-    try:
-        return asyncio.run(coro)
-    except RemoteError as exc:
-        _err(str(exc))
-        return exit_codes.for_refusal(exc.code)
-    except LivenessUnknown as exc:  # the daemon may well be running: only the follow stopped
-        _err(str(exc))
-        return exit_codes.FAILED
-    except IpcError as exc:
-        _err(str(exc))
-        return exit_codes.for_ipc_error(exc)
-    except KeyboardInterrupt:
-        return exit_codes.SIGINT
 
 
 # -- ps ----------------------------------------------------------------------------------------------
