@@ -134,6 +134,43 @@ def _confined(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 
 
 @needs_landlock
+def test_a_link_in_a_listed_home_grants_nothing_where_it_points_outside_the_read_set(tmp_path: Path) -> None:
+    home = tmp_path / "home"  # listed entry by entry: it holds the state home
+    spec = _spec(tmp_path / "h", project_root=str(tmp_path / "project"))
+    (tmp_path / "project").mkdir()
+    other = tmp_path / "other-project"
+    other.mkdir()
+    (other / "secret.txt").write_text("another project's")
+    home.mkdir()
+    (home / ".yagent").mkdir()
+    (home / "notes.txt").write_text("mine")
+    (home / "other").symlink_to(other)  # the user's own link to another project
+    (home / "system").symlink_to("/usr/share")  # a link into the read set
+    spec = ConfinementSpec.read({**spec.to_wire(), "home": str(home / ".yagent")})
+    script = textwrap.dedent(f"""
+        from yagent.ipc.confinement import ConfinementSpec
+        from yagent.workers.sandbox import confine_worker
+        state = confine_worker(ConfinementSpec.read({spec.to_wire()!r}), "repo")
+        assert state is not None and not state.error, state
+        def tried(path):
+            try:
+                open(path).read(); return "read"
+            except IsADirectoryError:
+                return "read"
+            except OSError as e:
+                return e.errno
+        import os
+        print(tried({str(home / 'notes.txt')!r}), tried({str(home / 'other' / 'secret.txt')!r}),
+              tried({str(other / 'secret.txt')!r}), len(os.listdir({str(home / 'system')!r})) > 0)
+        """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                            cwd=str(tmp_path), env={**os.environ, "HOME": str(home),
+                                                    "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["read", "13", "13", "True"]  # EACCES through the link and directly
+
+
+@needs_landlock
 def test_restrict_self_allows_beneath_its_rules_and_denies_writes_truncation_and_refer_elsewhere(
         tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()

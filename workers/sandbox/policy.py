@@ -245,8 +245,13 @@ def _listed_around(tree: str, hidden_real: list[str], real: str) -> tuple[list[s
         return [], listed
     out: list[str] = []
     for entry in entries:
-        # An entry that is no link resolves to its name beneath the resolved tree: no realpath per entry.
-        below = os.path.realpath(entry.path) if entry.is_symlink() else os.path.join(real, entry.name)
+        # A link gets no rule of its own: Landlock would open it and grant wherever it points (a link in the home to
+        # another project, to a dir swapped in later). What it points to is readable where that lies in the read
+        # set anyway: Landlock judges a path by where it resolves. An entry that is no link resolves to its name
+        # beneath the resolved tree: no realpath per entry.
+        if entry.is_symlink():
+            continue
+        below = os.path.join(real, entry.name)
         paths, deeper = _listed_around(entry.path, hidden_real, below)
         out += paths
         listed += deeper
