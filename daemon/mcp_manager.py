@@ -14,6 +14,7 @@ recorded in state.db before anything is asked of it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sqlite3
@@ -43,6 +44,7 @@ __all__ = ["CLOSE_GRACE", "McpManager", "McpUnavailable", "ProjectTools"]
 log = logging.getLogger(__name__)
 
 CLOSE_GRACE = 3.0  # at daemon exit: what servers get to end before their groups are killed outright
+STARTING_CALL_WAIT = 60.0  # a call to a server still starting waits this long at most for it to be up
 
 
 @dataclass(slots=True)
@@ -299,6 +301,14 @@ class McpManager:
         instance = self.servers.get((project_id, server))
         if instance is None:
             raise McpUnavailable(f"this project has no MCP server {server!r} running (`yagent mcp` lists them)")
+        if not instance.settled.is_set():
+            # A built-in server's tools are static: a run may call one before the server is up. Wait for it to
+            # settle, within its startup budget and the caller's deadline.
+            wait = min(instance.config.startup_timeout, timeout if timeout > 0 else STARTING_CALL_WAIT,
+                       STARTING_CALL_WAIT)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await instance.settled.wait()
         return await instance.call(tool, arguments, timeout=timeout)
 
     # -- what the user asks ---------------------------------------------------------------------------

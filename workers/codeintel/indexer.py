@@ -276,7 +276,7 @@ class ProjectIndexer:
             self.refresh()
 
     def refresh(self) -> tuple[int, int]:
-        """Compare the project with the index now; returns (files changed or added, files removed)."""
+        """Compare the project with the index now; returns (files with new content or a new path, files removed)."""
         walk = walk_project(self.root, max_file_bytes=self.settings.max_file_bytes,
                             max_files=self.settings.max_files, exclude=self.settings.exclude)
         present = {f.path for f in walk.files}
@@ -306,10 +306,10 @@ class ProjectIndexer:
                 self._pending = _Work(changed, removed)
             self._wake.set()
             return len(changed), len(removed)
-        self._apply(_Work(changed, removed))
-        return len(changed), len(removed)
+        return self._apply(_Work(changed, removed)), len(removed)
 
-    def _apply(self, work: _Work) -> None:
+    def _apply(self, work: _Work) -> int:
+        """Read the files of `work` and put them in the index; returns how many had new content (or a new path)."""
         with self.lock:
             old_entries = {p: self.index.files.get(p) for p in [*work.removed, *(s.path for s in work.files)]}
         by_digest = {e.digest: e for p, e in old_entries.items() if e is not None and p in work.removed}
@@ -342,6 +342,7 @@ class ProjectIndexer:
                 self.status = Status("ready", len(self.index.files), len(self.index.files))
         self._save(rows, work.removed, touched)
         self._wake.set()  # the search model follows in the background
+        return len(rows)
 
     def _read_reusing(self, stat: FileStat, old: StoredFile | None, by_digest: dict[bytes, IndexedFile]
                       ) -> tuple[IndexedFile | None, bool]:

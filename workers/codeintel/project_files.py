@@ -130,11 +130,13 @@ def _walk_dir(fd: int, rel_dir: str, depth: int, root: Path, rules: IgnoreRules,
                 continue
             subdirs.append(name)
             continue
+        if stat.S_ISLNK(mode):  # to a file or a directory, in the project or out of it: never followed
+            if not rules.ignored(root / rel, False):
+                _skip(result, SkipReason.LINK, rel)
+            continue
         if not indexable(name) or rules.ignored(root / rel, False):
             continue
-        if stat.S_ISLNK(mode):
-            _skip(result, SkipReason.LINK, rel)
-        elif not stat.S_ISREG(mode):
+        if not stat.S_ISREG(mode):
             _skip(result, SkipReason.SPECIAL, rel)
         elif info.st_size > max_file_bytes:
             _skip(result, SkipReason.TOO_LARGE, rel)

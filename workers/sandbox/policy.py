@@ -85,8 +85,13 @@ def code_server_rules(project_root: str, index_dir: str, hidden: Iterable[str], 
     hidden_real = [os.path.realpath(p) for p in hidden]
     user_home = os.path.normpath(home if home is not None else os.path.expanduser("~"))
     rules: list[Rule] = [Rule("/dev", READ), *(Rule(p, READ_FILE | WRITE_FILE) for p in ("/dev/null", "/dev/zero"))]
-    for tree, real in [*_static_trees(user_home), (project_root, os.path.realpath(project_root))]:
+    for tree, real in _static_trees(user_home):
         rules += (Rule(p, READ) for p in _around(tree, hidden_real, real))
+    project_real = os.path.realpath(project_root)
+    # Listed around what it hides, the project becomes its entries; a rule on a link grants the link's target, so a
+    # link out of the project (to ~/.ssh) is left out: the server reads only what lies in the project.
+    rules += (Rule(p, READ) for p in _around(project_root, hidden_real, project_real)
+              if not os.path.islink(p) or _inside(os.path.realpath(p), project_real))
     return [*minimal(rules), Rule(index_dir, _READ_WRITE)]
 
 
