@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import time
 from bisect import bisect_right
 from typing import Any
@@ -71,6 +72,7 @@ def extract(source: bytes, spec: LanguageSpec, path: str) -> FileFacts:
             elif key == "import":
                 imports.append(nodes[0])
     facts = FileFacts(spec.name, lines, problem)
+    _SOURCE.data = source
     facts.symbols = _symbols(defs[:MAX_SYMBOLS], source, spec.name)
     starts = [s.start_byte for s in facts.symbols]
     facts.calls = _calls(calls[:MAX_CALLS], facts.symbols, starts)
@@ -91,8 +93,14 @@ def extract_text(source: bytes, path: str) -> FileFacts:
 # -- definitions ----------------------------------------------------------------------------------------
 
 
+# The bytes being extracted, per thread (the index's thread and a query parsing one file may extract at once):
+# `_text` slices what it needs from them, where `node.text` would copy a whole node (a 5 000-line class) each time.
+_SOURCE = threading.local()
+
+
 def _text(node: Any, limit: int = 200) -> str:
-    return node.text[:limit * 4].decode("utf-8", "replace")[:limit]
+    start = node.start_byte
+    return _SOURCE.data[start:min(node.end_byte, start + limit * 4)].decode("utf-8", "replace")[:limit]
 
 
 def _symbols(defs: list[tuple[str, Any, dict[str, list[Any]]]], source: bytes, lang: str) -> list[Symbol]:
@@ -437,6 +445,10 @@ def _java_import(text: str, line: int) -> list[ImportBinding]:
 def _chunks(facts: FileFacts, source: bytes, path: str) -> list[Chunk]:
     chunks: list[Chunk] = []
     covered: list[tuple[int, int]] = []
+    members: dict[int, list[str]] = {}
+    for symbol in facts.symbols:
+        if symbol.parent >= 0:
+            members.setdefault(symbol.parent, []).append(symbol.name)
     for index, symbol in enumerate(facts.symbols):
         if symbol.parent == -1:
             covered.append((symbol.line, symbol.end_line))
@@ -444,11 +456,11 @@ def _chunks(facts: FileFacts, source: bytes, path: str) -> list[Chunk]:
             continue
         body = source[symbol.start_byte:symbol.end_byte]
         text = body.decode("utf-8", "replace")
-        members = ""
+        names = ""
         if symbol.kind in CONTAINER_KINDS:  # a class is found by its name, doc and members, not by their bodies
-            members = " ".join(s.name for s in facts.symbols if s.parent == index)
+            names = " ".join(members.get(index, ()))
             text = ""
-        bag = bag_of_terms(symbol.qualname, symbol.signature, symbol.doc, members, text, weights=(3, 1, 2, 1, 1))
+        bag = bag_of_terms(symbol.qualname, symbol.signature, symbol.doc, names, text, weights=(3, 1, 2, 1, 1))
         chunks.append(Chunk(index, symbol.line, symbol.end_line, symbol.qualname, bag,
                             hashlib.blake2b(body, digest_size=16).digest()))
     chunks.extend(_text_chunks(source, path, covered, facts.imports))

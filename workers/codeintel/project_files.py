@@ -123,7 +123,7 @@ def _walk_dir(fd: int, rel_dir: str, depth: int, root: Path, rules: IgnoreRules,
             continue
         mode = info.st_mode
         if stat.S_ISDIR(mode):
-            if rules.ignored(root / rel, True):
+            if rules.ignored_parts(tuple(rel.split("/")), True):
                 continue
             if depth + 1 > MAX_DEPTH:
                 _skip(result, SkipReason.TOO_DEEP, rel)
@@ -131,10 +131,10 @@ def _walk_dir(fd: int, rel_dir: str, depth: int, root: Path, rules: IgnoreRules,
             subdirs.append(name)
             continue
         if stat.S_ISLNK(mode):  # to a file or a directory, in the project or out of it: never followed
-            if not rules.ignored(root / rel, False):
+            if not rules.ignored_parts(tuple(rel.split("/")), False):
                 _skip(result, SkipReason.LINK, rel)
             continue
-        if not indexable(name) or rules.ignored(root / rel, False):
+        if not indexable(name) or rules.ignored_parts(tuple(rel.split("/")), False):
             continue
         if not stat.S_ISREG(mode):
             _skip(result, SkipReason.SPECIAL, rel)

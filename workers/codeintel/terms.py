@@ -45,12 +45,14 @@ def terms(text: str, limit: int | None = None) -> list[str]:
 
 def bag_of_terms(*texts: str, weights: tuple[int, ...] = (), limit: int = MAX_CHUNK_TERMS) -> dict[str, int]:
     """Term frequencies over `texts`, the i-th counted `weights[i]` times (default 1); each text read up to `limit`
-    words."""
+    words. Words are counted first (in C) and each distinct word split once."""
     bag: Counter[str] = Counter()
     for i, text in enumerate(texts):
         if not text:
             continue
         weight = weights[i] if i < len(weights) else 1
-        for term in terms(text, limit):
-            bag[term] += weight
+        words = _WORD.findall(text)
+        for word, count in Counter(words[:limit] if len(words) > limit else words).items():
+            for term in _split(word):
+                bag[term] += count * weight
     return dict(bag)

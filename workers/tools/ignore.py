@@ -36,13 +36,18 @@ class IgnoreRules:
 
     def __init__(self, root: Path, extra: Iterable[str] = ()):
         self.root = root
-        self._cache: dict[tuple[Path, str], list[_Pattern]] = {}
+        # By the directory's path relative to the root ("" for the root) and the file's name: strings, not Paths,
+        # since a walk asks this for every entry.
+        self._cache: dict[tuple[str, str], list[_Pattern]] = {}
         # Patterns the configuration adds (`[codeseek] exclude`): read as if from the root, deciding first.
         self._extra = parse_patterns(extra)
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
         """True when the ignore files between the root and `path` (and the extra patterns) exclude it."""
-        parts = path.relative_to(self.root).parts
+        return self.ignored_parts(path.relative_to(self.root).parts, is_dir)
+
+    def ignored_parts(self, parts: tuple[str, ...], is_dir: bool) -> bool:
+        """`ignored` for the path of `parts` (its names from the root down)."""
         if self._extra:
             verdict = _match(self._extra, parts, is_dir)
             if verdict is not None:
@@ -55,23 +60,25 @@ class IgnoreRules:
 
     def _verdict(self, kind: str, parts: tuple[str, ...], is_dir: bool) -> bool | None:
         verdict = None
-        base = self.root
         for depth in range(len(parts)):
+            patterns = self._patterns("/".join(parts[:depth]), kind)
+            if not patterns:
+                continue
             rel = "/".join(parts[depth:])
-            for pat in self._patterns(base, kind):
+            for pat in patterns:
                 if pat.dir_only and not is_dir:
                     continue
                 subject = rel if pat.anchored else parts[-1]
                 if pat.regex.fullmatch(subject):
                     verdict = not pat.negate
-            base = base / parts[depth]
         return verdict
 
-    def _patterns(self, directory: Path, kind: str) -> list[_Pattern]:
+    def _patterns(self, directory: str, kind: str) -> list[_Pattern]:
         key = (directory, kind)
-        if key not in self._cache:
-            self._cache[key] = _load(directory / kind)
-        return self._cache[key]
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = _load(self.root / directory / kind)
+        return found
 
 
 def walk_files(start: Path, ignore_root: Path, *, max_file_bytes: int | None = None) -> Iterator[Path]:
