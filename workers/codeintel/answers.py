@@ -48,7 +48,7 @@ class CodeQueries:
                  ranking_name: str = "") -> None:
         self.indexer = indexer
         self.embed_query = embed_query
-        self.ranking_name = ranking_name or "BM25 keyword relevance"
+        self.ranking_name = ranking_name or "embeddings"  # what BM25 is fused with, when embeddings are configured
 
     # -- the index's state ----------------------------------------------------------------------------------
 
@@ -110,7 +110,7 @@ class CodeQueries:
             extra.sort(key=lambda item: -item[0])
             lexical = [h.ref for h in ranked] + [ref for _score, ref in extra[:limit * 3]]
             chunks_total = len(model) if model is not None else 0
-        how = f"ranked by {self.ranking_name}"
+        how = "ranked by BM25 keyword relevance"
         order = lexical
         if self.embed_query is not None:
             semantic, note = self._by_embedding(query, limit * 3, within)
