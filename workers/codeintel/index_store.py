@@ -17,6 +17,7 @@ import contextlib
 import os
 import sqlite3
 import stat
+import threading
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ class IndexStore:
         self.path = directory / DB_NAME
         self.root = root
         self.problem = ""
+        self._lock = threading.RLock()  # one connection, used by the index's thread and by queries' refreshes
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._db = self._open()
 
@@ -127,22 +129,24 @@ class IndexStore:
 
     def reset(self, why: str) -> None:
         """Throw the file away and start empty (it failed while in use)."""
-        with contextlib.suppress(sqlite3.Error):
-            self._db.close()
-        self.problem = f"the index file failed while in use ({why}); it was set aside and the index is built anew"
-        self._set_aside()
-        self._db = self._connect()
+        with self._lock:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self.problem = f"the index file failed while in use ({why}); it was set aside and the index is built anew"
+            self._set_aside()
+            self._db = self._connect()
 
     def close(self) -> None:
-        with contextlib.suppress(sqlite3.Error):
+        with self._lock, contextlib.suppress(sqlite3.Error):
             self._db.close()
 
     # -- files ------------------------------------------------------------------------------------------
 
     def load(self) -> dict[str, StoredFile]:
         found: dict[str, StoredFile] = {}
-        for path, size, mtime_ns, inode, digest, record in self._db.execute(
-                "SELECT path, size, mtime_ns, inode, digest, record FROM files"):
+        with self._lock:
+            rows = self._db.execute("SELECT path, size, mtime_ns, inode, digest, record FROM files").fetchall()
+        for path, size, mtime_ns, inode, digest, record in rows:
             if not isinstance(path, str) or not isinstance(digest, bytes):
                 continue
             found[path] = StoredFile(int(size), int(mtime_ns), int(inode), digest, _decode(record))
@@ -165,8 +169,9 @@ class IndexStore:
     # -- embeddings -------------------------------------------------------------------------------------
 
     def vectors(self, model: str) -> dict[bytes, bytes]:
-        return {d: v for d, v in self._db.execute("SELECT digest, vector FROM vectors WHERE model = ?", (model,))
-                if isinstance(d, bytes) and isinstance(v, bytes)}
+        with self._lock:
+            rows = self._db.execute("SELECT digest, vector FROM vectors WHERE model = ?", (model,)).fetchall()
+        return {d: v for d, v in rows if isinstance(d, bytes) and isinstance(v, bytes)}
 
     def save_vectors(self, model: str, items: Iterable[tuple[bytes, bytes]]) -> None:
         with self._transaction():
@@ -175,13 +180,14 @@ class IndexStore:
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
 
 def _encode(facts: FileFacts) -> bytes:
