@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import stat
 from pathlib import Path
@@ -78,3 +79,10 @@ def test_the_repo_agent_asks_the_code_server_through_the_daemon(fake, make_agent
     text = daemon.cli("mcp", cwd=project).stdout
     assert "codeintel" in text and "confined: reads the project, writes only its index" in text
     assert stat.S_IMODE(os.stat(index).st_mode) == 0o600 and stat.S_IMODE(os.stat(index.parent).st_mode) == 0o700
+
+    os.kill(server["pid"], signal.SIGKILL)  # the daemon restarts it like any server; its index stays sound
+    wait_until(lambda: (s := _code_server(daemon, project)) and s["restarts"] == 1 and s["state"] == McpState.READY,
+               60, "the code server restarted")
+    db = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
+    assert db.execute("PRAGMA quick_check").fetchall() == [("ok",)]
+    db.close()
