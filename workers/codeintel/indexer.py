@@ -241,7 +241,7 @@ class ProjectIndexer:
             return entry.facts, ""
         if language_of(rel) is None:
             return None, "not a source file the code server parses"
-        fd = self._root_fd if self._root_fd >= 0 else os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        fd = self._root_fd if self._root_fd >= 0 else os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             data, _info = read_source(fd, rel, self.settings.max_file_bytes)
         except Unreadable as why:

@@ -72,8 +72,8 @@ def build_queries(options: ServerOptions) -> tuple[ProjectIndexer, CodeQueries]:
 
 def answer(queries: CodeQueries, tool: str, args: dict[str, Any]) -> tuple[str, bool]:
     """(text, is_error) for one call; runs in a thread."""
-    queries.indexer.ensure_fresh()
     try:
+        queries.indexer.ensure_fresh()
         if tool == "semantic_search":
             return queries.semantic_search(_text(args, "query"), _text(args, "path", ""), _whole(args, "limit", 10)), \
                 False
