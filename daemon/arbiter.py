@@ -28,6 +28,7 @@ from yagent.ipc.config import ConfigError, Settings
 from yagent.ipc.config_location import ConfigLocation
 from yagent.ipc.confinement import landlock_abi, user_namespaces
 from yagent.ipc.errors import MalformedMessage, MessageTooLarge
+from yagent.ipc.mcp_settings import McpServerConfig
 from yagent.ipc.messages import ErrorReply, McpToolsChanged, Ping
 from yagent.ipc.records import Message, decode, encode
 from yagent.ipc.runtime_dir import RuntimePaths
@@ -37,6 +38,7 @@ from yagent.ipc.vocabulary import ErrorCode, StopReason, TaskState
 
 from . import commands
 from .admission import WorkerSlots
+from .codeintel_server import code_server_config
 from .control_peers import CONTROL_HWM, ControlPeers, PeerLimits
 from .event_hub import EventHub
 from .heap_trim import HeapTrim
@@ -120,7 +122,7 @@ class Daemon:
         self.hub: EventHub | None = None
         self.services: RunServices | None = None
         self.mcp = McpManager(self.registry, self.scheduler, lambda: self.settings.mcp,
-                              on_tools_changed=self._mcp_tools_changed)
+                              on_tools_changed=self._mcp_tools_changed, builtin=self._builtin_servers)
         self._stop = asyncio.Event()
         self._shutdown_done = False
         self._loops_done = False  # set once the loops are meant to end
@@ -134,6 +136,12 @@ class Daemon:
     @property
     def settings(self) -> Settings:
         return self.config.current
+
+    def _builtin_servers(self, project_id: str, root: Path) -> list[McpServerConfig]:
+        """The MCP servers yagent runs itself for a project: the code server, unless `[codeseek]` turned it off."""
+        config = code_server_config(self.settings, project_id=project_id, root=root, home=self.home,
+                                    runtime_dir=self.paths.root, abi=self.landlock_abi, environ=os.environ)
+        return [config] if config is not None else []
 
     @property
     def spend(self) -> DailySpend:

@@ -14,6 +14,7 @@ recorded in state.db before anything is asked of it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sqlite3
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from yagent.ipc.codeintel_settings import CODE_SERVER_SOURCE
 from yagent.ipc.mcp_settings import McpServerConfig, McpSettings, read_project_servers
 from yagent.ipc.mcp_status import render_status_lines
 from yagent.ipc.messages import McpServerStatus, McpTool
@@ -42,6 +44,7 @@ __all__ = ["CLOSE_GRACE", "McpManager", "McpUnavailable", "ProjectTools"]
 log = logging.getLogger(__name__)
 
 CLOSE_GRACE = 3.0  # at daemon exit: what servers get to end before their groups are killed outright
+STARTING_CALL_WAIT = 60.0  # a call to a server still starting waits this long at most for it to be up
 
 
 @dataclass(slots=True)
@@ -65,8 +68,12 @@ class _Project:
 class McpManager:
     def __init__(self, registry: Registry, scheduler: Scheduler, settings: Callable[[], McpSettings], *,
                  environ: Mapping[str, str] | None = None, clock: Callable[[], float] = time.monotonic,
-                 on_tools_changed: Callable[[str, int], None] | None = None) -> None:
+                 on_tools_changed: Callable[[str, int], None] | None = None,
+                 builtin: Callable[[str, Path], list[McpServerConfig]] | None = None) -> None:
         self._registry = registry
+        # The servers yagent itself runs for a project (the code server): started like any, whatever [mcp] says;
+        # their tools reach runs as static tools, never in a listing (`tools_for`).
+        self._builtin = builtin
         self._scheduler = scheduler
         self._settings = settings
         self._environ = os.environ if environ is None else environ
@@ -149,13 +156,19 @@ class McpManager:
         return project
 
     def wanted(self, project: _Project) -> list[McpServerConfig]:
-        """The servers the project runs now: config.toml's for it and its approved .mcp.json ones."""
+        """The servers the project runs now: the built-in ones, config.toml's for it and its approved .mcp.json
+        ones."""
         settings = self._settings()
-        if not settings.enabled:
-            project.unapproved, project.problems = [], []
-            return []
-        servers = settings.for_project(str(project.root))
+        builtin: list[McpServerConfig] = []
         project.unapproved, project.problems = [], []
+        if self._builtin is not None:
+            try:
+                builtin = self._builtin(project.id, project.root)
+            except OSError as exc:
+                project.problems.append(f"the built-in code server cannot start: {exc}")
+        if not settings.enabled:
+            return builtin
+        servers = builtin + settings.for_project(str(project.root))
         if settings.project_files:
             declared, project.problems = read_project_servers(project.root, settings)
             taken = {s.name for s in servers}
@@ -278,8 +291,9 @@ class McpManager:
         if failed:
             raise McpUnavailable("required MCP server(s) did not come up: " + "; ".join(
                 render_status_lines([s.status() for s in failed], project_names=False)))
-        tools = [t for s in mine.values() if s.state is McpState.READY for t in s.tools]
-        statuses = [s.status() for s in mine.values()]
+        listed = [s for s in mine.values() if s.config.source != CODE_SERVER_SOURCE]  # built-in tools are static
+        tools = [t for s in listed if s.state is McpState.READY for t in s.tools]
+        statuses = [s.status() for s in listed]
         return ProjectTools(self.generation(project_id), tools, statuses)
 
     async def call(self, project_id: str, server: str, tool: str, arguments: dict, *,
@@ -287,6 +301,14 @@ class McpManager:
         instance = self.servers.get((project_id, server))
         if instance is None:
             raise McpUnavailable(f"this project has no MCP server {server!r} running (`yagent mcp` lists them)")
+        if not instance.settled.is_set():
+            # A built-in server's tools are static: a run may call one before the server is up. Wait for it to
+            # settle, within its startup budget and the caller's deadline.
+            wait = min(instance.config.startup_timeout, timeout if timeout > 0 else STARTING_CALL_WAIT,
+                       STARTING_CALL_WAIT)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await instance.settled.wait()
         return await instance.call(tool, arguments, timeout=timeout)
 
     # -- what the user asks ---------------------------------------------------------------------------

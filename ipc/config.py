@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .board_settings import parse_board
+from .codeintel_settings import CodeIntelSettings, parse_codeintel
 from .compression_settings import parse_compression
 from .config_keys import config_warnings, misplaced_keys
 from .mcp_settings import McpSettings, parse_mcp
@@ -188,6 +189,7 @@ class Settings:
     run_settings: RunSettings = field(default_factory=RunSettings)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)  # [sandbox]: how runs are confined
     mcp: McpSettings = field(default_factory=McpSettings)  # [mcp]: the MCP servers the daemon starts
+    codeintel: CodeIntelSettings = field(default_factory=CodeIntelSettings)  # [codeseek]: the built-in code server
 
 
 def _section(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -269,6 +271,7 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         kwargs["agent_modules"] = tuple(modules)
         kwargs["sandbox"] = parse_sandbox(table)
         kwargs["mcp"] = parse_mcp(table, parse_duration)
+        kwargs["codeintel"] = parse_codeintel(table)
         llm_config = parse_llm_config(table, env)  # validates the provider tables, expands api_key_env
         ignored: list[str] = []
         run = _run_settings(agent, llm, llm_config, ignored,
@@ -277,7 +280,8 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         run = dataclasses.replace(run, **parse_resume(_section(table, "resume"), parse_duration))
         run = dataclasses.replace(run, blackboard=parse_board(table, parse_duration),
                                   compression=parse_compression(table, env, ignored))
-        run = dataclasses.replace(run, skills=parse_skills(table, kwargs["sandbox"].deny_read))
+        run = dataclasses.replace(run, skills=parse_skills(table, kwargs["sandbox"].deny_read),
+                                  codeintel=kwargs["codeintel"].enabled)
     except ValueError as exc:
         raise ConfigError(str(exc), path) from None
     _check_tui(table, ignored)

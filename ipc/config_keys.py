@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .board_settings import BLACKBOARD_KEYS
+from .codeintel_settings import CODESEEK_KEYS
 from .compression_settings import COMPRESSION_KEYS
 from .mcp_settings import MCP_KEYS
 from .provider_config import LLM_REQUEST_KEYS, PROVIDER_KEYS, REMOVED_PROVIDER_KEYS, ROUTING_KEYS, shown_value
@@ -70,7 +71,6 @@ _NO_BROWSER = "there is no Browser agent yet"
 NOT_YET_TABLES: Mapping[str, str] = {
     "git_checkpoint": "yagent does not make git checkpoints yet",
     "browser": _NO_BROWSER,
-    "codeseek": "the code-intelligence server is not configurable yet",
     "blueprint": "the repository blueprint is not built yet",
     "keywords": "keyword routing is not built yet",
     "tools.deferred": "deferred tool loading is not configurable yet",
@@ -133,6 +133,7 @@ SCHEMA = TableSpec(keys=TOP_LEVEL_KEYS, tables={
     "enhanced_commander": TableSpec(keys=COMPRESSION_KEYS),
     "mcp": TableSpec(keys=MCP_KEYS),  # each [[mcp.servers]] entry's keys are judged by ipc/mcp_settings.py itself
     "skills": TableSpec(keys=SKILLS_KEYS),
+    "codeseek": TableSpec(keys=CODESEEK_KEYS),  # the built-in code server
     **{name: TableSpec(not_yet=what) for name, what in NOT_YET_TABLES.items() if "." not in name},
 })
 

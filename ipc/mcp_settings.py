@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .codeintel_settings import CODE_SERVER_NAME, CODE_SERVER_SOURCE
 from .provider_config import shown_value
 
 __all__ = [
@@ -109,6 +110,9 @@ class McpServerConfig:
         """What it runs or reaches, for people: the command line or the URL (never a header or token)."""
         if self.url:
             return self.url
+        if self.source == CODE_SERVER_SOURCE:
+            return (f"yagent's code server ({' '.join(self.args[:2])}), confined: reads the project, writes only its "
+                    "index")
         return " ".join([self.command, *self.args])
 
     def applies_to(self, project_root: str) -> bool:
@@ -168,6 +172,9 @@ def _server(raw: Mapping[str, Any], index: int, defaults: McpSettings, parse_dur
         raise ValueError(f"{where} needs a name of letters, digits, '-' and single '_' (at most {_MAX_NAME}, "
                          f"starting with a letter), got {shown_value(name)}")
     where = f"[[mcp.servers]] {name!r}"
+    if name == CODE_SERVER_NAME:
+        raise ValueError(f"{where}: the name {CODE_SERVER_NAME!r} belongs to yagent's built-in code server ([codeseek] "
+                         "configures it); give this server another name")
     unknown = sorted(set(raw) - set(MCP_SERVER_KEYS))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; a server takes {', '.join(MCP_SERVER_KEYS)}")

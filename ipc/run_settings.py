@@ -63,6 +63,7 @@ class RunSettings(Record):
     blackboard: BoardSettings = field(default_factory=BoardSettings)  # `[blackboard]`
     compression: CompressionSettings = field(default_factory=CompressionSettings)  # `[enhanced_commander]`
     skills: SkillsSettings = field(default_factory=SkillsSettings)  # `[skills]`, with `[sandbox] deny_read`
+    codeintel: bool = True  # `[codeseek] enabled`: the code-intelligence tools are on Repo's and Coding's surfaces
 
     def max_steps_for(self, role: str) -> int:
         return self.max_steps.get(role, OTHER_ROLE_MAX_STEPS)

@@ -23,6 +23,7 @@ __all__ = [
     "approvals_file",
     "artifacts_dir",
     "breaker_dir",
+    "codeintel_dir",
     "notes_dir",
     "rollout_dir",
     "rollout_name",
@@ -84,6 +85,11 @@ def rollout_dir(home: Path, task: str) -> Path:
 def thinklink_dir(home: Path, task: str) -> Path:
     """Inside the task's directory, like the rollouts: the thinklink log of each run, `{run}.jsonl`."""
     return task_dir(home, task) / THINKLINK_DIR
+
+
+def codeintel_dir(home: Path, project: str) -> Path:
+    """The code server's index of one project (`project` is the registry's project id): it writes nothing else."""
+    return home / "data" / "codeintel" / project
 
 
 def rollout_name(stamp: str, run: str, agent: str | None = None) -> str:

@@ -71,6 +71,10 @@ class DaemonProcess:
             section = '[daemon]\nagent_modules = ["tests.agents.scripted"]\n'
             # Appended, not prepended: top-level keys in `extra` must stay top-level.
             text = text.replace("[daemon]\n", section, 1) if "[daemon]" in text else f"{text}\n{section}"
+        if "[codeseek]" not in text:
+            # The built-in code server is a process per project: tests that are not about it do without it (its own
+            # tests write their own [codeseek]).
+            text += "\n[codeseek]\nenabled = false\n"
         if "[sandbox]" not in text:
             # Scripted test runs write beside the project (notes under the test's tmp dir): let them, confined
             # otherwise as any run is. Tests of the sandbox itself write their own [sandbox].

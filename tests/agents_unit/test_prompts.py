@@ -13,10 +13,10 @@ import pytest
 
 from yagent.ipc.vocabulary import WRITABLE_HANDOFF_STATUSES
 from yagent.workers.agents.director import FIRST_REMINDER, LATER_REMINDER
-from yagent.workers.agents.prompts import load_prompt, render_prompt
+from yagent.workers.agents.prompts import code_tools_passage, load_prompt, render_prompt
 from yagent.workers.agents.subagents import AGENT_SPECS
 from yagent.workers.context.thought import parse_thought
-from yagent.workers.tools import REGISTRY, build_surface, palette
+from yagent.workers.tools import REGISTRY, Effect, build_surface, palette
 
 # The placeholders each agent's caller fills (director.py, subagents.py, meta.py).
 RENDER_VALUES = {
@@ -28,6 +28,10 @@ RENDER_VALUES = {
     "meta": {"lang": "English", "palette": "- read_file: Read a file."},
     "custom": {"name": "doc_writer", "description": "Writes docs.", "instructions": "Write docs.", "lang": "English"},
 }
+for _agent in ("coding", "repo"):  # as subagents.py fills it: from the agent's surface
+    _surface = build_surface(_agent)
+    RENDER_VALUES[_agent]["code_tools"] = code_tools_passage(set(_surface.names()),
+                                                             {s.name for s in _surface.deferred()})
 PROMPTS = tuple(RENDER_VALUES)
 TOOL_NAMES = frozenset(s.name for s in REGISTRY.specs())
 # Prompts whose agent must write the `<thought>` block (seed 003 §10.2: Director and Coding).
@@ -135,3 +139,11 @@ def test_the_meta_prompt_asks_for_exactly_the_fields_the_design_parser_reads() -
     text = load_prompt("meta")
     example = json.loads(text[text.index("{\n"): text.index("\n}") + 2])
     assert set(example) == {"name", "description", "system_prompt", "tools", "task"}
+
+
+def test_the_code_tools_passage_follows_the_surface() -> None:
+    coding = build_surface("coding")
+    passage = code_tools_passage(set(coding.names()), {s.name for s in coding.deferred()})
+    # Skeleton before whole files, callers before a change, and how to load the deferred ones.
+    assert "`query_code_skeleton`" in passage and "`find_function_caller`" in passage and "`load_tool`" in passage
+    assert code_tools_passage(set(build_surface("coding", without=Effect.CODE_INDEX).names()), set()) == ""

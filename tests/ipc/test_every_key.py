@@ -284,6 +284,22 @@ EFFECTS: dict[tuple[str, str], Effect] = {
                                lambda s: [server.name for server in s.mcp.servers],
                                "tests/agents_e2e/test_mcp_flow.py::test_the_director_loads_and_calls_an_mcp_tool_"
                                "through_the_daemon"),
+    ("codeseek", "enabled"): Effect("", "[codeseek]\nenabled = false", lambda s: s.run_settings.codeintel,
+                                    "tests/agents_e2e/test_code_intel_flow.py::test_the_repo_agent_asks_the_code_server_"
+                                    "through_the_daemon"),
+    ("codeseek", "max_file_bytes"): Effect("", "[codeseek]\nmax_file_bytes = 4096",
+                                           lambda s: s.codeintel.max_file_bytes),
+    ("codeseek", "max_files"): Effect("", "[codeseek]\nmax_files = 10", lambda s: s.codeintel.max_files),
+    ("codeseek", "exclude"): Effect("", '[codeseek]\nexclude = ["vendor/"]', lambda s: s.codeintel.exclude),
+    ("codeseek", "embeddings_url"): Effect(
+        "", '[codeseek]\nembeddings_url = "http://127.0.0.1:9/v1"\nembeddings_model = "e"',
+        lambda s: s.codeintel.hybrid),
+    ("codeseek", "embeddings_model"): Effect(
+        '[codeseek]\nembeddings_url = "http://127.0.0.1:9/v1"\nembeddings_model = "e"',
+        '[codeseek]\nembeddings_url = "http://127.0.0.1:9/v1"\nembeddings_model = "f"',
+        lambda s: s.codeintel.embeddings_model),
+    ("codeseek", "embeddings_api_key_env"): Effect("", '[codeseek]\nembeddings_api_key_env = "KEY_ONE"',
+                                                   lambda s: s.codeintel.embeddings_api_key_env),
     ("skills", "enabled"): Effect("", "[skills]\nenabled = false", lambda s: s.run_settings.skills.enabled),
     ("skills", "dirs"): Effect("", '[skills]\ndirs = ["~/team/skills"]', lambda s: s.run_settings.skills.dirs),
     ("blackboard", "index_max_notes"): Effect("", "[blackboard]\nindex_max_notes = 0",  # existence: 0 = no index

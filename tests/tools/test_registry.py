@@ -22,6 +22,9 @@ EXPECTED_STATIC_TOOLS = {
     "delete_file", "rename_file", "run_bash", "agent_exit", "ask_user_for_help", "thinking", "deepthinking",
     "design", "micro_agent", "load_tool", "delegate_repo", "delegate_coding", "delegate_chat",
     "delegate_devops", "delegate_meta", "read_note", "list_notes", "read_artifact", "use_skill",
+    # answered by the built-in code server (workers/tools/code_intel.py)
+    "semantic_search", "query_code_skeleton", "query_code_snippet", "find_function_caller", "find_function_callee",
+    "query_call_graph",
 }
 
 

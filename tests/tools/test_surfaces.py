@@ -144,10 +144,21 @@ def test_load_tool_reports_hot_and_already_loaded_names_as_available(project: Pa
 
 
 def test_load_tool_only_appears_when_something_is_deferred() -> None:
-    repo = build_surface("repo")
+    # Repo without the code tools (`[codeseek] enabled = false`) has nothing deferred of its own.
+    repo = build_surface("repo", without=Effect.CODE_INDEX)
     assert "load_tool" not in repo.names() and repo.deferred_catalogue() == ""
     repo.join([_dynamic("mcp__idx__lookup", Effect.EXTERNAL)])
     assert "load_tool" in repo.names() and "mcp__idx__lookup" in repo.deferred_catalogue()
+
+
+def test_the_code_tools_leave_a_surface_that_is_built_without_code_index() -> None:
+    code_tools = {"semantic_search", "query_code_skeleton", "query_code_snippet", "find_function_caller",
+                  "find_function_callee", "query_call_graph"}
+    for agent in ("repo", "coding"):
+        assert code_tools <= set(build_surface(agent).names())
+        assert not code_tools & set(build_surface(agent, without=Effect.CODE_INDEX).names())
+    for agent in ("director", "devops", "chat", "custom"):  # the seed gives them to the explorers only
+        assert not code_tools & set(build_surface(agent).names())
 
 
 def test_restore_materialized_brings_back_loaded_tools() -> None:

@@ -11,7 +11,7 @@ import re
 from functools import cache
 from importlib import resources
 
-__all__ = ["SHARED_PASSAGES", "load_prompt", "render_prompt"]
+__all__ = ["SHARED_PASSAGES", "code_tools_passage", "load_prompt", "render_prompt"]
 
 THOUGHT_CONTRACT = """\
 # The thought block
@@ -42,6 +42,30 @@ each with a `claim` and the `where` it can be checked (file:line, the command yo
 `open_questions`, a list of texts."""
 
 SHARED_PASSAGES = {"thought_contract": THOUGHT_CONTRACT, "handoff_contract": HANDOFF_CONTRACT}
+
+# `{code_tools}`: when to use which code-intelligence tool, for a run whose surface holds them (the caller fills it
+# with `code_tools_passage`; "" when `[codeseek] enabled = false` took them away).
+_CODE_TOOLS = """\
+# Code intelligence
+- Before reading a whole file, get its outline with `query_code_skeleton` (a directory works too), then read only \
+the definition you need with `query_code_snippet`, or `read_file` with a line range.
+- When you do not know where something is done, ask `semantic_search` (ranked keyword search over functions, \
+classes and text); for exact text use `search_by_regex`.
+- Before changing a function, look up its callers with `find_function_caller` and bring along every caller the \
+change affects. `find_function_callee` and `query_call_graph` show what a function depends on{cold_note}.
+- Each answer says how it tied a call to a definition: exact, by import, or by name only. Read a by-name-only hit \
+before you rely on it.
+- While the index is still being built these tools say so instead of answering: use `search_by_regex` and \
+`read_file` meanwhile."""
+
+
+def code_tools_passage(held: set[str], cold: set[str]) -> str:
+    """The code-intelligence passage for a surface holding `held` tools (`cold` of them deferred); "" without them."""
+    if "semantic_search" not in held:
+        return ""
+    waiting = sorted(cold & {"find_function_callee", "query_call_graph"})
+    note = f" ({' and '.join(waiting)}: deferred, call `load_tool` with the name first)" if waiting else ""
+    return _CODE_TOOLS.replace("{cold_note}", note)
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 

@@ -85,7 +85,8 @@ class AgentRun:
                         f"{self.yolo.value!r}: {', '.join(self.dropped_tools)}")
                 ctx.log.warning("%s", note)
                 ctx.emit(EventType.LOG, event_data.log("warning", note))
-        self.surface: Surface = build_surface(role, yolo=self.yolo, extra_specs=extra_specs, pick=pick)
+        off = Effect.NONE if self.settings.codeintel else Effect.CODE_INDEX  # `[codeseek] enabled = false`
+        self.surface: Surface = build_surface(role, yolo=self.yolo, extra_specs=extra_specs, pick=pick, without=off)
         profile = self.surface.profile
         # External tools only for a role whose profile can hold some: no round trip for the others.
         wants_mcp = bool(Effect.EXTERNAL & profile.grant) and not Effect.EXTERNAL & profile.deny and pick is None
@@ -93,6 +94,9 @@ class AgentRun:
         self.mcp_generation = -1  # of the MCP tool list the surface holds (-1: none asked for yet)
         self.mcp_servers: list[McpServerStatus] = []  # the project's servers as the daemon last described them
         self.mcp_added: list[str] = []  # MCP tools that joined after the system prompt was written
+        # The built-in code server answers the code tools through the same channel, whatever [mcp] says.
+        holds_code_tools = any(Effect.CODE_INDEX in s.effects for s in self.surface.specs())
+        code_port = ctx.channel if holds_code_tools and isinstance(ctx.channel, McpPort) else None
         self.skills = self._open_skills()
         authorizer = ChannelAuthorizer(ctx)
         # Board scope = the task: every turn and delegation of the task reads and writes this one board.
@@ -104,6 +108,7 @@ class AgentRun:
             authorizer=authorizer,
             approved=authorizer,  # the prompts it asked are the ones approved operations name
             mcp=self._mcp,
+            code_index=code_port,
             asker=ChannelAsker(ctx),
             delegator=ctx.channel,  # the channel is the tools' Delegator port
             board=self.board,

@@ -20,7 +20,7 @@ from yagent.workers.tools.validation import CUSTOM_TARGET_PREFIX
 from .custom_agents import CustomAgentRegistry
 from .delegation_replay import ReplayStart, assess_delegation, degraded_report, finished_steps, stopped_record
 from .loop import LoopPolicy, LoopState
-from .prompts import render_prompt
+from .prompts import code_tools_passage, render_prompt
 from .runtime import AgentRun, McpRequiredMissing
 from .turn_resume import replay_interrupted_delegations
 
@@ -91,7 +91,8 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
     except McpRequiredMissing as exc:
         await run.close()
         return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC, error=str(exc))
-    prompt = system_prompt or render_prompt(spec.prompt, lang=run.lang)
+    prompt = system_prompt or render_prompt(spec.prompt, lang=run.lang, code_tools=code_tools_passage(
+        set(run.surface.names()), {s.name for s in run.surface.deferred()}))
     if run.dropped_tools:
         prompt += ("\n\n# Tools you do not have in this run\n"
                    f"Your design lists {', '.join(run.dropped_tools)}, but this run cannot offer "

@@ -18,8 +18,8 @@ from yagent.ipc.confinement import ConfinementSpec
 from ._landlock import IOCTL_DEV, READ, READ_FILE, WRITE, WRITE_FILE, Rule
 from ._landlock import load as load_landlock
 
-__all__ = ["SYSTEM_TREES", "approved_rules", "inspection_rules", "minimal", "rule_sets", "shell_rules", "warm",
-           "worker_rules"]
+__all__ = ["SYSTEM_TREES", "approved_rules", "code_server_rules", "inspection_rules", "minimal", "rule_sets",
+           "shell_rules", "warm", "worker_rules"]
 
 # Read (and execute) everywhere beneath these; /run is listed around the runtime directory instead.
 SYSTEM_TREES = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
@@ -75,6 +75,24 @@ def inspection_rules(spec: ConfinementSpec, *, task_dir_fd: int, home: str | Non
         rules += (Rule(p, READ) for p in _around(tree, hidden, real))
     # After `minimal`, which would take the descriptor's path for one /proc already covers.
     return [*minimal(rules), Rule(f"/proc/self/fd/{task_dir_fd}", READ)]
+
+
+def code_server_rules(project_root: str, index_dir: str, hidden: Iterable[str], *, home: str | None = None
+                      ) -> list[Rule]:
+    """The domain of the built-in code server: it reads the system and Python trees and the project, each around
+    `hidden` (the state home, the runtime dir, `deny_read`), and writes only its index directory (which lies in the
+    state home: granted by name, nothing else of the home). It reads nothing else of the user's home."""
+    hidden_real = [os.path.realpath(p) for p in hidden]
+    user_home = os.path.normpath(home if home is not None else os.path.expanduser("~"))
+    rules: list[Rule] = [Rule("/dev", READ), *(Rule(p, READ_FILE | WRITE_FILE) for p in ("/dev/null", "/dev/zero"))]
+    for tree, real in _static_trees(user_home):
+        rules += (Rule(p, READ) for p in _around(tree, hidden_real, real))
+    project_real = os.path.realpath(project_root)
+    # Listed around what it hides, the project becomes its entries; a rule on a link grants the link's target, so a
+    # link out of the project (to ~/.ssh) is left out: the server reads only what lies in the project.
+    rules += (Rule(p, READ) for p in _around(project_root, hidden_real, project_real)
+              if not os.path.islink(p) or _inside(os.path.realpath(p), project_real))
+    return [*minimal(rules), Rule(index_dir, _READ_WRITE)]
 
 
 def _existing_parent(path: str) -> str:

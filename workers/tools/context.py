@@ -142,6 +142,7 @@ class ToolContext:
     board: Board | None = None  # the task's notes and artifacts; None = no board (tools say so)
     skills: SkillShelfPort | None = None  # the user's skills (use_skill); None = none in this run (it says so)
     mcp: McpPort | None = None  # the project's MCP servers, through the daemon; None = no external tools
+    code_index: McpPort | None = None  # the built-in code server, through the daemon; None = no code tools
     emit: EventEmitter = _no_event
     heartbeat: Heartbeat = _no_heartbeat
     scratch_dir: Path | None = None  # default: a per-run directory under the system temp dir

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,18 +26,32 @@ class _Pattern:
 # ripgrep's ignore files, strongest first: a match in `.rgignore` (at any level) decides before `.ignore`,
 # and `.ignore` before `.gitignore`; within one kind the deepest, last matching pattern wins.
 IGNORE_FILES = (".rgignore", ".ignore", ".gitignore")
+# An ignore file larger than this is read only this far (it is the project's file: a FIFO, a device or a huge file
+# named .gitignore must cost a walk nothing).
+MAX_IGNORE_FILE_BYTES = 1024 * 1024
 
 
 class IgnoreRules:
     """Evaluates `.rgignore`, `.ignore` and `.gitignore` files from the walk root down, as ripgrep does."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, extra: Iterable[str] = ()):
         self.root = root
-        self._cache: dict[tuple[Path, str], list[_Pattern]] = {}
+        # By the directory's path relative to the root ("" for the root) and the file's name: strings, not Paths,
+        # since a walk asks this for every entry.
+        self._cache: dict[tuple[str, str], list[_Pattern]] = {}
+        # Patterns the configuration adds (`[codeseek] exclude`): read as if from the root, deciding first.
+        self._extra = parse_patterns(extra)
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
-        """True when the ignore files between the root and `path` exclude it."""
-        parts = path.relative_to(self.root).parts
+        """True when the ignore files between the root and `path` (and the extra patterns) exclude it."""
+        return self.ignored_parts(path.relative_to(self.root).parts, is_dir)
+
+    def ignored_parts(self, parts: tuple[str, ...], is_dir: bool) -> bool:
+        """`ignored` for the path of `parts` (its names from the root down)."""
+        if self._extra:
+            verdict = _match(self._extra, parts, is_dir)
+            if verdict is not None:
+                return verdict
         for kind in IGNORE_FILES:
             verdict = self._verdict(kind, parts, is_dir)
             if verdict is not None:
@@ -45,23 +60,25 @@ class IgnoreRules:
 
     def _verdict(self, kind: str, parts: tuple[str, ...], is_dir: bool) -> bool | None:
         verdict = None
-        base = self.root
         for depth in range(len(parts)):
+            patterns = self._patterns("/".join(parts[:depth]), kind)
+            if not patterns:
+                continue
             rel = "/".join(parts[depth:])
-            for pat in self._patterns(base, kind):
+            for pat in patterns:
                 if pat.dir_only and not is_dir:
                     continue
                 subject = rel if pat.anchored else parts[-1]
                 if pat.regex.fullmatch(subject):
                     verdict = not pat.negate
-            base = base / parts[depth]
         return verdict
 
-    def _patterns(self, directory: Path, kind: str) -> list[_Pattern]:
+    def _patterns(self, directory: str, kind: str) -> list[_Pattern]:
         key = (directory, kind)
-        if key not in self._cache:
-            self._cache[key] = _load(directory / kind)
-        return self._cache[key]
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = _load(self.root / directory / kind)
+        return found
 
 
 def walk_files(start: Path, ignore_root: Path, *, max_file_bytes: int | None = None) -> Iterator[Path]:
@@ -103,11 +120,35 @@ def _walk(directory: Path, rules: IgnoreRules, max_file_bytes: int | None) -> It
             yield Path(entry.path)
 
 
+def _match(patterns: list[_Pattern], parts: tuple[str, ...], is_dir: bool) -> bool | None:
+    verdict = None
+    rel = "/".join(parts)
+    for pat in patterns:
+        if pat.dir_only and not is_dir:
+            continue
+        if pat.regex.fullmatch(rel if pat.anchored else parts[-1]):
+            verdict = not pat.negate
+    return verdict
+
+
 def _load(path: Path) -> list[_Pattern]:
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    try:  # a regular file only, never waiting on a FIFO, and only its first MAX_IGNORE_FILE_BYTES
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError:
         return []
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return []
+        data = os.read(fd, MAX_IGNORE_FILE_BYTES)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    return parse_patterns(data.decode("utf-8", "replace").splitlines())
+
+
+def parse_patterns(lines: Iterable[str]) -> list[_Pattern]:
+    """Patterns in .gitignore syntax, one a line (comments and blank lines skipped)."""
     patterns = []
     for raw in lines:
         line = raw.rstrip()

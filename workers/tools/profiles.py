@@ -44,9 +44,10 @@ PROFILES: Mapping[str, Profile] = {
         Profile(
             "coding",
             grant=Effect.FS_READ | Effect.FS_WRITE | Effect.SHELL | Effect.REFLECT | Effect.LLM | Effect.DRAFT
-            | Effect.INTERACT | Effect.CONTROL | Effect.EXTERNAL,
+            | Effect.INTERACT | Effect.CONTROL | Effect.EXTERNAL | Effect.CODE_INDEX,
         ),
-        Profile("repo", grant=_READ_ANALYSE | Effect.DELEGATE, deny=Effect.FS_WRITE | Effect.SHELL),
+        # The code-intelligence tools are the explorers' (seed 003 §4): Repo and Coding, not the Director.
+        Profile("repo", grant=_READ_ANALYSE | Effect.DELEGATE | Effect.CODE_INDEX, deny=Effect.FS_WRITE | Effect.SHELL),
         Profile(
             "chat",
             grant=Effect.REFLECT | Effect.LLM | Effect.INTERACT | Effect.CONTROL,

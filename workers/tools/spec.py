@@ -33,6 +33,7 @@ class Effect(enum.Flag):
     DRAFT = enum.auto()  # drafts work product (design, code) for an agent that will apply it
     CONTROL = enum.auto()  # steers the run itself: finish it, load a deferred tool
     EXTERNAL = enum.auto()  # calls a third-party tool server (MCP); only dynamic specs carry it
+    CODE_INDEX = enum.auto()  # asks the project's code index (the built-in code server, through the daemon)
 
     def names(self) -> list[str]:
         """The member names set in this flag, in declaration order."""

@@ -155,16 +155,18 @@ def build_surface(
     extra_specs: Iterable[ToolSpec] = (),
     pick: Iterable[str] | None = None,
     registry: Registry = REGISTRY,
+    without: Effect = Effect.NONE,
 ) -> Surface:
     """The surface for `agent`, from its profile over the static registry plus dynamic extras.
 
     `pick` narrows a palette profile (`custom`) to the tools the Meta agent chose; control tools such as
-    `agent_exit` always stay.
+    `agent_exit` always stay. `without` leaves out the static tools carrying any of these effects: a capability
+    turned off for this run (`[codeseek] enabled = false` takes CODE_INDEX away).
     """
     profile = PROFILES.get(agent)
     if profile is None:
         raise SurfaceError(f"no capability profile for agent {agent!r}; known agents: {sorted(PROFILES)}")
-    static = [s for s in registry.specs() if profile.admits(s) and _allowed_at(s, yolo)]
+    static = [s for s in registry.specs() if profile.admits(s) and _allowed_at(s, yolo) and not s.effects & without]
     if pick is not None:
         static = _narrow(profile, static, list(pick))
     surface = Surface(profile, static, yolo=yolo)
