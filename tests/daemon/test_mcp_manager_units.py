@@ -116,10 +116,13 @@ def test_two_projects_get_two_instances_and_an_idle_project_stops_after_its_ttl(
             pids = {key: s.pid for key, s in manager.servers.items()}
             assert len(set(pids.values())) == 2
             assert {(r.project_id, r.pid) for r in registry.mcp_leftovers()} == {(k[0], p) for k, p in pids.items()}
+            idle_server = manager.servers[("p1", "tb")]
+            (life,) = [task for task, server in manager._alive.items() if server is idle_server]
             manager.project_idle("p1")
             await _gone(pids[("p1", "tb")], "the idle project's server")
+            async with asyncio.timeout(15):  # the signal: the server's life in the manager has ended
+                await asyncio.wait({life})
             assert ("p1", "tb") not in manager.servers and _alive(pids[("p2", "tb")])
-            await asyncio.sleep(0)
             assert {r.project_id for r in registry.mcp_leftovers()} == {"p2"}  # its record went with it
             settings[0] = dataclasses.replace(settings[0], servers=(_toolbox("tb", tmp_path / "s", enabled=False),))
             manager.project_in_use("p2", str(tmp_path / "two"))
