@@ -176,3 +176,15 @@ def test_a_tool_that_may_write_is_withheld_without_allow_write_and_asks_authoris
     director_system = fake.requests_for("director")[0].body["messages"][0]["content"]
     assert "mcp__tb__write_note" not in director_system and "mcp__tb__write_note" not in director_tools
     assert "mcp__tb__write_note" in fake.requests_for("coding")[0].body["messages"][0]["content"]
+
+
+def test_a_required_server_that_never_comes_up_fails_the_turn_naming_it_and_no_model_is_asked(
+        fake, make_agent_daemon, project: Path, tmp_path: Path) -> None:
+    daemon = make_agent_daemon(toolbox_table("stuck", tmp_path / "stuck", mode="never-init",
+                                             extra='required = true\nstartup_timeout = "2s"'))
+    _exit_only(fake)
+    _, events = run_turn(daemon, project, "Hi.")
+    finished = of_type(events, EventType.RUN_FINISHED)[-1].data
+    assert finished["status"] == "failed" and "stuck" in finished["error"], finished
+    assert of_type(events, EventType.TURN_FINISHED)[-1].data["status"] == "failed"
+    assert fake.requests_for("director") == []  # the run ends before its first model call

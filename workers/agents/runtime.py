@@ -222,7 +222,7 @@ class AgentRun:
             reply = await self._mcp.list_mcp_tools(list(wait_for or []))
         except RemoteError as exc:
             if exc.code == ErrorCode.MCP_UNAVAILABLE:
-                raise McpRequiredMissing(exc.message) from None
+                raise McpRequiredMissing(str(exc)) from None
             self._mcp_problem(f"cannot list the project's MCP tools ({exc}); going on without them")
             return
         except Exception as exc:  # the daemon gone, the channel broken: the run notices at its next step
