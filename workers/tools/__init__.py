@@ -5,7 +5,18 @@ and the batch executor. See README.md in this folder for the boundary and the in
 from __future__ import annotations
 
 # Importing the tool families fills the static registry; sealing validates it and makes it read-only.
-from . import board_read, cognitive, delegation, file_read, file_write, flow, search, shell, skill_use  # noqa: F401
+from . import (  # noqa: F401
+    board_read,
+    cognitive,
+    delegation,
+    file_read,
+    file_write,
+    flow,
+    search,
+    shell,
+    skill_use,
+    subagent_tools,
+)
 from .authorization import (
     ApprovalStore,
     AuthDecision,

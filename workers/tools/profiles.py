@@ -37,7 +37,7 @@ PROFILES: Mapping[str, Profile] = {
     for p in (
         Profile(
             "director",
-            grant=_READ_ANALYSE | Effect.DELEGATE | Effect.INTERACT,
+            grant=_READ_ANALYSE | Effect.DELEGATE | Effect.INTERACT | Effect.ORCHESTRATE,
             deny=Effect.FS_WRITE | Effect.SHELL,
             parallel_delegations=True,
         ),
