@@ -404,8 +404,9 @@ class RunSupervisor:
         child.admit()
 
     def _refuse_delegation(self, msg: DelegateRequest) -> tuple[ErrorCode, str] | None:
-        if not msg.agent or not msg.task.strip():
-            return ErrorCode.BAD_REQUEST, "delegate needs an agent name and a non-empty task"
+        if not (msg.agent or msg.subagent) or not msg.task.strip():
+            return (ErrorCode.BAD_REQUEST,
+                    "delegate needs an agent name (or a sub-agent to follow up) and a non-empty task")
         if self.spec.depth + 1 > MAX_DELEGATION_DEPTH:
             return (ErrorCode.TOO_DEEP,
                     f"delegation depth would exceed {MAX_DELEGATION_DEPTH}; do the work here instead")

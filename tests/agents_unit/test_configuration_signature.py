@@ -55,7 +55,7 @@ def test_the_signature_is_a_pure_function_of_its_input() -> None:
                                   tools=tool_entries([EXIT, READ], []), profile=BASE.profile,
                                   switches=dict(reversed(list(BASE.switches.items()))))
     assert configuration_signature(again) == first == configuration_signature(BASE)
-    assert BASE == before
+    assert before == BASE
     assert len(first) == 32 and int(first, 16) >= 0
 
 

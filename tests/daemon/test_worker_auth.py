@@ -45,9 +45,9 @@ from yagent.ipc.messages import (
     ResultAck,
     RunOutcome,
     RunResult,
-    SubagentsRequest,
     StartRun,
     StatusRequest,
+    SubagentsRequest,
     WorkerHello,
 )
 from yagent.ipc.records import Message, decode, encode

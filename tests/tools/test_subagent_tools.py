@@ -82,7 +82,7 @@ def _ctx(project: Path, tmp_path: Path, port: ScriptedSubagents, *, delegated: b
 
 
 def test_tools_reserved_to_the_root_are_on_no_delegated_surface_whatever_its_profile() -> None:
-    assert ROOT_ONLY <= set(build_surface("director").names())
+    assert set(build_surface("director").names()) >= ROOT_ONLY
     assert all(REGISTRY.get(name).root_only for name in ROOT_ONLY)
     for agent in PROFILES:  # the surface line: the Director's own profile, built for a delegated run, too
         assert not ROOT_ONLY & set(build_surface(agent, delegated=True).names()), agent
