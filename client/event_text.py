@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from yagent.ipc.daemon_events import (
+    BackgroundWork,
     LlmSlotWait,
     RunFinished,
     RunStarted,
@@ -93,7 +94,7 @@ class TextPrinter:
             EventType.USER_HELP_NEEDED: self._question, EventType.USER_HELP_RESPONSE: self._answered,
             EventType.TASK_PAUSED: self._paused, EventType.TASK_RESUMED: self._resumed,
             EventType.CONVERSATION_ERROR: self._conversation_error, EventType.LOG: self._log,
-            EventType.LLM_SLOT_WAIT: self._slot_wait,
+            EventType.LLM_SLOT_WAIT: self._slot_wait, EventType.BACKGROUND_WORK: self._background_work,
             **{t: self._compressed for t in _COMPRESSED},
         }
 
@@ -332,6 +333,15 @@ class TextPrinter:
         level = str(ev.data.get("level", "")).lower()
         if self.verbose and level in ("warning", "warn", "error"):
             self._line(f"  ! {ev.agent}: {one_line(str(ev.data.get('message', '')), 200)}")
+
+    def _background_work(self, ev: Event) -> None:
+        work = stamped_data(ev, BackgroundWork)
+        if work.running:
+            names = ", ".join(f"{i.agent} {i.subagent}" for i in work.running)
+            self._line(f"⧗ working on in the background: {names} — `yagent ps` shows it, the next turn gets the "
+                       f"results, `yagent cancel {ev.task}` stops it")
+        else:
+            self._line(f"⧗ background work ended; task {ev.task} is {work.state}")
 
     def _slot_wait(self, ev: Event) -> None:
         wait = stamped_data(ev, LlmSlotWait)
