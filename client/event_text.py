@@ -16,6 +16,7 @@ from yagent.ipc.daemon_events import (
     TurnStarted,
     UserHelpResponse,
 )
+from yagent.ipc.event_data import WorkflowDecision
 from yagent.ipc.messages import Event, Question
 from yagent.ipc.vocabulary import EventType, RunStatus
 
@@ -95,6 +96,7 @@ class TextPrinter:
             EventType.TASK_PAUSED: self._paused, EventType.TASK_RESUMED: self._resumed,
             EventType.CONVERSATION_ERROR: self._conversation_error, EventType.LOG: self._log,
             EventType.LLM_SLOT_WAIT: self._slot_wait, EventType.BACKGROUND_WORK: self._background_work,
+            EventType.WORKFLOW_DECISION: self._workflow_decision,
             **{t: self._compressed for t in _COMPRESSED},
         }
 
@@ -342,6 +344,18 @@ class TextPrinter:
                        f"results, `yagent cancel {ev.task}` stops it")
         else:
             self._line(f"⧗ background work ended; task {ev.task} is {work.state}")
+
+    def _workflow_decision(self, ev: Event) -> None:
+        decision = WorkflowDecision.read(ev.data)
+        if decision is None:
+            return
+        if decision.error:
+            self._line(f"◆ {decision.workflow} stopped: {decision.error}")
+        elif decision.agent:
+            self._line(f"◆ {decision.workflow} {decision.step}: {decision.agent} — {one_line(decision.task, 160)} "
+                       f"({decision.reason})")
+        else:
+            self._line(f"◆ {decision.workflow} {decision.step}: no step — {decision.situation} → {decision.action}")
 
     def _slot_wait(self, ev: Event) -> None:
         wait = stamped_data(ev, LlmSlotWait)

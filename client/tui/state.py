@@ -23,6 +23,7 @@ from yagent.ipc.daemon_events import (
     TurnStarted,
     UserHelpResponse,
 )
+from yagent.ipc.event_data import WorkflowDecision
 from yagent.ipc.messages import Event, Question, TaskSummary
 from yagent.ipc.vocabulary import EventType, RunStatus, StopReason, TaskState
 
@@ -629,6 +630,17 @@ class TaskView:
         else:
             self.note("⧗ the background work has ended; the next turn gets its results")
 
+    def _on_workflow_decision(self, ev: Event) -> None:
+        d = WorkflowDecision.read(ev.data)
+        if d is None:
+            return
+        if d.error:
+            self.note(f"◆ {d.workflow} stopped: {d.error}", error=True)
+        elif d.agent:
+            self.note(f"◆ {d.workflow} {d.step}: {d.agent} — {d.task} ({d.reason})")
+        else:
+            self.note(f"◆ {d.workflow} {d.step}: no step — {d.situation} → {d.action}")
+
     def _on_paused(self, ev: Event) -> None:
         self.paused = True
         if self.turn_running:
@@ -653,6 +665,7 @@ _HANDLERS = {
     EventType.TURN_STARTED.value: TaskView._on_turn_started,
     EventType.TURN_FINISHED.value: TaskView._on_turn_finished,
     EventType.BACKGROUND_WORK.value: TaskView._on_background_work,
+    EventType.WORKFLOW_DECISION.value: TaskView._on_workflow_decision,
     EventType.RUN_QUEUED.value: TaskView._on_run_queued,
     EventType.RUN_STARTED.value: TaskView._on_run_started,
     EventType.RUN_FINISHED.value: TaskView._on_run_finished,

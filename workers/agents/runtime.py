@@ -70,9 +70,10 @@ class AgentRun:
     """One run's assembled parts. `role` picks the profile, prompt and engine configuration."""
 
     def __init__(self, ctx: RunContext, role: str, *, extra_specs: Iterable[ToolSpec] = (),
-                 pick: Iterable[str] | None = None) -> None:
+                 pick: Iterable[str] | None = None, model_role: str = "") -> None:
         self.ctx = ctx
         self.role = role
+        self.model_role = model_role or role  # `[global.llm.agents] <model_role>` picks its provider
         self.settings = ctx.settings
         self.lang = self.settings.lang
         self.yolo = YoloLevel(ctx.spec.yolo) if ctx.spec.yolo in {y.value for y in YoloLevel} else YoloLevel.NONE
@@ -80,7 +81,7 @@ class AgentRun:
         # One factory per run: the agent's engine and its tools' engines share connections and the lease gate.
         self._llm_config = self.settings.llm
         self._factory = EngineFactory(self._llm_config, gate=ctx.channel)
-        self.engine: RoutingEngine = build_engine(self._llm_config, agent=role, gate=ctx.channel,
+        self.engine: RoutingEngine = build_engine(self._llm_config, agent=self.model_role, gate=ctx.channel,
                                                   override=override, factory=self._factory)
         self._tool_engines: dict[str, Engine] = {}
         # Tools a design picked that this run may not hold (ask_user_for_help under --full-yolo, a tool
@@ -330,7 +331,7 @@ class AgentRun:
     def _engine_for_tool(self, tool: str) -> Engine:
         engine = self._tool_engines.get(tool)
         if engine is None:
-            engine = build_engine(self._llm_config, agent=self.role, tool=tool, gate=self.ctx.channel,
+            engine = build_engine(self._llm_config, agent=self.model_role, tool=tool, gate=self.ctx.channel,
                                   factory=self._factory)
             self._tool_engines[tool] = engine
         return engine

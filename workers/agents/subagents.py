@@ -53,6 +53,7 @@ class AgentSpec:
     reminder: str | None
     reminder_limit: int
     stop_on_exit: bool = True
+    model_role: str = ""  # the role its model is configured under ("" : `role`); a workflow node's own name
 
 
 AGENT_SPECS: dict[str, AgentSpec] = {
@@ -85,7 +86,7 @@ def task_text(ctx: RunContext) -> str:
 async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str | None = None,
                        pick: list[str] | None = None) -> RunOutcome:
     try:
-        run = AgentRun(ctx, spec.role, pick=pick)
+        run = AgentRun(ctx, spec.role, pick=pick, model_role=spec.model_role)
     except ProviderConfigError as exc:
         return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
                             error=f"no usable LLM provider for {ctx.spec.agent}: {exc} — run `yagent setup`")

@@ -59,6 +59,20 @@ PROFILES: Mapping[str, Profile] = {
         ),
         # Meta answers with one JSON document from a single LLM call; it holds no tools at all.
         Profile("meta", grant=Effect.NONE),
+        # A workflow's role node (`node:<workflow>:<role>`): it reads and writes the project's files (the book,
+        # the workflow's facts) and nothing else — no commands, no delegation, nobody to ask (it runs unattended).
+        Profile(
+            "node",
+            grant=Effect.FS_READ | Effect.FS_WRITE | Effect.LLM | Effect.REFLECT | Effect.DRAFT | Effect.CONTROL,
+            deny=Effect.SHELL | Effect.DELEGATE | Effect.INTERACT | Effect.EXTERNAL | Effect.ORCHESTRATE,
+        ),
+        # A workflow's engine holds no model and calls no tool: this is what its process may touch — the project,
+        # where the workflow keeps its facts.
+        Profile(
+            "workflow",
+            grant=Effect.FS_READ | Effect.FS_WRITE | Effect.CONTROL,
+            deny=Effect.SHELL | Effect.DELEGATE | Effect.INTERACT | Effect.EXTERNAL | Effect.ORCHESTRATE | Effect.LLM,
+        ),
         # Custom agents designed by Meta pick from this palette; it never exceeds what the Director holds
         # and never includes third-party (MCP) tools.
         Profile(
