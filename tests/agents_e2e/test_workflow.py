@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.daemon_harness import arun
-from tests.fake_provider import Step, ToolCallSpec
+from tests.fake_provider import Failure, Step, ToolCallSpec
 from yagent.ipc import EventStream
 from yagent.ipc.messages import Event, Replay, ReplayReply
-from yagent.ipc.vocabulary import EventType, TaskState
+from yagent.ipc.vocabulary import EventType, RunStatus, TaskState
 from yagent.ipc.workflows import workflow_dir
 
 pytestmark = pytest.mark.e2e
@@ -129,3 +129,42 @@ def test_a_damaged_fact_file_stops_the_workflow_naming_it_and_the_same_task_goes
     assert arun(turns(), 30) == [1, 2]
     assert fake.requests == []  # nothing needed a model: the facts said the book was complete
 
+
+
+def test_a_workflow_is_a_task_cancel_stops_its_step_and_continue_goes_on_from_its_facts(
+        fake, agent_daemon, project: Path) -> None:
+    facts = workflow_dir(project, "fiction")
+    (facts / "foundation").mkdir(parents=True)
+    (facts / "progress.toml").write_text('phase = "writing"\nflow = "writing"\ncompleted = []\n')
+    (facts / "planning.toml").write_text('tier = "short"\n')
+    for name in ("premise.md", "characters.md", "world.md"):
+        (facts / "foundation" / name).write_text("x\n")
+    (facts / "foundation" / "outline.md").write_text("1. One\n2. Two\n")
+    fake.script("writer", ROLE.format("writer"), [
+        Step(text="Chapter one begins", failure=Failure.stall(after_chunks=1)),  # in flight at the cancel
+        _node("Wrote chapter 1.", ("chapters/0001.md", "# Chapter 1\n")),
+        _node("Wrote chapter 2.", ("chapters/0002.md", "# Chapter 2\n"))])
+    fake.script("architect_short", ROLE.format("short-form architect"), [
+        _node("Complete.", (f"{FACTS}/complete.md", "The end.\n"))])
+    started = agent_daemon.cli("workflow", "run", "fiction", "--project", str(project), "--detach", "--json")
+    task = json.loads(started.stdout)["task"]
+    fake.wait_for_requests(1, timeout=60, identity="writer")
+    assert agent_daemon.cli("cancel", task).returncode == 0
+    fake.wait_for_disconnect(timeout=30)  # the node's model call was hung up on with the task
+
+    def finished(turn: int) -> dict:
+        async def go() -> dict:
+            async with agent_daemon.client() as c, EventStream(c, task) as stream:
+                async for ev in stream.events():
+                    if ev.type == EventType.TURN_FINISHED and ev.data["turn"] == turn:
+                        return ev.data
+            return {}
+
+        return arun(go(), 60)
+
+    assert finished(1)["status"] == RunStatus.CANCELLED
+    assert agent_daemon.cli("continue", task).returncode == 0
+    ended = finished(2)
+    assert ended["status"] == RunStatus.DONE and "complete" in ended["output"]
+    assert (project / "chapters/0002.md").exists() and not (project / "chapters/0003.md").exists()
+    fake.assert_no_problems()
