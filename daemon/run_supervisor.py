@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from yagent.ipc import event_data
@@ -99,6 +99,9 @@ class RunOwner(BudgetGate, Protocol):
 
     @property
     def subagents(self) -> SubagentBook: ...
+
+    @property
+    def runs(self) -> Mapping[str, RunSupervisor]: ...  # the task's runs not yet gone, by id
 
     def delegate(self, parent: RunSupervisor, msg: DelegateRequest) -> RunSupervisor | tuple[ErrorCode, str]: ...
 
@@ -432,10 +435,16 @@ class RunSupervisor:
     @_handles(SubagentsRequest)
     def _on_subagents(self, msg: SubagentsRequest) -> None:
         try:
-            self.turn.subagents.ask(self, msg)
+            self.turn.subagents.ask(self, msg, stop=self._stop_child)
         except sqlite3.DatabaseError as exc:
             self.send(ErrorReply(id=msg.id, code=ErrorCode.REGISTRY_UNAVAILABLE,
                                  message=f"yagentd cannot read its task registry ({exc}); ask again later"))
+
+    def _stop_child(self, run_id: str) -> None:
+        """Stop a sub-agent's run its agent asked to cancel; a run that has gone needs nothing (that is success)."""
+        run = self.turn.runs.get(run_id)
+        if run is not None and not run.ended:
+            run.stop(StopReason.CANCELLED, f"cancelled by {self.agent} ({self.id})")
 
     @_handles(AskUser)
     def _on_ask_user(self, msg: AskUser) -> None:

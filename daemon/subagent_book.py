@@ -264,14 +264,17 @@ class SubagentBook:
 
     # -- what a run asks: status and waits --------------------------------------------------------------
 
-    def ask(self, run: WaitingRun, msg: SubagentsRequest) -> None:
-        """Answer `msg` now, or once none of the sub-agents it waits for is working (or at its deadline)."""
+    def ask(self, run: WaitingRun, msg: SubagentsRequest, stop: Callable[[str], None] | None = None) -> None:
+        """Answer `msg` now, or once none of the sub-agents it waits for is working (or at its deadline); with
+        `cancel`, `stop(run_id)` stops the newest run of each named one that works first."""
         refusal = self._refuse(run, msg)
         if refusal is not None:
             code, why = refusal
             run.send(ErrorReply(id=msg.id, code=code, message=why))
             return
         ids = msg.subagents or [r.id for r in self.owned_by(run.subagent)]
+        if msg.cancel:
+            self._cancel(ids, stop)
         if not msg.wait:
             run.send(SubagentsReply(id=msg.id, subagents=self._infos(ids, delivered=True)))
             return
@@ -288,6 +291,19 @@ class SubagentBook:
         self._waits.append(wait)
         run.wait_began("subagents")
 
+    def _cancel(self, ids: list[str], stop: Callable[[str], None] | None) -> None:
+        """Stop each named sub-agent that works; one that has ended is left as it is (that is success), and a stop
+        that fails is logged without keeping the others from being stopped."""
+        for subagent in ids:
+            row = self.rows.get(subagent)
+            if row is None or row.state != SubagentState.WORKING or stop is None:
+                continue
+            try:
+                stop(row.last_run)
+            except Exception:
+                log.exception("stopping sub-agent %s (run %s) of task %s failed", subagent, row.last_run,
+                              self.task_id)
+
     def _refuse(self, run: WaitingRun, msg: SubagentsRequest) -> tuple[ErrorCode, str] | None:
         if len(msg.subagents) > MAX_SUBAGENTS_PER_TASK:
             return ErrorCode.TOO_MANY, f"name at most {MAX_SUBAGENTS_PER_TASK} sub-agents at once"
@@ -295,6 +311,8 @@ class SubagentBook:
             row = self.rows.get(subagent)
             if row is None or row.owner != run.subagent:
                 return ErrorCode.UNKNOWN_SUBAGENT, _unknown(subagent)
+        if msg.cancel and msg.wait:
+            return ErrorCode.BAD_REQUEST, "cancel, then wait, in two requests"
         if msg.wait:
             if not math.isfinite(msg.timeout) or msg.timeout < 0:
                 return (ErrorCode.BAD_REQUEST, f"a wait's timeout must be a finite number of seconds, 0 or more "

@@ -624,12 +624,14 @@ class SubagentInfo(Record):
 class SubagentsRequest(Message):
     """The asking agent's sub-agents (`subagents` empty: all of them). With `wait`, answered once none of those
     named (empty: those working in the background) is working, or at `timeout` seconds (0: none of its own;
-    finite and at most `MAX_WAIT_SECONDS`)."""
+    finite and at most `MAX_WAIT_SECONDS`). With `cancel`, those named that work are stopped first (one that has
+    ended already is no failure); answered at once."""
 
     id: int
     subagents: list[str] = field(default_factory=list)
     wait: bool = False
     timeout: float = 0.0
+    cancel: bool = False
 
 
 @message("subagents_reply")

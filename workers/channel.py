@@ -329,11 +329,13 @@ class DaemonChannel:
         assert isinstance(reply, DelegateAccepted)
         return reply
 
-    async def subagents(self, subagents: list[str], *, wait: bool = False, timeout: float = 0.0) -> SubagentsReply:
+    async def subagents(self, subagents: list[str], *, wait: bool = False, timeout: float = 0.0,
+                        cancel: bool = False) -> SubagentsReply:
         """This run's agent's sub-agents as the daemon has them; with `wait`, once none of them is working (or
-        at `timeout`). The daemon answers when that is so: nothing here polls."""
-        reply = await self._request(SubagentsRequest(id=0, subagents=list(subagents), wait=wait, timeout=timeout),
-                                    SubagentsReply)
+        at `timeout`); with `cancel`, after stopping those that work. The daemon answers when that is so: nothing
+        here polls."""
+        reply = await self._request(SubagentsRequest(id=0, subagents=list(subagents), wait=wait, timeout=timeout,
+                                                     cancel=cancel), SubagentsReply)
         assert isinstance(reply, SubagentsReply)
         return reply
 

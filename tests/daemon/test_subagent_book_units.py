@@ -255,3 +255,31 @@ def test_a_root_turn_is_handed_each_unread_background_result_once(registry: Regi
     assert [i["subagent"] for i in handed["finished"]] == [done.id]
     assert [i["subagent"] for i in handed["running"]] == [working.id]
     assert book.background_option()["finished"] == []  # not handed twice
+
+
+def test_cancelling_sub_agents_stops_those_that_work_a_gone_one_is_success_and_one_failed_stop_spares_the_rest(
+        registry: Registry) -> None:
+    book, root = _book(registry), FakeRun("r-root")
+    rows = [_start(book, root, _delegate(background=TurnEndChoice.KEEP), f"r{i}").row for i in range(3)]
+    book.ended("r1", _done("r1"))  # this one has ended: cancelling it asks nothing of anybody
+    stopped: list[str] = []
+
+    def stop(run_id: str) -> None:
+        stopped.append(run_id)
+        if run_id == "r0":
+            raise RuntimeError("the process table is full")
+
+    ids = [r.id for r in rows]
+    book.ask(root, SubagentsRequest(id=5, subagents=ids, cancel=True), stop=stop)
+    assert stopped == ["r0", "r2"]  # the failure on r0 did not keep r2 from being stopped
+    reply = root.sent[-1]
+    assert isinstance(reply, SubagentsReply) and [i.subagent for i in reply.subagents] == ids
+    assert [i.state for i in reply.subagents] == [SubagentState.WORKING, SubagentState.IDLE, SubagentState.WORKING]
+    book.ended("r0", RunOutcome(status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, run="r0"))
+    book.ended("r2", RunOutcome(status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, run="r2"))
+    stopped.clear()
+    book.ask(root, SubagentsRequest(id=6, subagents=ids, cancel=True), stop=stop)  # again: all gone, all fine
+    assert stopped == [] and isinstance(root.sent[-1], SubagentsReply)
+    forged = book.ask(root, SubagentsRequest(id=7, subagents=["a-not-mine"], cancel=True), stop=stop)
+    assert forged is None and isinstance(root.sent[-1], ErrorReply) and stopped == []
+    assert root.sent[-1].code == ErrorCode.UNKNOWN_SUBAGENT

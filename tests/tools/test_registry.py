@@ -22,7 +22,7 @@ EXPECTED_STATIC_TOOLS = {
     "delete_file", "rename_file", "run_bash", "agent_exit", "ask_user_for_help", "thinking", "deepthinking",
     "design", "micro_agent", "load_tool", "delegate_repo", "delegate_coding", "delegate_chat",
     "delegate_devops", "delegate_meta", "read_note", "list_notes", "read_artifact", "use_skill",
-    "spawn_agent", "send_followup", "wait_agents", "agent_status",
+    "spawn_agent", "send_followup", "wait_agents", "agent_status", "cancel_agents",
 }
 
 

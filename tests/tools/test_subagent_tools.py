@@ -29,7 +29,7 @@ from yagent.workers.tools import (
     invoke_tool,
 )
 
-ROOT_ONLY = {"spawn_agent", "send_followup", "wait_agents", "agent_status"}
+ROOT_ONLY = {"spawn_agent", "send_followup", "wait_agents", "agent_status", "cancel_agents"}
 
 
 @dataclass
@@ -58,8 +58,9 @@ class ScriptedSubagents:
         self.started["a1"] = choice
         return "r1", subagent or "a1"
 
-    async def ask(self, subagents: list[str], *, wait: bool = False, timeout: float = 0.0) -> SubagentsReply:
-        self.calls.append(("ask", {"subagents": subagents, "wait": wait, "timeout": timeout}))
+    async def ask(self, subagents: list[str], *, wait: bool = False, timeout: float = 0.0,
+                  cancel: bool = False) -> SubagentsReply:
+        self.calls.append(("ask", {"subagents": subagents, "wait": wait, "timeout": timeout, "cancel": cancel}))
         if self.refusal is not None:
             raise self.refusal
         return self.reply
@@ -98,14 +99,16 @@ def test_the_dispatcher_refuses_a_reserved_tool_in_a_delegated_run_even_when_its
     surface = Surface(PROFILES["director"], [REGISTRY.get(name) for name in sorted(ROOT_ONLY)])
     port = ScriptedSubagents()
     for name, args in (("agent_status", {}), ("wait_agents", {}), ("spawn_agent", {"agent": "repo", "task": "x"}),
-                       ("send_followup", {"agent_id": "a1", "message": "more"})):
+                       ("send_followup", {"agent_id": "a1", "message": "more"}),
+                       ("cancel_agents", {"agent_ids": ["a1"]})):
         result = _call(surface, _ctx(project, tmp_path, port, delegated=True), name, args)
         assert result.is_error and "reserved to the agent that talks to the user" in result.content, name
         assert "Nothing was executed" in result.content
     assert port.calls == []
     # The control arm: the same call in a root run reaches the port.
     result = _call(surface, _ctx(project, tmp_path, port), "agent_status", {})
-    assert not result.is_error and port.calls == [("ask", {"subagents": [], "wait": False, "timeout": 0.0})]
+    assert not result.is_error
+    assert port.calls == [("ask", {"subagents": [], "wait": False, "timeout": 0.0, "cancel": False})]
 
 
 def test_spawn_agent_starts_only_an_agent_the_run_can_delegate_to_and_says_how_to_collect_it(
@@ -151,7 +154,7 @@ def test_wait_agents_caps_a_huge_deadline_and_reads_each_result_once(project: Pa
     surface = build_surface("director")
     ctx = _ctx(project, tmp_path, port)
     result = _call(surface, ctx, "wait_agents", {"timeout_seconds": 1e300})
-    assert port.calls == [("ask", {"subagents": [], "wait": True, "timeout": 3600.0})]
+    assert port.calls == [("ask", {"subagents": [], "wait": True, "timeout": 3600.0, "cancel": False})]
     assert "found it" in result.content and "Still working" in result.content and "deadline" in result.content
     assert port.seen == {"r9"}
 

@@ -171,7 +171,7 @@ def test_a_fact_the_loader_cannot_read_is_an_error_naming_the_file_never_a_silen
 def test_missing_progress_a_linked_fact_and_an_oversized_one_are_refused_too(tmp_path: Path) -> None:
     directory = _book(tmp_path)
     (directory / "progress.toml").unlink()
-    with pytest.raises(FactError, match="progress.toml is missing"):
+    with pytest.raises(FactError, match=r"progress\.toml is missing"):
         load_state(directory)
     directory = _book(tmp_path / "b")
     outside = tmp_path / "elsewhere.md"

@@ -51,8 +51,9 @@ class ChannelSubagents:
         self._started[accepted.subagent] = choice
         return accepted.run, accepted.subagent
 
-    async def ask(self, subagents: list[str], *, wait: bool = False, timeout: float = 0.0) -> SubagentsReply:
-        return await self._channel.subagents(subagents, wait=wait, timeout=timeout)
+    async def ask(self, subagents: list[str], *, wait: bool = False, timeout: float = 0.0,
+                  cancel: bool = False) -> SubagentsReply:
+        return await self._channel.subagents(subagents, wait=wait, timeout=timeout, cancel=cancel)
 
     def started_here(self) -> dict[str, TurnEndChoice]:
         return dict(self._started)

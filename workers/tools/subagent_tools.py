@@ -1,4 +1,4 @@
-"""Sub-agent tools: start one in the background, follow one up, wait for some, read where they stand.
+"""Sub-agent tools: start one in the background, follow one up, wait for some, cancel some, read where they stand.
 
 A delegation's child is a continuable sub-agent with an id (`a…`). `send_followup` continues its conversation
 in a new worker (when its configuration is still the one the conversation was written under — else the result
@@ -162,6 +162,23 @@ async def wait_agents(inv: Invocation) -> ToolResult:
                       is_error=bool(reply.subagents) and errors == len(reply.subagents))
 
 
+async def cancel_agents(inv: Invocation) -> ToolResult:
+    port = inv.ctx.subagents
+    if port is None:
+        return ToolResult.error(f"cancel_agents is unavailable: {_UNAVAILABLE}.")
+    ids = _ids(inv.args.get("agent_ids"))
+    if not ids or len(ids) > MAX_NAMED:
+        return ToolResult.error(f"cancel_agents: name 1 to {MAX_NAMED} sub-agents to cancel. Nothing was cancelled.")
+    try:
+        reply = await port.ask(ids, cancel=True)
+    except RemoteError as exc:
+        return ToolResult.error(f"cancel_agents: {exc}. Nothing was cancelled.")
+    lines = [f"- {info.subagent} ({info.agent}): " + ("being cancelled" if info.state == SubagentState.WORKING
+                                                      else f"had already ended ({info.state.value}); nothing to do")
+             for info in reply.subagents]
+    return ToolResult(content="Cancelled:\n" + "\n".join(lines), data={"subagents": ids})
+
+
 async def agent_status(inv: Invocation) -> ToolResult:
     port = inv.ctx.subagents
     if port is None:
@@ -208,7 +225,7 @@ def _spec(name: str, description: str, properties: dict[str, Any], required: lis
         parameters={"type": "object", "properties": properties, "required": required, "additionalProperties": False},
         effects=Effect.ORCHESTRATE,
         executor={"spawn_agent": spawn_agent, "send_followup": send_followup, "wait_agents": wait_agents,
-                  "agent_status": agent_status}[name],
+                  "agent_status": agent_status, "cancel_agents": cancel_agents}[name],
         mutates=serial,
         serial=serial,
         auth=AuthPolicy.NEVER,  # the sub-agents' own tools ask for what they need
@@ -247,6 +264,13 @@ register(_spec(
      "timeout_seconds": {"type": "number", "description": f"The most to wait, in seconds (default "
                                                           f"{DEFAULT_WAIT_SECONDS:g}, at most {MAX_WAIT_SECONDS:g})."}},
     [], serial=True,
+))
+register(_spec(
+    "cancel_agents",
+    "Cancel sub-agents working in the background that are no longer needed (one that has ended already needs "
+    "nothing). A cancelled sub-agent can still be followed up later.",
+    {"agent_ids": {"type": "array", "items": {"type": "string"}, "description": "The sub-agents to cancel."}},
+    ["agent_ids"], serial=True,
 ))
 register(_spec(
     "agent_status",
