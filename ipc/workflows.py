@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["BUILTIN_WORKFLOWS", "WORKFLOW_AGENT", "WORKFLOW_OPTION", "workflow_dir", "workflow_title"]
+__all__ = ["BUILTIN_WORKFLOWS", "WORKFLOW_AGENT", "WORKFLOW_MODEL_ROLES", "WORKFLOW_OPTION", "workflow_dir",
+           "workflow_title"]
 
 BUILTIN_WORKFLOWS = ("fiction",)  # `yagent workflow run NAME`
+# The names the built-in workflows' role nodes take their model under (`[agents.llm.<role>] use_provider`).
+WORKFLOW_MODEL_ROLES = ("planner", "architect_long", "architect_short", "writer", "editor")
 WORKFLOW_AGENT = "workflow"  # the agent kind of a workflow task's root run: the engine
 WORKFLOW_OPTION = "workflow"  # the submit option naming the workflow to run
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from yagent.ipc.provider_config import parse_llm_config
+from yagent.ipc.workflows import WORKFLOW_MODEL_ROLES
 from yagent.workers.workflows.definition import FactError, Instruction, OnNone
 from yagent.workers.workflows.fiction import FICTION
 from yagent.workers.workflows.fiction_facts import load_holds, load_state, prepare
@@ -82,6 +84,14 @@ def test_each_row_of_the_priority_table_fires_on_its_fixture(row: str) -> None:
         assert got is not None and (got.agent, got.task) == step, row
         assert got.reason  # every decision says why
     assert route(state) == got and state == ROWS[row][0]  # pure: the same answer again, the input untouched
+
+
+def test_every_role_is_a_model_role_the_configuration_knows() -> None:
+    assert {spec.model_role for spec in FICTION.roles.values()} == set(WORKFLOW_MODEL_ROLES)
+    table = {"global": {"llm": {"use_provider": "p", "providers": {"p": {
+        "api_base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key": "k"}}}},
+        "agents": {"llm": {role: {"use_provider": "p"} for role in WORKFLOW_MODEL_ROLES}}}
+    assert parse_llm_config(table, {}).warnings == []
 
 
 def test_the_definition_says_per_situation_what_happens_when_there_is_no_step() -> None:
