@@ -53,6 +53,10 @@ MAX_BACKGROUND_PER_RUN = 8
 MAX_WAITS_PER_RUN = 4
 MAX_WAIT_SECONDS = 24 * 3600.0  # a longer deadline is this one: the task's own limits end it sooner anyway
 OUTCOME_TEXT_BUDGET = 16_000  # of a result's output and error, per sub-agent, in a reply
+# Results one reply (a wait's) or one turn's start carries at most, so either stays far below the frame cap; a status
+# carries none (its conclusions say enough), and results past these are handed over by a later wait or turn.
+MAX_OUTCOMES_PER_REPLY = 64
+MAX_RESULTS_PER_TURN = 16
 _HANDOFF_BUDGET = 12_000
 _TASK_PREVIEW = 200
 
@@ -276,7 +280,7 @@ class SubagentBook:
         if msg.cancel:
             self._cancel(ids, stop)
         if not msg.wait:
-            run.send(SubagentsReply(id=msg.id, subagents=self._infos(ids, delivered=True)))
+            run.send(SubagentsReply(id=msg.id, subagents=self._infos(ids, outcomes=False)))
             return
         if not msg.subagents:  # all of them: those working in the background
             ids = [r.id for r in self.owned_by(run.subagent)
@@ -340,7 +344,7 @@ class SubagentBook:
         if wait.timer is not None:
             wait.timer.cancel()
         if not wait.run.ended:
-            wait.run.send(SubagentsReply(id=wait.request_id, subagents=self._infos(wait.ids, delivered=True),
+            wait.run.send(SubagentsReply(id=wait.request_id, subagents=self._infos(wait.ids, outcomes=True),
                                          timed_out=timed_out))
 
     def release_run(self, run: WaitingRun) -> None:
@@ -365,21 +369,22 @@ class SubagentBook:
         finished, running, interrupted = [], [], []
         for row in self.owned_by(""):
             if row.state == SubagentState.WORKING and row.background:
-                running.append(self.info(row).to_wire())
+                running.append(self.info(row, outcome=False).to_wire())
             elif row.interrupted:
-                interrupted.append(self.info(row).to_wire())
+                interrupted.append(self.info(row, outcome=False).to_wire())
                 row.interrupted = False
                 self._write(row)
-            elif row.unread:
+            elif row.unread and len(finished) < MAX_RESULTS_PER_TURN:
                 finished.append(self.info(row).to_wire())
                 row.unread = False
                 self._write(row)
         return {"finished": finished, "running": running, "interrupted": interrupted}
 
-    def info(self, row: SubagentRow) -> SubagentInfo:
-        outcome = self._outcomes.get(row.id)
-        if outcome is None and row.last_run and row.state != SubagentState.WORKING:
-            outcome = self._recorded_outcome(row)
+    def info(self, row: SubagentRow, *, outcome: bool = True) -> SubagentInfo:
+        """What is said of a sub-agent; with `outcome`, how its newest run ended (once it has)."""
+        result = self._outcomes.get(row.id) if outcome else None
+        if outcome and result is None and row.last_run and row.state != SubagentState.WORKING:
+            result = self._recorded_outcome(row)
         try:
             background = TurnEndChoice(row.background) if row.background else None
         except ValueError:
@@ -389,19 +394,23 @@ class SubagentBook:
         except ValueError:
             state = SubagentState.STOPPED
         return SubagentInfo(subagent=row.id, agent=row.agent, state=state, run=row.last_run, task=row.task,
-                            conclusion=row.conclusion, background=background, outcome=outcome,
+                            conclusion=row.conclusion, background=background, outcome=result,
                             reuse_key=row.reuse_key, updated_at=row.updated_at)
 
-    def _infos(self, ids: list[str], *, delivered: bool) -> list[SubagentInfo]:
-        infos = []
+    def _infos(self, ids: list[str], *, outcomes: bool) -> list[SubagentInfo]:
+        infos: list[SubagentInfo] = []
+        handed = 0
         for subagent in dict.fromkeys(ids):
             row = self.rows.get(subagent)
             if row is None:
                 continue
-            infos.append(self.info(row))
-            if delivered and row.unread and row.state != SubagentState.WORKING:
-                row.unread = False  # an agent read its result: no later turn is handed it again
-                self._write(row)
+            give = outcomes and handed < MAX_OUTCOMES_PER_REPLY and row.state != SubagentState.WORKING
+            infos.append(self.info(row, outcome=give))
+            if give:
+                handed += 1
+                if row.unread:
+                    row.unread = False  # an agent read its result: no later turn is handed it again
+                    self._write(row)
         return infos
 
     def _recorded_outcome(self, row: SubagentRow) -> RunOutcome | None:

@@ -283,3 +283,24 @@ def test_cancelling_sub_agents_stops_those_that_work_a_gone_one_is_success_and_o
     forged = book.ask(root, SubagentsRequest(id=7, subagents=["a-not-mine"], cancel=True), stop=stop)
     assert forged is None and isinstance(root.sent[-1], ErrorReply) and stopped == []
     assert root.sent[-1].code == ErrorCode.UNKNOWN_SUBAGENT
+
+
+def test_a_status_carries_no_results_and_a_wait_at_most_its_share(registry: Registry,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(subagent_book, "MAX_OUTCOMES_PER_REPLY", 2)
+    book, root = _book(registry), FakeRun("r-root")
+    ids = []
+    for i in range(4):
+        ids.append(_start(book, root, _delegate(background=TurnEndChoice.KEEP), f"r{i}").row.id)
+        book.ended(f"r{i}", _done(f"r{i}", signature="s") if i else RunOutcome(
+            status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, output="x" * 100_000, run="r0"))
+    book.ask(root, SubagentsRequest(id=1, subagents=ids))
+    status = root.sent[-1]
+    assert isinstance(status, SubagentsReply) and all(i.outcome is None for i in status.subagents)
+    assert [i.conclusion for i in status.subagents][1] == "cache.py"
+    _wait_for(book, root, SubagentsRequest(id=2, subagents=ids, wait=True, timeout=5))
+    waited = root.sent[-1]
+    assert isinstance(waited, SubagentsReply) and [i.outcome is not None for i in waited.subagents] == [
+        True, True, False, False]
+    assert len(waited.subagents[0].outcome.output) < 17_000  # a huge output is cut to its budget
+    assert [r["subagent"] for r in book.background_option()["finished"]] == ids[2:]  # the rest: the next turn

@@ -17,7 +17,7 @@ from typing import Any
 
 from yagent.ipc.errors import MalformedMessage
 from yagent.ipc.messages import BACKGROUND_OPTION, RunOutcome, SubagentInfo, SubagentsReply
-from yagent.ipc.vocabulary import SubagentState, TurnEndChoice
+from yagent.ipc.vocabulary import TurnEndChoice
 from yagent.workers.tools.handoff import format_for_parent
 
 from ..channel import DaemonChannel
@@ -125,12 +125,9 @@ def wait_before_answering(port: ChannelSubagents, record: Callable[[RunOutcome, 
         if not pending:
             return None
         awaited.update(pending)
-        status = await port.ask(pending)
-        infos = {i.subagent: i for i in status.subagents}
-        working = [i.subagent for i in status.subagents if i.state == SubagentState.WORKING]
-        if working:
-            reply = await port.ask(working, wait=True)
-            infos.update({i.subagent: i for i in reply.subagents})
+        # One wait for them all, with no deadline of its own: answered at once when none works any more.
+        reply = await port.ask(pending, wait=True)
+        infos = {i.subagent: i for i in reply.subagents}
         unread = [i for i in infos.values() if i.outcome is not None and port.read(i.outcome.run or i.run)]
         if not unread:
             return None
