@@ -276,3 +276,27 @@ def test_a_kept_sub_agent_interrupted_by_kill_9_of_the_daemon_goes_on_from_its_c
     repo_runs = [e for e in of_type(seen, EventType.RUN_FINISHED) if e.agent == "chat"]
     assert repo_runs[-1].data["status"] == RunStatus.DONE and repo_runs[-1].data["stop_reason"] == StopReason.AGENT_EXIT
     assert of_type(seen, EventType.BACKGROUND_WORK)[-1].data["state"] == TaskState.DONE
+
+
+def test_a_follow_up_to_another_tasks_sub_agent_or_a_forged_id_is_refused_and_runs_nothing(
+        fake, agent_daemon, project: Path) -> None:
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("delegate_repo", {"task": "Where is the cache?"}, id="c1")]),
+        Step(text="In cache.py."),
+    ])
+    fake.script("repo", MARKERS["repo"], [_exit("The cache is in cache.py.", "cache.py")])
+    _, events = run_turn(agent_daemon, project, "Where is the cache?")
+    theirs = next(e.data["subagent"] for e in of_type(events, EventType.RUN_STARTED) if e.agent == "repo")
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("send_followup", {"agent_id": theirs, "message": "Clear it."}, id="f1"),
+                         ToolCallSpec("send_followup", {"agent_id": "a" + "0" * 9, "message": "Clear it."}, id="f2"),
+                         ToolCallSpec("wait_agents", {"agent_ids": [theirs], "timeout_seconds": 5}, id="w")]),
+        Step(text="Those are not mine."),
+    ])
+    _, other = run_turn(agent_daemon, project, "Clear the cache.")  # a new task of the same project
+    assert of_type(other, EventType.TURN_FINISHED)[0].data["status"] == RunStatus.DONE
+    results = {m["tool_call_id"]: m["content"] for m in tool_messages(fake.requests_for("director")[3])}
+    for call in ("f1", "f2", "w"):
+        assert "belongs to you in this task" in results[call], results[call]
+    assert len(fake.requests_for("repo")) == 1 and not of_type(other, EventType.RUN_STARTED)[1:]
+    fake.assert_no_problems()

@@ -4,6 +4,11 @@ Each runs the shared loop once on the task the parent handed over and ends with 
 (every agent is configured to stop on it — `AGENT_SPECS` is pinned by a test). What differs is the
 prompt, the tool profile, and what a reply without tool calls earns: Coding is told to keep working
 (twice at most), Repo and custom agents are told to deliver through `agent_exit` (once).
+
+Each run is a run of a continuable sub-agent: it takes its configuration signature once its stable prompt is
+written, and a follow-up (`FOLLOWUP_OPTION`) goes on from its sub-agent's conversation when that signature is
+the one the conversation was written under (`followup.py`). The ReAct soft cap is registered before the first
+step: at its step budget the agent is told to wrap up (`WRAP_UP`) and gets one more step.
 """
 
 from __future__ import annotations
