@@ -66,11 +66,11 @@ PROFILES: Mapping[str, Profile] = {
             grant=Effect.FS_READ | Effect.FS_WRITE | Effect.LLM | Effect.REFLECT | Effect.DRAFT | Effect.CONTROL,
             deny=Effect.SHELL | Effect.DELEGATE | Effect.INTERACT | Effect.EXTERNAL | Effect.ORCHESTRATE,
         ),
-        # A workflow's engine holds no model and calls no tool: this is what its process may touch — the project,
-        # where the workflow keeps its facts.
+        # A workflow's engine holds no model and calls no tool: this says what its process may touch — it writes
+        # the project, where the workflow keeps its facts (every run may read).
         Profile(
             "workflow",
-            grant=Effect.FS_READ | Effect.FS_WRITE | Effect.CONTROL,
+            grant=Effect.FS_WRITE | Effect.CONTROL,
             deny=Effect.SHELL | Effect.DELEGATE | Effect.INTERACT | Effect.EXTERNAL | Effect.ORCHESTRATE | Effect.LLM,
         ),
         # Custom agents designed by Meta pick from this palette; it never exceeds what the Director holds
