@@ -14,7 +14,16 @@ from pathlib import Path
 from yagent.ipc import IpcError
 from yagent.ipc.vocabulary import ControlAction, YoloLevel
 
-from . import daemon_control, exit_codes, headless, mcp_commands, skills_command, startup, task_commands
+from . import (
+    daemon_control,
+    exit_codes,
+    headless,
+    mcp_commands,
+    skills_command,
+    startup,
+    task_commands,
+    workflow_commands,
+)
 from .config_choice import ConfigChoice, ConfigMismatch, choose_config, keys_to_send
 
 __all__ = ["build_parser", "main"]
@@ -152,6 +161,21 @@ def build_parser() -> argparse.ArgumentParser:
         ma.add_argument("names", nargs="*", metavar="NAME", help="the servers (default: all it declares)")
         ma.add_argument("--project", dest="mcp_project", help="project directory (default: the current one)")
 
+    wf = sub.add_parser("workflow", help="deterministic workflows: role agents driven by a router over facts on disk")
+    wsub = wf.add_subparsers(dest="workflow_command", metavar="ACTION", required=True)
+    wr = wsub.add_parser("run", parents=[json_after_command],
+                         help="run a workflow (built in: fiction) as a task; running it again goes on where it is")
+    wr.add_argument("name", help="the workflow (fiction)")
+    wr.add_argument("--project", dest="workflow_project", help="project directory (default: the current directory)")
+    wr.add_argument("--detach", action="store_true", help="start it and return at once")
+    wr.add_argument("-v", "--verbose", action="store_true", help="also show every node's tool calls and reasoning")
+    wyolo = wr.add_mutually_exclusive_group()
+    wyolo.add_argument("--yolo", action="store_true", help="skip authorisation prompts inside the project")
+    wyolo.add_argument("--full-yolo", action="store_true", help="skip all authorisation prompts")
+    ws = wsub.add_parser("status", parents=[json_after_command],
+                         help="every workflow task: where it stands and what its engine last decided, and why")
+    ws.add_argument("--project", dest="workflow_project", help="only this project directory")
+
     a = sub.add_parser("answer", parents=[json_after_command], help="answer a question a task is waiting on")
     a.add_argument("task")
     a.add_argument("args", nargs="+", metavar="[REQUEST_ID] VALUE")
@@ -263,6 +287,21 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, as_json:
         return task_commands.control(args.task, action, as_json, env)
     if args.command == "answer":
         return task_commands.answer(args.task, args.args, as_json)
+    if args.command == "workflow":
+        choice = _choose(args)
+        gate = startup.config_gate(choice.location, os.environ) or _start_daemon_if_needed(choice)
+        if gate is not None:
+            return gate
+        if args.workflow_command == "status":
+            project = _project_dir(args.workflow_project) if args.workflow_project else None
+            return workflow_commands.workflow_status(project, as_json)
+        project = _project_dir(args.workflow_project)
+        if not project.is_dir():
+            print(f"yagent: project directory {project} does not exist", file=sys.stderr)
+            return exit_codes.USAGE
+        return workflow_commands.workflow_run(args.name, project, yolo=_yolo(args.full_yolo, args.yolo),
+                                              detach=args.detach, as_json=as_json, verbose=args.verbose,
+                                              env=keys_to_send(choice.location.path, os.environ))
     if args.command == "skills":
         return skills_command.skills(_project_dir(args.project), as_json, config=_choose(args).location.path)
     if args.command == "mcp":

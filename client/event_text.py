@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from yagent.ipc.daemon_events import (
+    BackgroundWork,
     LlmSlotWait,
     RunFinished,
     RunStarted,
@@ -15,6 +16,7 @@ from yagent.ipc.daemon_events import (
     TurnStarted,
     UserHelpResponse,
 )
+from yagent.ipc.event_data import WorkflowDecision
 from yagent.ipc.messages import Event, Question
 from yagent.ipc.vocabulary import EventType, RunStatus
 
@@ -93,7 +95,8 @@ class TextPrinter:
             EventType.USER_HELP_NEEDED: self._question, EventType.USER_HELP_RESPONSE: self._answered,
             EventType.TASK_PAUSED: self._paused, EventType.TASK_RESUMED: self._resumed,
             EventType.CONVERSATION_ERROR: self._conversation_error, EventType.LOG: self._log,
-            EventType.LLM_SLOT_WAIT: self._slot_wait,
+            EventType.LLM_SLOT_WAIT: self._slot_wait, EventType.BACKGROUND_WORK: self._background_work,
+            EventType.WORKFLOW_DECISION: self._workflow_decision,
             **{t: self._compressed for t in _COMPRESSED},
         }
 
@@ -332,6 +335,27 @@ class TextPrinter:
         level = str(ev.data.get("level", "")).lower()
         if self.verbose and level in ("warning", "warn", "error"):
             self._line(f"  ! {ev.agent}: {one_line(str(ev.data.get('message', '')), 200)}")
+
+    def _background_work(self, ev: Event) -> None:
+        work = stamped_data(ev, BackgroundWork)
+        if work.running:
+            names = ", ".join(f"{i.agent} {i.subagent}" for i in work.running)
+            self._line(f"⧗ working on in the background: {names} — `yagent ps` shows it, the next turn gets the "
+                       f"results, `yagent cancel {ev.task}` stops it")
+        else:
+            self._line(f"⧗ background work ended; task {ev.task} is {work.state}")
+
+    def _workflow_decision(self, ev: Event) -> None:
+        decision = WorkflowDecision.read(ev.data)
+        if decision is None:
+            return
+        if decision.error:
+            self._line(f"◆ {decision.workflow} stopped: {decision.error}")
+        elif decision.agent:
+            self._line(f"◆ {decision.workflow} {decision.step}: {decision.agent} — {one_line(decision.task, 160)} "
+                       f"({decision.reason})")
+        else:
+            self._line(f"◆ {decision.workflow} {decision.step}: no step — {decision.situation} → {decision.action}")
 
     def _slot_wait(self, ev: Event) -> None:
         wait = stamped_data(ev, LlmSlotWait)

@@ -89,6 +89,9 @@ async def _ps(project: str | None, as_json: bool, limit: int) -> int:
             print(f"{'':<13}{line}")
         for q in t.questions:
             print(f"{'':<13}? waiting for you: {q.prompt} — `yagent attach {t.task}`")
+        if t.state == TaskState.BACKGROUND:
+            print(f"{'':<13}⧗ its last turn kept sub-agents working in the background; the next turn gets their "
+                  f"results (`yagent cancel {t.task}` stops them)")
     return exit_codes.OK
 
 

@@ -28,7 +28,7 @@ from .tui.controller import TuiController, TuiOptions
 __all__ = ["open_client", "open_setup"]
 
 # A task in these states goes on without a client; one in any other state waits for the next message.
-_STILL_WORKING = {TaskState.RUNNING, TaskState.PAUSED, TaskState.WAITING}
+_STILL_WORKING = {TaskState.RUNNING, TaskState.PAUSED, TaskState.WAITING, TaskState.BACKGROUND}
 
 
 def _err(text: str) -> None:

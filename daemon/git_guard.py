@@ -16,11 +16,16 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["WRITES_PROJECT", "GitSnapshot", "git_protection", "revert_changes", "snapshot"]
+__all__ = ["WRITES_PROJECT", "GitSnapshot", "git_protection", "revert_changes", "snapshot", "writes_project"]
 
 # The agent kinds whose workers may write the project (workers/tools/profiles.py decides; this mirrors it,
-# pinned by tests/sandbox/test_git_guard.py): only their runs are checked.
-WRITES_PROJECT = frozenset({"coding"})
+# pinned by tests/sandbox/test_git_guard.py): only their runs are checked. A `family:instance` kind (a
+# workflow's `node:fiction:writer`) is known by its family, as `workers.sandbox.writes_project` knows it.
+WRITES_PROJECT = frozenset({"coding", "node", "workflow"})
+
+
+def writes_project(agent: str) -> bool:
+    return agent in WRITES_PROJECT or agent.split(":", 1)[0] in WRITES_PROJECT
 MAX_FILES = 512
 MAX_BYTES = 8 << 20
 

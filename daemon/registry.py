@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from yagent.ipc.vocabulary import RunStatus, StopReason, TaskState
+from yagent.ipc.vocabulary import RunStatus, StopReason, SubagentState, TaskState
 
 from .deferred_writes import DeferredWrites
 from .registry_errors import RegistryUnreadable
@@ -27,12 +27,12 @@ from .registry_schema import open_registry
 from .run_accounting import RunUsage
 
 __all__ = ["MAX_LIST_LIMIT", "Interrupted", "LeftoverMcpServer", "LeftoverRun", "ProjectRow",
-           "Registry", "RegistryUnreadable", "RunRow",
-           "TaskRow", "TurnRow", "new_run_id", "new_task_id", "project_id_for"]
+           "Registry", "RegistryUnreadable", "RunRow", "SubagentRow",
+           "TaskRow", "TurnRow", "new_run_id", "new_subagent_id", "new_task_id", "project_id_for"]
 
 MAX_LIST_LIMIT = 1000  # tasks one `list_tasks` returns at most
 _LIVE_RUN = (RunStatus.QUEUED.value, RunStatus.STARTING.value, RunStatus.RUNNING.value)
-_LIVE_TASK = (TaskState.RUNNING.value, TaskState.PAUSED.value, TaskState.WAITING.value)
+_LIVE_TASK = (TaskState.RUNNING.value, TaskState.PAUSED.value, TaskState.WAITING.value, TaskState.BACKGROUND.value)
 
 
 def project_id_for(path: Path) -> str:
@@ -49,6 +49,10 @@ def new_task_id() -> str:
 
 def new_run_id() -> str:
     return "r" + uuid.uuid4().hex[:11]
+
+
+def new_subagent_id() -> str:
+    return "a" + uuid.uuid4().hex[:9]
 
 
 @dataclass(slots=True)
@@ -100,6 +104,29 @@ class TurnRow:
     yolo: str = "none"
     resumes: int = 0  # the interrupted turn this one continues; 0 for a turn of its own
     model_override: str = ""  # the provider the turn was started on (`/model`), "" for the configured one
+
+
+@dataclass(slots=True)
+class SubagentRow:
+    """One continuable sub-agent of a task: who owns it (the sub-agent that delegated to it, "" for the task's
+    root agent), what configuration its conversation was written under, where it stands and its newest run."""
+
+    id: str
+    task_id: str
+    owner: str
+    agent: str
+    reuse_key: str
+    signature: str
+    state: str
+    last_run: str
+    task: str
+    conclusion: str
+    handoff: str  # JSON of its newest hand-off, cut to a budget ("" for none)
+    background: str  # a TurnEndChoice while its newest run works in the background ("" otherwise)
+    unread: bool  # a background result no turn has been handed yet
+    interrupted: bool  # a background run a stopped daemon interrupted: a resumed turn starts it again
+    created_at: float
+    updated_at: float
 
 
 @dataclass(slots=True)
@@ -325,12 +352,60 @@ class Registry:
             sql += " AND turn = ?"
             args.append(turn)
         rows = self._db.execute(sql + " ORDER BY created_at", args).fetchall()
-        return [RunRow(r["id"], r["task_id"], r["turn"], r["parent_run"], r["agent"], r["status"], r["stop_reason"],
-                       r["pid"], r["created_at"], r["started_at"], r["ended_at"],
-                       RunUsage(requests=r["requests"], input_tokens=r["input_tokens"],
-                                cached_input_tokens=r["cached_input_tokens"], output_tokens=r["output_tokens"],
-                                cost_usd=r["cost_usd"], unpriced_requests=r["unpriced_requests"],
-                                slot_wait_seconds=r["slot_wait_seconds"]), r["unconfined"]) for r in rows]
+        return [_run_from(r) for r in rows]
+
+    def runs_by_id(self, run_ids: Iterable[str]) -> list[RunRow]:
+        ids = list(run_ids)
+        if not ids:
+            return []
+        rows = self._db.execute(f"SELECT * FROM runs WHERE id IN ({', '.join('?' * len(ids))}) ORDER BY created_at",
+                                ids).fetchall()
+        return [_run_from(r) for r in rows]
+
+    # -- sub-agents ---------------------------------------------------------------------------------
+
+    def add_subagent(self, row: SubagentRow) -> None:
+        self._db.execute(
+            "INSERT INTO subagents(id, task_id, owner, agent, reuse_key, signature, state, last_run, task, "
+            "conclusion, handoff, background, unread, interrupted, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (row.id, row.task_id, row.owner, row.agent, row.reuse_key, row.signature, row.state, row.last_run,
+             row.task, row.conclusion, row.handoff, row.background, int(row.unread), int(row.interrupted),
+             row.created_at, row.updated_at))
+
+    def subagent(self, task_id: str, subagent_id: str) -> SubagentRow | None:
+        row = self._db.execute("SELECT * FROM subagents WHERE task_id = ? AND id = ?",
+                               (task_id, subagent_id)).fetchone()
+        return _subagent_from(row) if row is not None else None
+
+    def subagents_of(self, task_id: str, owner: str | None = None) -> list[SubagentRow]:
+        """The task's sub-agents (of one owner when given), oldest first."""
+        sql, args = "SELECT * FROM subagents WHERE task_id = ?", [task_id]
+        if owner is not None:
+            sql += " AND owner = ?"
+            args.append(owner)
+        return [_subagent_from(r) for r in self._db.execute(sql + " ORDER BY created_at, id", args).fetchall()]
+
+    def update_subagent(self, row: SubagentRow) -> None:
+        """Write what changed of a sub-agent: a progress write, kept and retried while state.db is busy."""
+        self.deferred.record(
+            "UPDATE subagents SET reuse_key = ?, signature = ?, state = ?, last_run = ?, conclusion = ?, handoff = ?, "
+            "background = ?, unread = ?, interrupted = ?, updated_at = ? WHERE id = ?",
+            (row.reuse_key, row.signature, row.state, row.last_run, row.conclusion, row.handoff, row.background,
+             int(row.unread), int(row.interrupted), row.updated_at, row.id))
+
+    def forget_subagents(self, ids: Iterable[str]) -> None:
+        for subagent_id in ids:
+            self._db.execute("DELETE FROM subagents WHERE id = ?", (subagent_id,))
+
+    def run_row(self, run_id: str) -> RunRow | None:
+        row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return _run_from(row) if row is not None else None
+
+    def run_result(self, run_id: str) -> tuple[str, str, str, str] | None:
+        """(status, stop reason, output, error) a run ended with, as recorded."""
+        row = self._db.execute("SELECT status, stop_reason, output, error FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return (row["status"], row["stop_reason"], row["output"], row["error"]) if row is not None else None
 
     # -- recovery -----------------------------------------------------------------------------------
 
@@ -370,6 +445,10 @@ class Registry:
                 f"UPDATE tasks SET state = ?, updated_at = ? WHERE state IN ({tmarks})",
                 (TaskState.INTERRUPTED.value, now, *_LIVE_TASK),
             )
+            # A background sub-agent that was working is stopped, and marked for the resumed turn to start again.
+            self._db.execute(
+                "UPDATE subagents SET state = ?, interrupted = (background != ''), updated_at = ? WHERE state = ?",
+                (SubagentState.STOPPED.value, now, SubagentState.WORKING.value))
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
@@ -411,3 +490,18 @@ class Registry:
         else:
             self._db.execute("INSERT OR REPLACE INTO mcp_approvals(project_id, name, fingerprint, approved_at) "
                              "VALUES (?, ?, ?, ?)", (project_id, name, fingerprint, time.time()))
+
+
+def _run_from(r: sqlite3.Row) -> RunRow:
+    return RunRow(r["id"], r["task_id"], r["turn"], r["parent_run"], r["agent"], r["status"], r["stop_reason"],
+                  r["pid"], r["created_at"], r["started_at"], r["ended_at"],
+                  RunUsage(requests=r["requests"], input_tokens=r["input_tokens"],
+                           cached_input_tokens=r["cached_input_tokens"], output_tokens=r["output_tokens"],
+                           cost_usd=r["cost_usd"], unpriced_requests=r["unpriced_requests"],
+                           slot_wait_seconds=r["slot_wait_seconds"]), r["unconfined"])
+
+
+def _subagent_from(r: sqlite3.Row) -> SubagentRow:
+    return SubagentRow(r["id"], r["task_id"], r["owner"], r["agent"], r["reuse_key"], r["signature"], r["state"],
+                       r["last_run"], r["task"], r["conclusion"], r["handoff"], r["background"], bool(r["unread"]),
+                       bool(r["interrupted"]), r["created_at"], r["updated_at"])

@@ -34,7 +34,7 @@ APPLICATION_ID = int.from_bytes(b"yAgt", "big")  # 0x79416774: "this SQLite file
 # The tables of the registries written before they carried their identity (how such a file is recognised),
 # and every table of the current schema.
 FIRST_TABLES = frozenset({"projects", "tasks", "turns", "runs"})
-TABLES = FIRST_TABLES | {"mcp_servers", "mcp_approvals"}
+TABLES = FIRST_TABLES | {"mcp_servers", "mcp_approvals", "subagents"}
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +168,29 @@ MIGRATIONS: tuple[Migration, ...] = (
     )),
     Migration("runs.unconfined: why the kernel did not confine a run, so `yagent ps` still says it once the run "
               "has ended", _add_run_unconfined),
+    Migration("subagents: the continuable sub-agents of each task (who delegated to it, its reuse key, its "
+              "configuration signature, state, newest run and last conclusion), so a follow-up continues the "
+              "right one across turns and restarts, and a background one is never forgotten", _statements(
+        """CREATE TABLE IF NOT EXISTS subagents (
+            id TEXT PRIMARY KEY,
+            task_id TEXT NOT NULL REFERENCES tasks(id),
+            owner TEXT NOT NULL DEFAULT '',
+            agent TEXT NOT NULL,
+            reuse_key TEXT NOT NULL DEFAULT '',
+            signature TEXT NOT NULL DEFAULT '',
+            state TEXT NOT NULL,
+            last_run TEXT NOT NULL DEFAULT '',
+            task TEXT NOT NULL DEFAULT '',
+            conclusion TEXT NOT NULL DEFAULT '',
+            handoff TEXT NOT NULL DEFAULT '',
+            background TEXT NOT NULL DEFAULT '',
+            unread INTEGER NOT NULL DEFAULT 0,
+            interrupted INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        )""",
+        "CREATE INDEX IF NOT EXISTS subagents_by_owner ON subagents(task_id, owner, updated_at)",
+    )),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

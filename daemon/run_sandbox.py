@@ -16,7 +16,7 @@ from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.messages import RunSpec
 from yagent.ipc.vocabulary import Unconfined
 
-from .git_guard import WRITES_PROJECT, GitSnapshot, git_protection, revert_changes, snapshot
+from .git_guard import GitSnapshot, git_protection, revert_changes, snapshot, writes_project
 from .run_confinement import REQUIRED_BUT_MISSING, confinement_for, why_unconfined
 from .run_services import RunServices
 
@@ -43,7 +43,7 @@ class RunSandbox:
     def launch_spec(self) -> ConfinementSpec:
         """What the worker restricts itself to (its state dirs made here); notes `.git` when that is needed."""
         services, spec = self._services, self._spec
-        guarded = self.unconfined is None and spec.agent in WRITES_PROJECT
+        guarded = self.unconfined is None and writes_project(spec.agent)
         confinement = confinement_for(spec, services.settings, abi=services.landlock_abi,
                                       runtime_dir=services.runtime_dir or Path(spec.home),
                                       git_namespace=guarded and services.user_namespaces)

@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from yagent.ipc import event_data
@@ -23,10 +23,12 @@ from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.daemon_events import RUN_INPUT_PREVIEW, LlmSlotWait, RunFinished, RunQueued, RunStarted
 from yagent.ipc.event_data import LlmCallEnd
 from yagent.ipc.messages import (
+    FOLLOWUP_OPTION,
     PROTOCOL_VERSION,
     ApprovedOperation,
     AskUser,
     CompactNow,
+    DelegateAccepted,
     DelegateRequest,
     DelegateResult,
     ErrorReply,
@@ -44,12 +46,21 @@ from yagent.ipc.messages import (
     RunResult,
     RunSpec,
     StartRun,
+    SubagentsRequest,
     WorkerHello,
     continues_a_run,
 )
 from yagent.ipc.records import Message
 from yagent.ipc.run_secret import new_run_secret, proves
-from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus, StopReason, Unconfined
+from yagent.ipc.vocabulary import (
+    ControlAction,
+    ErrorCode,
+    EventType,
+    RunStatus,
+    StopReason,
+    TurnEndChoice,
+    Unconfined,
+)
 
 from . import approved_operations
 from .admission import DelegationPool
@@ -66,6 +77,7 @@ from .run_services import RunServices
 from .run_watchdog import RunWatchdog
 from .schedule import Timer
 from .stop_escalation import escalate, kill_tree_now
+from .subagent_book import SubagentBook
 
 __all__ = ["HELLO_DEADLINE", "MAX_DELEGATION_DEPTH", "RunOwner", "RunSupervisor"]
 
@@ -85,9 +97,13 @@ class RunOwner(BudgetGate, Protocol):
     @property
     def paused(self) -> bool: ...
 
-    def create_run(self, agent: str, text: str, *, parent: RunSupervisor | None = None, call_id: str = "",
-                   replay: bool = False,
-                   context: str = "") -> RunSupervisor: ...
+    @property
+    def subagents(self) -> SubagentBook: ...
+
+    @property
+    def runs(self) -> Mapping[str, RunSupervisor]: ...  # the task's runs not yet gone, by id
+
+    def delegate(self, parent: RunSupervisor, msg: DelegateRequest) -> RunSupervisor | tuple[ErrorCode, str]: ...
 
     def ask(self, run: RunSupervisor, msg: AskUser) -> None: ...
 
@@ -124,6 +140,9 @@ class RunSupervisor:
         self.turn_number = spec.turn
         self.call_id = spec.call_id or ""
         self.parent = parent
+        self.subagent = spec.subagent  # the continuable sub-agent this run is ("" for a root run)
+        self.background: TurnEndChoice | None = None  # started in the background, and what its parent's end does
+        self.kept = False  # its parent ended and it works on in the background (the turn no longer waits for it)
         self.reply_to: int | None = None  # the parent's DelegateRequest id
         self.pool = DelegationPool(services.settings.max_parallel_delegations)
         self.children: dict[str, RunSupervisor] = {}
@@ -333,7 +352,7 @@ class RunSupervisor:
         self.services.publish(self.turn.id, RunStarted(
             agent=self.agent, parent=self.parent.id if self.parent else None, call_id=self.call_id,
             pid=self.pid, depth=self.spec.depth, input=self.spec.input[:RUN_INPUT_PREVIEW],
-            unconfined=self.unconfined.value if self.unconfined else ""), self)
+            unconfined=self.unconfined.value if self.unconfined else "", subagent=self.subagent), self)
 
     @_handles(LeaseRequest)
     def _on_lease_request(self, msg: LeaseRequest) -> None:
@@ -362,24 +381,35 @@ class RunSupervisor:
             self.send(ErrorReply(id=msg.id, code=code, message=why))
             return
         try:
-            child = self.turn.create_run(msg.agent, msg.task, parent=self, call_id=msg.call_id, context=msg.context,
-                                         replay=msg.replay)
+            placed = self.turn.delegate(self, msg)
         except sqlite3.DatabaseError as exc:  # locked, full or damaged: the parent must hear back, or it waits
             log.error("cannot record a delegation of run %s in %s: %s", self.id, self.services.registry.path, exc)
             self.send(ErrorReply(id=msg.id, code=ErrorCode.REGISTRY_UNAVAILABLE,
                                  message=f"yagentd cannot write its task registry ({exc}); try the delegation "
                                          "again later"))
             return
-        child.reply_to = msg.id
-        assert self.clock is not None
-        self.clock.freeze("delegation", self._now())
-        self.services.publish(self.turn.id, RunQueued(agent=msg.agent, parent=self.id, call_id=msg.call_id,
-                                                      run=child.id), self)
+        if isinstance(placed, tuple):
+            code, why = placed
+            self.send(ErrorReply(id=msg.id, code=code, message=why))
+            return
+        child = placed
+        if msg.background is None:
+            child.reply_to = msg.id
+            assert self.clock is not None
+            self.clock.freeze("delegation", self._now())
+        else:  # create-and-dispatch: the parent goes on; it learns of the end through `SubagentsRequest`
+            child.background = msg.background
+            self.send(DelegateAccepted(id=msg.id, run=child.id, subagent=child.subagent))
+        self.services.publish(self.turn.id, RunQueued(
+            agent=child.agent, parent=self.id, call_id=msg.call_id, run=child.id, subagent=child.subagent,
+            followup=bool(msg.subagent or msg.reuse_key) and child.continues_subagent, background=msg.background),
+            self)
         child.admit()
 
     def _refuse_delegation(self, msg: DelegateRequest) -> tuple[ErrorCode, str] | None:
-        if not msg.agent or not msg.task.strip():
-            return ErrorCode.BAD_REQUEST, "delegate needs an agent name and a non-empty task"
+        if not (msg.agent or msg.subagent) or not msg.task.strip():
+            return (ErrorCode.BAD_REQUEST,
+                    "delegate needs an agent name (or a sub-agent to follow up) and a non-empty task")
         if self.spec.depth + 1 > MAX_DELEGATION_DEPTH:
             return (ErrorCode.TOO_DEEP,
                     f"delegation depth would exceed {MAX_DELEGATION_DEPTH}; do the work here instead")
@@ -389,7 +419,32 @@ class RunSupervisor:
             # A replay hands the child what an interrupted run wrote: only a run that continues one may ask.
             return (ErrorCode.BAD_REQUEST, "a replay of an interrupted delegation is asked for only by a run that "
                                            "resumes a stopped turn or replays a delegation; delegate anew instead")
+        if msg.background is not None and self.parent is not None:
+            # The daemon's own line behind the tools' two: background work belongs to the task's root agent.
+            return (ErrorCode.BAD_REQUEST, "only the task's root agent starts sub-agents in the background; "
+                                           "delegate and wait for the result instead")
+        if msg.replay and (msg.subagent or msg.background is not None):
+            return ErrorCode.BAD_REQUEST, "a replay is neither a follow-up nor a background start"
         return None
+
+    @property
+    def continues_subagent(self) -> bool:
+        """The run is a follow-up: it goes on with its sub-agent's conversation if its configuration matches."""
+        return FOLLOWUP_OPTION in self.spec.options
+
+    @_handles(SubagentsRequest)
+    def _on_subagents(self, msg: SubagentsRequest) -> None:
+        try:
+            self.turn.subagents.ask(self, msg, stop=self._stop_child)
+        except sqlite3.DatabaseError as exc:
+            self.send(ErrorReply(id=msg.id, code=ErrorCode.REGISTRY_UNAVAILABLE,
+                                 message=f"yagentd cannot read its task registry ({exc}); ask again later"))
+
+    def _stop_child(self, run_id: str) -> None:
+        """Stop a sub-agent's run its agent asked to cancel; a run that has gone needs nothing (that is success)."""
+        run = self.turn.runs.get(run_id)
+        if run is not None and not run.ended:
+            run.stop(StopReason.CANCELLED, f"cancelled by {self.agent} ({self.id})")
 
     @_handles(AskUser)
     def _on_ask_user(self, msg: AskUser) -> None:
@@ -545,6 +600,9 @@ class RunSupervisor:
         if self.ended:
             return
         outcome = dataclasses.replace(outcome, run=self.id, agent=self.agent)
+        book = self.turn.subagents
+        outcome = dataclasses.replace(outcome, subagent=book.ended(self.id, outcome) or self.subagent)
+        self.subagent = outcome.subagent
         launching = self.phase is RunPhase.LAUNCHING  # its start reports later, and frees what it holds then
         self._move(RunPhase.ENDED)
         self.outcome = outcome
@@ -559,9 +617,15 @@ class RunSupervisor:
             log.exception("recording the end of run %s failed", self.id)
         services.leases.drop_run(self.id)
         self.mcp.close()  # its MCP calls are cancelled at their servers
+        book.release_run(self)
         for child in list(self.children.values()):
-            if not child.ended:
-                child.stop(StopReason.CANCELLED, f"its parent run {self.id} ended")
+            if child.ended:
+                continue
+            if child.background in (TurnEndChoice.WAIT, TurnEndChoice.KEEP):
+                # Never forgotten: waited for by the turn, or kept working after it (the task shows it).
+                child.kept = child.background is TurnEndChoice.KEEP
+                continue
+            child.stop(StopReason.CANCELLED, f"its parent run {self.id} ended")
         self.turn.withdraw_questions(self)
         services.publish(self.turn.id, RunFinished(
             status=outcome.status, stop_reason=outcome.stop_reason, error=outcome.error, output=outcome.output,
@@ -576,7 +640,7 @@ class RunSupervisor:
 
     def child_finished(self, child: RunSupervisor, outcome: RunOutcome) -> None:
         self.pool.done(child.id)
-        if self.clock is not None:
+        if self.clock is not None and child.background is None:
             self._unfreeze("delegation")
         if not self.ended and child.reply_to is not None:
             self.send(DelegateResult(id=child.reply_to, outcome=outcome))

@@ -15,11 +15,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from yagent.ipc.daemon_events import TaskPaused, TaskResumed, TurnFinished, TurnStarted, UserHelpResponse
+from yagent.ipc.daemon_events import (
+    BackgroundWork,
+    TaskPaused,
+    TaskResumed,
+    TurnFinished,
+    TurnStarted,
+    UserHelpResponse,
+)
 from yagent.ipc.messages import (
+    BACKGROUND_OPTION,
     REPLAY_OPTION,
     RESUME_OPTION,
     AskUser,
+    DelegateRequest,
     Question,
     RunOutcome,
     RunSpec,
@@ -27,7 +36,7 @@ from yagent.ipc.messages import (
     continued_run,
 )
 from yagent.ipc.resumable import RESUMABLE_STATES
-from yagent.ipc.vocabulary import RunStatus, StopReason, TaskState
+from yagent.ipc.vocabulary import ErrorCode, RunStatus, StopReason, TaskState
 
 from .registry import TaskRow, TurnRow, new_run_id
 from .run_clock import RunClock
@@ -36,6 +45,7 @@ from .run_supervisor import RunSupervisor
 from .run_table import RunTable
 from .schedule import Timer
 from .spending import BudgetAsk, budget_question, raise_to
+from .subagent_book import Placement, SubagentBook
 from .turn_keys import TurnKeys
 
 __all__ = ["INHERITED_OPTIONS", "RESUMABLE", "PendingQuestion", "TurnController"]
@@ -80,6 +90,8 @@ class TurnController:
         self._budget_waiters: list[Callable[[], None]] = []
         self._budget_questions = 0
         self.keys = TurnKeys()  # the turn's keys from its caller: memory only, dropped when the turn ends
+        self.subagents = SubagentBook(services.registry, row.id, services.scheduler)  # the task's reuse table
+        self._state_after_background: str | None = None  # the task's state once the kept background work ends
 
     @property
     def id(self) -> str:
@@ -91,10 +103,22 @@ class TurnController:
 
     @property
     def in_flight(self) -> bool:
-        """A turn is in flight until its root run and every run it started have ended."""
+        """A turn is in flight until its root run and every run it started have ended — but those it kept
+        working in the background once it ended (`background_runs`)."""
         if self.root is None:
             return False
-        return not self.root.ended or any(not r.ended for r in self.runs.values() if r.turn_number == self.turn)
+        return not self.root.ended or any(not r.ended and not r.kept for r in self.runs.values()
+                                          if r.turn_number == self.turn)
+
+    @property
+    def background_runs(self) -> list[RunSupervisor]:
+        """Runs a finished turn (this one or an earlier) kept working in the background."""
+        return [r for r in self.runs.values() if r.kept and not r.ended]
+
+    @property
+    def busy(self) -> bool:
+        """Anything of the task alive that pause, continue and cancel act on: the turn, or background work."""
+        return self.in_flight or bool(self.background_runs)
 
     # -- starting -----------------------------------------------------------------------------------
 
@@ -104,11 +128,15 @@ class TurnController:
         (`turn_keys`), for every run of the turn."""
         self.keys = keys or TurnKeys()
         registry = self.services.registry
+        if self.paused:  # background work paused meanwhile: a new turn runs, so everything goes on
+            self.resume()
         override = options.get("model_override")
         self.turn = registry.add_turn(self.id, text, agent=agent, yolo=yolo, resumes=resumes,
                                       model_override=override if isinstance(override, str) else "")
         self.paused = False
         self._clock = RunClock(self.services.clock())
+        # The results of background work that no turn has read yet, what still works, what a stop interrupted.
+        options = {**options, BACKGROUND_OPTION: self.subagents.background_option()}
         root = self.create_run(agent, text, yolo=yolo, options=options)
         self.root = root
         registry.set_turn_root(self.id, self.turn, root.id)
@@ -130,11 +158,32 @@ class TurnController:
         return self.start(stopped.text, stopped.agent or "director", yolo=stopped.yolo, options=options,
                           resumes=stopped.turn, keys=keys)
 
+    def delegate(self, parent: RunSupervisor, msg: DelegateRequest) -> RunSupervisor | tuple[ErrorCode, str]:
+        """The child a delegation of `parent` starts — of a new sub-agent, a follow-up to one of its own, or the
+        replay of an interrupted one's run — or why it is refused; `admit` it to start it."""
+        book = self.subagents
+        placement: Placement | tuple[ErrorCode, str] | None = None
+        if msg.replay:  # the interrupted run's sub-agent goes on
+            interrupted = self.services.registry.run_for_call(self.id, continued_run(parent.spec.options),
+                                                              msg.call_id) or ""
+            row = next((r for r in book.rows.values() if interrupted and r.last_run == interrupted), None)
+            placement = Placement(row=row, agent=msg.agent) if row is not None else None
+        if placement is None:
+            working = book.background_working([c.id for c in parent.children.values()])
+            placement = book.place(parent, msg, working)
+        if isinstance(placement, tuple):
+            return placement
+        child = self.create_run(placement.agent, msg.task, parent=parent, call_id=msg.call_id, context=msg.context,
+                                replay=msg.replay, subagent=placement.row.id, extra=placement.options)
+        book.started(placement, child.id, msg.background)
+        return child
+
     def create_run(self, agent: str, text: str, *, parent: RunSupervisor | None = None, call_id: str = "",
                    yolo: str = "none", options: dict[str, Any] | None = None, context: str = "",
-                   replay: bool = False) -> RunSupervisor:
+                   replay: bool = False, subagent: str = "", extra: dict[str, Any] | None = None) -> RunSupervisor:
         """A run of this turn, recorded and known to the daemon; `admit` it to start it. With `replay`, a child
-        that picks up the interrupted delegation `call_id` from what that one wrote."""
+        that picks up the interrupted delegation `call_id` from what that one wrote; `subagent`: the sub-agent
+        it is a run of, `extra`: options of its own (a follow-up's)."""
         run_id = new_run_id()
         if parent is not None:
             options = {k: parent.spec.options[k] for k in INHERITED_OPTIONS if k in parent.spec.options}
@@ -142,12 +191,14 @@ class TurnController:
                 stopped_parent = continued_run(parent.spec.options)
                 interrupted = self.services.registry.run_for_call(self.id, stopped_parent, call_id) or ""
                 options[REPLAY_OPTION] = {"call_id": call_id, "parent_run": stopped_parent, "run": interrupted}
+            options.update(extra or {})
         settings = self.services.settings
         spec = RunSpec(
             run=run_id, task=self.id, turn=self.turn, project=self.row.project_id,
             project_root=self.row.project_path, agent=agent, input=text, home=str(self.services.home),
             parent_run=parent.id if parent else None, call_id=call_id or None, context=context,
             depth=(parent.spec.depth + 1) if parent else 0, yolo=parent.spec.yolo if parent else yolo,
+            subagent=subagent,
             settings=replace(settings.run_settings, llm=self.keys.llm_for(settings.run_settings.llm)),
             options=options or {}, heartbeat_interval=settings.heartbeat_interval,
             daemon_loss_timeout=settings.daemon_loss_timeout,
@@ -217,8 +268,11 @@ class TurnController:
         self.services.publish(self.id, TaskResumed(turn=self.turn))
 
     def cancel(self, detail: str = "cancelled by the user") -> None:
+        """Stop the turn and everything it started, and the background work earlier turns kept."""
         if self.root is not None:
             self.root.stop(StopReason.CANCELLED, detail)
+        for run in self.background_runs:
+            run.stop(StopReason.CANCELLED, detail)
 
     # -- questions ----------------------------------------------------------------------------------
 
@@ -321,6 +375,23 @@ class TurnController:
         if self._root_outcome is not None and not self.in_flight:
             outcome, self._root_outcome = self._root_outcome, None
             self._finish(outcome)
+        elif run.kept:
+            if outcome.status == RunStatus.INTERRUPTED and self._state_after_background is not None:
+                self._state_after_background = TaskState.INTERRUPTED  # `continue` starts it again
+            self._background_changed()
+
+    def _background_changed(self) -> None:
+        """Kept background work started or ended: say which is left; once none is, the task takes its state."""
+        if self.in_flight or self._state_after_background is None:
+            return
+        live = self.background_runs
+        state = TaskState.BACKGROUND if live else self._state_after_background
+        if not live:
+            self._state_after_background = None
+        running = [self.subagents.info(row) for r in live if (row := self.subagents.rows.get(r.subagent))]
+        self.row.state = state
+        self.services.registry.set_task_state(self.id, state)
+        self.services.publish(self.id, BackgroundWork(running=running, state=state))
 
     def _finish(self, outcome: RunOutcome) -> None:
         if self._timeout is not None:
@@ -333,13 +404,19 @@ class TurnController:
         state = _TASK_STATE.get(outcome.status, TaskState.FAILED)
         registry = self.services.registry
         registry.finish_turn(self.id, self.turn, state, outcome.output or outcome.error)
-        registry.set_task_state(self.id, state)
-        self.row.state = state
-        self.paused = False
+        kept = self.background_runs
+        task_state = TaskState.BACKGROUND if kept else state
+        registry.set_task_state(self.id, task_state)
+        self.row.state = task_state
+        if not self.paused or not kept:
+            self.paused = False
         self.keys = TurnKeys()  # the caller's keys are kept no longer than the turn that needs them
         self.services.publish(self.id, TurnFinished(
-            turn=self.turn, state=state, status=outcome.status, stop_reason=outcome.stop_reason,
+            turn=self.turn, state=task_state, status=outcome.status, stop_reason=outcome.stop_reason,
             output=outcome.output, error=outcome.error, run=outcome.run), self.root)
+        if kept:
+            self._state_after_background = state
+            self._background_changed()
 
     def run_gone(self, run: RunSupervisor) -> None:
         self._table.remove(run)
@@ -349,6 +426,12 @@ class TurnController:
 
     def _sync_state(self) -> None:
         if not self.in_flight:
+            if self.background_runs:  # kept background work: paused, waiting for an answer, or working
+                state = TaskState.PAUSED if self.paused else (
+                    TaskState.WAITING if self.questions else TaskState.BACKGROUND)
+                if self.row.state != state:
+                    self.row.state = state
+                    self.services.registry.set_task_state(self.id, state)
             return
         state = TaskState.PAUSED if self.paused else (TaskState.WAITING if self.questions else TaskState.RUNNING)
         if self.row.state != state:

@@ -12,13 +12,14 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Any, ClassVar, TypeVar
 
-from .messages import Question
+from .messages import Question, SubagentInfo
 from .records import Record, record
-from .vocabulary import EventType, RunStatus, StopReason, TaskState
+from .vocabulary import EventType, RunStatus, StopReason, TaskState, TurnEndChoice
 
 __all__ = [
     "DAEMON_EVENT_DATA",
     "RUN_INPUT_PREVIEW",
+    "BackgroundWork",
     "DaemonEvent",
     "LlmSlotWait",
     "RunFinished",
@@ -87,6 +88,9 @@ class RunQueued(DaemonEvent):
     parent: str = ""
     call_id: str = ""
     run: str = ""  # the new child run
+    subagent: str = ""  # the sub-agent it is a run of
+    followup: bool = False  # it continues that sub-agent's conversation (if its configuration still matches)
+    background: TurnEndChoice | None = None  # started in the background, and what the turn's end does with it
 
 
 @_daemon_event(EventType.RUN_STARTED)
@@ -98,6 +102,7 @@ class RunStarted(DaemonEvent):
     depth: int = 0
     input: str = ""  # the first RUN_INPUT_PREVIEW characters of the task
     unconfined: str = ""  # an `Unconfined` reason when the kernel does not confine the run ("" when it does)
+    subagent: str = ""  # the sub-agent it is a run of ("" for a root run)
 
 
 @_daemon_event(EventType.RUN_FINISHED)
@@ -109,6 +114,15 @@ class RunFinished(DaemonEvent):
     parent: str | None = None
     call_id: str = ""
     cpu_seconds: float = 0.0
+
+
+@_daemon_event(EventType.BACKGROUND_WORK)
+class BackgroundWork(DaemonEvent):
+    """The sub-agents a finished turn left working in the background, published whenever that set changes;
+    empty once they have all ended, and the task is then in `state`."""
+
+    running: list[SubagentInfo] = field(default_factory=list)
+    state: TaskState = TaskState.BACKGROUND
 
 
 @_daemon_event(EventType.TASK_PAUSED)

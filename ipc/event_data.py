@@ -28,6 +28,7 @@ from .records import Record, record
 __all__ = [
     "CallUsage",
     "LlmCallEnd",
+    "WorkflowDecision",
     "ai_chunk",
     "ai_response",
     "ai_stream_end",
@@ -44,6 +45,7 @@ __all__ = [
     "tool_call_result",
     "tool_call_start",
     "usage_data",
+    "workflow_decision",
 ]
 
 # Tool arguments and results are clipped in events (the model still gets the whole result).
@@ -175,3 +177,26 @@ def conversation_error(error: str) -> dict[str, Any]:
 
 def log(level: str, message: str) -> dict[str, Any]:
     return {"level": level, "message": message}
+
+
+@record
+class WorkflowDecision(Record):
+    """`workflow_decision`: a workflow's engine chose its next step — a role node and its task (`agent`), or no
+    step (`situation`, and what the definition does then: `action`) — and why (`reason`). `progress` is the
+    workflow's own short account of where it stands (e.g. "3 chapters written"), for `yagent workflow status`."""
+
+    workflow: str = ""
+    step: int = 0  # the engine's decisions so far in this run
+    agent: str = ""  # the role node that runs next ("" for no step)
+    task: str = ""  # the start of its task
+    reason: str = ""
+    situation: str = ""  # no deterministic step: the situation the facts are in
+    action: str = ""  # what the definition does in it: finish, ask_user, or hand to a named planner
+    progress: str = ""
+    error: str = ""  # the facts could not be read or a step left what it should have made undone
+
+
+def workflow_decision(**fields: Any) -> dict[str, Any]:
+    data = WorkflowDecision(**fields)
+    data.task = _clip(data.task, 400)
+    return data.to_wire()

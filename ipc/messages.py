@@ -17,9 +17,20 @@ from typing import Any
 
 from .records import Message, Record, message, record
 from .run_settings import RunSettings
-from .vocabulary import McpState, QuestionKind, ReplayVerdict, RunStatus, StopReason, Unconfined
+from .vocabulary import (
+    McpState,
+    QuestionKind,
+    ReplayVerdict,
+    RunStatus,
+    StopReason,
+    SubagentState,
+    TurnEndChoice,
+    Unconfined,
+)
 
 __all__ = [
+    "BACKGROUND_OPTION",
+    "FOLLOWUP_OPTION",
     "PROTOCOL_VERSION",
     "REPLAY_OPTION",
     "RESUME_OPTION",
@@ -31,6 +42,7 @@ __all__ = [
     "CompactContext",
     "CompactNow",
     "DaemonStatus",
+    "DelegateAccepted",
     "DelegateRequest",
     "DelegateResult",
     "ErrorReply",
@@ -75,6 +87,9 @@ __all__ = [
     "Shutdown",
     "StartRun",
     "StatusRequest",
+    "SubagentInfo",
+    "SubagentsReply",
+    "SubagentsRequest",
     "Submit",
     "Submitted",
     "TaskControl",
@@ -190,6 +205,9 @@ class RunOutcome(Record):
     usage: dict = field(default_factory=dict)  # token counts summed over the run's model calls
     cpu_seconds: float = 0.0  # the worker process's own CPU time
     data: dict = field(default_factory=dict)  # what one agent kind adds (agent_exit's arguments, a traceback)
+    signature: str = ""  # a sub-agent's configuration signature (workers/agents/configuration_signature.py)
+    continued: bool = False  # a follow-up that went on with its sub-agent's conversation (False: started anew)
+    subagent: str = ""  # the sub-agent the run belongs to (set by the daemon; "" for a root run)
 
     @property
     def done(self) -> bool:
@@ -202,6 +220,14 @@ class RunOutcome(Record):
 # run it continues ("" when the daemon has no record of one)}.
 RESUME_OPTION = "resume_of"
 REPLAY_OPTION = "replay_of"
+# FOLLOWUP_OPTION: this child continues sub-agent {"subagent": id} from the conversation its newest run
+# {"run": …} wrote, if its configuration signature is still the one that conversation was written with; when it
+# is not, {"fresh_if_changed": True} starts it anew on its task (a workflow's node), else it reports why not.
+# BACKGROUND_OPTION (a root run): {"finished": […], "running": […], "interrupted": […]}, `SubagentInfo` maps of
+# the task's background sub-agents: results not yet offered to a turn, those still working, and those a stopped
+# daemon interrupted (a resumed turn starts them again).
+FOLLOWUP_OPTION = "followup_of"
+BACKGROUND_OPTION = "background_work"
 
 
 def continued_run(options: dict[str, Any]) -> str:
@@ -237,6 +263,7 @@ class RunSpec(Record):
     call_id: str | None = None  # the parent's tool call that asked for this delegation
     context: str = ""  # facts the delegating agent handed over with the task
     depth: int = 0
+    subagent: str = ""  # the continuable sub-agent this run is (a delegated run), its id in the reuse table
     paused: bool = False
     yolo: str = "none"
     settings: RunSettings = field(default_factory=RunSettings)  # what the run needs of config.toml, resolved
@@ -565,12 +592,63 @@ class DelegateRequest(Message):
     # A resumed parent re-asking for the delegation `call_id` that was interrupted: the child picks up from
     # what the interrupted child wrote (replay), or reports what it had done (a degraded report).
     replay: bool = False
+    subagent: str = ""  # a follow-up: continue this sub-agent of the asking agent ("" starts a new one)
+    reuse_key: str = ""  # a workflow's node: continue the sub-agent kept under this key, or start one for it
+    # Start it in the background: `DelegateAccepted` answers at once, and this says what becomes of it if it is
+    # still working when the turn ends. None: the reply is the child's `DelegateResult` once it has ended.
+    background: TurnEndChoice | None = None
 
 
 @message("delegate_result")
 class DelegateResult(Message):
     id: int
     outcome: RunOutcome
+
+
+@message("delegate_accepted")
+class DelegateAccepted(Message):
+    """A background delegation was admitted: its run and sub-agent; its end is asked for with `SubagentsRequest`."""
+
+    id: int
+    run: str
+    subagent: str
+
+
+@record
+class SubagentInfo(Record):
+    """One continuable sub-agent as the daemon's reuse table has it (what agent_status and wait_agents show)."""
+
+    subagent: str
+    agent: str
+    state: SubagentState
+    run: str = ""  # its newest run
+    task: str = ""  # the start of the first task it was given
+    conclusion: str = ""  # its newest hand-off's conclusion, else the start of its answer
+    background: TurnEndChoice | None = None  # its newest run works in the background, and what ends it
+    outcome: RunOutcome | None = None  # how its newest run ended (output and error cut to a budget)
+    reuse_key: str = ""
+    updated_at: float = 0.0
+
+
+@message("subagents")
+class SubagentsRequest(Message):
+    """The asking agent's sub-agents (`subagents` empty: all of them). With `wait`, answered once none of those
+    named (empty: those working in the background) is working, or at `timeout` seconds (0: none of its own;
+    finite and at most `MAX_WAIT_SECONDS`). With `cancel`, those named that work are stopped first (one that has
+    ended already is no failure); answered at once."""
+
+    id: int
+    subagents: list[str] = field(default_factory=list)
+    wait: bool = False
+    timeout: float = 0.0
+    cancel: bool = False
+
+
+@message("subagents_reply")
+class SubagentsReply(Message):
+    id: int
+    subagents: list[SubagentInfo] = field(default_factory=list)
+    timed_out: bool = False  # a wait whose deadline came first: some of them are still working
 
 
 @message("ask_user")

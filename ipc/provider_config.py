@@ -37,6 +37,7 @@ from dataclasses import field, replace
 from typing import Any
 
 from .records import Record, record
+from .workflows import WORKFLOW_MODEL_ROLES
 
 __all__ = [
     "AGENT_NAMES",
@@ -535,7 +536,7 @@ def parse_llm_config(raw: Mapping[str, Any], environ: Mapping[str, str]) -> LLMC
     config = LLMConfig(
         providers=providers,
         use_provider=_use_provider(global_llm, "[global.llm]", problems),
-        agent_providers=_per_name(agents, "agents.llm", AGENT_NAMES, problems, warnings),
+        agent_providers=_per_name(agents, "agents.llm", (*AGENT_NAMES, *WORKFLOW_MODEL_ROLES), problems, warnings),
         agents_default=_use_provider(agents, "[agents.llm]", problems),
         tool_providers=_per_name(tools, "tools.llm", TOOL_NAMES, problems, warnings),
         tools_default=_use_provider(tools, "[tools.llm]", problems),

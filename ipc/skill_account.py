@@ -35,7 +35,7 @@ __all__ = ["MAX_ROOT_ENTRIES", "SKILL_FILE", "SKILL_HOLDERS", "Override", "Rejec
 SKILL_FILE = "SKILL.md"
 # The agents whose tools include `use_skill`, so whose system prompt carries the catalogue (workers' profiles
 # decide; tests/skills/test_skill_surface.py keeps this in step with them).
-SKILL_HOLDERS = ("director", "coding", "repo", "devops", "custom")
+SKILL_HOLDERS = ("director", "coding", "repo", "devops", "node", "custom")
 MAX_ROOT_ENTRIES = 1000
 # The start of a skill file the account reads: its front matter (at most 32 KiB) and the first line after it.
 _HEAD_BYTES = 40 * 1024
@@ -285,7 +285,7 @@ def where_to_put_skills(project_root: str = "") -> str:
 
 def account_lines(account: SkillAccount) -> list[str]:
     """The account as `yagent skills` and `/skills` print it and a run's log records it."""
-    holders = "the Director, Coding, Repo, DevOps and custom agents (not Chat)"
+    holders = "the Director, Coding, Repo, DevOps, custom agents and workflow nodes (not Chat)"
     if not account.enabled:
         return ["skills are turned off ([skills] enabled = false in config.toml): agents see none"]
     lines = [f"{len(account.skills)} skill{'' if len(account.skills) == 1 else 's'} for {holders}"

@@ -23,7 +23,9 @@ __all__ = [
     "ReplayVerdict",
     "RunStatus",
     "StopReason",
+    "SubagentState",
     "TaskState",
+    "TurnEndChoice",
     "Unconfined",
     "YoloLevel",
 ]
@@ -72,6 +74,24 @@ class TaskState(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     INTERRUPTED = "interrupted"
+    BACKGROUND = "background"  # the turn finished; sub-agents it kept run on (idle again when they end)
+
+
+class SubagentState(StrEnum):
+    """Where one continuable sub-agent of a task stands (the daemon's reuse table)."""
+
+    WORKING = "working"  # its newest run is queued or running
+    IDLE = "idle"  # its newest run finished: a follow-up continues its conversation
+    STOPPED = "stopped"  # its newest run failed, was cancelled or interrupted: a follow-up still continues it
+    RETIRED = "retired"  # its configuration changed, or the table let it go: it is never continued again
+
+
+class TurnEndChoice(StrEnum):
+    """What becomes of a background sub-agent that is still working when the turn that started it ends."""
+
+    WAIT = "wait"  # the turn waits for it: its agent reads the result before it answers
+    KEEP = "keep"  # it works on after the turn (the task shows background work); the next turn gets its result
+    CANCEL = "cancel"  # it is cancelled with the turn
 
 
 class ControlAction(StrEnum):
@@ -177,6 +197,9 @@ class ErrorCode(StrEnum):
     STOPPING = "stopping"  # the run asking is being stopped
     NOT_APPROVED = "not_approved"  # an approved operation with no answered prompt of the run behind it
     MCP_UNAVAILABLE = "mcp_unavailable"  # a required MCP server did not come up, or a call found no server
+    UNKNOWN_SUBAGENT = "unknown_subagent"  # no sub-agent of this id belongs to the asking agent in its task
+    SUBAGENT_BUSY = "subagent_busy"  # a follow-up to a sub-agent that is still working
+    TOO_MANY = "too_many"  # past a bound: background sub-agents of one run, waits in flight
 
 
 # The answers an authorisation question takes, in the order clients offer them (the worker maps them to
@@ -217,3 +240,6 @@ class EventType(StrEnum):
     RUN_STARTED = "run_started"
     RUN_FINISHED = "run_finished"
     LLM_SLOT_WAIT = "llm_slot_wait"  # {"waiting": bool, "limit": int}: a run queues for an in-flight request slot
+    BACKGROUND_WORK = "background_work"  # the sub-agents a finished turn kept working, or that they all ended
+    # emitted by a workflow's engine
+    WORKFLOW_DECISION = "workflow_decision"  # the router's choice of the next step (or of none), with its reason

@@ -30,6 +30,7 @@ from yagent.ipc.messages import (
     ApprovedOperationResult,
     AskUser,
     CompactNow,
+    DelegateAccepted,
     DelegateRequest,
     DelegateResult,
     ErrorReply,
@@ -52,6 +53,8 @@ from yagent.ipc.messages import (
     RunResult,
     RunSpec,
     StartRun,
+    SubagentsReply,
+    SubagentsRequest,
     UserAnswer,
     WorkerHello,
 )
@@ -59,7 +62,7 @@ from yagent.ipc.pending_replies import PendingReplies
 from yagent.ipc.records import MAX_FRAME_BYTES, Message, cut_to_frame, decode, encode
 from yagent.ipc.run_secret import hello_proof
 from yagent.ipc.sockets import connect_dealer, random_identity
-from yagent.ipc.vocabulary import ControlAction, QuestionKind, RunStatus, StopReason
+from yagent.ipc.vocabulary import ControlAction, QuestionKind, RunStatus, StopReason, TurnEndChoice
 
 __all__ = ["ChannelFailed", "DaemonChannel", "DaemonLost"]
 
@@ -298,21 +301,43 @@ class DaemonChannel:
         return self.hold_lease()
 
     async def run_child(self, agent: str, task: str, call_id: str, context: str, *,
-                        replay: bool = False) -> RunOutcome:
+                        replay: bool = False, subagent: str = "", reuse_key: str = "") -> RunOutcome:
         """Ask the daemon to run `agent` on `task` as a child of this run; returns the child's outcome once it
-        has ended (the daemon fills in its run, agent and, when it stopped the child, status and stop reason).
+        has ended (the daemon fills in its run, agent, sub-agent and, when it stopped the child, status and stop
+        reason). `subagent`: continue that sub-agent of this run's agent; `reuse_key`: continue the one kept
+        under that key, or start one for it (a workflow's node). A refusal raises `RemoteError`.
 
         This is the tools' `Delegator` port: the delegation tool calls it directly. When the daemon is lost
         meanwhile, the child is interrupted with it — an interruption, never a failure of the delegation."""
         try:
             reply = await self._request(
-                DelegateRequest(id=0, agent=agent, task=task, call_id=call_id, context=context, replay=replay),
+                DelegateRequest(id=0, agent=agent, task=task, call_id=call_id, context=context, replay=replay,
+                                subagent=subagent, reuse_key=reuse_key),
                 DelegateResult)
         except DaemonLost as exc:
             return RunOutcome(status=RunStatus.INTERRUPTED, stop_reason=StopReason.INTERRUPTED, agent=agent,
                               error=f"yagentd stopped while the delegation ran ({exc})")
         assert isinstance(reply, DelegateResult)
         return reply.outcome
+
+    async def start_child(self, agent: str, task: str, call_id: str, context: str, *, choice: TurnEndChoice,
+                          subagent: str = "") -> DelegateAccepted:
+        """Start `agent` on `task` (or continue `subagent`) in the background: the daemon answers as soon as the
+        child is admitted; its end is learnt with `subagents`. A refusal raises `RemoteError`."""
+        reply = await self._request(DelegateRequest(id=0, agent=agent, task=task, call_id=call_id, context=context,
+                                                    subagent=subagent, background=choice), DelegateAccepted)
+        assert isinstance(reply, DelegateAccepted)
+        return reply
+
+    async def subagents(self, subagents: list[str], *, wait: bool = False, timeout: float = 0.0,
+                        cancel: bool = False) -> SubagentsReply:
+        """This run's agent's sub-agents as the daemon has them; with `wait`, once none of them is working (or
+        at `timeout`); with `cancel`, after stopping those that work. The daemon answers when that is so: nothing
+        here polls."""
+        reply = await self._request(SubagentsRequest(id=0, subagents=list(subagents), wait=wait, timeout=timeout,
+                                                     cancel=cancel), SubagentsReply)
+        assert isinstance(reply, SubagentsReply)
+        return reply
 
     async def ask_user(self, kind: QuestionKind, prompt: str, *, options: list[str], default: str | None,
                        details: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from yagent.ipc.home import yagent_home
 from yagent.ipc.runtime_dir import resolve_runtime_dir
 from yagent.ipc.sandbox_settings import DEFAULT_DENY_READ
 
-from . import agents, sandbox  # noqa: F401 - registers the agent kinds
+from . import agents, sandbox, workflows  # noqa: F401 - registers the agent kinds (workflows: their engine and nodes)
 from .context.tokens import count_tokens_exact
 from .llm import shared_ssl_context
 

@@ -298,7 +298,7 @@ def render_title(view: TaskView, width: int, hints: Sequence[tuple[str, str]]) -
 # Keyed by `TaskView.display_state`: a task state, or one of the client's own words for a task.
 _STATE_STYLE = {TaskState.RUNNING: "running", "waiting for you": "waiting", TaskState.PAUSED: "paused",
                 TaskState.DONE: "done", TaskState.IDLE: "idle", "new": "idle", TaskState.FAILED: "failed",
-                TaskState.CANCELLED: "failed", TaskState.INTERRUPTED: "failed"}
+                TaskState.CANCELLED: "failed", TaskState.INTERRUPTED: "failed", TaskState.BACKGROUND: "running"}
 
 
 def status_height(view: TaskView, rows: int) -> int:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from yagent.ipc.daemon_events import (
+    BackgroundWork,
     LlmSlotWait,
     RunFinished,
     RunQueued,
@@ -22,6 +23,7 @@ from yagent.ipc.daemon_events import (
     TurnStarted,
     UserHelpResponse,
 )
+from yagent.ipc.event_data import WorkflowDecision
 from yagent.ipc.messages import Event, Question, TaskSummary
 from yagent.ipc.vocabulary import EventType, RunStatus, StopReason, TaskState
 
@@ -275,7 +277,8 @@ class TaskView:
 
     @property
     def display_state(self) -> str:
-        if self.questions and self.state in (TaskState.RUNNING.value, TaskState.WAITING.value):
+        if self.questions and self.state in (TaskState.RUNNING.value, TaskState.WAITING.value,
+                                             TaskState.BACKGROUND.value):
             return "waiting for you"
         if self.paused and self.state in (TaskState.RUNNING.value, TaskState.PAUSED.value,
                                           TaskState.WAITING.value):
@@ -615,6 +618,29 @@ class TaskView:
         by = "" if d.request_id in self.answered_here else d.by
         self._add(Entry("answer", agent=ev.agent, run=ev.run, data=AnswerShown(value=str(value), by=by)))
 
+    def _on_background_work(self, ev: Event) -> None:
+        d = stamped_data(ev, BackgroundWork)
+        if self.turn_running:
+            return  # a new turn already runs: its own state says it
+        self.state = d.state
+        if d.running:
+            names = ", ".join(f"{i.agent} {i.subagent}" for i in d.running)
+            self.note(f"⧗ working on in the background after the turn: {names} — the next turn gets the results; "
+                      "/cancel stops it")
+        else:
+            self.note("⧗ the background work has ended; the next turn gets its results")
+
+    def _on_workflow_decision(self, ev: Event) -> None:
+        d = WorkflowDecision.read(ev.data)
+        if d is None:
+            return
+        if d.error:
+            self.note(f"◆ {d.workflow} stopped: {d.error}", error=True)
+        elif d.agent:
+            self.note(f"◆ {d.workflow} {d.step}: {d.agent} — {d.task} ({d.reason})")
+        else:
+            self.note(f"◆ {d.workflow} {d.step}: no step — {d.situation} → {d.action}")
+
     def _on_paused(self, ev: Event) -> None:
         self.paused = True
         if self.turn_running:
@@ -638,6 +664,8 @@ def _shows_text(text: str, *, final: bool = False) -> bool:
 _HANDLERS = {
     EventType.TURN_STARTED.value: TaskView._on_turn_started,
     EventType.TURN_FINISHED.value: TaskView._on_turn_finished,
+    EventType.BACKGROUND_WORK.value: TaskView._on_background_work,
+    EventType.WORKFLOW_DECISION.value: TaskView._on_workflow_decision,
     EventType.RUN_QUEUED.value: TaskView._on_run_queued,
     EventType.RUN_STARTED.value: TaskView._on_run_started,
     EventType.RUN_FINISHED.value: TaskView._on_run_finished,

@@ -22,10 +22,10 @@ async def task_control(daemon: DaemonView, msg: TaskControl) -> Ack:
         raise CommandError(ErrorCode.BAD_REQUEST,
                            f"unknown action {msg.action!r}; use pause, continue or cancel") from None
     task = daemon.tasks.get(row.id)
-    idle = task is None or not task.in_flight
+    idle = task is None or not task.busy
     if action is ControlAction.CONTINUE and idle and last_turn_stopped_midway(daemon, row):
         return await _resume(daemon, msg, row)
-    if task is None or not task.in_flight:
+    if task is None or not task.busy:  # busy: a turn in progress, or background work a finished turn kept
         raise CommandError(ErrorCode.NOT_RUNNING, f"task {row.id} has no turn in progress (state: {row.state}); "
                                                   f"nothing to {action.value}")
     if action is ControlAction.PAUSE:

@@ -44,7 +44,12 @@ def summarize(daemon: DaemonView, row: TaskRow, live: dict[str, LiveFigures], *,
     questions = [p.question for p in task.questions.values()] if task else []
     # Only from memory: listing thousands of old tasks must not read (and repair) their event logs.
     hub = daemon.hub
-    return task_summary(row, daemon.registry.runs_of(row.id, turn), questions=questions, live=live,
+    runs = daemon.registry.runs_of(row.id, turn)
+    if current_turn_only and task is not None:  # and what earlier turns kept working in the background
+        shown = {r.id for r in runs}
+        kept = [r.id for r in task.background_runs if r.id not in shown]
+        runs = daemon.registry.runs_by_id(kept) + runs
+    return task_summary(row, runs, questions=questions, live=live,
                         last_seq=lambda: hub.last_seq(row.id) if exact_seq else hub.cached_last_seq(row.id),
                         cost_limit=task.cost_limit if task else daemon.settings.max_cost_per_task)
 

@@ -343,3 +343,40 @@ def test_delegations_are_counted_by_what_a_tool_declares_not_by_its_name(tmp_pat
     assert calls == 3 and users[-1] == FIRST_REMINDER
     calls, users = director_run("ask_the_repo")  # a delegation by declaration: the reply stands
     assert calls == 2 and FIRST_REMINDER not in users
+
+
+def test_the_soft_cap_asks_for_a_hand_off_in_one_extra_step_then_stops_with_max_steps(
+        fake: FakeProvider, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("a\n")
+    read = ToolCallSpec("read_file", {"path": "a.txt"})
+    handoff = {"summary": "half", "handoff": {"conclusion": "a.txt read", "status": "partial"}}
+    fake.script("repo", MARKERS["repo"], [Step(tool_calls=[read]), Step(tool_calls=[read]),
+                                          Step(text="Read a.txt; b is left.", tool_calls=[
+                                              ToolCallSpec("agent_exit", handoff)])])
+    wrap_up = "Your step budget is spent: hand off now."
+    cfg, events = _config(fake, tmp_path, "repo", LoopPolicy(), max_steps=2, wrap_up=wrap_up)
+    result = asyncio.run(run_agent_loop(cfg))
+    # The budget's two steps, then the wrap-up step, which handed off: the run finished with its hand-off.
+    assert result.stop_reason == StopReason.AGENT_EXIT and result.steps == 3
+    assert result.handoff == handoff["handoff"] and result.output == "Read a.txt; b is left."
+    calls = fake.requests_for("repo")
+    assert len(calls) == 3 and _user_texts(calls[2])[-1] == wrap_up and wrap_up not in _user_texts(calls[1])
+    assert any(m.role == "user" and m.content == wrap_up for m in cfg.messages)  # stored: a follow-up sees it
+    assert any(t == EventType.LOG and "wrap up" in d["message"] for t, d in events)
+
+
+def test_a_run_that_ignores_the_wrap_up_is_stopped_with_max_steps_after_that_one_step(
+        fake: FakeProvider, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("a\n")
+    read = ToolCallSpec("read_file", {"path": "a.txt"})
+    fake.script("repo", MARKERS["repo"], [Step(text="still reading", tool_calls=[read]) for _ in range(3)])
+    cfg, _ = _config(fake, tmp_path, "repo", LoopPolicy(), max_steps=2, wrap_up="hand off now")
+    result = asyncio.run(run_agent_loop(cfg))
+    assert result.stop_reason == StopReason.MAX_STEPS and result.steps == 3 and len(fake.requests_for("repo")) == 3
+    assert "and the step it was given to wrap up" in result.error
+    assert result.output == "still reading"  # the latest words since the wrap-up message
+    # Without a wrap-up (the Director's loop) the run stops at its budget, no extra step.
+    fake.script("chat", MARKERS["chat"], [Step(text="thinking", tool_calls=[ToolCallSpec("deepthinking", {
+        "question": "q"})]) for _ in range(2)])
+    cfg2, _ = _config(fake, tmp_path, "chat", LoopPolicy(), max_steps=1)
+    assert asyncio.run(run_agent_loop(cfg2)).steps == 1

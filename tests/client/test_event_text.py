@@ -14,8 +14,9 @@ from yagent.client.event_text import TextPrinter
 from yagent.client.tui.render import render_status, status_height
 from yagent.client.tui.state import TaskView
 from yagent.ipc import event_data
-from yagent.ipc.messages import Event
-from yagent.ipc.vocabulary import EventType, StopReason
+from yagent.ipc.daemon_events import BackgroundWork
+from yagent.ipc.messages import Event, SubagentInfo
+from yagent.ipc.vocabulary import EventType, StopReason, SubagentState, TaskState, TurnEndChoice
 
 
 class Printer:
@@ -237,3 +238,19 @@ def test_the_log_says_each_compaction_once_and_never_the_per_step_gauge() -> Non
                                                              window=128_000, measured=True, parts={}))
     p(EventType.CONTEXT_EMERGENCY_COMPRESSED, event_data.context_compressed("emergency", 150_000, 9_000, step=3))
     assert p.text.splitlines() == ["  ⧉ director: context emergency compressed 150,000 → 9,000 tokens"]
+
+
+def test_background_work_after_a_turn_is_said_in_the_log_and_the_tui_and_its_end_too() -> None:
+    kept = BackgroundWork(running=[SubagentInfo(subagent="a1b2c3d4e5", agent="chat", state=SubagentState.WORKING,
+                                                background=TurnEndChoice.KEEP)]).to_wire()
+    over = BackgroundWork(running=[], state=TaskState.DONE).to_wire()
+    p = Printer()
+    p(EventType.BACKGROUND_WORK, kept)
+    p(EventType.BACKGROUND_WORK, over)
+    assert "working on in the background: chat a1b2c3d4e5" in p.text and "yagent cancel t1" in p.text
+    assert "background work ended; task t1 is done" in p.text
+    view = TaskView(task="t1")
+    view.apply(Event(1, "t1", "", "", EventType.BACKGROUND_WORK, 1.0, kept))
+    assert view.display_state == TaskState.BACKGROUND and "chat a1b2c3d4e5" in view.entries[-1].text
+    view.apply(Event(2, "t1", "", "", EventType.BACKGROUND_WORK, 2.0, over))
+    assert view.display_state == TaskState.DONE

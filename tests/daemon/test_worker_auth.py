@@ -47,6 +47,7 @@ from yagent.ipc.messages import (
     RunResult,
     StartRun,
     StatusRequest,
+    SubagentsRequest,
     WorkerHello,
 )
 from yagent.ipc.records import Message, decode, encode
@@ -73,6 +74,7 @@ def _forgeries(run_id: str) -> list[Message]:
         McpToolsRequest(id=81, wait_for=["forged"]),
         McpCall(id=82, server="forged", tool="write_note", arguments={"text": FORGED}),
         McpCancel(call=82),
+        SubagentsRequest(id=83, subagents=["a-forged"], wait=True, timeout=float("nan")),
     ]
 
 
@@ -122,7 +124,7 @@ def test_an_impostor_of_every_message_kind_is_refused_and_the_real_run_finishes_
         for _kind, sock in impostors:
             sock.close(0)
         ctx.term()
-    assert len(impostors) == 13
+    assert len(impostors) == 14
     finished = of_type(events, EventType.TURN_FINISHED)[0]
     assert '"the real output"' in finished.data["output"] and FORGED not in finished.data["output"]
     assert FORGED not in repr([e.data for e in events])  # no event injected, no question asked, no child run
@@ -264,7 +266,7 @@ def test_a_replayed_or_second_hello_is_refused_and_the_bound_worker_keeps_its_ru
     assert of_type(events, EventType.TURN_FINISHED)[0].data["output"] == "the real output"
     assert FORGED not in repr([e.data for e in events])
     refusals = [r.getMessage() for r in caplog.records if "refused peer" in r.getMessage()]
-    assert len(refusals) == 15, refusals  # 12 kinds, early, replay, stolen — once each, though two sent twice
+    assert len(refusals) == 16, refusals  # 13 kinds, early, replay, stolen — once each, though two sent twice
 
 
 # -- the secret's way to the worker ---------------------------------------------------------------------

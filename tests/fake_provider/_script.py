@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -123,6 +124,9 @@ class Step:
     raw_content_type: str = "text/event-stream"
     thinking: list[ThinkingSpec] = field(default_factory=list)
     end_latency: float = 0.0
+    # In-process only: the step to send is this function of the request's body (a reply that names what the
+    # request holds, e.g. an id the daemon made up); its other fields are then unused.
+    respond: Callable[[dict[str, Any]], Step] | None = None
 
     def thinking_blocks(self) -> list[ThinkingSpec]:
         """The thinking blocks to send: `thinking`, else one block of `reasoning` signed with `signature`."""
@@ -134,6 +138,8 @@ class Step:
         return self.reasoning or "".join(t.text for t in self.thinking)
 
     def to_dict(self) -> dict[str, Any]:
+        if self.respond is not None:
+            raise ValueError("a step with `respond` lives in the test's process: it cannot be sent as data")
         return asdict(self)
 
     @classmethod

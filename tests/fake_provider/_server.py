@@ -413,6 +413,8 @@ class FakeProvider:
             await self._error(conn, record, 400, "fake provider: the request body is not a JSON object")
             return keep_alive
         step, problem = self._pick(record)
+        if step is not None and step.respond is not None:
+            step = step.respond(body)
         if step is None:
             # 400 is not retried, so a missing script fails the test at once with this message.
             await self._error(conn, record, 400, problem)

@@ -25,6 +25,7 @@ EXPECTED_STATIC_TOOLS = {
     # answered by the built-in code server (workers/tools/code_intel.py)
     "semantic_search", "query_code_skeleton", "query_code_snippet", "find_function_caller", "find_function_callee",
     "query_call_graph",
+    "spawn_agent", "send_followup", "wait_agents", "agent_status", "cancel_agents",
 }
 
 

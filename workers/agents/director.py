@@ -33,6 +33,7 @@ from yagent.workers.context.project_instructions import (
     load_project_instructions,
 )
 from yagent.workers.context.thinklink import read_thinklink
+from yagent.workers.context.thought import strip_thought
 from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import Message
 from yagent.workers.memory import ConversationMemory, load_memory, memory_path
@@ -40,6 +41,7 @@ from yagent.workers.memory.resume_repair import repair_for_resume
 from yagent.workers.memory.rollout_retention import prune_rollouts
 from yagent.workers.tools import ToolCall, ToolResult
 
+from .background_work import background_at_start, wait_before_answering
 from .custom_agents import CustomAgentRegistry
 from .loop import LoopPolicy, LoopRecorder, LoopState
 from .prompts import render_prompt
@@ -198,11 +200,21 @@ async def director(ctx: RunContext) -> RunOutcome:
     if (first_turn and not present) or resuming:  # said when they are passed on, not at every turn
         _say_what_was_left_out(ctx, instructions)
     added: list[Message] = []
+    port = run.subagents
+    record = run.board.record_delegation
+    # Background work: results no turn has read, what still works, what a stopped daemon interrupted (restarted).
+    background = await background_at_start(ctx.spec.options, port, record) if port is not None else ""
+    # A resumed turn whose stopped run had already answered: only its background work was cut off.
+    answered = _answered(history) if resuming else None
     if not resuming:
         text = ctx.spec.input
         if first_turn and block and not present:
             text = f"{text}\n\n{block}"
+        if background:
+            text = f"{text}\n\n{background}"
         added.append(Message.user(text))
+    elif background and answered is None:
+        added.append(Message.user(background))
     system = _system_prompt(run, registry)
     if resuming and block and not present:
         # A resumed session re-reads the project's instructions: they may have changed, or never been seen.
@@ -214,6 +226,8 @@ async def director(ctx: RunContext) -> RunOutcome:
     compactor = run.compactor(messages, request=ctx.spec.input, request_heading=REQUEST_HEADING,
                               instructions=instructions)
     config = run.loop_config(messages, policy, route_task=ctx.spec.input, compactor=compactor)
+    if port is not None:  # background sub-agents started with at_turn_end=wait: read before the answer stands
+        config.before_finish = wait_before_answering(port, record)
     follower = _TurnFollower(config.recorder, memory, messages, added)
     config.recorder = follower
     try:
@@ -222,6 +236,12 @@ async def director(ctx: RunContext) -> RunOutcome:
                 messages, run.surface, run.tool_ctx, max_parallel=run.settings.max_parallel_readonly_tools)
             _note(ctx, "info", f"resumed the stopped turn where it stopped ({replayed} interrupted delegations "
                                "picked up again)")
+            if answered is not None and not replayed:
+                # The answer stands; only what it waits for (restarted background work) may add to it.
+                more = await config.before_finish() if config.before_finish is not None else None
+                if more is None:
+                    return RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.PLAIN_TEXT, output=answered)
+                messages.append(Message.user(more))  # the rollout begins with it, the memory follows it
         result = await run.run_loop(config, rollout=True)
     finally:
         # Written on every path, cancellation included: the next turn continues this conversation.
@@ -230,6 +250,14 @@ async def director(ctx: RunContext) -> RunOutcome:
         memory.save()
         await run.close()
     return result
+
+
+def _answered(messages: list[Message]) -> str | None:
+    """The answer a conversation ends with (an assistant reply calling no tool), or None."""
+    last = messages[-1] if messages else None
+    if last is None or last.role != "assistant" or last.tool_calls:
+        return None
+    return strip_thought(last.content) or None
 
 
 def _stopped_turn(ctx: RunContext, memory: ConversationMemory, history: list[Message]) -> StoppedTurn:

@@ -152,6 +152,12 @@ class LoopConfig:
     compactor: ContextCompactor | None = None
     # Called at every step boundary: brings the surface up to date with tools that changed meanwhile (MCP).
     refresh_tools: Callable[[], Awaitable[None]] | None = None
+    # The ReAct soft cap: at `max_steps` this is sent as a user message and the run gets one more step to hand
+    # off, then stops with max_steps. Set before the first step; "" stops at max_steps at once (the Director).
+    wrap_up: str = ""
+    # Asked when the run would finish (plain text or agent_exit): a text keeps it going with that text as a
+    # user message (a Director with background sub-agents it must await); None lets it finish.
+    before_finish: Callable[[], Awaitable[str | None]] | None = None
 
 
 @dataclass
@@ -165,6 +171,7 @@ class LoopState:
     last_plain_reply: str = ""  # the previous reply without tool calls, thought and spacing removed
     plain_reply_repeated: bool = False  # this reply says exactly what the previous one said
     reminded_reply: str = ""  # the plain reply a reminder went back to, until a step answers it with tools
+    wrapped_up: bool = False  # the soft cap's wrap-up message went out: the next boundary stops the run
     usage: dict[str, int] = field(default_factory=lambda: {"total_input_tokens": 0, "output_tokens": 0,
                                                           "cached_input_tokens": 0})
     last_response: Response | None = None
@@ -296,9 +303,10 @@ async def call_model_with_retries(cfg: LoopConfig, state: LoopState, messages: l
 
 
 def _declared_delegation(surface: Surface, name: str) -> bool:
-    # What the tool declares (Effect.DELEGATE), not what it is called: a dynamic tool may be named anything.
+    # What the tool declares (Effect.DELEGATE, or ORCHESTRATE: a background start, a follow-up), not what it is
+    # called: a dynamic tool may be named anything.
     spec = surface.resolve(name)
-    return spec is not None and spec.is_delegation
+    return spec is not None and spec.starts_agents
 
 
 # Thought blocks out of shape that are announced as a warning: the first of a run, then every tenth (each one is
@@ -334,6 +342,18 @@ def _refuse_exit(cfg: LoopConfig, messages: list[Message], exit_result: ToolResu
             cfg.recorder.appended(messages[index], step)
             break
     cfg.emit(EventType.LOG, event_data.log("warning", f"{cfg.agent}: {text}"))
+
+
+async def _kept_going(cfg: LoopConfig, messages: list[Message], step: int) -> bool:
+    """Whether the run goes on instead of finishing: `before_finish` gave a message, which is stored."""
+    if cfg.before_finish is None:
+        return False
+    text = await cfg.before_finish()
+    if not text:
+        return False
+    messages.append(Message.user(text))
+    cfg.recorder.appended(messages[-1], step)
+    return True
 
 
 async def run_agent_loop(cfg: LoopConfig) -> RunOutcome:
@@ -373,7 +393,16 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
         if cfg.refresh_tools is not None:
             await cfg.refresh_tools()
         if state.step >= cfg.max_steps:
-            return finish(StopReason.MAX_STEPS, f"stopped after {cfg.max_steps} steps without finishing")
+            if not cfg.wrap_up or state.wrapped_up:
+                extra = " and the step it was given to wrap up" if state.wrapped_up else ""
+                return finish(StopReason.MAX_STEPS, f"stopped after {cfg.max_steps} steps{extra} without finishing")
+            # The soft cap: told to hand off, with one step to do it in; stored, so a follow-up sees it was cut.
+            state.wrapped_up = True
+            messages.append(Message.user(cfg.wrap_up))
+            cfg.recorder.appended(messages[-1], state.step)
+            cfg.emit(EventType.LOG, event_data.log(
+                "info", f"{cfg.agent}: reached its step budget ({cfg.max_steps}); asked to wrap up and hand off "
+                        "in one more step"))
         state.step += 1
         extra = cfg.call_context() if cfg.call_context is not None else []
         if pending_reminder is not None:
@@ -428,6 +457,8 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
                     state.exit_refusals += 1
                     _refuse_exit(cfg, messages, exits[0], problems, state.step)
                     continue
+                if await _kept_going(cfg, messages, state.step):
+                    continue
                 return finish(StopReason.AGENT_EXIT, exit_args=exit_args)
             continue
 
@@ -441,6 +472,8 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
         state.last_plain_reply = reply
         reminder = cfg.policy.reminder_for_plain_text(state)
         if reminder is None:
+            if await _kept_going(cfg, messages, state.step):
+                continue
             return finish(StopReason.PLAIN_TEXT)
         state.reminders_sent += 1
         state.reminded_reply = reply

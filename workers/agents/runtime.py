@@ -16,6 +16,7 @@ from typing import Any
 
 from yagent.ipc import event_data
 from yagent.ipc.atomic_file import write_atomic
+from yagent.ipc.board_switches import artifacts_enabled, blackboard_enabled
 from yagent.ipc.errors import RemoteError
 from yagent.ipc.messages import McpServerStatus, McpToolsReply, RunOutcome
 from yagent.ipc.skill_account import SkillAccount, account_lines, load_skill_account
@@ -43,8 +44,15 @@ from yagent.workers.tools import (
 )
 from yagent.workers.tools.mcp_tools import MCP_PREFIX, McpPort, mcp_servers_of, mcp_specs
 
+from .background_work import ChannelSubagents
 from .circuit_breaker import ProviderBreakers
 from .compaction import ContextCompactor
+from .configuration_signature import (
+    SubagentConfiguration,
+    configuration_parts,
+    configuration_signature,
+    tool_entries,
+)
 from .loop import LoopConfig, LoopPolicy, run_agent_loop
 from .ports import ChannelAsker, ChannelAuthorizer, EngineTextLLM
 
@@ -62,9 +70,10 @@ class AgentRun:
     """One run's assembled parts. `role` picks the profile, prompt and engine configuration."""
 
     def __init__(self, ctx: RunContext, role: str, *, extra_specs: Iterable[ToolSpec] = (),
-                 pick: Iterable[str] | None = None) -> None:
+                 pick: Iterable[str] | None = None, model_role: str = "") -> None:
         self.ctx = ctx
         self.role = role
+        self.model_role = model_role or role  # `[global.llm.agents] <model_role>` picks its provider
         self.settings = ctx.settings
         self.lang = self.settings.lang
         self.yolo = YoloLevel(ctx.spec.yolo) if ctx.spec.yolo in {y.value for y in YoloLevel} else YoloLevel.NONE
@@ -72,7 +81,7 @@ class AgentRun:
         # One factory per run: the agent's engine and its tools' engines share connections and the lease gate.
         self._llm_config = self.settings.llm
         self._factory = EngineFactory(self._llm_config, gate=ctx.channel)
-        self.engine: RoutingEngine = build_engine(self._llm_config, agent=role, gate=ctx.channel,
+        self.engine: RoutingEngine = build_engine(self._llm_config, agent=self.model_role, gate=ctx.channel,
                                                   override=override, factory=self._factory)
         self._tool_engines: dict[str, Engine] = {}
         # Tools a design picked that this run may not hold (ask_user_for_help under --full-yolo, a tool
@@ -86,7 +95,9 @@ class AgentRun:
                 ctx.log.warning("%s", note)
                 ctx.emit(EventType.LOG, event_data.log("warning", note))
         off = Effect.NONE if self.settings.codeintel else Effect.CODE_INDEX  # `[codeseek] enabled = false`
-        self.surface: Surface = build_surface(role, yolo=self.yolo, extra_specs=extra_specs, pick=pick, without=off)
+        delegated = ctx.spec.parent_run is not None
+        self.surface: Surface = build_surface(role, yolo=self.yolo, extra_specs=extra_specs, pick=pick, without=off,
+                                              delegated=delegated)
         profile = self.surface.profile
         # External tools only for a role whose profile can hold some: no round trip for the others.
         wants_mcp = bool(Effect.EXTERNAL & profile.grant) and not Effect.EXTERNAL & profile.deny and pick is None
@@ -97,8 +108,13 @@ class AgentRun:
         # The built-in code server answers the code tools through the same channel, whatever [mcp] says.
         holds_code_tools = any(Effect.CODE_INDEX in s.effects for s in self.surface.specs())
         code_port = ctx.channel if holds_code_tools and isinstance(ctx.channel, McpPort) else None
+        self.signature = ""  # a sub-agent's configuration signature, set once its prompt is written (`sign`)
+        self.configuration_parts: dict[str, str] = {}
         self.skills = self._open_skills()
         authorizer = ChannelAuthorizer(ctx)
+        # A root run's sub-agents: background starts, follow-ups, waits (the tools are root-only anyway).
+        self.subagents = (ChannelSubagents(ctx.channel) if not delegated and hasattr(ctx.channel, "start_child")
+                          else None)
         # Board scope = the task: every turn and delegation of the task reads and writes this one board.
         self.board = TaskBoard(ctx.home, ctx.spec.task, self.settings.blackboard)
         self.tool_ctx = ToolContext(
@@ -121,6 +137,8 @@ class AgentRun:
             scratch_dir=scratch_dir(ctx.home, ctx.spec.run),
             settings_path=approvals_file(ctx.home),
             session_grants=frozenset(self._load_session_grants()),
+            delegated=delegated,
+            subagents=self.subagents,
         )
         spec = ctx.spec
         # The run's thinklink log sits beside its rollout, in the task's state (all a confined worker may write).
@@ -151,9 +169,12 @@ class AgentRun:
     def _begin_rollout(self, messages: list[Message]) -> None:
         if self.recorder is None:
             return
-        self.recorder.begin(turn_context(
-            model=self.engine.model, tier=self.engine.tier or "", cwd=str(self.ctx.project_root),
-            yolo=self.yolo.value, **self._surface_context()), messages, surface=self._surface_context)
+        context = turn_context(model=self.engine.model, tier=self.engine.tier or "", cwd=str(self.ctx.project_root),
+                               yolo=self.yolo.value, **self._surface_context())
+        if self.signature:  # what a follow-up compares its own with before it continues this conversation
+            context["payload"]["signature"] = self.signature
+            context["payload"]["configuration"] = self.configuration_parts
+        self.recorder.begin(context, messages, surface=self._surface_context)
 
     def _surface_context(self) -> dict[str, Any]:
         """The turn context's tool fields: what the model is offered now, the agents it can delegate to, and the
@@ -280,6 +301,30 @@ class AgentRun:
 
     # -- configuration ------------------------------------------------------------------------------
 
+    def configuration(self, prompt: str) -> SubagentConfiguration:
+        """What this run is made of, for its configuration signature: `prompt` is the stable prompt text it is
+        given (its role's, with its sections); MCP tools and what is rebuilt per call are not part of it."""
+        surface = self.surface
+        specs = [spec for spec in surface.specs() if not spec.name.startswith(MCP_PREFIX)]
+        deferred = [spec.name for spec in surface.deferred()]
+        provider = self.engine.provider
+        table = self._llm_config.providers.get(provider)
+        profile = surface.profile
+        return SubagentConfiguration(
+            prompt=prompt, provider=provider, model=self.engine.model,
+            reasoning_effort=table.reasoning_effort if table is not None else "",
+            tools=tool_entries([spec.definition() for spec in specs], deferred),
+            profile=f"{profile.agent} grant={'|'.join(profile.grant.names())} deny={'|'.join(profile.deny.names())}",
+            switches={"lang": self.lang, "yolo": self.yolo.value, "blackboard": str(blackboard_enabled()),
+                      "artifacts": str(artifacts_enabled())})
+
+    def sign(self, prompt: str) -> str:
+        """Take the configuration signature of this run given the stable prompt `prompt`; returns it."""
+        configuration = self.configuration(prompt)
+        self.signature = configuration_signature(configuration)
+        self.configuration_parts = configuration_parts(configuration)
+        return self.signature
+
     def breakers(self) -> ProviderBreakers | None:
         """The breakers, one per provider: the loop picks the one of the provider each call resolves to,
         after routing — never the provider the engine pointed at when this run was assembled."""
@@ -291,7 +336,7 @@ class AgentRun:
     def _engine_for_tool(self, tool: str) -> Engine:
         engine = self._tool_engines.get(tool)
         if engine is None:
-            engine = build_engine(self._llm_config, agent=self.role, tool=tool, gate=self.ctx.channel,
+            engine = build_engine(self._llm_config, agent=self.model_role, tool=tool, gate=self.ctx.channel,
                                   factory=self._factory)
             self._tool_engines[tool] = engine
         return engine

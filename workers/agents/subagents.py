@@ -4,13 +4,19 @@ Each runs the shared loop once on the task the parent handed over and ends with 
 (every agent is configured to stop on it — `AGENT_SPECS` is pinned by a test). What differs is the
 prompt, the tool profile, and what a reply without tool calls earns: Coding is told to keep working
 (twice at most), Repo and custom agents are told to deliver through `agent_exit` (once).
+
+Each run is a run of a continuable sub-agent: it takes its configuration signature once its stable prompt is
+written, and a follow-up (`FOLLOWUP_OPTION`) goes on from its sub-agent's conversation when that signature is
+the one the conversation was written under (`followup.py`). The ReAct soft cap is registered before the first
+step: at its step budget the agent is told to wrap up (`WRAP_UP`) and gets one more step.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from yagent.ipc.messages import REPLAY_OPTION, RunOutcome
+from yagent.ipc.messages import FOLLOWUP_OPTION, REPLAY_OPTION, RunOutcome
 from yagent.ipc.provider_config import ProviderConfigError
 from yagent.ipc.vocabulary import RunStatus, StopReason
 from yagent.workers.kinds import RunContext, agent_kind
@@ -19,17 +25,24 @@ from yagent.workers.tools.validation import CUSTOM_TARGET_PREFIX
 
 from .custom_agents import CustomAgentRegistry
 from .delegation_replay import ReplayStart, assess_delegation, degraded_report, finished_steps, stopped_record
+from .followup import FollowupStart, continue_subagent
 from .loop import LoopPolicy, LoopState
 from .prompts import code_tools_passage, render_prompt
 from .runtime import AgentRun, McpRequiredMissing
 from .turn_resume import replay_interrupted_delegations
 
-__all__ = ["AGENT_SPECS", "AgentSpec", "ReminderPolicy", "replay_role", "run_subagent"]
+__all__ = ["AGENT_SPECS", "WRAP_UP", "AgentSpec", "ReminderPolicy", "replay_role", "run_subagent"]
 
 KEEP_WORKING = (
     "You replied without calling a tool, and the task is not finished until you call agent_exit. If there is "
     "more to explore, edit, run or verify, do it now with your tools. If you are done, write your report and "
     "call agent_exit in the same reply."
+)
+# The ReAct soft cap's words: what a sub-agent is told when its step budget is spent (one step left to hand off).
+WRAP_UP = (
+    "You have used your step budget ({steps} steps). Start nothing new: in this one last step write your report "
+    "of what is done and what is not, and call agent_exit with a handoff (status partial if the task is not "
+    "finished, open_questions naming what is left) so the agent that delegated to you can go on from there."
 )
 DELIVER_NOW = (
     "Your answer is written but not delivered: call agent_exit now, in this reply, with your report as the "
@@ -45,6 +58,7 @@ class AgentSpec:
     reminder: str | None
     reminder_limit: int
     stop_on_exit: bool = True
+    model_role: str = ""  # the role its model is configured under ("" : `role`); a workflow node's own name
 
 
 AGENT_SPECS: dict[str, AgentSpec] = {
@@ -77,7 +91,7 @@ def task_text(ctx: RunContext) -> str:
 async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str | None = None,
                        pick: list[str] | None = None) -> RunOutcome:
     try:
-        run = AgentRun(ctx, spec.role, pick=pick)
+        run = AgentRun(ctx, spec.role, pick=pick, model_role=spec.model_role)
     except ProviderConfigError as exc:
         return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
                             error=f"no usable LLM provider for {ctx.spec.agent}: {exc}")  # it says what to do
@@ -98,22 +112,37 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
                    f"Your design lists {', '.join(run.dropped_tools)}, but this run cannot offer "
                    f"{'it' if len(run.dropped_tools) == 1 else 'them'} (it runs at yolo level {run.yolo.value!r}; "
                    "with --full-yolo nobody is there to answer questions). Work without them.")
+    # The stable part of the prompt is what the sub-agent is: what follows is rebuilt for every run.
+    run.sign(prompt)
     prompt = run.with_skills(prompt)
     catalogue = run.surface.deferred_catalogue()
     if catalogue:
         prompt += "\n\n" + catalogue
     messages = [Message.system(prompt), Message.user(task_text(ctx))]
     first_step = 0
+    continued = False
     if start is not None:
         messages, first_step = start.messages, start.step
         run.surface.restore_materialized(start.loaded_tools)  # the model need not load them a second time
         run.restore_skills(start.loaded_skills, messages)  # nor the skills it had loaded
+    elif FOLLOWUP_OPTION in ctx.spec.options:
+        goes_on = continue_subagent(ctx, run.signature, run.configuration_parts, Message.system(prompt),
+                                    task_text(ctx))
+        if isinstance(goes_on, RunOutcome):  # it cannot be continued, and its parent said not to start anew
+            await run.close()
+            return dataclasses.replace(goes_on, signature=run.signature)
+        if isinstance(goes_on, FollowupStart):
+            messages, continued = goes_on.messages, True
+            run.surface.restore_materialized(goes_on.loaded_tools)
+            run.restore_skills(goes_on.loaded_skills, messages)
     # The task is put back word for word after a compaction (never the last user message: after a compaction
     # that is the compacted context itself).
     config = run.loop_config(messages, ReminderPolicy(spec.reminder, spec.reminder_limit),
                              compactor=run.compactor(messages, request=task_text(ctx)))
     config.first_step = first_step
     config.stop_on_exit = spec.stop_on_exit
+    # The soft cap is registered before the first step: the step that reaches the budget already knows it.
+    config.wrap_up = WRAP_UP.format(steps=config.max_steps)
     try:
         if replaying:
             # Its own delegations cut off by the stop (Repo → DevOps) are replayed too, one level down.
@@ -124,7 +153,7 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
         result = await run.run_loop(config)
     finally:
         await run.close()
-    return result
+    return dataclasses.replace(result, signature=run.signature, continued=continued or replaying)
 
 
 def find_replay_start(ctx: RunContext, role: str) -> ReplayStart | RunOutcome:

@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     search,
     shell,
     skill_use,
+    subagent_tools,
 )
 from .authorization import (
     ApprovalStore,

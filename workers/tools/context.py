@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from yagent.ipc.messages import RunOutcome
+from yagent.ipc.messages import RunOutcome, SubagentsReply
 from yagent.ipc.run_settings import DEFAULT_TOOL_HEARTBEAT_INTERVAL
-from yagent.ipc.vocabulary import QuestionKind
+from yagent.ipc.vocabulary import QuestionKind, TurnEndChoice
 
 from .authorization import Authorizer, AuthRequest, YoloLevel
 from .beneath import Resolution
@@ -61,6 +61,30 @@ class Delegator(Protocol):
 
     async def run_child(self, agent: str, task: str, call_id: str, context: str, *,
                         replay: bool = False) -> RunOutcome: ...
+
+
+@runtime_checkable
+class SubagentPort(Protocol):
+    """The asking agent's continuable sub-agents, through the daemon. Every method raises `RemoteError` with the
+    daemon's refusal (an unknown or busy sub-agent, a bound reached), which the tool hands the model as it is.
+
+    `follow_up` continues sub-agent `subagent` with `message` and returns how that run ended; `start` begins one
+    in the background (a new one on `agent`, or a follow-up to `subagent`) and returns (run, sub-agent) at once;
+    `ask` reads where sub-agents stand, with `wait` once none of them works (or at `timeout` seconds);
+    `started_here` is what this run started in the background (the turn's end asks), and `read(run)` is True
+    the first time a run's result is handed to the model (it goes on the board once)."""
+
+    async def follow_up(self, subagent: str, message: str, call_id: str, context: str) -> RunOutcome: ...
+
+    async def start(self, agent: str, task: str, call_id: str, context: str, *, choice: TurnEndChoice,
+                    subagent: str = "") -> tuple[str, str]: ...
+
+    async def ask(self, subagents: list[str], *, wait: bool = False, timeout: float = 0.0,
+                  cancel: bool = False) -> SubagentsReply: ...
+
+    def started_here(self) -> dict[str, TurnEndChoice]: ...
+
+    def read(self, run: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -152,6 +176,8 @@ class ToolContext:
     processes: ProcessRegistry = field(default_factory=ProcessRegistry)
     heartbeat_interval: float = DEFAULT_TOOL_HEARTBEAT_INTERVAL  # seconds between beats of long-running tools
     resolution: Resolution | None = None  # how file tools resolve beneath the root; None: openat2 where it exists
+    delegated: bool = False  # another agent delegated this run: the dispatcher refuses tools reserved to the root
+    subagents: SubagentPort | None = None  # the task's sub-agents, through the daemon (root runs); None: none
     guard: WorkspaceGuard = field(init=False)
 
     def __post_init__(self) -> None:

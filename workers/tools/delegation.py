@@ -70,6 +70,10 @@ async def execute_delegation(inv: Invocation) -> ToolResult:
         content += f"\n\n[Kept on the board as {record.note}.]"
         if record.artifact:
             data["artifact"] = record.artifact
+    if outcome.subagent:
+        data["subagent"] = outcome.subagent
+        if inv.surface is not None and inv.surface.resolve("send_followup") is not None:
+            content += f"\n[Sub-agent {outcome.subagent}: send_followup continues its conversation.]"
     if refs_header:
         content = refs_header + "\n" + content
     return ToolResult(content=content, is_error=status is HandoffStatus.ERROR, data=data)

@@ -50,6 +50,14 @@ async def invoke_tool(surface: Surface, call: ToolCall, ctx: ToolContext) -> Too
         return ToolResult.error(f"Unknown tool {call.name!r}. Available tools: {available}.").bound(
             call.id, call.name
         )
+    if spec.root_only and ctx.delegated:
+        # The dispatcher's line, independent of the surface's: a root-only tool that reached a delegated run's
+        # surface anyway (a dynamic join, a surface built by hand) still never runs there.
+        return ToolResult.error(
+            f"{call.name} is reserved to the agent that talks to the user; a delegated agent cannot call it. "
+            "Nothing was executed: do the work with your own tools, and report in your hand-off what the "
+            "agent above you should start or follow up."
+        ).bound(call.id, call.name)
     result = await _invoke(surface, spec, call, ctx)
     return truncate_for_model(result, spec).bound(call.id, call.name)
 

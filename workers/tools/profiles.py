@@ -37,7 +37,7 @@ PROFILES: Mapping[str, Profile] = {
     for p in (
         Profile(
             "director",
-            grant=_READ_ANALYSE | Effect.DELEGATE | Effect.INTERACT,
+            grant=_READ_ANALYSE | Effect.DELEGATE | Effect.INTERACT | Effect.ORCHESTRATE,
             deny=Effect.FS_WRITE | Effect.SHELL,
             parallel_delegations=True,
         ),
@@ -60,6 +60,20 @@ PROFILES: Mapping[str, Profile] = {
         ),
         # Meta answers with one JSON document from a single LLM call; it holds no tools at all.
         Profile("meta", grant=Effect.NONE),
+        # A workflow's role node (`node:<workflow>:<role>`): it reads and writes the project's files (the book,
+        # the workflow's facts) and nothing else — no commands, no delegation, nobody to ask (it runs unattended).
+        Profile(
+            "node",
+            grant=Effect.FS_READ | Effect.FS_WRITE | Effect.LLM | Effect.REFLECT | Effect.DRAFT | Effect.CONTROL,
+            deny=Effect.SHELL | Effect.DELEGATE | Effect.INTERACT | Effect.EXTERNAL | Effect.ORCHESTRATE,
+        ),
+        # A workflow's engine holds no model and calls no tool: this says what its process may touch — it writes
+        # the project, where the workflow keeps its facts (every run may read).
+        Profile(
+            "workflow",
+            grant=Effect.FS_WRITE | Effect.CONTROL,
+            deny=Effect.SHELL | Effect.DELEGATE | Effect.INTERACT | Effect.EXTERNAL | Effect.ORCHESTRATE | Effect.LLM,
+        ),
         # Custom agents designed by Meta pick from this palette; it never exceeds what the Director holds
         # and never includes third-party (MCP) tools.
         Profile(

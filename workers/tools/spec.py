@@ -34,6 +34,7 @@ class Effect(enum.Flag):
     CONTROL = enum.auto()  # steers the run itself: finish it, load a deferred tool
     EXTERNAL = enum.auto()  # calls a third-party tool server (MCP); only dynamic specs carry it
     CODE_INDEX = enum.auto()  # asks the project's code index (the built-in code server, through the daemon)
+    ORCHESTRATE = enum.auto()  # manages the task's sub-agents: starts in the background, follow-ups, waits
 
     def names(self) -> list[str]:
         """The member names set in this flag, in declaration order."""
@@ -106,6 +107,9 @@ class ToolSpec:
     brief: str = ""
     # Appended to the truncation marker so the model knows how to see the rest.
     page_hint: str = "narrow the request to see the rest"
+    # Reserved to a run no other agent delegated (the one that talks to the user): never on a delegated run's
+    # surface, and refused by the dispatcher if a delegated run calls it anyway — two independent lines.
+    root_only: bool = False
 
     @property
     def is_read_only(self) -> bool:
@@ -133,6 +137,11 @@ class ToolSpec:
     @property
     def is_delegation(self) -> bool:
         return Effect.DELEGATE in self.effects
+
+    @property
+    def starts_agents(self) -> bool:
+        """A delegation, or a tool that manages sub-agents: what the Director's reminders count as delegating."""
+        return bool(self.effects & (Effect.DELEGATE | Effect.ORCHESTRATE))
 
     def catalogue_line(self) -> str:
         """One line naming the tool for the deferred catalogue."""

@@ -31,9 +31,11 @@ class LoadOutcome:
 class Surface:
     """The tools of one run. Ask it for definitions, resolution and parallel admission; nothing else does."""
 
-    def __init__(self, profile: Profile, static: Iterable[ToolSpec], *, yolo: YoloLevel = YoloLevel.NONE):
+    def __init__(self, profile: Profile, static: Iterable[ToolSpec], *, yolo: YoloLevel = YoloLevel.NONE,
+                 delegated: bool = False):
         self.profile = profile
         self.yolo = yolo
+        self.delegated = delegated  # a delegated run: tools reserved to the root never join (`ToolSpec.root_only`)
         self._static = {s.name: s for s in static}
         self._extra: dict[str, ToolSpec] = {}
         self._loaded: set[str] = set()
@@ -54,7 +56,7 @@ class Surface:
             raise ToolDeclarationError("dynamic tools are invalid:\n" + "\n".join(f"  {p}" for p in problems))
         admitted = []
         for spec in specs:
-            if self.profile.admits(spec) and _allowed_at(spec, self.yolo):
+            if self.profile.admits(spec) and _allowed_at(spec, self.yolo) and _allowed_for(spec, self.delegated):
                 self._extra[spec.name] = spec
                 admitted.append(spec.name)
         return admitted
@@ -156,20 +158,23 @@ def build_surface(
     pick: Iterable[str] | None = None,
     registry: Registry = REGISTRY,
     without: Effect = Effect.NONE,
+    delegated: bool = False,
 ) -> Surface:
     """The surface for `agent`, from its profile over the static registry plus dynamic extras.
 
     `pick` narrows a palette profile (`custom`) to the tools the Meta agent chose; control tools such as
     `agent_exit` always stay. `without` leaves out the static tools carrying any of these effects: a capability
-    turned off for this run (`[codeseek] enabled = false` takes CODE_INDEX away).
+    turned off for this run (`[codeseek] enabled = false` takes CODE_INDEX away). `delegated`: the run was delegated
+    by another agent, so tools reserved to the root run stay off whatever its profile grants.
     """
     profile = PROFILES.get(agent)
     if profile is None:
         raise SurfaceError(f"no capability profile for agent {agent!r}; known agents: {sorted(PROFILES)}")
-    static = [s for s in registry.specs() if profile.admits(s) and _allowed_at(s, yolo) and not s.effects & without]
+    static = [s for s in registry.specs() if profile.admits(s) and _allowed_at(s, yolo) and not s.effects & without
+              and _allowed_for(s, delegated)]
     if pick is not None:
         static = _narrow(profile, static, list(pick))
-    surface = Surface(profile, static, yolo=yolo)
+    surface = Surface(profile, static, yolo=yolo, delegated=delegated)
     surface.join(extra_specs)
     return surface
 
@@ -190,6 +195,11 @@ def _narrow(profile: Profile, static: list[ToolSpec], pick: list[str]) -> list[T
     if outside:
         raise SurfaceError(f"tools {outside} are not in the {profile.agent} palette; choose from {sorted(offered)}")
     return [s for s in static if s.name in pick or Effect.CONTROL in s.effects]
+
+
+def _allowed_for(spec: ToolSpec, delegated: bool) -> bool:
+    # The surface line of the two that keep root-only tools from a child (the dispatcher's is `invoke_tool`).
+    return not (delegated and spec.root_only)
 
 
 def _allowed_at(spec: ToolSpec, yolo: YoloLevel) -> bool:
