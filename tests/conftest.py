@@ -1,11 +1,18 @@
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.daemon_harness import DaemonProcess
+
+# A suite started in the background by a non-interactive shell (`cmd &`, nohup, some CI runners) inherits SIGINT
+# ignored, and every process it starts would too: the tests that press Ctrl+C on a client or on .ci/run would
+# see nothing happen. Take SIGINT back, so the processes the tests start get its default again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
