@@ -26,6 +26,8 @@ from yagent.ipc.messages import (
     PROTOCOL_VERSION,
     ApprovedOperation,
     AskUser,
+    BrowserCall,
+    BrowserCancel,
     CompactNow,
     DelegateRequest,
     DelegateResult,
@@ -53,6 +55,7 @@ from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus
 
 from . import approved_operations
 from .admission import DelegationPool
+from .browser_run_requests import BrowserRunRequests
 from .launcher import RunHandle
 from .mcp_run_requests import McpRunRequests
 from .process_identity import start_time
@@ -151,6 +154,7 @@ class RunSupervisor:
         self._compaction_asked = False  # `/compact` came before the worker's hello: sent right after its start
         self._stop_on_start: tuple[StopReason, str] | None = None  # asked for while it was launching
         self.mcp = McpRunRequests(self, services.mcp, services.scope)  # its calls to its project's MCP servers
+        self.browser = BrowserRunRequests(self, services.browser, services.scope, services.home)  # and its browser
 
     @property
     def unconfined(self) -> Unconfined | None:
@@ -413,6 +417,14 @@ class RunSupervisor:
     def _on_mcp_cancel(self, msg: McpCancel) -> None:
         self.mcp.cancel(msg)
 
+    @_handles(BrowserCall)
+    def _on_browser_call(self, msg: BrowserCall) -> None:
+        self.browser.call(msg)
+
+    @_handles(BrowserCancel)
+    def _on_browser_cancel(self, msg: BrowserCancel) -> None:
+        self.browser.cancel(msg)
+
     def time_left(self) -> float:
         """Seconds before the run's own total timeout stops it (a delegation's); 0 when it has none."""
         total = self.services.settings.delegate_total_timeout
@@ -559,6 +571,7 @@ class RunSupervisor:
             log.exception("recording the end of run %s failed", self.id)
         services.leases.drop_run(self.id)
         self.mcp.close()  # its MCP calls are cancelled at their servers
+        self.browser.close()  # its browser calls are withdrawn and its tabs closed
         for child in list(self.children.values()):
             if not child.ended:
                 child.stop(StopReason.CANCELLED, f"its parent run {self.id} ended")
@@ -591,6 +604,7 @@ class RunSupervisor:
         services.slots.release(self.id)
         services.leases.drop_run(self.id)
         self.mcp.close()
+        self.browser.close()
         if not self.ended:
             self.finish(self._outcome(None, exit_note=exit_note(code)))
         # Tool processes that left the worker's group (setsid, a daemonising command) outlive even a clean

@@ -41,6 +41,7 @@ from yagent.workers.tools import (
     YoloLevel,
     build_surface,
 )
+from yagent.workers.tools.browser_tools import BROWSER_TOOL_NAMES
 from yagent.workers.tools.mcp_tools import MCP_PREFIX, McpPort, mcp_servers_of, mcp_specs
 
 from .circuit_breaker import ProviderBreakers
@@ -97,6 +98,12 @@ class AgentRun:
         # The built-in code server answers the code tools through the same channel, whatever [mcp] says.
         holds_code_tools = any(Effect.CODE_INDEX in s.effects for s in self.surface.specs())
         code_port = ctx.channel if holds_code_tools and isinstance(ctx.channel, McpPort) else None
+        # The browser tools reach the project's browser through the same channel; when it cannot work here (no
+        # Chromium, turned off) they and delegate_browser stay, saying why.
+        holds_browser = any(Effect.BROWSER in s.effects for s in self.surface.specs())
+        browser_port = ctx.channel if holds_browser and hasattr(ctx.channel, "call_browser") else None
+        if self.settings.browser:
+            self.surface.annotate([*BROWSER_TOOL_NAMES, "delegate_browser"], self.settings.browser)
         self.skills = self._open_skills()
         authorizer = ChannelAuthorizer(ctx)
         # Board scope = the task: every turn and delegation of the task reads and writes this one board.
@@ -109,6 +116,7 @@ class AgentRun:
             approved=authorizer,  # the prompts it asked are the ones approved operations name
             mcp=self._mcp,
             code_index=code_port,
+            browser=browser_port,
             asker=ChannelAsker(ctx),
             delegator=ctx.channel,  # the channel is the tools' Delegator port
             board=self.board,

@@ -34,6 +34,7 @@ class Effect(enum.Flag):
     CONTROL = enum.auto()  # steers the run itself: finish it, load a deferred tool
     EXTERNAL = enum.auto()  # calls a third-party tool server (MCP); only dynamic specs carry it
     CODE_INDEX = enum.auto()  # asks the project's code index (the built-in code server, through the daemon)
+    BROWSER = enum.auto()  # drives the project's browser (through the daemon): pages, forms, scripts in pages
 
     def names(self) -> list[str]:
         """The member names set in this flag, in declaration order."""
