@@ -23,7 +23,7 @@ import shutil
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,8 +76,11 @@ class _ProjectBrowser:
 class BrowserManager:
     def __init__(self, registry: Registry, scheduler: Scheduler, settings: Callable[[], BrowserSettings],
                  home: Path, *, environ: Mapping[str, str] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 spawn: Callable[[list[str], Mapping[str, str], str, Path], Awaitable[BrowserProcess]] | None = None
+                 ) -> None:
         self._registry = registry
+        self._spawn = spawn or BrowserProcess.start  # a seam: what starts a host from its arguments
         self._scheduler = scheduler
         self._settings = settings
         self._home = home
@@ -204,7 +207,10 @@ class BrowserManager:
         browser.last_used = self._clock()
         try:
             async with asyncio.timeout(limit + REPLY_SLACK):
-                return await reply
+                answer = await reply
+            if answer.gone:
+                self._retire(browser, process)
+            return answer
         except TimeoutError:
             process.send(BrowserHostCancel(id=request_id))
             return BrowserHostReply(id=0, is_error=True, content=f"{tool}: the browser did not answer within "
@@ -220,6 +226,18 @@ class BrowserManager:
             process.replies.pop(request_id, None)
             browser.in_flight -= 1
             browser.last_used = self._clock()
+
+    def _retire(self, browser: _ProjectBrowser, process: BrowserProcess) -> None:
+        """Its Chromium went away: the host is ending; the next call starts a new one without waiting for it."""
+        if browser.process is not process:
+            return
+        browser.process = None
+        browser.restarts += 1
+        browser.last_error = "Chromium went away during a call"
+        browser.state = "stopped: it went away; the next browser call starts it again"
+        log.warning("browser of %s: %s", browser.root, browser.last_error)
+        if self._group is not None:
+            self._group.create_task(process.stop())
 
     def _idle_status(self, browser: _ProjectBrowser, settings: BrowserSettings) -> str:
         chrome = find_chromium(settings, self._environ)[0] or settings.cdp_url
@@ -265,7 +283,7 @@ class BrowserManager:
         marker = uuid.uuid4().hex
         browser.state = "starting"
         try:
-            process = await BrowserProcess.start(args, self._environ, marker, profile.parent)
+            process = await self._spawn(args, self._environ, marker, profile.parent)
         except OSError as exc:
             browser.state, browser.last_error = "not started", f"the browser host could not be started: {exc}"
             raise BrowserUnavailable(browser.last_error) from None

@@ -838,11 +838,14 @@ class BrowserHostCancel(Message):
 
 @message("browser_host_reply")
 class BrowserHostReply(Message):
+    """`gone`: Chromium went away under the call; the host is ending and takes no more calls."""
+
     id: int
     content: str
     is_error: bool = False
     image: bytes = b""
     url: str = ""
+    gone: bool = False
 
 
 @message("browser_release")

@@ -318,11 +318,11 @@ EFFECTS: dict[tuple[str, str], Effect] = {
     ("blackboard", "artifact_retention"): Effect("", '[blackboard]\nartifact_retention = "1d"',
                                                  lambda s: s.run_settings.blackboard.artifact_retention),
     ("tui", "yolo"): Effect("", '[tui]\nyolo = "full"', lambda s: _tui_yolo(s)),
-    # [browser]: the daemon acts on these when it starts a project's browser (daemon/browser_manager.py); the host
-    # is started with them (tests/browser/test_browser_units.py shows each reaching the host's arguments).
+    # [browser]: the daemon acts on these when it starts a project's browser (daemon/browser_manager.py); the host is
+    # started with them (test_browser_units.py::test_the_host_is_started_with_what_browser_says_and_a_failed_start_…).
     ("browser", "enabled"): Effect("", "[browser]\nenabled = false", lambda s: s.run_settings.browser,
-                                   "tests/browser/test_browser_flow.py::test_a_project_without_chromium_gets_the_"
-                                   "status_text_and_the_tools_say_why"),
+                                   "tests/browser/test_browser_units.py::test_without_chromium_nothing_starts_and_"
+                                   "every_call_says_why"),
     ("browser", "chrome_path"): Effect("", '[browser]\nchrome_path = "/nowhere/chromium"',
                                        lambda s: s.browser.chrome_path,
                                        "tests/browser/test_browser_flow.py::test_a_project_without_chromium_gets_"

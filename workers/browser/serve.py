@@ -87,7 +87,7 @@ class _Conversation:
                 "deadline); the page may still be busy: browser_snapshot shows it as it is")))
             return
         except BrowserGone as gone:
-            self.send(BrowserHostReply(id=msg.id, is_error=True, content=_gone_text(msg.tool, str(gone))))
+            self.send(BrowserHostReply(id=msg.id, is_error=True, content=_gone_text(msg.tool, str(gone)), gone=True))
             return
         except Exception as exc:  # a bug here must still answer, or the run waits until its deadline
             log.exception("browser call %s failed", msg.tool)
