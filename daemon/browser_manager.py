@@ -139,6 +139,8 @@ class BrowserManager:
             lines = [f"browser: {chrome}, {settings.mode}, {sandbox}; at most {settings.max_chrome} at once"]
         now = self._clock()
         for browser in self._browsers.values():
+            if browser.state == "not started" and not browser.last_error:
+                continue  # a project in use that never asked for a browser
             line = f"  {browser.root}: {browser.state}"
             if browser.process is not None and browser.state == "ready":
                 line += (f" (Chromium {browser.version}, pid {browser.process.browser_pid or '?'}, up "

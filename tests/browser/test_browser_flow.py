@@ -165,6 +165,29 @@ def test_chromium_killed_mid_action_is_a_clear_error_restarted_next_time_and_sho
 
 
 @needs_chromium
+def test_a_projects_browser_stops_once_the_project_was_idle_past_idle_ttl(
+        browser_daemon: DaemonProcess, fake_model: FakeProvider, web_project: Path) -> None:
+    browser_daemon.write_config(llm_config(fake_model, extra='[browser]\nidle_ttl = "1s"\n'))
+    try:
+        assert "browser" in browser_daemon.cli("daemon", "status").stdout  # the daemon reads the changed file
+        fake_model.script("director", MARKERS["director"], [
+            Step(tool_calls=[call("delegate_browser", task="Open the second page.")]),
+            Step(text="ok", tool_calls=[call("agent_exit", summary="ok")]),
+        ])
+        fake_model.script("browser", BROWSER, [
+            Step(tool_calls=[call("browser_open", url=f"file://{web_project}/second.html")]),
+            Step(text="open", tool_calls=[_exit("opened")]),
+        ])
+        run_turn(browser_daemon, web_project, "Open the second page.")  # in use, then idle: the TTL starts
+        wait_until(lambda: BROWSER_RECORD not in _records(browser_daemon), 30, "the idle browser stopped")
+        status = browser_daemon.cli("daemon", "status").stdout
+        assert "stopped: its project was idle past [browser] idle_ttl; the next browser call starts it" in status
+    finally:
+        browser_daemon.write_config(llm_config(fake_model))
+        browser_daemon.cli("daemon", "status")
+
+
+@needs_chromium
 def test_kill_9_of_the_daemon_leaves_no_chromium_once_a_new_daemon_has_started(make_daemon, project: Path) -> None:
     with FakeProvider() as fake:
         daemon = make_daemon(llm_config(fake))

@@ -331,7 +331,9 @@ EFFECTS: dict[tuple[str, str], Effect] = {
     ("browser", "cdp_url"): Effect('[browser]\nmode = "attach"\ncdp_url = "http://127.0.0.1:9222"',
                                    '[browser]\nmode = "attach"\ncdp_url = "http://127.0.0.1:9333"',
                                    lambda s: s.browser.cdp_url),
-    ("browser", "idle_ttl"): Effect("", '[browser]\nidle_ttl = "1s"', lambda s: s.browser.idle_ttl),
+    ("browser", "idle_ttl"): Effect("", '[browser]\nidle_ttl = "1s"', lambda s: s.browser.idle_ttl,
+                                    "tests/browser/test_browser_flow.py::test_a_projects_browser_stops_once_the_"
+                                    "project_was_idle_past_idle_ttl"),
     ("browser", "max_chrome"): Effect("", "[browser]\nmax_chrome = 1", lambda s: s.browser.max_chrome),
     ("browser", "command_timeout"): Effect("", '[browser]\ncommand_timeout = "5s"',
                                            lambda s: s.browser.command_timeout),
