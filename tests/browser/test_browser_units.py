@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import math
+import sys
 import tomllib
 from pathlib import Path
 
@@ -194,3 +195,83 @@ def test_the_line_client_shows_the_action_the_url_and_a_screenshots_path() -> No
     text = out.getvalue()
     assert "browser: browser_screenshot → http://127.0.0.1:5173/login" in text
     assert "screenshot saved: /home/u/.yagent/tasks/t/artifacts/x.png" in text
+
+
+def test_a_host_that_writes_junk_is_ended_and_its_callers_hear_why(tmp_path: Path) -> None:
+    from yagent.daemon.browser_process import BrowserProcess
+
+    junk = "import sys, time; sys.stdout.buffer.write(b'\\xff\\xff\\xff\\xff not a frame'); sys.stdout.flush(); " \
+           "time.sleep(60)"
+
+    async def go() -> tuple[str, str, str]:
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-c", junk, stdin=asyncio.subprocess.PIPE,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                                                    start_new_session=True)
+        host = BrowserProcess(proc, "marker")
+        waiting = host.expect(1)
+        async with asyncio.timeout(30):
+            await host.talk()  # returns once the junk ended the conversation and the process is gone
+        with pytest.raises(ConnectionError) as ready:
+            host.ready.result()
+        with pytest.raises(ConnectionError) as call:
+            waiting.result()
+        return host.problem, str(ready.value), str(call.value)
+
+    problem, ready, call = asyncio.run(go())
+    assert "it wrote what is not a message" in problem and "over the" in problem
+    assert ready == call == problem
+
+
+def test_a_worker_asks_only_browser_tools_of_its_own_projects_browser_and_downloads_go_to_its_scratch(
+        tmp_path: Path) -> None:
+    from yagent.daemon.browser_run_requests import BrowserRunRequests
+    from yagent.daemon.task_scope import TaskScope
+    from yagent.ipc.messages import BrowserCall, ErrorReply, RunSpec
+
+    asked: list[tuple] = []
+
+    class Manager:
+        async def call(self, project_id, root, session, tool, arguments, *, downloads, timeout):
+            asked.append((project_id, root, session, tool, downloads, timeout))
+            from yagent.ipc.messages import BrowserHostReply
+            return BrowserHostReply(id=0, content="ok", url="http://x/")
+
+        def release(self, project_id, session):
+            asked.append(("release", project_id, session))
+
+    class Run:
+        id = "run-1"
+        spec = RunSpec(run="run-1", task="t", turn=1, project="proj", project_root="/p", agent="browser", input="x",
+                       home=str(tmp_path))
+        project_id = "proj"
+
+        def __init__(self) -> None:
+            self.sent: list = []
+
+        def send(self, msg):
+            self.sent.append(msg)
+
+        def time_left(self):
+            return 30.0
+
+        def wait_began(self, reason):
+            pass
+
+        def wait_ended(self, reason):
+            pass
+
+    async def go() -> None:
+        run = Run()
+        requests = BrowserRunRequests(run, Manager(), TaskScope("t"), tmp_path)  # type: ignore[arg-type]
+        requests.call(BrowserCall(id=1, tool="run_bash", arguments={"command": "id"}))
+        requests.call(BrowserCall(id=2, tool="browser_open", arguments={"url": "http://x/"}, timeout=float("nan")))
+        while len(run.sent) < 2:
+            await asyncio.sleep(0.01)
+        requests.close()
+        refused, answered = run.sent
+        assert isinstance(refused, ErrorReply) and "'run_bash' is not a browser tool" in refused.message
+        assert answered.content == "ok" and answered.url == "http://x/"
+
+    asyncio.run(go())
+    assert asked == [("proj", "/p", "run-1", "browser_open", str(tmp_path / "scratch" / "run-1"), 30.0),
+                     ("release", "proj", "run-1")]

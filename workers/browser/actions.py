@@ -312,9 +312,7 @@ async def _tabs(call: _Call) -> str:
             pages.current = chosen
             await chosen.bring_to_front()
         else:
-            pages.forget(chosen)
-            call.host._owner.pop(chosen, None)
-            await chosen.close()
+            await call.host.close_page(pages, chosen)
     elif action != "list":
         raise _Refused("browser_tabs: action is list, switch, close or new")
     return "\n".join(await _tab_lines(call))

@@ -41,6 +41,7 @@ MAX_DOWNLOAD_BYTES = 200 * 1024 * 1024
 MAX_DOWNLOADS = 20  # per run per call
 DOWNLOAD_WATCH = 0.25  # how often the size of downloads in flight is looked at
 VIEWPORT = {"width": 1280, "height": 800}
+CLOSE_WAIT = 5.0
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
 
 
@@ -121,12 +122,15 @@ class BrowserHost:
     async def close(self) -> None:
         if self._download_watch is not None:
             self._download_watch.cancel()
+        # Bounded: a Chromium that hangs must not keep the host (the daemon kills both groups after its grace).
         with contextlib.suppress(Exception):
             if self._context is not None and self.options.mode != "attach":
-                await self._context.close()
+                async with asyncio.timeout(CLOSE_WAIT):
+                    await self._context.close()
         with contextlib.suppress(Exception):
             if self._playwright is not None:
-                await self._playwright.stop()
+                async with asyncio.timeout(CLOSE_WAIT):
+                    await self._playwright.stop()
 
     @property
     def context(self) -> BrowserContext:
@@ -159,8 +163,10 @@ class BrowserHost:
         self._adopt(page, pages, make_current=True)
         return page
 
-    def owner_of(self, page: Page) -> RunPages | None:
-        return self._owner.get(page)
+    async def close_page(self, pages: RunPages, page: Page) -> None:
+        pages.forget(page)
+        self._owner.pop(page, None)
+        await page.close()
 
     def begin_call(self, pages: RunPages) -> None:
         for page in pages.pages:

@@ -10,7 +10,7 @@ the user unless the run is --yolo (it can do anything the page can). When the br
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from yagent.ipc import event_data
 from yagent.ipc.messages import BrowserCallResult
@@ -32,6 +32,7 @@ class BrowserPort(Protocol):
     async def call_browser(self, tool: str, arguments: dict[str, Any], *, call_id: str) -> BrowserCallResult: ...
 
 
+@runtime_checkable
 class ScreenshotShelf(Protocol):
     """Where screenshots are kept: the task's artifacts (`workers/board.TaskBoard` implements it)."""
 
@@ -48,13 +49,15 @@ def _executor(tool: str) -> Executor:
         text = reply.content
         if reply.image:
             shelf = inv.ctx.board
-            saver = getattr(shelf, "put_image", None)
             suffix = ".jpg" if reply.image[:3] == b"\xff\xd8\xff" else ".png"
-            try:
-                path = saver(reply.image, suffix) if saver is not None else ""
-            except OSError as exc:
-                path = ""
-                text += f"\nThe screenshot could not be stored: {exc}"
+            path = ""
+            if not isinstance(shelf, ScreenshotShelf):
+                text += "\nThe screenshot was not stored: this run has no task board"
+            else:
+                try:
+                    path = shelf.put_image(reply.image, suffix)
+                except OSError as exc:
+                    text += f"\nThe screenshot could not be stored: {exc}"
             if path:
                 data["artifact"] = path
                 text += f"\nStored as {path}"
