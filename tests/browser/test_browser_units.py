@@ -275,3 +275,28 @@ def test_a_worker_asks_only_browser_tools_of_its_own_projects_browser_and_downlo
     asyncio.run(go())
     assert asked == [("proj", "/p", "run-1", "browser_open", str(tmp_path / "scratch" / "run-1"), 30.0),
                      ("release", "proj", "run-1")]
+
+
+def test_a_profile_unused_past_workspace_ttl_is_deleted_when_the_daemon_starts(tmp_path: Path) -> None:
+    import os
+    import time as clock
+
+    root = tmp_path / "data" / "browser"
+    old, fresh = root / "old-project", root / "fresh-project"
+    for directory in (old, fresh):
+        (directory / "profile").mkdir(parents=True)
+    long_ago = clock.time() - 4 * 86400
+    os.utime(old, (long_ago, long_ago))
+
+    async def go(settings: BrowserSettings) -> None:
+        manager = _manager(tmp_path, settings)
+        serving = asyncio.get_running_loop().create_task(manager.serve())
+        while manager._group is None:  # the prune runs before the group exists
+            await asyncio.sleep(0.01)
+        await manager.close()
+        serving.cancel()
+
+    asyncio.run(go(BrowserSettings(workspace_ttl=0)))  # "0": kept forever
+    assert old.exists()
+    asyncio.run(go(BrowserSettings()))  # 72 h
+    assert not old.exists() and fresh.exists()

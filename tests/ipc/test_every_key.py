@@ -338,7 +338,9 @@ EFFECTS: dict[tuple[str, str], Effect] = {
     ("browser", "command_timeout"): Effect("", '[browser]\ncommand_timeout = "5s"',
                                            lambda s: s.browser.command_timeout),
     ("browser", "dialog_policy"): Effect("", '[browser]\ndialog_policy = "dismiss"',
-                                         lambda s: s.browser.dialog_policy),
+                                         lambda s: s.browser.dialog_policy,
+                                         "tests/browser/test_browser_units.py::test_the_host_is_started_with_what_"
+                                         "browser_says_and_a_failed_start_is_the_state"),
     ("browser", "allowed_domains"): Effect("", '[browser]\nallowed_domains = ["localhost"]',
                                            lambda s: s.browser.allowed_domains),
     ("browser", "denied_domains"): Effect("", '[browser]\ndenied_domains = ["example.com"]',
@@ -346,7 +348,9 @@ EFFECTS: dict[tuple[str, str], Effect] = {
     ("browser", "max_output_bytes"): Effect("", "[browser]\nmax_output_bytes = 2048",
                                             lambda s: s.browser.max_output_bytes),
     ("browser", "profile_dir"): Effect("", '[browser]\nprofile_dir = "/tmp/profiles"', lambda s: s.browser.profile_dir),
-    ("browser", "workspace_ttl"): Effect("", '[browser]\nworkspace_ttl = "0"', lambda s: s.browser.workspace_ttl),
+    ("browser", "workspace_ttl"): Effect("", '[browser]\nworkspace_ttl = "0"', lambda s: s.browser.workspace_ttl,
+                                         "tests/browser/test_browser_units.py::test_a_profile_unused_past_workspace_"
+                                         "ttl_is_deleted_when_the_daemon_starts"),
 }
 
 
