@@ -32,7 +32,7 @@ PAGES = {
     "/second": "<title>Second</title><p>This is the second tab.</p>",
     "/late": """<title>Late</title><div id="slot">loading…</div>
 <script>setTimeout(() => {
-  document.getElementById('slot').innerHTML = '<button>Ready now</button>'; }, 1500)</script>""",
+  document.getElementById('slot').innerHTML = '<button>Ready now</button>'; }, 3000)</script>""",
     "/alerts": "<title>Alerts</title><script>while (true) { alert('again'); }</script>",
     "/to-denied": """<title>Leaving</title><p>going</p>
 <script>setTimeout(() => { location.href = 'http://localhost:{port}/second'; }, 100)</script>""",

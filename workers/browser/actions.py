@@ -30,6 +30,7 @@ from .tool_schemas import MAX_WAIT_SECONDS
 __all__ = ["ACTION_WAIT", "Outcome", "perform"]
 
 ACTION_WAIT = 10.0  # an element must become actionable within this (or the call's time left, if shorter)
+POPUP_WAIT = 5.0  # a link with target=_blank: how long its click waits for the new tab
 _REF = re.compile(r"^(f\d+)?e\d+$")
 MAX_SCREENSHOT_BYTES = 4 * 1024 * 1024  # a PNG over this is taken again as a JPEG
 GONE_NOTICE = 1.0  # after a "closed" error: how long the browser's own end is awaited to tell the two apart
@@ -215,10 +216,19 @@ async def _click(call: _Call) -> str:
     button = call.args.get("button", "left")
     if button not in ("left", "right", "middle"):
         raise _Refused("browser_click: button is left, right or middle")
-    if call.args.get("double") is True:
-        await target.dblclick(button=button, timeout=call.ms())
-    else:
-        await target.click(button=button, timeout=call.ms())
+    page = await call.page()
+    # A link that opens a tab: the click returns once the tab is there (and announced), not a moment before.
+    opens_tab = await target.evaluate("(el) => !!el.closest('a[target=_blank]')")
+    popup = page.expect_popup(timeout=call.ms(POPUP_WAIT)) if opens_tab else contextlib.nullcontext()
+    try:
+        async with popup:
+            if call.args.get("double") is True:
+                await target.dblclick(button=button, timeout=call.ms())
+            else:
+                await target.click(button=button, timeout=call.ms())
+    except PlaywrightTimeout:
+        if not opens_tab:
+            raise
     return f"clicked {call.args['ref']}; {await call.page_line()}"
 
 
