@@ -32,13 +32,13 @@ PAGES = {
     "/second": "<title>Second</title><p>This is the second tab.</p>",
     "/late": """<title>Late</title><div id="slot">loading…</div>
 <script>setTimeout(() => {
-  document.getElementById('slot').innerHTML = '<button>Ready now</button>'; }, 3000)</script>""",
+  document.getElementById('slot').innerHTML = '<button>Ready now</button>'; }, 2000)</script>""",
     "/alerts": "<title>Alerts</title><script>while (true) { alert('again'); }</script>",
     "/to-denied": """<title>Leaving</title><p>going</p>
 <script>setTimeout(() => { location.href = 'http://localhost:{port}/second'; }, 100)</script>""",
     "/huge": """<title>Huge</title><div id="root"></div>
 <script>const root = document.getElementById('root'); let html = '';
-for (let i = 0; i < 8000; i++) html += '<p><a href="#' + i + '">link number ' + i + '</a></p>';
+for (let i = 0; i < 3000; i++) html += '<p><a href="#' + i + '">link number ' + i + '</a></p>';
 root.innerHTML = html;</script>""",
     "/bomb-page": '<title>Bomb</title><a href="/bomb">Free download</a>',
 }

@@ -4,7 +4,6 @@ tool tests; the kill -9 test and the missing-Chromium test have daemons of their
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -218,8 +217,7 @@ def test_a_project_without_chromium_gets_the_status_text_and_the_tools_say_why(m
         status = daemon.cli("daemon", "status").stdout
         assert "browser      unavailable: [browser] chrome_path = /nowhere/chromium is not an executable file: " \
                "install chromium" in status and "delegate_browser is unavailable until then" in status
-        shown = json.loads(daemon.cli("daemon", "status", "--json").stdout)
-        assert shown["browser"][0].startswith("browser: unavailable:")
+        assert daemon.status().browser[0].startswith("browser: unavailable:")
         fake.script("director", MARKERS["director"], [
             Step(tool_calls=[call("delegate_browser", task="Open the page.")]),
             Step(text="no browser", tool_calls=[call("agent_exit", summary="no browser here")]),

@@ -3,7 +3,6 @@ attacker serves. One host (one Chromium) for the module; each test works in a ru
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -125,7 +124,7 @@ def test_a_download_bomb_is_cancelled_at_the_cap(host: HostClient, site: LocalSi
 
 
 def test_a_page_that_never_finishes_loading_costs_one_bounded_call(host: HostClient, site: LocalSite) -> None:
-    hung = host.call("browser_open", url=site.url("/hang"), session="run-hang", timeout=6)
+    hung = host.call("browser_open", url=site.url("/hang"), session="run-hang", timeout=3)
     assert hung.is_error and "did not answer within" in hung.content
     assert not host.call("browser_open", url=site.url("/second"), session="run-hang").is_error  # the tab goes on
 
@@ -181,21 +180,3 @@ def test_a_runs_release_closes_its_tabs_and_leaves_the_others(host: HostClient, 
     wait_until(lambda: "You have no tabs" in host.call("browser_status", session="run-x").content, 10,
                "run-x's tabs closed")
     assert "/form" in host.call("browser_status", session="run-y").content
-
-
-def test_chromium_leaves_with_the_host(project: Path, tmp_path: Path) -> None:
-    client = HostClient("--chrome", shutil.which("chromium") or "", "--root", str(project), "--profile",
-                        str(tmp_path / "profile"))
-    ready = client.ready()
-    assert ready.browser_pid > 0 and os.getpgid(ready.browser_pid) == ready.browser_pid  # its own group
-    os.killpg(client.proc.pid, 9)  # the host and Playwright's driver, as a kill -9 of the whole group would
-    client.proc.wait(10)
-    wait_until(lambda: not _alive(ready.browser_pid), 20, "Chromium gone once its pipe closed")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(") ")[-1][:1] not in ("Z", "X")
-    except OSError:
-        return False
