@@ -203,6 +203,8 @@ def daemon_status(as_json: bool = False) -> int:
     print(f"  spent today  ${status.spent_today:.2f}{limit_text}")
     if status.confinement:
         print(f"  sandbox      {status.confinement}")
+    for n, line in enumerate(status.browser):  # the first says which Chromium (or why none), then each project's
+        print(f"  {'browser' if n == 0 else '':<12} {line.removeprefix('browser: ')}")
     if status.config:
         print(f"  config       {status.config}")
     for warning in status.config_warnings:

@@ -97,6 +97,7 @@ class TextPrinter:
             EventType.CONVERSATION_ERROR: self._conversation_error, EventType.LOG: self._log,
             EventType.LLM_SLOT_WAIT: self._slot_wait, EventType.BACKGROUND_WORK: self._background_work,
             EventType.WORKFLOW_DECISION: self._workflow_decision,
+            EventType.BROWSER_PAGE: self._browser_page,
             **{t: self._compressed for t in _COMPRESSED},
         }
 
@@ -307,6 +308,13 @@ class TextPrinter:
             took = number(d, "duration")
             summary = one_line(str(d.get("content", "")))
             self._line(f"    ✓ {d.get('name', '?')} ({took:.1f}s){': ' + summary if summary else ''}")
+
+    def _browser_page(self, ev: Event) -> None:
+        d = ev.data
+        url = one_line(str(d.get("url", "")), 160)
+        self._line(f"  ⌂ {ev.agent}: {d.get('action', '?')}{' → ' + url if url else ''}")
+        if d.get("artifact"):
+            self._line(f"    screenshot saved: {d['artifact']}")
 
     def _question(self, ev: Event) -> None:
         question = Question.read(ev.data)

@@ -38,6 +38,7 @@ from yagent.ipc.vocabulary import ErrorCode, StopReason, TaskState
 
 from . import commands
 from .admission import WorkerSlots
+from .browser_manager import BrowserManager
 from .codeintel_server import code_server_config
 from .control_peers import CONTROL_HWM, ControlPeers, PeerLimits
 from .event_hub import EventHub
@@ -123,6 +124,7 @@ class Daemon:
         self.services: RunServices | None = None
         self.mcp = McpManager(self.registry, self.scheduler, lambda: self.settings.mcp,
                               on_tools_changed=self._mcp_tools_changed, builtin=self._builtin_servers)
+        self.browser = BrowserManager(self.registry, self.scheduler, lambda: self.settings.browser, home)
         self._stop = asyncio.Event()
         self._shutdown_done = False
         self._loops_done = False  # set once the loops are meant to end
@@ -178,6 +180,7 @@ class Daemon:
             task = TurnController(self.services, row, self.runs, self._forget_task)
             self.tasks[row.id] = task
         self.mcp.project_in_use(row.project_id, row.project_path)  # its MCP servers start now, in the background
+        self.browser.project_in_use(row.project_id, row.project_path)  # its browser stays (it starts on first use)
         return task
 
     def _forget_task(self, task: TurnController) -> None:
@@ -187,6 +190,7 @@ class Daemon:
             self.hub.close_task(task.id)
         if not any(t.project_id == task.project_id for t in self.tasks.values()):
             self.mcp.project_idle(task.project_id)  # its servers stop after [mcp] idle_ttl unless a turn comes
+            self.browser.project_idle(task.project_id)  # and its browser after [browser] idle_ttl
 
     def _mcp_tools_changed(self, project_id: str, generation: int) -> None:
         """A server's tools changed: the project's runs ask again at their next step."""
@@ -229,7 +233,7 @@ class Daemon:
             send_worker=self.worker_gate.send, is_shutting_down=lambda: self.shutting_down,
             spend=DailySpend(self.registry.spent_since(start_of_day(time.time()))),
             runtime_dir=self.paths.root, landlock_abi=self._landlock_probe(), user_namespaces=self._userns_probe(),
-            mcp=self.mcp)
+            mcp=self.mcp, browser=self.browser)
         self._say_confinement()
         self.registry.deferred.on_deferred = self._retry_registry_later
         # Before any request is read or lease granted: a dead predecessor's workers must not race new runs.
@@ -256,7 +260,8 @@ class Daemon:
                 async with asyncio.TaskGroup() as group:
                     # The MCP manager first: its task group exists before the first request can start a server.
                     loops = [group.create_task(self._essential(name, coro), name=name) for name, coro in (
-                        ("mcp", self.mcp.serve()), ("control", self._control_loop()),
+                        ("mcp", self.mcp.serve()), ("browser", self.browser.serve()),
+                        ("control", self._control_loop()),
                         ("workers", self.worker_gate.serve()), ("events-auth", self._subscriber_auth.run()),
                         ("timers", self.scheduler.run()))]
                     await self._stop.wait()
@@ -334,6 +339,7 @@ class Daemon:
         for run in self.runs:
             await run.kill_now("killed at shutdown")
         await self.mcp.close()  # every MCP server, those still starting too
+        await self.browser.close()  # every project's browser
         assert self.hub is not None
         try:
             leftover = mark_and_report_interrupted(self.registry, self.hub, "yagentd shut down before this finished",

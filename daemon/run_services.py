@@ -15,6 +15,7 @@ from yagent.ipc.records import Message
 from yagent.ipc.vocabulary import EventType
 
 from .admission import WorkerSlots
+from .browser_manager import BrowserManager
 from .event_hub import EventHub
 from .launcher import Launcher
 from .leases import LeaseManager
@@ -56,6 +57,13 @@ class RunServices:
     user_namespaces: bool = False  # as probed at start: a run that writes the project gets a read-only .git view
     runs_started: int = 0
     mcp: McpManager | None = None  # the MCP servers of every project; None where MCP is not served
+    browser: BrowserManager | None = None  # the browsers of every project; None where none are served
+
+    def browser_unavailable(self) -> str:
+        """Why runs cannot use a browser now ("" when they can), for `RunSettings.browser`."""
+        if self.settings.run_settings.browser:
+            return self.settings.run_settings.browser
+        return self.browser.unavailable() if self.browser is not None else "this daemon runs no browsers"
 
     @property
     def settings(self) -> Settings:

@@ -27,6 +27,8 @@ from yagent.ipc.messages import (
     PROTOCOL_VERSION,
     ApprovedOperation,
     AskUser,
+    BrowserCall,
+    BrowserCancel,
     CompactNow,
     DelegateAccepted,
     DelegateRequest,
@@ -64,6 +66,7 @@ from yagent.ipc.vocabulary import (
 
 from . import approved_operations
 from .admission import DelegationPool
+from .browser_run_requests import BrowserRunRequests
 from .launcher import RunHandle
 from .mcp_run_requests import McpRunRequests
 from .process_identity import start_time
@@ -170,6 +173,7 @@ class RunSupervisor:
         self._compaction_asked = False  # `/compact` came before the worker's hello: sent right after its start
         self._stop_on_start: tuple[StopReason, str] | None = None  # asked for while it was launching
         self.mcp = McpRunRequests(self, services.mcp, services.scope)  # its calls to its project's MCP servers
+        self.browser = BrowserRunRequests(self, services.browser, services.scope, services.home)  # and its browser
 
     @property
     def unconfined(self) -> Unconfined | None:
@@ -468,6 +472,14 @@ class RunSupervisor:
     def _on_mcp_cancel(self, msg: McpCancel) -> None:
         self.mcp.cancel(msg)
 
+    @_handles(BrowserCall)
+    def _on_browser_call(self, msg: BrowserCall) -> None:
+        self.browser.call(msg)
+
+    @_handles(BrowserCancel)
+    def _on_browser_cancel(self, msg: BrowserCancel) -> None:
+        self.browser.cancel(msg)
+
     def time_left(self) -> float:
         """Seconds before the run's own total timeout stops it (a delegation's); 0 when it has none."""
         total = self.services.settings.delegate_total_timeout
@@ -618,6 +630,7 @@ class RunSupervisor:
         services.leases.drop_run(self.id)
         self.mcp.close()  # its MCP calls are cancelled at their servers
         book.release_run(self)
+        self.browser.close()  # its browser calls are withdrawn and its tabs closed
         for child in list(self.children.values()):
             if child.ended:
                 continue
@@ -655,6 +668,7 @@ class RunSupervisor:
         services.slots.release(self.id)
         services.leases.drop_run(self.id)
         self.mcp.close()
+        self.browser.close()
         if not self.ended:
             self.finish(self._outcome(None, exit_note=exit_note(code)))
         # Tool processes that left the worker's group (setsid, a daemonising command) outlive even a clean

@@ -199,7 +199,8 @@ class TurnController:
             parent_run=parent.id if parent else None, call_id=call_id or None, context=context,
             depth=(parent.spec.depth + 1) if parent else 0, yolo=parent.spec.yolo if parent else yolo,
             subagent=subagent,
-            settings=replace(settings.run_settings, llm=self.keys.llm_for(settings.run_settings.llm)),
+            settings=replace(settings.run_settings, llm=self.keys.llm_for(settings.run_settings.llm),
+                             browser=self.services.browser_unavailable()),
             options=options or {}, heartbeat_interval=settings.heartbeat_interval,
             daemon_loss_timeout=settings.daemon_loss_timeout,
         )

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .board_settings import parse_board
+from .browser_settings import BROWSER_OFF, BrowserSettings, parse_browser
 from .codeintel_settings import CodeIntelSettings, parse_codeintel
 from .compression_settings import parse_compression
 from .config_keys import config_warnings, misplaced_keys
@@ -190,6 +191,7 @@ class Settings:
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)  # [sandbox]: how runs are confined
     mcp: McpSettings = field(default_factory=McpSettings)  # [mcp]: the MCP servers the daemon starts
     codeintel: CodeIntelSettings = field(default_factory=CodeIntelSettings)  # [codeseek]: the built-in code server
+    browser: BrowserSettings = field(default_factory=BrowserSettings)  # [browser]: the Browser agent's Chromium
 
 
 def _section(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -272,6 +274,7 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         kwargs["sandbox"] = parse_sandbox(table)
         kwargs["mcp"] = parse_mcp(table, parse_duration)
         kwargs["codeintel"] = parse_codeintel(table)
+        kwargs["browser"] = parse_browser(table, parse_duration)
         llm_config = parse_llm_config(table, env)  # validates the provider tables, expands api_key_env
         ignored: list[str] = []
         run = _run_settings(agent, llm, llm_config, ignored,
@@ -281,7 +284,8 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         run = dataclasses.replace(run, blackboard=parse_board(table, parse_duration),
                                   compression=parse_compression(table, env, ignored))
         run = dataclasses.replace(run, skills=parse_skills(table, kwargs["sandbox"].deny_read),
-                                  codeintel=kwargs["codeintel"].enabled)
+                                  codeintel=kwargs["codeintel"].enabled,
+                                  browser="" if kwargs["browser"].enabled else BROWSER_OFF)
     except ValueError as exc:
         raise ConfigError(str(exc), path) from None
     _check_tui(table, ignored)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .board_settings import BLACKBOARD_KEYS
+from .browser_settings import BROWSER_KEYS
 from .codeintel_settings import CODESEEK_KEYS
 from .compression_settings import COMPRESSION_KEYS
 from .mcp_settings import MCP_KEYS
@@ -58,7 +59,7 @@ AGENT_KEYS = ("delegate_idle_timeout", "delegate_total_timeout", "max_parallel_d
               "max_parallel_readonly_tools", "lang")
 # The roles a `<role>_max_steps` key is read for, built in; a third-party agent kind (`[daemon] agent_modules`)
 # brings its own role names, which yagentd cannot list.
-MAX_STEPS_ROLES = ("director", "coding", "repo", "chat", "devops", "meta", "custom")
+MAX_STEPS_ROLES = ("director", "coding", "repo", "chat", "devops", "browser", "meta", "custom")
 # `[llm]` keys the daemon and the runs' loop read (`provider_config.LLM_REQUEST_KEYS` are the engines').
 LLM_LIMIT_KEYS = ("max_in_flight_requests", "max_cost_per_task", "max_cost_per_day", "step_retries",
                   "circuit_breaker_threshold", "circuit_breaker_reset_timeout")
@@ -66,21 +67,13 @@ DAEMON_TABLE_KEYS = ("max_workers", "event_ring", "event_ring_bytes", "event_rin
                      "stop_grace", "heartbeat_interval", "daemon_loss_timeout", "event_log_max_bytes",
                      "event_log_retention", "agent_modules")
 
-_NO_BROWSER = "there is no Browser agent yet"
 # Seed tables of features this system does not have yet: (what is missing). Reported once per table.
 NOT_YET_TABLES: Mapping[str, str] = {
     "git_checkpoint": "yagent does not make git checkpoints yet",
-    "browser": _NO_BROWSER,
     "blueprint": "the repository blueprint is not built yet",
     "keywords": "keyword routing is not built yet",
     "tools.deferred": "deferred tool loading is not configurable yet",
     "tui.keybindings": "the full-screen client's keys cannot be rebound yet",
-}
-# Keys of supported tables that name a missing feature.
-NOT_YET_KEYS: Mapping[tuple[str, str], str] = {
-    ("agent", "browser_max_steps"): _NO_BROWSER,
-    ("agents.llm", "browser"): _NO_BROWSER,
-    ("routing.baselines", "browser"): _NO_BROWSER,
 }
 
 # Tables yagent once read and dropped: what to do instead.
@@ -93,7 +86,13 @@ REMOVED_TABLES: Mapping[str, str] = {
 REMOVED_KEYS: Mapping[tuple[str, str], str] = {
     ("enhanced_commander", "enable"): "enable_context_compression is the one switch; delete enable",
     ("browser", "headless"): 'write mode = "headless" (or "headful", "attach") instead',
-    ("browser", "browser_path"): "write binary_path (or chrome_path) instead",
+    ("browser", "browser_path"): "write chrome_path instead",
+    ("browser", "binary_path"): "yagent drives Chromium itself, with no browser-control program; delete it "
+                                "(chrome_path names the browser)",
+    ("browser", "cdp_port_base"): "yagent talks to its Chromium over a pipe, never a debugging port; delete it",
+    ("browser", "cdp_timeout"): "command_timeout bounds each browser call; delete it",
+    ("browser", "workspace_root"): "downloads go to the run's scratch directory and profiles under profile_dir; "
+                                   "delete it",
     **{("global.llm.providers.*", key): hint for key, hint in REMOVED_PROVIDER_KEYS.items()},
     ("*", "enable_streaming"): "responses are always streamed; delete it",
     ("*", "auto_checkpoint"): "it only ever printed a warning; delete it",
@@ -134,6 +133,7 @@ SCHEMA = TableSpec(keys=TOP_LEVEL_KEYS, tables={
     "mcp": TableSpec(keys=MCP_KEYS),  # each [[mcp.servers]] entry's keys are judged by ipc/mcp_settings.py itself
     "skills": TableSpec(keys=SKILLS_KEYS),
     "codeseek": TableSpec(keys=CODESEEK_KEYS),  # the built-in code server
+    "browser": TableSpec(keys=BROWSER_KEYS),  # the Browser agent's Chromium
     **{name: TableSpec(not_yet=what) for name, what in NOT_YET_TABLES.items() if "." not in name},
 })
 
@@ -244,10 +244,6 @@ class _Walk:
         if pattern in REMOVED_TABLES:
             self.found.append(f"[{_shown(path)}] was removed: {REMOVED_TABLES[pattern]}")
             return
-        not_yet = NOT_YET_KEYS.get((_pattern(path[:-1], self.schema), name))
-        if not_yet is not None:
-            self.found.append(f"[{_shown(path)}] is not supported yet: {not_yet}, so it has no effect")
-            return
         sub = parent.tables.get(name) or parent.any_table
         if sub is not None:
             self.table(path, sub, value)
@@ -258,11 +254,7 @@ class _Walk:
             self.found.append(f"[{_shown(path)}] is not a table yagent knows, so nothing in it is read{near}")
 
     def _key(self, path: tuple[str, ...], pattern: str, spec: TableSpec, key: str) -> None:
-        if key in spec.keys or (spec.any_key and (pattern, key) not in NOT_YET_KEYS):
-            return
-        not_yet = NOT_YET_KEYS.get((pattern, key))
-        if not_yet is not None:
-            self.found.append(f"{_label(path, key)} is not supported yet: {not_yet}, so it has no effect")
+        if key in spec.keys or spec.any_key:
             return
         hint = _removed_hint(pattern, key)
         if hint is not None:

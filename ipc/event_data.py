@@ -175,6 +175,12 @@ def conversation_error(error: str) -> dict[str, Any]:
     return {"error": error}
 
 
+def browser_page(action: str, url: str, *, artifact: str = "", is_error: bool = False) -> dict[str, Any]:
+    """A browser tool ran (`action`, its name); `url`: the run's current page after it; `artifact`: a screenshot's
+    file."""
+    return {"action": action, "url": _clip(url, 500), "artifact": artifact, "is_error": is_error}
+
+
 def log(level: str, message: str) -> dict[str, Any]:
     return {"level": level, "message": message}
 

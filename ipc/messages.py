@@ -39,6 +39,14 @@ __all__ = [
     "ApprovedOperation",
     "ApprovedOperationResult",
     "AskUser",
+    "BrowserCall",
+    "BrowserCallResult",
+    "BrowserCancel",
+    "BrowserHostCall",
+    "BrowserHostCancel",
+    "BrowserHostReady",
+    "BrowserHostReply",
+    "BrowserRelease",
     "CompactContext",
     "CompactNow",
     "DaemonStatus",
@@ -520,6 +528,7 @@ class DaemonStatus(Message):
     confined: bool = False  # runs are confined by default (Landlock present and [sandbox] mode = "on")
     config: str = ""  # the configuration file the daemon reads
     config_warnings: list[str] = field(default_factory=list)  # what in it nothing reads, a line each
+    browser: list[str] = field(default_factory=list)  # the Browser agent's Chromium: what it runs, or why it cannot
 
 
 @message("shutdown")
@@ -850,3 +859,86 @@ class McpApprove(Message):
     project: str
     servers: list[str] = field(default_factory=list)
     approve: bool = True
+
+
+# ---------------------------------------------------------------------------------------------------
+# The browser (the daemon owns one Chromium per project; a run's browser_* tools reach it through the daemon)
+
+
+@message("browser_call")
+class BrowserCall(Message):
+    """A run calls one browser tool on its project's browser (the project is the run's, never named by the
+    worker); `timeout`: the most the caller waits, 0 for none beyond `[browser] command_timeout`."""
+
+    id: int
+    tool: str
+    arguments: dict = field(default_factory=dict)
+    timeout: float = 0.0
+    call_id: str = ""
+
+
+@message("browser_call_result")
+class BrowserCallResult(Message):
+    """What the tool did: the text the model reads, a screenshot's PNG when it took one, and where the run's
+    page is after it (for the attached client)."""
+
+    id: int
+    content: str
+    is_error: bool = False
+    image: bytes = b""
+    url: str = ""
+
+
+@message("browser_cancel")
+class BrowserCancel(Message):
+    """The run no longer waits for its browser call `call`: the daemon withdraws it at the browser."""
+
+    call: int
+
+
+@message("browser_host_call")
+class BrowserHostCall(Message):
+    """Daemon → a project's browser host (over its stdin): one tool call of run `session`, whose pages and element
+    references are its own; downloads go to `downloads` (the run's scratch directory)."""
+
+    id: int
+    session: str
+    tool: str
+    arguments: dict = field(default_factory=dict)
+    downloads: str = ""
+    timeout: float = 0.0
+
+
+@message("browser_host_cancel")
+class BrowserHostCancel(Message):
+    id: int
+
+
+@message("browser_host_reply")
+class BrowserHostReply(Message):
+    """`gone`: Chromium went away under the call; the host is ending and takes no more calls."""
+
+    id: int
+    content: str
+    is_error: bool = False
+    image: bytes = b""
+    url: str = ""
+    gone: bool = False
+
+
+@message("browser_release")
+class BrowserRelease(Message):
+    """Daemon → browser host: run `session` ended; its pages close."""
+
+    session: str
+
+
+@message("browser_host_ready")
+class BrowserHostReady(Message):
+    """Browser host → daemon, once: the browser it started (its pid, which the daemon records with the process's
+    start time so a later daemon can kill a leftover), or `problem` when it could not start one."""
+
+    browser_pid: int = 0
+    version: str = ""
+    sandbox: str = ""  # how Chromium's own sandbox runs ("on", or why it is off)
+    problem: str = ""

@@ -34,7 +34,8 @@ __all__ = [
 ]
 
 # `[agent] <role>_max_steps`, per agent role; a role not listed here (a third-party agent) gets OTHER_ROLE_MAX_STEPS.
-DEFAULT_MAX_STEPS = {"director": 100, "coding": 150, "repo": 50, "chat": 50, "devops": 50, "custom": 15}
+DEFAULT_MAX_STEPS = {"director": 100, "coding": 150, "repo": 50, "chat": 50, "devops": 50, "browser": 200,
+                     "custom": 15}
 OTHER_ROLE_MAX_STEPS = 50
 DEFAULT_STEP_RETRIES = 2  # `[llm] step_retries`: a failed model step is tried again this many times
 DEFAULT_PARALLEL_READONLY_TOOLS = 4  # `[agent] max_parallel_readonly_tools`
@@ -64,6 +65,9 @@ class RunSettings(Record):
     compression: CompressionSettings = field(default_factory=CompressionSettings)  # `[enhanced_commander]`
     skills: SkillsSettings = field(default_factory=SkillsSettings)  # `[skills]`, with `[sandbox] deny_read`
     codeintel: bool = True  # `[codeseek] enabled`: the code-intelligence tools are on Repo's and Coding's surfaces
+    # Why the Browser agent cannot work ("" = it can): `[browser] enabled = false`, or set by the daemon when it
+    # finds no Chromium. `delegate_browser` and the browser tools say it in their descriptions instead of vanishing.
+    browser: str = ""
 
     def max_steps_for(self, role: str) -> int:
         return self.max_steps.get(role, OTHER_ROLE_MAX_STEPS)

@@ -229,6 +229,7 @@ class EventType(StrEnum):
     CONVERSATION_ERROR = "conversation_error"
     CONVERSATION_RESULT = "conversation_result"
     LOG = "log"
+    BROWSER_PAGE = "browser_page"  # a browser tool ran: which, where the run's page is now, a screenshot's path
     # stamped by the daemon
     USER_HELP_NEEDED = "user_help_needed"
     USER_HELP_RESPONSE = "user_help_response"

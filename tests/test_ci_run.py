@@ -41,7 +41,7 @@ def fake_tools(tmp_path: Path) -> dict[str, str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "python3").write_text(FAKE_PYTHON3)
-    for tool in ("tmux", "rg"):  # present, so the script installs nothing
+    for tool in ("tmux", "rg", "chromium"):  # present, so the script installs nothing
         (bin_dir / tool).write_text("#!/bin/sh\nexit 0\n")
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)

@@ -29,6 +29,9 @@ from yagent.ipc.messages import (
     ApprovedOperation,
     ApprovedOperationResult,
     AskUser,
+    BrowserCall,
+    BrowserCallResult,
+    BrowserCancel,
     CompactNow,
     DelegateAccepted,
     DelegateRequest,
@@ -395,6 +398,26 @@ class DaemonChannel:
             return str(exc), True
         assert isinstance(reply, McpCallResult)
         return reply.content, reply.is_error
+
+    async def call_browser(self, tool: str, arguments: dict[str, Any], *, call_id: str) -> BrowserCallResult:
+        """One browser tool call through the daemon on the project's browser. Cancelled here, it is withdrawn at
+        the daemon, which withdraws it at the browser."""
+        request = BrowserCall(id=0, tool=tool, arguments=arguments, call_id=call_id)
+        try:
+            reply = await self._request(request, BrowserCallResult)
+        except asyncio.CancelledError:
+            if not self.lost and request.id:
+                self._send(encode(BrowserCancel(call=request.id)))
+            raise
+        except DaemonLost as exc:
+            return BrowserCallResult(id=0, is_error=True, content=f"yagentd stopped during {tool} ({exc}); it may "
+                                     "not have completed")
+        except RemoteError as exc:
+            return BrowserCallResult(id=0, is_error=True, content=f"{tool} was refused: {exc}")
+        except ValueError as exc:
+            return BrowserCallResult(id=0, is_error=True, content=str(exc))
+        assert isinstance(reply, BrowserCallResult)
+        return reply
 
     async def pause_gate(self) -> None:
         if self.cancel_reason is not None:

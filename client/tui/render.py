@@ -370,7 +370,8 @@ def render_status(view: TaskView, width: int, rows: int, now: float, *, model_ov
         for depth, r in runs:
             took = format_duration((r.ended_at or now) - r.started_at) if r.started_at else ""
             wait = " · waiting for a model slot" if r.slot_limit else ""
-            text = f"{'  ' * depth}└ {r.agent} {r.status} {took}{wait}".rstrip()
+            page = f" · {r.browser}" if r.browser and not r.ended_at else ""  # a Browser run: where it is
+            text = f"{'  ' * depth}└ {r.agent} {r.status} {took}{wait}{page}".rstrip()
             tree_lines.append(pad_line([("class:status.tree", " " + text)], width, "class:status"))
         if len(tree_lines) > extra:
             hidden = len(tree_lines) - extra + 1

@@ -137,6 +137,7 @@ class RunInfo:
     ended_at: float = 0.0
     slot_limit: int = 0  # > 0 while the run waits for one of this many in-flight model request slots
     unconfined: str = ""  # why the kernel does not confine the run ("" when it does)
+    browser: str = ""  # a Browser run: its last action and the URL its page is at
 
 
 @dataclass(slots=True)
@@ -585,6 +586,15 @@ class TaskView:
         self._errors_shown.add(text)
         return True
 
+    def _on_browser_page(self, ev: Event) -> None:
+        d = ev.data
+        info = self.runs.get(ev.run)
+        if info is not None:
+            url = str(d.get("url") or "")
+            info.browser = f"{d.get('action', '?')}{' → ' + url[:200] if url else ''}"
+        if d.get("artifact"):
+            self._add(Entry("notice", agent=ev.agent, run=ev.run, text=f"screenshot saved: {d['artifact']}"))
+
     def _on_log(self, ev: Event) -> None:
         level = str(ev.data.get("level", "info")).lower()
         if level in ("warning", "warn", "error"):
@@ -677,6 +687,7 @@ _HANDLERS = {
     EventType.AI_RESPONSE.value: TaskView._on_response,
     EventType.TOOL_CALL_START.value: TaskView._on_tool_start,
     EventType.TOOL_CALL_RESULT.value: TaskView._on_tool_result,
+    EventType.BROWSER_PAGE.value: TaskView._on_browser_page,
     EventType.LLM_CALL_START.value: TaskView._on_llm_start,
     EventType.LLM_CALL_END.value: TaskView._on_llm_end,
     EventType.MODEL_ROUTED.value: TaskView._on_routed,

@@ -25,6 +25,7 @@ from yagent.ipc.runtime_dir import RuntimePaths
 from yagent.ipc.vocabulary import ErrorCode
 
 from ..admission import WorkerSlots
+from ..browser_manager import BrowserManager
 from ..control_peers import ControlPeers
 from ..event_hub import EventHub
 from ..launcher import Launcher
@@ -61,6 +62,7 @@ class DaemonView(Protocol):
     refused_clients: RefusedPeers
     launcher: Launcher  # for the short processes a command starts (resume inspections)
     mcp: McpManager  # the MCP servers of every project
+    browser: BrowserManager  # the browsers of every project
     turn_keys: TurnKeySource  # a turn's keys from its caller, and the zero-config provider
 
     @property

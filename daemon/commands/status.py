@@ -28,7 +28,7 @@ async def status(daemon: DaemonView, msg: StatusRequest) -> DaemonStatus:
         confinement=confinement_status(daemon.settings, daemon.landlock_abi),
         confined=daemon.settings.sandbox.enabled and daemon.landlock_abi > 0,
         config=str(daemon.config_path),
-        config_warnings=config_warnings)
+        config_warnings=config_warnings, browser=daemon.browser.status_lines())
 
 
 @command(Shutdown)

@@ -25,6 +25,7 @@ RENDER_VALUES = {
     "repo": {"lang": "English"},
     "chat": {"lang": "English"},
     "devops": {"lang": "English"},
+    "browser": {"lang": "English"},
     "meta": {"lang": "English", "palette": "- read_file: Read a file."},
     "custom": {"name": "doc_writer", "description": "Writes docs.", "instructions": "Write docs.", "lang": "English"},
 }
@@ -34,8 +35,8 @@ for _agent in ("coding", "repo"):  # as subagents.py fills it: from the agent's 
                                                              {s.name for s in _surface.deferred()})
 PROMPTS = tuple(RENDER_VALUES)
 TOOL_NAMES = frozenset(s.name for s in REGISTRY.specs())
-# Prompts whose agent must write the `<thought>` block (seed 003 §10.2: Director and Coding).
-THOUGHT_PROMPTS = ("director", "coding")
+# Prompts whose agent must write the `<thought>` block (seed 003 §10.2: Director, Coding and Browser).
+THOUGHT_PROMPTS = ("director", "coding", "browser")
 
 
 def _rendered(agent: str) -> str:
@@ -75,10 +76,10 @@ def test_every_tool_a_prompt_or_reminder_names_is_on_that_agents_surface(agent: 
 
 
 def test_the_tool_name_scan_sees_what_it_must() -> None:
-    # The scan itself: a browser delegation (on no surface yet) and a cold tool are found, prose is not.
+    # The scan itself: a bare delegation name and a cold tool are found, prose is not.
     assert _named_tools("use delegate_browser, then `design`; a design, delegate_<name>") == {
         "delegate_browser", "design"}
-    assert "delegate_browser" not in _surface_names("director")
+    assert "delegate_browser" in _surface_names("director")
 
 
 @pytest.mark.parametrize("agent", [a for a in PROMPTS if a != "meta"])

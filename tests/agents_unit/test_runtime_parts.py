@@ -154,10 +154,10 @@ def test_first_turn_means_no_assistant_or_tool_message_yet(tmp_path: Path) -> No
 
 
 def test_every_agent_stops_on_agent_exit() -> None:
-    assert set(AGENT_SPECS) == {"coding", "repo", "chat", "devops", "custom"}
+    assert set(AGENT_SPECS) == {"coding", "repo", "chat", "devops", "browser", "custom"}
     assert all(spec.stop_on_exit for spec in AGENT_SPECS.values())
     assert LoopConfig.__dataclass_fields__["stop_on_exit"].default is True  # the Director's setting
-    assert set(known_kinds()) >= {"director", "coding", "repo", "chat", "devops", "meta", "custom:"}
+    assert set(known_kinds()) >= {"director", "coding", "repo", "chat", "devops", "browser", "meta", "custom:"}
 
 
 def test_parent_sees_deliverable_handoff_and_stop_reasons() -> None:

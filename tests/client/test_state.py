@@ -279,3 +279,22 @@ def test_a_turn_that_stopped_midway_tells_how_to_resume_it() -> None:
     f(EventType.TURN_STARTED, {"turn": 2, "text": "go", "agent": "director", "resumes": 1})
     f(EventType.TURN_FINISHED, {"turn": 2, "state": "done", "status": "done", "stop_reason": "agent_exit"})
     assert len([e for e in f.view.entries if e.kind == "notice"]) == 1  # a finished turn says nothing of it
+
+
+def test_a_running_browser_agent_shows_its_last_action_and_url_and_a_screenshot_its_path() -> None:
+    f = Feed()
+    f(EventType.TURN_STARTED, {"turn": 1, "text": "go", "agent": "director"})
+    f(EventType.RUN_STARTED, {"agent": "director", "parent": None, "input": "go"})
+    f(EventType.RUN_STARTED, {"agent": "browser", "parent": "root", "input": "look"}, run="b1", agent="browser")
+    f(EventType.BROWSER_PAGE, event_data.browser_page("browser_click", "http://127.0.0.1:5173/cart"), run="b1",
+      agent="browser")
+
+    def status() -> str:
+        return "\n".join("".join(t for _s, t in line) for line in render_status(f.view, 160, 30, f.ts))
+
+    assert "└ browser running" in status() and "· browser_click → http://127.0.0.1:5173/cart" in status()
+    f(EventType.BROWSER_PAGE, event_data.browser_page("browser_screenshot", "http://127.0.0.1:5173/cart",
+                                                      artifact="/h/tasks/t/artifacts/x.png"), run="b1",
+      agent="browser")
+    assert _texts(f.view, "notice") == [("browser", "screenshot saved: /h/tasks/t/artifacts/x.png")]
+    assert "· browser_screenshot → http://127.0.0.1:5173/cart" in status()

@@ -33,6 +33,8 @@ from yagent.ipc.messages import (
     RESUME_OPTION,
     ApprovedOperation,
     AskUser,
+    BrowserCall,
+    BrowserCancel,
     CompactNow,
     DelegateRequest,
     DelegateResult,
@@ -169,11 +171,12 @@ def test_runs_move_only_along_the_declared_edges(tmp_path: Path) -> None:
 
 def test_every_message_a_worker_sends_has_a_handler() -> None:
     sent_by_workers = {WorkerHello, EventBatch, Heartbeat, LeaseRequest, LeaseRelease, DelegateRequest, AskUser,
-                       RunResult, ApprovedOperation, McpToolsRequest, McpCall, McpCancel, SubagentsRequest}
+                       RunResult, ApprovedOperation, McpToolsRequest, McpCall, McpCancel, SubagentsRequest,
+                       BrowserCall, BrowserCancel}
     assert set(_HANDLERS) == sent_by_workers
     needs_hello = {kind for kind, (_fn, after_hello) in _HANDLERS.items() if after_hello}
     assert needs_hello == {LeaseRequest, LeaseRelease, DelegateRequest, AskUser, RunResult, ApprovedOperation,
-                           McpToolsRequest, McpCall, McpCancel, SubagentsRequest}
+                           McpToolsRequest, McpCall, McpCancel, SubagentsRequest, BrowserCall, BrowserCancel}
 
 
 # -- a run's life -----------------------------------------------------------------------------------------

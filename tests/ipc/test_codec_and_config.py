@@ -197,8 +197,8 @@ def test_daemon_keys_in_the_wrong_section_are_reported_and_take_no_effect(tmp_pa
         "[daemon] max_in_flight_requests has no effect there: it belongs in [llm]",
         "[agent] task_timeout has no effect there: it belongs at the top level, before any [section]",
         "[agent] max_steps is not a setting yagent knows, so it does nothing; the limit is per agent: "
-        "director_max_steps, coding_max_steps, repo_max_steps, chat_max_steps, devops_max_steps, meta_max_steps, "
-        "custom_max_steps",
+        "director_max_steps, coding_max_steps, repo_max_steps, chat_max_steps, devops_max_steps, browser_max_steps, "
+        "meta_max_steps, custom_max_steps",
     ]
     assert misplaced_keys({"daemon": {"max_workers": 2}, "llm": {"max_in_flight_requests": 0}}) == []
 

@@ -318,6 +318,39 @@ EFFECTS: dict[tuple[str, str], Effect] = {
     ("blackboard", "artifact_retention"): Effect("", '[blackboard]\nartifact_retention = "1d"',
                                                  lambda s: s.run_settings.blackboard.artifact_retention),
     ("tui", "yolo"): Effect("", '[tui]\nyolo = "full"', lambda s: _tui_yolo(s)),
+    # [browser]: the daemon acts on these when it starts a project's browser (daemon/browser_manager.py); the host is
+    # started with them (test_browser_units.py::test_the_host_is_started_with_what_browser_says_and_a_failed_start_…).
+    ("browser", "enabled"): Effect("", "[browser]\nenabled = false", lambda s: s.run_settings.browser,
+                                   "tests/browser/test_browser_units.py::test_without_chromium_nothing_starts_and_"
+                                   "every_call_says_why"),
+    ("browser", "chrome_path"): Effect("", '[browser]\nchrome_path = "/nowhere/chromium"',
+                                       lambda s: s.browser.chrome_path,
+                                       "tests/browser/test_browser_flow.py::test_a_project_without_chromium_gets_"
+                                       "the_status_text_and_the_tools_say_why"),
+    ("browser", "mode"): Effect("", '[browser]\nmode = "headful"', lambda s: s.browser.mode),
+    ("browser", "cdp_url"): Effect('[browser]\nmode = "attach"\ncdp_url = "http://127.0.0.1:9222"',
+                                   '[browser]\nmode = "attach"\ncdp_url = "http://127.0.0.1:9333"',
+                                   lambda s: s.browser.cdp_url),
+    ("browser", "idle_ttl"): Effect("", '[browser]\nidle_ttl = "1s"', lambda s: s.browser.idle_ttl,
+                                    "tests/browser/test_browser_flow.py::test_a_projects_browser_stops_once_the_"
+                                    "project_was_idle_past_idle_ttl"),
+    ("browser", "max_chrome"): Effect("", "[browser]\nmax_chrome = 1", lambda s: s.browser.max_chrome),
+    ("browser", "command_timeout"): Effect("", '[browser]\ncommand_timeout = "5s"',
+                                           lambda s: s.browser.command_timeout),
+    ("browser", "dialog_policy"): Effect("", '[browser]\ndialog_policy = "dismiss"',
+                                         lambda s: s.browser.dialog_policy,
+                                         "tests/browser/test_browser_units.py::test_the_host_is_started_with_what_"
+                                         "browser_says_and_a_failed_start_is_the_state"),
+    ("browser", "allowed_domains"): Effect("", '[browser]\nallowed_domains = ["localhost"]',
+                                           lambda s: s.browser.allowed_domains),
+    ("browser", "denied_domains"): Effect("", '[browser]\ndenied_domains = ["example.com"]',
+                                          lambda s: s.browser.denied_domains),
+    ("browser", "max_output_bytes"): Effect("", "[browser]\nmax_output_bytes = 2048",
+                                            lambda s: s.browser.max_output_bytes),
+    ("browser", "profile_dir"): Effect("", '[browser]\nprofile_dir = "/tmp/profiles"', lambda s: s.browser.profile_dir),
+    ("browser", "workspace_ttl"): Effect("", '[browser]\nworkspace_ttl = "0"', lambda s: s.browser.workspace_ttl,
+                                         "tests/browser/test_browser_units.py::test_a_profile_unused_past_workspace_"
+                                         "ttl_is_deleted_when_the_daemon_starts"),
 }
 
 

@@ -26,6 +26,10 @@ EXPECTED_STATIC_TOOLS = {
     "semantic_search", "query_code_skeleton", "query_code_snippet", "find_function_caller", "find_function_callee",
     "query_call_graph",
     "spawn_agent", "send_followup", "wait_agents", "agent_status", "cancel_agents",
+    # carried out by the project's browser (workers/tools/browser_tools.py), and the delegation to its agent
+    "delegate_browser", "browser_status", "browser_open", "browser_inspect", "browser_snapshot", "browser_click",
+    "browser_fill", "browser_type", "browser_press", "browser_scroll", "browser_select", "browser_tabs", "browser_wait",
+    "browser_screenshot", "browser_eval",
 }
 
 
@@ -36,7 +40,6 @@ def test_production_registry_has_no_problems() -> None:
 def test_registry_holds_exactly_the_declared_tools() -> None:
     # Changing this set is deliberate: a new tool also needs its surface golden updated.
     assert set(REGISTRY.names()) == EXPECTED_STATIC_TOOLS
-    assert "delegate_browser" not in REGISTRY
 
 
 def test_registry_is_sealed_after_import() -> None:

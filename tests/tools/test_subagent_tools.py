@@ -115,8 +115,8 @@ def test_spawn_agent_starts_only_an_agent_the_run_can_delegate_to_and_says_how_t
         project: Path, tmp_path: Path) -> None:
     port = ScriptedSubagents()
     surface = build_surface("director")
-    unknown = _call(surface, _ctx(project, tmp_path, port), "spawn_agent", {"agent": "browser", "task": "look"})
-    assert unknown.is_error and "no agent 'browser'" in unknown.content and "repo" in unknown.content
+    unknown = _call(surface, _ctx(project, tmp_path, port), "spawn_agent", {"agent": "painter", "task": "look"})
+    assert unknown.is_error and "no agent 'painter'" in unknown.content and "repo" in unknown.content
     assert port.calls == []
     started = _call(surface, _ctx(project, tmp_path, port), "spawn_agent",
                     {"agent": "delegate_repo", "task": "map it", "at_turn_end": "keep"})

@@ -23,11 +23,13 @@ from yagent.workers.tools import (
     invoke_tool,
     palette,
 )
+from yagent.workers.tools.browser_tools import BROWSER_TOOL_NAMES
 
 from .doubles import ScriptedLLM, make_ctx
 
 DIRECTOR_SURFACE = {
-    "delegate_repo", "delegate_coding", "delegate_chat", "delegate_devops", "delegate_meta", "agent_exit",
+    "delegate_repo", "delegate_coding", "delegate_chat", "delegate_devops", "delegate_meta", "delegate_browser",
+    "agent_exit",
     "deepthinking", "ask_user_for_help", "read_file", "list_dir", "print_dir_tree", "search_by_regex",
     "load_tool", "read_note", "list_notes", "read_artifact", "use_skill",
     "spawn_agent", "send_followup", "wait_agents", "agent_status", "cancel_agents",
@@ -60,9 +62,24 @@ def test_director_never_gets_write_or_shell_even_from_dynamic_tools() -> None:
     assert "mcp__fs__write" not in surface.names()
 
 
-def test_delegate_browser_is_on_no_surface() -> None:
+def test_delegate_browser_is_on_the_directors_and_codings_surfaces_only_and_browser_tools_on_browsers() -> None:
+    holders = {agent for agent in PROFILES if "delegate_browser" in build_surface(agent).names()}
+    assert holders == {"director", "coding"}
+    browser = build_surface("browser")
+    assert {n for n in browser.names() if n.startswith("browser_")} == set(BROWSER_TOOL_NAMES)
+    assert not any(s.effects & (Effect.FS_READ | Effect.FS_WRITE | Effect.SHELL | Effect.DELEGATE)
+                   for s in browser.specs())  # a read-only agent: it needs no project file at all
     for agent in PROFILES:
-        assert "delegate_browser" not in build_surface(agent).names()
+        if agent != "browser":
+            assert not set(build_surface(agent).names()) & set(BROWSER_TOOL_NAMES), agent
+
+
+def test_an_unavailable_browser_is_said_in_the_descriptions_the_tools_stay() -> None:
+    surface = build_surface("coding")
+    surface.annotate(["delegate_browser", "browser_open"], "install chromium")
+    (described,) = [d for d in surface.tool_definitions() if d["name"] == "delegate_browser"]
+    assert described["description"].startswith("UNAVAILABLE: install chromium. Ask the Browser agent")
+    assert "browser_open" not in surface.names()  # annotate never adds a tool
 
 
 def test_meta_has_no_tools_and_chat_no_filesystem() -> None:
@@ -80,7 +97,7 @@ def test_full_yolo_removes_ask_user_for_help_everywhere() -> None:
 
 def test_unknown_agent_is_refused() -> None:
     with pytest.raises(SurfaceError, match="known agents"):
-        build_surface("browser")
+        build_surface("browsr")
 
 
 def test_tool_definitions_are_sorted_and_stable() -> None:

@@ -42,6 +42,7 @@ from yagent.workers.tools import (
     YoloLevel,
     build_surface,
 )
+from yagent.workers.tools.browser_tools import BROWSER_TOOL_NAMES
 from yagent.workers.tools.mcp_tools import MCP_PREFIX, McpPort, mcp_servers_of, mcp_specs
 
 from .background_work import ChannelSubagents
@@ -110,6 +111,12 @@ class AgentRun:
         code_port = ctx.channel if holds_code_tools and isinstance(ctx.channel, McpPort) else None
         self.signature = ""  # a sub-agent's configuration signature, set once its prompt is written (`sign`)
         self.configuration_parts: dict[str, str] = {}
+        # The browser tools reach the project's browser through the same channel; when it cannot work here (no
+        # Chromium, turned off) they and delegate_browser stay, saying why.
+        holds_browser = any(Effect.BROWSER in s.effects for s in self.surface.specs())
+        browser_port = ctx.channel if holds_browser and hasattr(ctx.channel, "call_browser") else None
+        if self.settings.browser:
+            self.surface.annotate([*BROWSER_TOOL_NAMES, "delegate_browser"], self.settings.browser)
         self.skills = self._open_skills()
         authorizer = ChannelAuthorizer(ctx)
         # A root run's sub-agents: background starts, follow-ups, waits (the tools are root-only anyway).
@@ -125,6 +132,7 @@ class AgentRun:
             approved=authorizer,  # the prompts it asked are the ones approved operations name
             mcp=self._mcp,
             code_index=code_port,
+            browser=browser_port,
             asker=ChannelAsker(ctx),
             delegator=ctx.channel,  # the channel is the tools' Delegator port
             board=self.board,

@@ -66,6 +66,7 @@ AGENT_SPECS: dict[str, AgentSpec] = {
     "repo": AgentSpec("repo", "repo", DELIVER_NOW, 1),
     "chat": AgentSpec("chat", "chat", None, 0),
     "devops": AgentSpec("devops", "devops", None, 0),
+    "browser": AgentSpec("browser", "browser", DELIVER_NOW, 1),
     "custom": AgentSpec("custom", "custom", DELIVER_NOW, 1),
 }
 
@@ -195,7 +196,7 @@ def _register(name: str) -> None:
         return await run_subagent(ctx, spec)
 
 
-for _name in ("coding", "repo", "chat", "devops"):
+for _name in ("coding", "repo", "chat", "devops", "browser"):
     _register(_name)
 
 

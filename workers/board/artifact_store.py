@@ -23,6 +23,7 @@ __all__ = ["ARTIFACT_ID", "ArtifactPage", "ArtifactStore", "artifact_summary"]
 ARTIFACT_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{8}$")
 MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
 _MAX_TRIES = 64
+_IMAGE_SUFFIXES = (".png", ".jpg")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +55,23 @@ class ArtifactStore:
         self.root = root
 
     def put(self, text: str) -> str:
+        return self._place(text.encode("utf-8", "replace"), "")
+
+    def put_image(self, data: bytes, suffix: str) -> Path:
+        """An image (a browser screenshot) stored as `{id}{suffix}`, so that a viewer opens it by its name; read back
+        by path, never by `read` (which pages text)."""
+        if suffix not in _IMAGE_SUFFIXES:
+            raise ValueError(f"an image artifact ends in one of {', '.join(_IMAGE_SUFFIXES)}, not {suffix!r}")
+        if len(data) > MAX_ARTIFACT_BYTES:
+            raise OSError(f"the image is {len(data)} bytes, over the {MAX_ARTIFACT_BYTES}-byte artifact cap")
+        return self.root / (self._place(data, suffix) + suffix)
+
+    def _place(self, data: bytes, suffix: str) -> str:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        data = text.encode("utf-8", "replace")
         for _ in range(_MAX_TRIES):
             now = datetime.datetime.now(datetime.UTC)
             artifact_id = f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(4)}"
-            if place_exclusive(self.root / f".{artifact_id}.tmp", self.root / artifact_id, data):
+            if place_exclusive(self.root / f".{artifact_id}.tmp", self.root / f"{artifact_id}{suffix}", data):
                 return artifact_id
         raise OSError(f"could not find a free artifact id in {self.root} after {_MAX_TRIES} tries")
 

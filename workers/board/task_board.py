@@ -163,6 +163,10 @@ class TaskBoard:
             return "This task's board has no notes yet (a note is written when a delegation returns)."
         return f"{len(lines)} notes on this task's board, oldest first:\n" + "\n".join(lines)
 
+    def put_image(self, data: bytes, suffix: str) -> str:
+        """A screenshot kept among the task's artifacts; its file's path."""
+        return str(self.artifacts.put_image(data, suffix))
+
     def read_artifact(self, artifact_id: str, offset: int = 0, limit: int = 8_000) -> str:
         if not self.enabled:
             raise LookupError(_OFF)

@@ -7,6 +7,7 @@ from __future__ import annotations
 # Importing the tool families fills the static registry; sealing validates it and makes it read-only.
 from . import (  # noqa: F401
     board_read,
+    browser_tools,
     code_intel,
     cognitive,
     delegation,

@@ -19,6 +19,7 @@ from yagent.ipc.vocabulary import QuestionKind, TurnEndChoice
 
 from .authorization import Authorizer, AuthRequest, YoloLevel
 from .beneath import Resolution
+from .browser_tools import BrowserPort
 from .guard import WorkspaceGuard
 from .mcp_tools import McpPort
 from .processes import ProcessRegistry
@@ -167,6 +168,7 @@ class ToolContext:
     skills: SkillShelfPort | None = None  # the user's skills (use_skill); None = none in this run (it says so)
     mcp: McpPort | None = None  # the project's MCP servers, through the daemon; None = no external tools
     code_index: McpPort | None = None  # the built-in code server, through the daemon; None = no code tools
+    browser: BrowserPort | None = None  # the project's browser, through the daemon; None = no browser tools
     emit: EventEmitter = _no_event
     heartbeat: Heartbeat = _no_heartbeat
     scratch_dir: Path | None = None  # default: a per-run directory under the system temp dir

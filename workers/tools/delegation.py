@@ -130,6 +130,13 @@ register(_delegation(
     audience={"director", "repo"}, read_only=False,
 ))
 register(_delegation(
+    "browser",
+    "Ask the Browser agent to work in a real browser (headless Chromium): check a web app or page (a dev server "
+    "of the project, a site), fill and submit forms, read documentation that needs JavaScript, reproduce a UI bug, "
+    "take screenshots. Give it the URL, what to do and what to report. It does not read or edit files.",
+    audience={"director", "coding"}, read_only=False,
+))
+register(_delegation(
     "meta",
     "Ask the Meta agent to design a new specialised agent for a recurring kind of task; the new agent then "
     "becomes available as its own delegate tool for the rest of this task.",

@@ -44,7 +44,8 @@ PROFILES: Mapping[str, Profile] = {
         Profile(
             "coding",
             grant=Effect.FS_READ | Effect.FS_WRITE | Effect.SHELL | Effect.REFLECT | Effect.LLM | Effect.DRAFT
-            | Effect.INTERACT | Effect.CONTROL | Effect.EXTERNAL | Effect.CODE_INDEX,
+            | Effect.INTERACT | Effect.CONTROL | Effect.EXTERNAL | Effect.CODE_INDEX
+            | Effect.DELEGATE,  # delegate_browser alone names Coding in its audience: a page its change affects
         ),
         # The code-intelligence tools are the explorers' (seed 003 §4): Repo and Coding, not the Director.
         Profile("repo", grant=_READ_ANALYSE | Effect.DELEGATE | Effect.CODE_INDEX, deny=Effect.FS_WRITE | Effect.SHELL),
@@ -57,6 +58,13 @@ PROFILES: Mapping[str, Profile] = {
             "devops",
             grant=Effect.FS_READ | Effect.SHELL | Effect.INTERACT | Effect.CONTROL | Effect.EXTERNAL,
             deny=Effect.FS_WRITE,
+        ),
+        # Browser drives the project's browser and asks the user; it reads and writes no file and runs nothing (seed
+        # 003 §4: browser actions only, no shell, no file writes).
+        Profile(
+            "browser",
+            grant=Effect.BROWSER | Effect.INTERACT | Effect.CONTROL,
+            deny=Effect.FS_READ | Effect.FS_WRITE | Effect.SHELL | Effect.DELEGATE,
         ),
         # Meta answers with one JSON document from a single LLM call; it holds no tools at all.
         Profile("meta", grant=Effect.NONE),

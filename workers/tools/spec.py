@@ -35,6 +35,7 @@ class Effect(enum.Flag):
     EXTERNAL = enum.auto()  # calls a third-party tool server (MCP); only dynamic specs carry it
     CODE_INDEX = enum.auto()  # asks the project's code index (the built-in code server, through the daemon)
     ORCHESTRATE = enum.auto()  # manages the task's sub-agents: starts in the background, follow-ups, waits
+    BROWSER = enum.auto()  # drives the project's browser (through the daemon): pages, forms, scripts in pages
 
     def names(self) -> list[str]:
         """The member names set in this flag, in declaration order."""

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable
@@ -70,6 +71,14 @@ class Surface:
             del self._extra[name]
             self._loaded.discard(name)
         return self.join(specs)
+
+    def annotate(self, names: Iterable[str], note: str) -> None:
+        """Say `note` in the descriptions of the static tools `names` this surface holds (a capability that cannot
+        work in this run: the tool stays, and tells the model why instead of vanishing)."""
+        for name in names:
+            spec = self._static.get(name)
+            if spec is not None:
+                self._static[name] = dataclasses.replace(spec, description=f"UNAVAILABLE: {note}. {spec.description}")
 
     def _all(self) -> dict[str, ToolSpec]:
         tools = {**self._static, **self._extra}
