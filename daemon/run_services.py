@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from yagent.ipc.config import Settings
 from yagent.ipc.daemon_events import DaemonEvent
@@ -24,6 +24,9 @@ from .schedule import Scheduler
 from .settings_source import SettingsSource
 from .spending import DailySpend
 from .task_scope import TaskScope
+
+if TYPE_CHECKING:
+    from .checkpoints import CheckpointService
 
 __all__ = ["RunIdentity", "RunServices"]
 
@@ -56,6 +59,7 @@ class RunServices:
     user_namespaces: bool = False  # as probed at start: a run that writes the project gets a read-only .git view
     runs_started: int = 0
     mcp: McpManager | None = None  # the MCP servers of every project; None where MCP is not served
+    checkpoints: CheckpointService | None = None  # git checkpoints of Coding sub-tasks; None: none are made
 
     @property
     def settings(self) -> Settings:

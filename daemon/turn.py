@@ -80,6 +80,7 @@ class TurnController:
         self._budget_waiters: list[Callable[[], None]] = []
         self._budget_questions = 0
         self.keys = TurnKeys()  # the turn's keys from its caller: memory only, dropped when the turn ends
+        self._text = ""  # the turn's message (a squash commit's title)
 
     @property
     def id(self) -> str:
@@ -103,6 +104,7 @@ class TurnController:
         """Begin a turn: record it, create its root run and queue it for a worker. `keys`: what the caller sent
         (`turn_keys`), for every run of the turn."""
         self.keys = keys or TurnKeys()
+        self._text = text
         registry = self.services.registry
         override = options.get("model_override")
         self.turn = registry.add_turn(self.id, text, agent=agent, yolo=yolo, resumes=resumes,
@@ -337,6 +339,8 @@ class TurnController:
         self.row.state = state
         self.paused = False
         self.keys = TurnKeys()  # the caller's keys are kept no longer than the turn that needs them
+        if self.services.checkpoints is not None:
+            self.services.checkpoints.turn_ended(self.row, self.turn, self._text)
         self.services.publish(self.id, TurnFinished(
             turn=self.turn, state=state, status=outcome.status, stop_reason=outcome.stop_reason,
             output=outcome.output, error=outcome.error, run=outcome.run), self.root)

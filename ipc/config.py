@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .blueprint_settings import parse_blueprint
 from .board_settings import parse_board
+from .checkpoint_settings import CheckpointSettings, parse_checkpoints
 from .codeintel_settings import CodeIntelSettings, parse_codeintel
 from .compression_settings import parse_compression
 from .config_keys import config_warnings, misplaced_keys
@@ -190,6 +192,7 @@ class Settings:
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)  # [sandbox]: how runs are confined
     mcp: McpSettings = field(default_factory=McpSettings)  # [mcp]: the MCP servers the daemon starts
     codeintel: CodeIntelSettings = field(default_factory=CodeIntelSettings)  # [codeseek]: the built-in code server
+    checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)  # [git_checkpoint]
 
 
 def _section(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -274,6 +277,7 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         kwargs["codeintel"] = parse_codeintel(table)
         llm_config = parse_llm_config(table, env)  # validates the provider tables, expands api_key_env
         ignored: list[str] = []
+        kwargs["checkpoints"] = parse_checkpoints(table, parse_duration, ignored)
         run = _run_settings(agent, llm, llm_config, ignored,
                             idle_timeout=kwargs.get("delegate_idle_timeout", DEFAULT_IDLE_TIMEOUT),
                             readonly_tools=kwargs["max_parallel_readonly_tools"])
@@ -281,7 +285,7 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         run = dataclasses.replace(run, blackboard=parse_board(table, parse_duration),
                                   compression=parse_compression(table, env, ignored))
         run = dataclasses.replace(run, skills=parse_skills(table, kwargs["sandbox"].deny_read),
-                                  codeintel=kwargs["codeintel"].enabled)
+                                  codeintel=kwargs["codeintel"].enabled, blueprint=parse_blueprint(table, env))
     except ValueError as exc:
         raise ConfigError(str(exc), path) from None
     _check_tui(table, ignored)

@@ -27,7 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .blueprint_settings import BLUEPRINT_KEYS
 from .board_settings import BLACKBOARD_KEYS
+from .checkpoint_settings import GIT_CHECKPOINT_KEYS
 from .codeintel_settings import CODESEEK_KEYS
 from .compression_settings import COMPRESSION_KEYS
 from .mcp_settings import MCP_KEYS
@@ -69,9 +71,7 @@ DAEMON_TABLE_KEYS = ("max_workers", "event_ring", "event_ring_bytes", "event_rin
 _NO_BROWSER = "there is no Browser agent yet"
 # Seed tables of features this system does not have yet: (what is missing). Reported once per table.
 NOT_YET_TABLES: Mapping[str, str] = {
-    "git_checkpoint": "yagent does not make git checkpoints yet",
     "browser": _NO_BROWSER,
-    "blueprint": "the repository blueprint is not built yet",
     "keywords": "keyword routing is not built yet",
     "tools.deferred": "deferred tool loading is not configurable yet",
     "tui.keybindings": "the full-screen client's keys cannot be rebound yet",
@@ -81,6 +81,7 @@ NOT_YET_KEYS: Mapping[tuple[str, str], str] = {
     ("agent", "browser_max_steps"): _NO_BROWSER,
     ("agents.llm", "browser"): _NO_BROWSER,
     ("routing.baselines", "browser"): _NO_BROWSER,
+    ("blueprint", "export_path"): "the blueprint's export layer is not built (read it with `yagent blueprint`)",
 }
 
 # Tables yagent once read and dropped: what to do instead.
@@ -134,6 +135,8 @@ SCHEMA = TableSpec(keys=TOP_LEVEL_KEYS, tables={
     "mcp": TableSpec(keys=MCP_KEYS),  # each [[mcp.servers]] entry's keys are judged by ipc/mcp_settings.py itself
     "skills": TableSpec(keys=SKILLS_KEYS),
     "codeseek": TableSpec(keys=CODESEEK_KEYS),  # the built-in code server
+    "git_checkpoint": TableSpec(keys=GIT_CHECKPOINT_KEYS),  # the seed's keys that would disturb git are warned
+    "blueprint": TableSpec(keys=BLUEPRINT_KEYS),
     **{name: TableSpec(not_yet=what) for name, what in NOT_YET_TABLES.items() if "." not in name},
 })
 

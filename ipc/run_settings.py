@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
+from .blueprint_settings import BlueprintSettings
 from .board_settings import BoardSettings
 from .compression_settings import CompressionSettings
 from .provider_config import LLMConfig
@@ -64,6 +65,10 @@ class RunSettings(Record):
     compression: CompressionSettings = field(default_factory=CompressionSettings)  # `[enhanced_commander]`
     skills: SkillsSettings = field(default_factory=SkillsSettings)  # `[skills]`, with `[sandbox] deny_read`
     codeintel: bool = True  # `[codeseek] enabled`: the code-intelligence tools are on Repo's and Coding's surfaces
+    blueprint: BlueprintSettings = field(default_factory=BlueprintSettings)  # `[blueprint]`, YAGENT_BLUEPRINT
+    # Set per run by the daemon: `[git_checkpoint] enabled` and the project is a repository it can checkpoint
+    # (the git_checkpoint_* tools are on a Coding run's surface only then).
+    git_checkpoints: bool = False
 
     def max_steps_for(self, role: str) -> int:
         return self.max_steps.get(role, OTHER_ROLE_MAX_STEPS)

@@ -31,6 +31,9 @@ from yagent.ipc.messages import (
     Answer,
     ApprovedOperation,
     AskUser,
+    CheckpointCreate,
+    CheckpointList,
+    CheckpointRollback,
     DaemonStatus,
     DelegateRequest,
     ErrorReply,
@@ -73,6 +76,9 @@ def _forgeries(run_id: str) -> list[Message]:
         McpToolsRequest(id=81, wait_for=["forged"]),
         McpCall(id=82, server="forged", tool="write_note", arguments={"text": FORGED}),
         McpCancel(call=82),
+        CheckpointCreate(id=83, label=FORGED),
+        CheckpointList(id=84),
+        CheckpointRollback(id=85, number=1),
     ]
 
 
@@ -122,7 +128,7 @@ def test_an_impostor_of_every_message_kind_is_refused_and_the_real_run_finishes_
         for _kind, sock in impostors:
             sock.close(0)
         ctx.term()
-    assert len(impostors) == 13
+    assert len(impostors) == 16
     finished = of_type(events, EventType.TURN_FINISHED)[0]
     assert '"the real output"' in finished.data["output"] and FORGED not in finished.data["output"]
     assert FORGED not in repr([e.data for e in events])  # no event injected, no question asked, no child run

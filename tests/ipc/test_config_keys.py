@@ -111,11 +111,11 @@ def test_the_compression_mcp_and_skills_tables_are_walked_like_any_other() -> No
 
 def test_the_warnings_reach_the_settings_after_the_misplaced_and_ignored_ones_keep_their_order(tmp_path: Path) -> None:
     cfg = tmp_path / "config.toml"
-    cfg.write_text("[blackboard]\nindex_max_notse = 3\n[tui]\nyolo = 'always'\n[git_checkpoint]\nenabled = true\n")
+    cfg.write_text("[blackboard]\nindex_max_notse = 3\n[tui]\nyolo = 'always'\n[keywords]\nenabled = true\n")
     assert load_settings(cfg, {}).warnings == (
         "[blackboard] index_max_notse is not a setting yagent knows, so it does nothing; did you mean index_max_notes?",
-        "[git_checkpoint] is not supported yet: yagent does not make git checkpoints yet, so nothing in it has an "
-        "effect; remove it, or keep it for when it is",
+        "[keywords] is not supported yet: keyword routing is not built yet, so nothing in it has an effect; "
+        "remove it, or keep it for when it is",
         "[tui] yolo = 'always' is not one of none, yolo, full; the full-screen client asks as with none",
     )
 

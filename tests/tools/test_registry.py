@@ -25,6 +25,8 @@ EXPECTED_STATIC_TOOLS = {
     # answered by the built-in code server (workers/tools/code_intel.py)
     "semantic_search", "query_code_skeleton", "query_code_snippet", "find_function_caller", "find_function_callee",
     "query_call_graph",
+    # answered by the daemon's checkpoint process (workers/tools/git_checkpoint.py)
+    "git_checkpoint_create", "git_checkpoint_list", "git_checkpoint_rollback",
 }
 
 

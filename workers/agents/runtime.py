@@ -31,6 +31,7 @@ from yagent.workers.memory.rollout_recorder import RunRecorder, open_recorder
 from yagent.workers.memory.rollout_records import turn_context
 from yagent.workers.skills import USE_SKILL, SkillShelf
 from yagent.workers.tools import (
+    CheckpointPort,
     Effect,
     Surface,
     SurfaceError,
@@ -86,6 +87,8 @@ class AgentRun:
                 ctx.log.warning("%s", note)
                 ctx.emit(EventType.LOG, event_data.log("warning", note))
         off = Effect.NONE if self.settings.codeintel else Effect.CODE_INDEX  # `[codeseek] enabled = false`
+        if not self.settings.git_checkpoints:  # the daemon makes none for this run's project
+            off |= Effect.CHECKPOINT
         self.surface: Surface = build_surface(role, yolo=self.yolo, extra_specs=extra_specs, pick=pick, without=off)
         profile = self.surface.profile
         # External tools only for a role whose profile can hold some: no round trip for the others.
@@ -97,6 +100,8 @@ class AgentRun:
         # The built-in code server answers the code tools through the same channel, whatever [mcp] says.
         holds_code_tools = any(Effect.CODE_INDEX in s.effects for s in self.surface.specs())
         code_port = ctx.channel if holds_code_tools and isinstance(ctx.channel, McpPort) else None
+        holds_checkpoints = any(Effect.CHECKPOINT in s.effects for s in self.surface.specs())
+        checkpoint_port = ctx.channel if holds_checkpoints and isinstance(ctx.channel, CheckpointPort) else None
         self.skills = self._open_skills()
         authorizer = ChannelAuthorizer(ctx)
         # Board scope = the task: every turn and delegation of the task reads and writes this one board.
@@ -109,6 +114,7 @@ class AgentRun:
             approved=authorizer,  # the prompts it asked are the ones approved operations name
             mcp=self._mcp,
             code_index=code_port,
+            checkpoints=checkpoint_port,
             asker=ChannelAsker(ctx),
             delegator=ctx.channel,  # the channel is the tools' Delegator port
             board=self.board,

@@ -109,6 +109,18 @@ class ApprovedOperations(Protocol):
 
 
 @runtime_checkable
+class CheckpointPort(Protocol):
+    """The task's git checkpoints, kept by the daemon (the worker's channel): each returns (the text the model
+    reads, whether it is an error). A worker never writes `.git`: the daemon's own process does the git work."""
+
+    async def checkpoint_create(self, label: str) -> tuple[str, bool]: ...
+
+    async def checkpoint_list(self) -> tuple[str, bool]: ...
+
+    async def checkpoint_rollback(self, number: int) -> tuple[str, bool]: ...
+
+
+@runtime_checkable
 class TextLLM(Protocol):
     """One plain completion, routed by tool name (`[tools.llm.<tool>]`); used by the reasoning tools."""
 
@@ -143,6 +155,7 @@ class ToolContext:
     skills: SkillShelfPort | None = None  # the user's skills (use_skill); None = none in this run (it says so)
     mcp: McpPort | None = None  # the project's MCP servers, through the daemon; None = no external tools
     code_index: McpPort | None = None  # the built-in code server, through the daemon; None = no code tools
+    checkpoints: CheckpointPort | None = None  # the task's git checkpoints, through the daemon; None = none
     emit: EventEmitter = _no_event
     heartbeat: Heartbeat = _no_heartbeat
     scratch_dir: Path | None = None  # default: a per-run directory under the system temp dir

@@ -44,7 +44,7 @@ PROFILES: Mapping[str, Profile] = {
         Profile(
             "coding",
             grant=Effect.FS_READ | Effect.FS_WRITE | Effect.SHELL | Effect.REFLECT | Effect.LLM | Effect.DRAFT
-            | Effect.INTERACT | Effect.CONTROL | Effect.EXTERNAL | Effect.CODE_INDEX,
+            | Effect.INTERACT | Effect.CONTROL | Effect.EXTERNAL | Effect.CODE_INDEX | Effect.CHECKPOINT,
         ),
         # The code-intelligence tools are the explorers' (seed 003 §4): Repo and Coding, not the Director.
         Profile("repo", grant=_READ_ANALYSE | Effect.DELEGATE | Effect.CODE_INDEX, deny=Effect.FS_WRITE | Effect.SHELL),

@@ -34,6 +34,8 @@ class Effect(enum.Flag):
     CONTROL = enum.auto()  # steers the run itself: finish it, load a deferred tool
     EXTERNAL = enum.auto()  # calls a third-party tool server (MCP); only dynamic specs carry it
     CODE_INDEX = enum.auto()  # asks the project's code index (the built-in code server, through the daemon)
+    CHECKPOINT = enum.auto()  # makes, lists or restores git checkpoints of the project (through the daemon)
+    BLUEPRINT = enum.auto()  # reads the repository blueprint (derived from the project, and its persisted prose)
 
     def names(self) -> list[str]:
         """The member names set in this flag, in declaration order."""
