@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent_harness import MARKERS, run_turn, tool_messages
-from tests.checkpoints.repos import files_of, make_repo, state
+from tests.checkpoints.repos import files_of, git, make_repo, state
 from tests.daemon_harness import of_type
 from tests.fake_provider import Step, ToolCallSpec
 from yagent.ipc.vocabulary import EventType
@@ -30,7 +30,8 @@ def _delegate_coding(fake, task: str) -> None:
 
 
 def test_a_coding_sub_task_is_checkpointed_and_diff_and_undo_take_it_back_but_never_over_the_users_edit(
-        fake, agent_daemon, tmp_path: Path) -> None:
+        fake, make_agent_daemon, tmp_path: Path) -> None:
+    agent_daemon = make_agent_daemon('[git_checkpoint]\nsquash_on_exit = true\nagent_branch_prefix = "ai/"\n')
     project = make_repo(tmp_path / "proj")
     (project / "a.txt").write_text("one\nuncommitted\n")  # the user's own work in progress
     start, user_state = files_of(project), state(project)
@@ -54,6 +55,11 @@ def test_a_coding_sub_task_is_checkpointed_and_diff_and_undo_take_it_back_but_ne
     as_json = json.loads(agent_daemon.cli("diff", task, "--json", "--stat", cwd=project).stdout)
     assert [f["path"] for f in as_json["subtasks"][0]["files"]] == ["a.txt", "notes.py"]
     assert all(f["patch"] == "" for f in as_json["subtasks"][0]["files"])
+    # squash_on_exit: the turn's changes as one commit on ai/<task>; the user's branch has not moved.
+    squashed = git(project, "rev-parse", f"refs/heads/ai/{task}").strip()
+    assert git(project, "rev-parse", f"{squashed}^").strip() == user_state["head"].strip()
+    assert git(project, "show", f"{squashed}:a.txt") == "one\nchanged by the agent\n"
+    assert git(project, "log", "-1", "--format=%s", squashed).strip() == "yagent: Do the change."
 
     (project / "notes.py").write_text("print('the user edited this')\n")
     edited = files_of(project)
@@ -64,7 +70,9 @@ def test_a_coding_sub_task_is_checkpointed_and_diff_and_undo_take_it_back_but_ne
     forced = agent_daemon.cli("undo", task, "--yes", "--force", cwd=project)
     assert forced.returncode == 0, forced.stderr + forced.stdout
     assert "2 files put back" in forced.stdout and "yagent undo --to 3" in forced.stdout
-    assert files_of(project) == start and state(project) == user_state  # index, branch, stash, status: as before
+    after_undo = state(project)
+    assert after_undo.pop("refs") == f"refs/heads/ai/{task} {squashed}\n" + user_state.pop("refs")  # main has not moved
+    assert files_of(project) == start and after_undo == user_state  # index, HEAD, stash, status: as before
     again = agent_daemon.cli("undo", task, "--yes", cwd=project)
     assert again.returncode == 2 and "undone already" in again.stderr
     back = agent_daemon.cli("undo", task, "--to", "3", "--yes", cwd=project)  # the undo taken back
