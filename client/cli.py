@@ -15,6 +15,7 @@ from yagent.ipc import IpcError
 from yagent.ipc.vocabulary import ControlAction, YoloLevel
 
 from . import (
+    blueprint_command,
     checkpoint_commands,
     daemon_control,
     exit_codes,
@@ -178,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="put the project back as it was at checkpoint N of the task (`yagent diff` lists them)")
     ud.add_argument("--force", action="store_true", help="also overwrite files you changed since the agents did")
     ud.add_argument("-y", "--yes", action="store_true", help="do not ask before undoing")
+
+    bp = sub.add_parser("blueprint", parents=[json_after_command],
+                        help="the project's modules and import edges as derived now, and what Repo runs noted of them")
+    bp.add_argument("--project", help="project directory (default: the current one)")
+    bp.add_argument("--module", default="", help="only this module (a directory path)")
     return parser
 
 
@@ -286,6 +292,9 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, as_json:
         return task_commands.control(args.task, action, as_json, env)
     if args.command == "answer":
         return task_commands.answer(args.task, args.args, as_json)
+    if args.command == "blueprint":
+        return _start_daemon_if_needed(_choose(args)) or blueprint_command.blueprint(
+            _project_dir(args.project), args.module, as_json)
     if args.command in ("diff", "undo"):
         gate = _start_daemon_if_needed(_choose(args))
         if gate is not None:

@@ -38,6 +38,8 @@ __all__ = [
     "ApprovedOperation",
     "ApprovedOperationResult",
     "AskUser",
+    "BlueprintShown",
+    "BlueprintViewSpec",
     "ChangeSet",
     "CheckpointCreate",
     "CheckpointInfo",
@@ -91,6 +93,7 @@ __all__ = [
     "RunResult",
     "RunSpec",
     "RunSummary",
+    "ShowBlueprint",
     "Shutdown",
     "StartRun",
     "StatusRequest",
@@ -973,3 +976,33 @@ class CheckpointJobResult(Message):
     applied: bool = False
     safety_commit: str = ""
     detail: str = ""  # squash: what was done
+
+
+# ---------------------------------------------------------------------------------------------------
+# The repository blueprint (`yagent blueprint`: read by a short process the daemon starts, `workers/blueprint/`)
+
+
+@message("show_blueprint")
+class ShowBlueprint(Message):
+    """The blueprint of the project at `project` (a root): its structure derived now and its notes."""
+
+    id: int
+    project: str
+    module: str = ""  # only this module
+
+
+@message("blueprint_shown")
+class BlueprintShown(Message):
+    id: int
+    project: str
+    text: str
+    problem: str = ""  # why it could not be shown
+
+
+@record
+class BlueprintViewSpec(Record):
+    """What the blueprint's view process reads: handed at launch."""
+
+    project_root: str
+    blueprint_dir: str
+    module: str = ""

@@ -15,11 +15,13 @@ from yagent.ipc import DaemonClient, EventStream, daemon_listening
 from yagent.ipc.messages import (
     Ack,
     Answer,
+    BlueprintShown,
     CompactContext,
     Event,
     ListTasks,
     McpStatusReply,
     McpStatusRequest,
+    ShowBlueprint,
     Submit,
     Submitted,
     TaskControl,
@@ -74,6 +76,8 @@ class Backend(Protocol):
 
     async def task_diff(self, task: str) -> TaskDiffReply: ...
 
+    async def blueprint(self, project: str, module: str) -> BlueprintShown: ...
+
     async def task_undo(self, task: str, *, to: int, apply: bool, force: bool) -> TaskUndoReply: ...
 
     def stream(self, task: str, after_seq: int) -> TaskEvents: ...
@@ -124,6 +128,9 @@ class DaemonBackend:
 
     async def mcp_status(self, project: str) -> McpStatusReply:
         return await self._c().request(McpStatusRequest(id=0, project=project), McpStatusReply)
+
+    async def blueprint(self, project: str, module: str) -> BlueprintShown:
+        return await self._c().request(ShowBlueprint(id=0, project=project, module=module), BlueprintShown)
 
     async def task_diff(self, task: str) -> TaskDiffReply:
         return await self._c().request(TaskDiff(id=0, task=task), TaskDiffReply)

@@ -35,6 +35,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("diff", "show what this task's agents changed in the project, per sub-task and file"),
     Command("undo", "take back the last sub-task's changes (N: back to checkpoint N), after showing them",
             "[N] [--force]"),
+    Command("blueprint", "show the project's modules and import edges, and what Repo runs noted of them", "[MODULE]"),
     Command("mcp", "show the MCP servers yagentd runs for this project: state, tools, errors"),
     Command("skills", "show the skills agents see, where each comes from and what was not read"),
     Command("setup", "open the setup wizard (providers and preferences)"),

@@ -415,6 +415,8 @@ class TuiController:
             self.say("new session")
         elif name == "model":
             self._model(arg)
+        elif name == "blueprint":
+            self.spawn(name, self._show_blueprint(arg))
         elif name == "diff":
             self._need_task(lambda task: self.spawn(name, self._show_diff(task)))
         elif name == "undo":
@@ -565,6 +567,21 @@ class TuiController:
         else:
             known = ", ".join(facts.providers) or "none"
             self.say(f"unknown provider {name!r}; configured: {known} — /setup adds providers", error=True)
+        self.changed()
+
+    async def _show_blueprint(self, module: str) -> None:
+        try:
+            shown = await self.backend.blueprint(str(self.project), module.strip())
+        except RemoteError as exc:
+            self.say(str(exc), error=True)
+            return
+        except IpcError as exc:
+            self._lost(str(exc))
+            return
+        if shown.problem:
+            self.say(shown.problem, error=True)
+        else:
+            self.view.note(shown.text)
         self.changed()
 
     async def _show_diff(self, task: str) -> None:

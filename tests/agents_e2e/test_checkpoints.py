@@ -130,3 +130,21 @@ def test_a_project_that_is_no_repository_has_checkpoints_off_said_once_and_no_ch
     assert "git_checkpoint" not in catalogue and not any(n.startswith("git_checkpoint") for n in offered)
     shown = agent_daemon.cli("diff", task, cwd=project)
     assert shown.returncode == 0 and "not a git repository" in shown.stdout
+
+
+def test_checkpoints_turned_off_make_no_ref_offer_no_tool_and_diff_says_why(fake, make_agent_daemon,
+                                                                            tmp_path: Path) -> None:
+    daemon = make_agent_daemon("[git_checkpoint]\nenabled = false\n")
+    project = make_repo(tmp_path / "proj")
+    _delegate_coding(fake, "Write a file.")
+    fake.script("coding", MARKERS["coding"], [
+        Step(tool_calls=[ToolCallSpec("create_file", {"path": "n.txt", "content": "x\n"})]),
+        Step(text="ok", tool_calls=[_exit("written")]),
+    ])
+    task, events = run_turn(daemon, project, "Write.")
+    assert of_type(events, EventType.TURN_FINISHED)[-1].data["status"] == "done"
+    assert git(project, "for-each-ref", "refs/yagent") == ""
+    catalogue = fake.requests_for("coding")[0].body["messages"][0]["content"]
+    assert "git_checkpoint" not in catalogue
+    shown = daemon.cli("diff", task, cwd=project)
+    assert "turned off ([git_checkpoint] enabled = false)" in shown.stdout

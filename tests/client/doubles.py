@@ -17,6 +17,7 @@ from prompt_toolkit.output import DummyOutput
 from yagent.ipc.errors import DaemonNotRunning, RemoteError
 from yagent.ipc.messages import (
     Ack,
+    BlueprintShown,
     Event,
     McpServerStatus,
     McpStatusReply,
@@ -153,6 +154,9 @@ class FakeBackend:
 
     async def mcp_status(self, project: str) -> McpStatusReply:
         return McpStatusReply(id=0, servers=list(self.mcp_servers))
+
+    async def blueprint(self, project: str, module: str) -> BlueprintShown:
+        return BlueprintShown(id=0, project=project, text=f"{project}: 3 modules, 9 source files, 2 import edges")
 
     async def task_diff(self, task: str) -> TaskDiffReply:
         return self.diff_reply or TaskDiffReply(id=0, task=task, note="no Coding sub-task has changed the project yet")

@@ -170,6 +170,8 @@ def test_every_listed_command_is_handled_and_help_lists_them_all() -> None:
             await until(lambda: any("no MCP servers" in t for t in entries(tui, "notice")), "/mcp")
             pipe.send_text("/skills\r")
             await until(lambda: any("skills for the Director" in t for t in entries(tui, "notice")), "/skills")
+            pipe.send_text("/blueprint\r")
+            await until(lambda: any("3 modules, 9 source files" in t for t in entries(tui, "notice")), "/blueprint")
 
     arun(go())
 

@@ -122,6 +122,16 @@ class Effect:
     warns: bool = False  # a seed key yagent answers with what it does instead: its effect is that warning
 
 
+def _shape(role: str) -> Callable[[Settings], Any]:
+    """The repository map the role's system prompt gets, in a project with one Python module."""
+    def seen(run: AgentRun) -> str:
+        (_TMP[0] / "pkg").mkdir(exist_ok=True)
+        (_TMP[0] / "pkg" / "m.py").write_text("import os\n")
+        return run.with_blueprint("")
+
+    return on(role, seen)
+
+
 def _steps(role: str) -> Callable[[Settings], Any]:
     return on(role, lambda r: r.loop_config([], None).max_steps)
 
@@ -320,12 +330,15 @@ EFFECTS: dict[tuple[str, str], Effect] = {
                                                  lambda s: s.run_settings.blackboard.artifact_retention),
     ("tui", "yolo"): Effect("", '[tui]\nyolo = "full"', lambda s: _tui_yolo(s)),
     ("git_checkpoint", "enabled"): Effect("", "[git_checkpoint]\nenabled = false", lambda s: s.checkpoints.enabled,
-                                          "tests/agents_e2e/test_checkpoints.py::test_a_coding_sub_task_is_checkpointed_"
-                                          "and_diff_and_undo_take_it_back_but_never_over_the_users_edit"),
+                                          "tests/agents_e2e/test_checkpoints.py::test_checkpoints_turned_off_make_no_"
+                                          "ref_offer_no_tool_and_diff_says_why"),
     ("git_checkpoint", "retention"): Effect("", '[git_checkpoint]\nretention = "0"',  # existence: 0 = kept
                                             lambda s: s.checkpoints.retention),
     ("git_checkpoint", "squash_on_exit"): Effect("", "[git_checkpoint]\nsquash_on_exit = true",
-                                                 lambda s: s.checkpoints.squash_on_exit),
+                                                 lambda s: s.checkpoints.squash_on_exit,
+                                                 "tests/agents_e2e/test_checkpoints.py::test_a_coding_sub_task_is_"
+                                                 "checkpointed_and_diff_and_undo_take_it_back_but_never_over_the_users_"
+                                                 "edit"),
     ("git_checkpoint", "agent_branch_prefix"): Effect("", '[git_checkpoint]\nagent_branch_prefix = "ai/"',
                                                       lambda s: s.checkpoints.agent_branch_prefix),
     ("git_checkpoint", "generate_commit_message"): Effect(
@@ -336,13 +349,15 @@ EFFECTS: dict[tuple[str, str], Effect] = {
                                                        lambda s: s.checkpoints.cleanup_agent_branch),
     **{("git_checkpoint", key): Effect("", f"[git_checkpoint]\n{key} = true", lambda s: s.warnings, warns=True)
        for key in ("stash_dirty_worktree", "checkpoint_tag_prefix", "cleanup_checkpoint_tags")},
-    ("blueprint", "enable"): Effect("", "[blueprint]\nenable = false", lambda s: s.run_settings.blueprint.enabled),
-    ("blueprint", "inject_into"): Effect("", '[blueprint]\ninject_into = ["coding"]',
-                                         lambda s: s.run_settings.blueprint.inject_into),
+    ("blueprint", "enable"): Effect("", "[blueprint]\nenable = false",
+                                    on("repo", lambda r: "read_blueprint" in r.surface.names()),
+                                    "tests/agents_e2e/test_blueprint_flow.py::test_a_repo_run_writes_the_blueprint_and_"
+                                    "the_next_turn_sees_it"),
+    ("blueprint", "inject_into"): Effect("", '[blueprint]\ninject_into = ["coding"]', _shape("coding")),
     ("blueprint", "index_max_tokens"): Effect("", "[blueprint]\nindex_max_tokens = 0",  # existence: 0 = nowhere
-                                              lambda s: s.run_settings.blueprint.index_max_tokens),
+                                              _shape("director")),
     ("blueprint", "prose_budget_tokens"): Effect("", "[blueprint]\nprose_budget_tokens = 300",
-                                                 lambda s: s.run_settings.blueprint.prose_budget_tokens),
+                                                 on("repo", lambda r: r.blueprint.settings.prose_budget_tokens)),
 }
 
 

@@ -27,6 +27,8 @@ EXPECTED_STATIC_TOOLS = {
     "query_call_graph",
     # answered by the daemon's checkpoint process (workers/tools/git_checkpoint.py)
     "git_checkpoint_create", "git_checkpoint_list", "git_checkpoint_rollback",
+    # the repository blueprint, for every agent (workers/tools/blueprint_read.py)
+    "read_blueprint",
 }
 
 

@@ -29,7 +29,7 @@ from .doubles import ScriptedLLM, make_ctx
 DIRECTOR_SURFACE = {
     "delegate_repo", "delegate_coding", "delegate_chat", "delegate_devops", "delegate_meta", "agent_exit",
     "deepthinking", "ask_user_for_help", "read_file", "list_dir", "print_dir_tree", "search_by_regex",
-    "load_tool", "read_note", "list_notes", "read_artifact", "use_skill",
+    "load_tool", "read_note", "list_notes", "read_artifact", "use_skill", "read_blueprint",
 }
 
 

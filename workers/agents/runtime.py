@@ -19,8 +19,17 @@ from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.errors import RemoteError
 from yagent.ipc.messages import McpServerStatus, McpToolsReply, RunOutcome
 from yagent.ipc.skill_account import SkillAccount, account_lines, load_skill_account
-from yagent.ipc.state_layout import GRANTS_FILE, approvals_file, breaker_dir, scratch_dir, task_dir, thinklink_dir
+from yagent.ipc.state_layout import (
+    GRANTS_FILE,
+    approvals_file,
+    blueprint_dir,
+    breaker_dir,
+    scratch_dir,
+    task_dir,
+    thinklink_dir,
+)
 from yagent.ipc.vocabulary import ErrorCode, EventType, StopReason
+from yagent.workers.blueprint.reader import BlueprintReader
 from yagent.workers.board import TaskBoard
 from yagent.workers.context.project_instructions import ProjectInstructions
 from yagent.workers.context.rule_truncation import CHEAP, COSTLY
@@ -43,6 +52,7 @@ from yagent.workers.tools import (
     build_surface,
 )
 from yagent.workers.tools.mcp_tools import MCP_PREFIX, McpPort, mcp_servers_of, mcp_specs
+from yagent.workers.tools.read_log import ReadLog
 
 from .circuit_breaker import ProviderBreakers
 from .compaction import ContextCompactor
@@ -89,6 +99,8 @@ class AgentRun:
         off = Effect.NONE if self.settings.codeintel else Effect.CODE_INDEX  # `[codeseek] enabled = false`
         if not self.settings.git_checkpoints:  # the daemon makes none for this run's project
             off |= Effect.CHECKPOINT
+        if not self.settings.blueprint.enabled:  # `[blueprint] enable = false`, YAGENT_BLUEPRINT=0
+            off |= Effect.BLUEPRINT
         self.surface: Surface = build_surface(role, yolo=self.yolo, extra_specs=extra_specs, pick=pick, without=off)
         profile = self.surface.profile
         # External tools only for a role whose profile can hold some: no round trip for the others.
@@ -104,6 +116,8 @@ class AgentRun:
         checkpoint_port = ctx.channel if holds_checkpoints and isinstance(ctx.channel, CheckpointPort) else None
         self.skills = self._open_skills()
         authorizer = ChannelAuthorizer(ctx)
+        self.blueprint = BlueprintReader(ctx.project_root, blueprint_dir(ctx.home, ctx.spec.project),
+                                         self.settings.blueprint) if self.settings.blueprint.enabled else None
         # Board scope = the task: every turn and delegation of the task reads and writes this one board.
         self.board = TaskBoard(ctx.home, ctx.spec.task, self.settings.blackboard)
         self.tool_ctx = ToolContext(
@@ -115,6 +129,8 @@ class AgentRun:
             mcp=self._mcp,
             code_index=code_port,
             checkpoints=checkpoint_port,
+            blueprint=self.blueprint,
+            reads=ReadLog(ctx.project_root) if role == "repo" else None,  # the evidence of its blueprint entries
             asker=ChannelAsker(ctx),
             delegator=ctx.channel,  # the channel is the tools' Delegator port
             board=self.board,
@@ -203,6 +219,28 @@ class AgentRun:
             ctx.log.info("%s", shelf.catalogue.note)
             ctx.emit(EventType.LOG, event_data.log("info", shelf.catalogue.note))
         return shelf
+
+    def with_blueprint(self, prompt: str) -> str:
+        """`prompt` followed by the repository's modules-and-edges shape, for the agents `[blueprint] inject_into`
+        names: derived from the files now, so it is never out of date; a project that cannot be read adds nothing."""
+        if self.blueprint is None:
+            return prompt
+        try:
+            shape = self.blueprint.shape(self.role)
+        except OSError as exc:
+            self.ctx.log.warning("the repository map was left out of the prompt: %s", exc)
+            return prompt
+        return f"{prompt}\n\n{shape}" if shape else prompt
+
+    def blueprint_prose(self, task: str) -> str:
+        """What the blueprint records of the modules a delegated task names ("" for none)."""
+        if self.blueprint is None:
+            return ""
+        try:
+            return self.blueprint.prose_for(task)
+        except OSError as exc:
+            self.ctx.log.warning("the blueprint's notes were left out of the task: %s", exc)
+            return ""
 
     def with_skills(self, prompt: str) -> str:
         """`prompt` followed by the skills catalogue, when the run has skills: in the system prompt, so the

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 # Importing the tool families fills the static registry; sealing validates it and makes it read-only.
 from . import (  # noqa: F401
+    blueprint_read,
     board_read,
     code_intel,
     cognitive,
@@ -36,6 +37,7 @@ from .context import (
     Asker,
     AskReply,
     AskRequest,
+    BlueprintPort,
     Board,
     CheckpointPort,
     DelegationRecord,
@@ -85,6 +87,7 @@ __all__ = [
     "AuthPolicy",
     "AuthRequest",
     "Authorizer",
+    "BlueprintPort",
     "Board",
     "CheckpointPort",
     "DelegationRecord",
