@@ -51,6 +51,9 @@ def derived(tmp_path: Path):
     (_entry(where="shop/cli.py:no_such_function"), "anchor", "does not occur in shop/cli.py"),
     (_entry(where="shop/missing.py"), "anchor", "is not a path of the project"),
     (_entry(where="shop/missing.py:3"), "anchor", "is not a file of the project"),
+    (_entry(where="../../etc/passwd"), "anchor", "points outside the project"),
+    (_entry(where="shop/../../etc/passwd:root"), "anchor", "points outside the project"),
+    (_entry(where="/etc/passwd:1"), "anchor", "points outside the project"),
 ])
 def test_each_check_refuses_what_it_is_for_saying_why(derived, entry, code: str, said: str) -> None:
     checked = check_submissions([entry], derived, READ)
@@ -71,6 +74,24 @@ def test_prose_shaped_like_production_passes_and_anchors_are_verified_three_ways
     checked = check_submissions(entries, derived, READ)
     assert checked.rejected == []
     assert [s.anchor for s in checked.accepted] == ["symbol", "line", "path", "unverifiable", "path", "symbol"]
+
+
+def test_a_delegated_task_naming_a_module_gets_its_notes_and_one_naming_none_gets_nothing(tmp_path: Path) -> None:
+    from yagent.ipc.blueprint_settings import BlueprintSettings
+    from yagent.workers.blueprint.reader import BlueprintReader
+
+    root = make_project(tmp_path / "shop")
+    derived = derive(root)
+    account = commit_blueprint(tmp_path / "bp", root, [_entry(), _entry(module="core", claim="Keeps the ledger.",
+                                                                        where="core/ledger.py")], READ, run="r1",
+                               derived=derived)
+    assert account.startswith("submitted 2, written 2")
+    reader = BlueprintReader(root, tmp_path / "bp", BlueprintSettings(prose_budget_tokens=500))
+    prose = reader.prose_for("Add a refund command to shop and test it.")
+    assert "[shop] purpose: The shop's command line and orders." in prose and "Keeps the ledger" not in prose
+    assert reader.prose_for("Refactor the shopping cart.") == ""  # a word that only contains a module's name
+    assert reader.prose_for("Look at tools/fmtx.") == ""  # named, but no notes of it
+    assert reader.shape("chat") == "" and reader.shape("director").startswith("# Repository map")
 
 
 def test_past_eight_entries_the_rest_are_refused_and_none_submitted_is_said(tmp_path: Path, derived) -> None:

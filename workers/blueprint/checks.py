@@ -11,8 +11,8 @@ person (and the next model call) can read.
    twice), abstains — existence is the anchor's job, and one refusal costs the whole claim;
 4. `outside-evidence-set` — the run read a file of the module (a tool's path argument naming a file, or a path its
    result shows — never a directory listing's names), so no claim is made from names alone;
-5. `anchor` — `where` holds: `path` exists, `path:line` is within the file, `path:symbol` occurs in it as a word;
-   a `where` in no such form is kept as `unverifiable`, never claimed verified.
+5. `anchor` — `where` holds: `path` exists, `path:line` is within the file, `path:symbol` occurs in it as a word (a
+   path out of the project is refused); a `where` in no such form is kept as `unverifiable`, never claimed verified.
 """
 
 from __future__ import annotations
@@ -137,6 +137,9 @@ def _anchor(where: str, root: Path, derived: Derived) -> tuple[str, str]:
     plain = where.removeprefix("./").rstrip("/")
     if plain in derived.files or plain in derived.modules:
         return "path", ""
+    head = where.split(":", 1)[0]
+    if head.startswith(("/", "~")) or ".." in head.split("/"):
+        return "", f"{where} points outside the project: an anchor is a path in it"
     for pattern, kind in ((_LINE, "line"), (_SYMBOL, "symbol")):
         match = pattern.match(where)
         if match and _BARE_PATH.match(match.group("path")):
