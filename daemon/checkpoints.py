@@ -173,7 +173,7 @@ class CheckpointService:
             return self._off[task.id]
         number = self._services.registry.next_checkpoint_number(task.id)
         job = self._job(task, CheckpointJobKind.CREATE, ref=f"{CHECKPOINT_REF_ROOT}/{task.id}/{number}",
-                        message=f"yagent checkpoint {number} of task {task.id} ({kind.value})\n\n{label}")
+                        message=f"yagent checkpoint {number} of task {task.id} ({kind.value})\n\n{_label(label)}")
         result = await self.jobs.run(job)
         if result.unsupported:
             self._turn_off(task, result.unsupported)
