@@ -15,6 +15,8 @@ from yagent.ipc import IpcError
 from yagent.ipc.vocabulary import ControlAction, YoloLevel
 
 from . import (
+    blueprint_command,
+    checkpoint_commands,
     daemon_control,
     exit_codes,
     headless,
@@ -179,6 +181,25 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("answer", parents=[json_after_command], help="answer a question a task is waiting on")
     a.add_argument("task")
     a.add_argument("args", nargs="+", metavar="[REQUEST_ID] VALUE")
+
+    df = sub.add_parser("diff", parents=[json_after_command],
+                        help="what a task's agents changed in the project, per sub-task and file (git checkpoints)")
+    df.add_argument("task", nargs="?", help="a task id or prefix (default: the project's latest task)")
+    df.add_argument("--project", help="project directory for the default task (default: the current one)")
+    df.add_argument("--stat", action="store_true", help="files and line counts only, no patches")
+    ud = sub.add_parser("undo", parents=[json_after_command],
+                        help="take back the last sub-task's changes (or all since a checkpoint), after showing them")
+    ud.add_argument("task", nargs="?", help="a task id or prefix (default: the project's latest task)")
+    ud.add_argument("--project", help="project directory for the default task (default: the current one)")
+    ud.add_argument("--to", type=_positive_int, default=0, metavar="N",
+                    help="put the project back as it was at checkpoint N of the task (`yagent diff` lists them)")
+    ud.add_argument("--force", action="store_true", help="also overwrite files you changed since the agents did")
+    ud.add_argument("-y", "--yes", action="store_true", help="do not ask before undoing")
+
+    bp = sub.add_parser("blueprint", parents=[json_after_command],
+                        help="the project's modules and import edges as derived now, and what Repo runs noted of them")
+    bp.add_argument("--project", help="project directory (default: the current one)")
+    bp.add_argument("--module", default="", help="only this module (a directory path)")
     return parser
 
 
@@ -302,6 +323,18 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, as_json:
         return workflow_commands.workflow_run(args.name, project, yolo=_yolo(args.full_yolo, args.yolo),
                                               detach=args.detach, as_json=as_json, verbose=args.verbose,
                                               env=keys_to_send(choice.location.path, os.environ))
+    if args.command == "blueprint":
+        return _start_daemon_if_needed(_choose(args)) or blueprint_command.blueprint(
+            _project_dir(args.project), args.module, as_json)
+    if args.command in ("diff", "undo"):
+        gate = _start_daemon_if_needed(_choose(args))
+        if gate is not None:
+            return gate
+        if args.command == "diff":
+            return checkpoint_commands.diff(args.task, _project_dir(args.project), as_json=as_json,
+                                            patches=not args.stat)
+        return checkpoint_commands.undo(args.task, _project_dir(args.project), to=args.to, force=args.force,
+                                        yes=args.yes, as_json=as_json)
     if args.command == "skills":
         return skills_command.skills(_project_dir(args.project), as_json, config=_choose(args).location.path)
     if args.command == "mcp":

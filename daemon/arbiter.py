@@ -39,6 +39,7 @@ from yagent.ipc.vocabulary import ErrorCode, StopReason, TaskState
 from . import commands
 from .admission import WorkerSlots
 from .browser_manager import BrowserManager
+from .checkpoints import CheckpointService
 from .codeintel_server import code_server_config
 from .control_peers import CONTROL_HWM, ControlPeers, PeerLimits
 from .event_hub import EventHub
@@ -131,6 +132,7 @@ class Daemon:
         self._control_watch: ControlSocketWatch | None = None
         self._registry_retry: Timer | None = None
         self._board_prune: asyncio.Task[None] | None = None
+        self._checkpoint_prune: asyncio.Task[None] | None = None
         self._peer_limits = peer_limits
         self._landlock_probe = landlock_probe  # a seam: a test hands in a kernel without Landlock
         self._userns_probe = userns_probe  # a seam: a system without unprivileged user namespaces
@@ -156,6 +158,10 @@ class Daemon:
     @property
     def landlock_abi(self) -> int:
         return self.services.landlock_abi if self.services else 0
+
+    @property
+    def checkpoints(self) -> CheckpointService | None:
+        return self.services.checkpoints if self.services else None
 
     @property
     def runs_started(self) -> int:
@@ -234,6 +240,7 @@ class Daemon:
             spend=DailySpend(self.registry.spent_since(start_of_day(time.time()))),
             runtime_dir=self.paths.root, landlock_abi=self._landlock_probe(), user_namespaces=self._userns_probe(),
             mcp=self.mcp, browser=self.browser)
+        self.services.checkpoints = CheckpointService(self.services)
         self._say_confinement()
         self.registry.deferred.on_deferred = self._retry_registry_later
         # Before any request is read or lease granted: a dead predecessor's workers must not race new runs.
@@ -247,6 +254,7 @@ class Daemon:
                      len(interrupted.runs), len(interrupted.turns))
         self._prune_event_logs()
         await self._prune_boards_now()
+        self._prune_checkpoints()  # in the background: it waits behind any job of a project
         self._schedule_jobs()
 
         loop = asyncio.get_running_loop()
@@ -310,6 +318,7 @@ class Daemon:
         every("runtime-dir", lambda: RUNTIME_DIR_BACKSTOP if watched else RUNTIME_DIR_CHECK, self._check_runtime_dir)
         every("prune-event-logs", lambda: EVENT_LOG_PRUNE_INTERVAL, self._prune_event_logs)
         every("prune-boards", lambda: EVENT_LOG_PRUNE_INTERVAL, self._prune_boards)
+        every("prune-checkpoints", lambda: EVENT_LOG_PRUNE_INTERVAL, self._prune_checkpoints)
         interval = self.notifier.watchdog_interval
         if interval:
             every("systemd-watchdog", lambda: interval, self.notifier.watchdog)
@@ -416,6 +425,27 @@ class Daemon:
         if pruned.boards or pruned.artifacts:
             log.info("removed %d boards and %d artifacts past their retention ([blackboard] ttl, "
                      "artifact_retention)", len(pruned.boards), pruned.artifacts)
+
+    def _prune_checkpoints(self) -> None:
+        """Checkpoint refs past `[git_checkpoint] retention` go (a process per repository, in its line)."""
+        checkpoints = self.checkpoints
+        if checkpoints is None or (self._checkpoint_prune is not None and not self._checkpoint_prune.done()):
+            return
+
+        def project_of(task_id: str) -> str | None:
+            row = self.registry.get_task(task_id)
+            return row.project_path if row is not None else None
+
+        async def prune() -> None:
+            try:
+                removed = await checkpoints.prune(project_of)
+            except sqlite3.Error as exc:
+                log.warning("checkpoint prune skipped: the task registry cannot be read (%s)", exc)
+                return
+            if removed:
+                log.info("removed %d git checkpoints past their retention ([git_checkpoint] retention)", removed)
+
+        self._checkpoint_prune = self.scope.spawn("prune-checkpoints", prune())
 
     def _check_runtime_dir(self) -> None:
         """Shut down when clients can no longer reach this daemon; exiting 1 lets `Restart=on-failure` bring

@@ -32,7 +32,7 @@ from multiprocessing.connection import Connection
 import psutil
 
 from yagent.ipc.confinement import ConfinementSpec
-from yagent.ipc.messages import ResumeInspectionSpec
+from yagent.ipc.messages import BlueprintViewSpec, CheckpointJob, ResumeInspectionSpec
 from yagent.ipc.process_entry import call_entry
 
 __all__ = ["MultiprocessingLauncher", "RunHandle", "kill_run_tree", "run_processes"]
@@ -40,7 +40,10 @@ __all__ = ["MultiprocessingLauncher", "RunHandle", "kill_run_tree", "run_process
 WORKER_ENTRY = "yagent.workers.entry:worker_main"
 OPERATION_ENTRY = "yagent.workers.approved_operation:operation_main"
 INSPECTION_ENTRY = "yagent.workers.resume_inspection:inspection_main"
-WORKER_PRELOAD = ("yagent.workers.entry", "yagent.workers.preload", "yagent.workers.resume_inspection")
+CHECKPOINT_ENTRY = "yagent.workers.checkpoints.process:checkpoint_main"
+BLUEPRINT_ENTRY = "yagent.workers.blueprint.view_process:blueprint_view_main"
+WORKER_PRELOAD = ("yagent.workers.entry", "yagent.workers.preload", "yagent.workers.resume_inspection",
+                  "yagent.workers.checkpoints.process", "yagent.workers.blueprint.view_process")
 RUN_ENV = "YAGENT_RUN_ID"
 
 log = logging.getLogger(__name__)
@@ -98,6 +101,18 @@ class Launcher(abc.ABC):
         """Start a resume inspection of the task's stopped turn (`resume_inspection.py`); its report arrives as
         bytes on the returned connection (EOF if it died first)."""
         raise NotImplementedError(f"{type(self).__name__} cannot start resume inspections")
+
+    def launch_checkpoint(self, key: str, job: CheckpointJob, *, confinement: ConfinementSpec
+                          ) -> tuple[RunHandle, Connection]:
+        """Start a process for one checkpoint job (`workers/checkpoints/process.py`); its result arrives as bytes on
+        the returned connection (EOF if it died first)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot start checkpoint jobs")
+
+    def launch_blueprint_view(self, key: str, spec: BlueprintViewSpec, *, confinement: ConfinementSpec
+                              ) -> tuple[RunHandle, Connection]:
+        """Start a process that renders a project's blueprint (`workers/blueprint/view_process.py`); its reply
+        arrives as bytes on the returned connection (EOF if it died first)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot show blueprints")
 
     def stop(self) -> None:  # noqa: B027 - optional hook
         """Release launcher resources at daemon exit."""
@@ -225,6 +240,14 @@ class MultiprocessingLauncher(Launcher):
     def launch_inspection(self, task: str, spec: ResumeInspectionSpec, *, confinement: ConfinementSpec
                           ) -> tuple[RunHandle, Connection]:
         return self._one_reply(INSPECTION_ENTRY, f"yagent-inspect-{task}", task, confinement, spec)
+
+    def launch_checkpoint(self, key: str, job: CheckpointJob, *, confinement: ConfinementSpec
+                          ) -> tuple[RunHandle, Connection]:
+        return self._one_reply(CHECKPOINT_ENTRY, f"yagent-checkpoint-{key}", key, confinement, job)
+
+    def launch_blueprint_view(self, key: str, spec: BlueprintViewSpec, *, confinement: ConfinementSpec
+                              ) -> tuple[RunHandle, Connection]:
+        return self._one_reply(BLUEPRINT_ENTRY, f"yagent-blueprint-{key}", key, confinement, spec)
 
     def _one_reply(self, target: str, name: str, key: str, confinement: ConfinementSpec, request: object
                    ) -> tuple[RunHandle, Connection]:

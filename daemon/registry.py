@@ -9,6 +9,7 @@ at open — lives in `registry_schema`; what its failures mean for the user, in 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import sqlite3
@@ -26,7 +27,7 @@ from .registry_errors import RegistryUnreadable
 from .registry_schema import open_registry
 from .run_accounting import RunUsage
 
-__all__ = ["MAX_LIST_LIMIT", "Interrupted", "LeftoverMcpServer", "LeftoverRun", "ProjectRow",
+__all__ = ["MAX_LIST_LIMIT", "CheckpointRow", "Interrupted", "LeftoverMcpServer", "LeftoverRun", "ProjectRow",
            "Registry", "RegistryUnreadable", "RunRow", "SubagentRow",
            "TaskRow", "TurnRow", "new_run_id", "new_subagent_id", "new_task_id", "project_id_for"]
 
@@ -163,6 +164,27 @@ class InterruptedTurn:
     task_id: str
     turn: int
     root_run: str
+
+
+@dataclass(slots=True)
+class CheckpointRow:
+    """One git checkpoint yagent made for a task: the commit is the truth, the ref keeps git from collecting it."""
+
+    task_id: str
+    number: int
+    project_id: str
+    turn: int
+    run_id: str
+    agent: str
+    kind: str  # a CheckpointKind
+    label: str
+    ref: str
+    commit: str
+    common_dir: str  # the repository it lives in
+    head: str  # where HEAD was
+    skipped: dict[str, str]  # files not read into it: path -> why
+    created_at: float
+    undoes: str = ""  # a safety checkpoint made by `yagent undo`: the run whose changes that undo took back
 
 
 @dataclass(slots=True)
@@ -455,6 +477,34 @@ class Registry:
             raise
         return Interrupted(runs, turns)
 
+    # -- git checkpoints --------------------------------------------------------------------------------
+
+    def next_checkpoint_number(self, task_id: str) -> int:
+        row = self._db.execute("SELECT MAX(number) FROM checkpoints WHERE task_id = ?", (task_id,)).fetchone()
+        return int(row[0] or 0) + 1
+
+    def add_checkpoint(self, row: CheckpointRow) -> None:
+        self._db.execute(
+            "INSERT INTO checkpoints(task_id, number, project_id, turn, run_id, agent, kind, label, undoes, ref, "
+            "commit_id, common_dir, head, skipped, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (row.task_id, row.number, row.project_id, row.turn, row.run_id, row.agent, row.kind, row.label,
+             row.undoes, row.ref, row.commit, row.common_dir, row.head, json.dumps(row.skipped), row.created_at))
+
+    def checkpoints(self, task_id: str) -> list[CheckpointRow]:
+        """The task's checkpoints, oldest first."""
+        rows = self._db.execute("SELECT * FROM checkpoints WHERE task_id = ? ORDER BY number", (task_id,)).fetchall()
+        return [_checkpoint_from(r) for r in rows]
+
+    def checkpoints_before(self, when: float) -> list[CheckpointRow]:
+        """Every task's checkpoints made before `when` (for the retention prune)."""
+        rows = self._db.execute("SELECT * FROM checkpoints WHERE created_at < ? ORDER BY task_id, number",
+                                (when,)).fetchall()
+        return [_checkpoint_from(r) for r in rows]
+
+    def forget_checkpoints(self, rows: Iterable[CheckpointRow]) -> None:
+        for row in rows:
+            self._db.execute("DELETE FROM checkpoints WHERE task_id = ? AND number = ?", (row.task_id, row.number))
+
     # -- MCP servers ----------------------------------------------------------------------------------
 
     def mcp_server_started(self, project_id: str, name: str, pid: int, pid_started_at: float, marker: str) -> None:
@@ -505,3 +555,13 @@ def _subagent_from(r: sqlite3.Row) -> SubagentRow:
     return SubagentRow(r["id"], r["task_id"], r["owner"], r["agent"], r["reuse_key"], r["signature"], r["state"],
                        r["last_run"], r["task"], r["conclusion"], r["handoff"], r["background"], bool(r["unread"]),
                        bool(r["interrupted"]), r["created_at"], r["updated_at"])
+
+
+def _checkpoint_from(r: sqlite3.Row) -> CheckpointRow:
+    try:
+        skipped = json.loads(r["skipped"])
+    except ValueError:
+        skipped = {}
+    return CheckpointRow(r["task_id"], r["number"], r["project_id"], r["turn"], r["run_id"], r["agent"], r["kind"],
+                         r["label"], r["ref"], r["commit_id"], r["common_dir"], r["head"],
+                         skipped if isinstance(skipped, dict) else {}, r["created_at"], r["undoes"])

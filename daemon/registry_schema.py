@@ -34,7 +34,7 @@ APPLICATION_ID = int.from_bytes(b"yAgt", "big")  # 0x79416774: "this SQLite file
 # The tables of the registries written before they carried their identity (how such a file is recognised),
 # and every table of the current schema.
 FIRST_TABLES = frozenset({"projects", "tasks", "turns", "runs"})
-TABLES = FIRST_TABLES | {"mcp_servers", "mcp_approvals", "subagents"}
+TABLES = FIRST_TABLES | {"mcp_servers", "mcp_approvals", "subagents", "checkpoints"}
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +190,29 @@ MIGRATIONS: tuple[Migration, ...] = (
             updated_at REAL NOT NULL
         )""",
         "CREATE INDEX IF NOT EXISTS subagents_by_owner ON subagents(task_id, owner, updated_at)",
+    )),
+    Migration("checkpoints: the git checkpoints of each task (the commit and ref yagent made, the run it was made "
+              "for), so diff, undo and a run's rollback take commits from yagent's own record, never from the "
+              "repository an agent can write", _statements(
+        """CREATE TABLE IF NOT EXISTS checkpoints (
+            task_id TEXT NOT NULL,
+            number INTEGER NOT NULL,
+            project_id TEXT NOT NULL,
+            turn INTEGER NOT NULL DEFAULT 0,
+            run_id TEXT NOT NULL DEFAULT '',
+            agent TEXT NOT NULL DEFAULT '',
+            kind TEXT NOT NULL,
+            label TEXT NOT NULL DEFAULT '',
+            undoes TEXT NOT NULL DEFAULT '',
+            ref TEXT NOT NULL,
+            commit_id TEXT NOT NULL,
+            common_dir TEXT NOT NULL,
+            head TEXT NOT NULL DEFAULT '',
+            skipped TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL,
+            PRIMARY KEY (task_id, number)
+        )""",
+        "CREATE INDEX IF NOT EXISTS checkpoints_by_age ON checkpoints(created_at)",
     )),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -17,7 +17,7 @@ from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.messages import RunSpec
 from yagent.ipc.project_instructions import instruction_candidates, instructions_root
 from yagent.ipc.skills_settings import expand_home
-from yagent.ipc.state_layout import approvals_dir, breaker_dir, scratch_dir, task_dir
+from yagent.ipc.state_layout import approvals_dir, blueprint_dir, breaker_dir, scratch_dir, task_dir
 from yagent.ipc.vocabulary import Unconfined, YoloLevel
 
 __all__ = ["REQUIRED_BUT_MISSING", "confinement_for", "confinement_status", "instruction_files_above",
@@ -64,11 +64,17 @@ def confinement_for(spec: RunSpec, settings: Settings, *, abi: int, runtime_dir:
     skills = settings.run_settings.skills
     skill_dirs = [str(home / "skills"), *(expand_home(d, str(user_home or Path.home())) for d in skills.dirs)
                   ] if skills.enabled else []
+    blueprint = ""
+    if settings.run_settings.blueprint.enabled:  # read by every run, written by a Repo run's completion alone
+        made = blueprint_dir(home, spec.project)
+        made.mkdir(mode=0o700, parents=True, exist_ok=True)
+        blueprint = str(made)
     return ConfinementSpec(
         abi=abi, agent=spec.agent, project_root=spec.project_root, home=str(home), runtime_dir=str(runtime_dir),
         task_dir=str(task), scratch_dir=str(scratch), unconfined=why_unconfined(settings, spec.yolo, abi),
         required=settings.sandbox.required, shared_dirs=[str(p) for p in shared], writable_roots=writable,
-        deny_read=deny, git_namespace=git_namespace, skill_dirs=skill_dirs,
+        deny_read=deny, git_namespace=git_namespace, skill_dirs=skill_dirs, blueprint_dir=blueprint,
+        blueprint_writable=bool(blueprint) and spec.agent == "repo",
         read_files=instruction_files_above(spec, hidden=[str(home), str(runtime_dir), *deny])
         if spec.parent_run is None else [])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from yagent.ipc.config import Settings
 from yagent.ipc.daemon_events import DaemonEvent
@@ -25,6 +25,9 @@ from .schedule import Scheduler
 from .settings_source import SettingsSource
 from .spending import DailySpend
 from .task_scope import TaskScope
+
+if TYPE_CHECKING:
+    from .checkpoints import CheckpointService
 
 __all__ = ["RunIdentity", "RunServices"]
 
@@ -64,6 +67,7 @@ class RunServices:
         if self.settings.run_settings.browser:
             return self.settings.run_settings.browser
         return self.browser.unavailable() if self.browser is not None else "this daemon runs no browsers"
+    checkpoints: CheckpointService | None = None  # git checkpoints of Coding sub-tasks; None: none are made
 
     @property
     def settings(self) -> Settings:

@@ -29,6 +29,10 @@ from yagent.ipc.messages import (
     AskUser,
     BrowserCall,
     BrowserCancel,
+    CheckpointCreate,
+    CheckpointList,
+    CheckpointReply,
+    CheckpointRollback,
     CompactNow,
     DelegateAccepted,
     DelegateRequest,
@@ -70,6 +74,7 @@ from .browser_run_requests import BrowserRunRequests
 from .launcher import RunHandle
 from .mcp_run_requests import McpRunRequests
 from .process_identity import start_time
+from .registry import TaskRow
 from .run_accounting import ProcessSample, RunUsage
 from .run_clock import RunClock
 from .run_leases import BudgetGate, RunLeases
@@ -107,6 +112,9 @@ class RunOwner(BudgetGate, Protocol):
     def runs(self) -> Mapping[str, RunSupervisor]: ...  # the task's runs not yet gone, by id
 
     def delegate(self, parent: RunSupervisor, msg: DelegateRequest) -> RunSupervisor | tuple[ErrorCode, str]: ...
+
+    @property
+    def row(self) -> TaskRow: ...  # the task's registry row (its project)
 
     def ask(self, run: RunSupervisor, msg: AskUser) -> None: ...
 
@@ -162,6 +170,8 @@ class RunSupervisor:
         self.leases = RunLeases(self, services, turn, self.usage)
         self.last_sample: ProcessSample | None = None  # for the CPU share between two looks
         self.exited = asyncio.Event()
+        self.reaped = asyncio.Event()  # its processes are gone and its .git is put back (set after `exited`)
+        self._checkpointing: asyncio.Task[None] | None = None  # the checkpoint made before its worker starts
         self.sandbox = RunSandbox(spec, services)
         self.confinement: ConfinementSpec | None = None  # what its worker was confined to, for approved operations
         self.approvals = approved_operations.ApprovalLedger()  # the user's answered prompts, each good for one use
@@ -222,8 +232,13 @@ class RunSupervisor:
             take_worker_slot()
 
     def _launch(self) -> None:
-        if self.phase is not RunPhase.QUEUED:  # stopped while it waited for the slot
+        if self.phase is not RunPhase.QUEUED:  # stopped while it waited for the slot (or its checkpoint)
             self.services.slots.release(self.id)
+            return
+        checkpoints = self.services.checkpoints
+        if self._checkpointing is None and checkpoints is not None and checkpoints.wanted(self.agent):
+            # Before the worker exists, so before its first write: the sub-task can be undone whole.
+            self._checkpointing = self.services.scope.spawn(f"checkpoint-{self.id}", self._checkpoint_then_launch())
             return
         self.spec.paused = self.turn.paused
         refusal = self.sandbox.refusal()
@@ -240,6 +255,17 @@ class RunSupervisor:
         self._move(RunPhase.LAUNCHING)
         self.services.launcher.begin_launch(self.id, self.agent, self.services.workers_endpoint, self._secret,
                                             confinement=self.confinement, done=self._launched)
+
+    async def _checkpoint_then_launch(self) -> None:
+        checkpoints = self.services.checkpoints
+        assert checkpoints is not None
+        on = False
+        try:
+            on = await checkpoints.before_run(self, self.turn.row, self.turn_number)
+        except Exception:  # a checkpoint that cannot be made costs the sub-task its undo, never its start
+            log.exception("run %s: the checkpoint before it failed", self.id)
+        self.spec.settings = dataclasses.replace(self.spec.settings, git_checkpoints=on)
+        self._launch()
 
     def _launch_failed(self, exc: Exception) -> None:
         log.error("launching a worker for run %s failed", self.id, exc_info=exc)
@@ -460,6 +486,31 @@ class RunSupervisor:
     def _on_approved_operation(self, msg: ApprovedOperation) -> None:
         approved_operations.carry_out(self, msg)
 
+    @_handles(CheckpointCreate)
+    def _on_checkpoint_create(self, msg: CheckpointCreate) -> None:
+        self._checkpoint_request(msg)
+
+    @_handles(CheckpointList)
+    def _on_checkpoint_list(self, msg: CheckpointList) -> None:
+        self._checkpoint_request(msg)
+
+    @_handles(CheckpointRollback)
+    def _on_checkpoint_rollback(self, msg: CheckpointRollback) -> None:
+        self._checkpoint_request(msg)
+
+    def _checkpoint_request(self, msg: CheckpointCreate | CheckpointList | CheckpointRollback) -> None:
+        checkpoints = self.services.checkpoints
+        if checkpoints is None:
+            self.send(CheckpointReply(id=msg.id, is_error=True, content="this yagentd makes no git checkpoints"))
+            return
+        self.wait_began("checkpoint")  # the git work is not the run's idleness
+
+        def answer(reply: CheckpointReply) -> None:
+            self.wait_ended("checkpoint")
+            self.send(reply)
+
+        checkpoints.agent_request(self, self.turn.row, self.turn_number, msg, answer)
+
     @_handles(McpToolsRequest)
     def _on_mcp_tools(self, msg: McpToolsRequest) -> None:
         self.mcp.list_tools(msg)
@@ -640,6 +691,8 @@ class RunSupervisor:
                 continue
             child.stop(StopReason.CANCELLED, f"its parent run {self.id} ended")
         self.turn.withdraw_questions(self)
+        if services.checkpoints is not None:  # before the parent hears: what is asked of the project next waits
+            services.checkpoints.after_run(self, self.turn.row, self.turn_number)
         services.publish(self.turn.id, RunFinished(
             status=outcome.status, stop_reason=outcome.stop_reason, error=outcome.error, output=outcome.output,
             parent=self.parent.id if self.parent else None, call_id=self.call_id,
@@ -677,8 +730,11 @@ class RunSupervisor:
         self._gone()
 
     async def _reap(self) -> None:
-        await kill_tree_now(self.id, None)
-        reverted = await self.sandbox.put_back()  # nothing of the run is left to race it
+        try:
+            await kill_tree_now(self.id, None)
+            reverted = await self.sandbox.put_back()  # nothing of the run is left to race it
+        finally:
+            self.reaped.set()
         if reverted:
             note = (f"run {self.id} ({self.agent}) changed {', '.join(reverted)}; put back as it was before the run "
                     "(a hook or git setting planted there would run unconfined the next time you use git)")
@@ -687,6 +743,8 @@ class RunSupervisor:
                                       event_data.log("warning", note))
 
     def _gone(self) -> None:
+        if self.handle is None:  # never started: there is nothing to reap
+            self.reaped.set()
         self._secret = None
         self._move(RunPhase.GONE)
         self.exited.set()

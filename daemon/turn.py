@@ -92,6 +92,7 @@ class TurnController:
         self.keys = TurnKeys()  # the turn's keys from its caller: memory only, dropped when the turn ends
         self.subagents = SubagentBook(services.registry, row.id, services.scheduler)  # the task's reuse table
         self._state_after_background: str | None = None  # the task's state once the kept background work ends
+        self._text = ""  # the turn's message (a squash commit's title)
 
     @property
     def id(self) -> str:
@@ -127,6 +128,7 @@ class TurnController:
         """Begin a turn: record it, create its root run and queue it for a worker. `keys`: what the caller sent
         (`turn_keys`), for every run of the turn."""
         self.keys = keys or TurnKeys()
+        self._text = text
         registry = self.services.registry
         if self.paused:  # background work paused meanwhile: a new turn runs, so everything goes on
             self.resume()
@@ -412,6 +414,8 @@ class TurnController:
         if not self.paused or not kept:
             self.paused = False
         self.keys = TurnKeys()  # the caller's keys are kept no longer than the turn that needs them
+        if self.services.checkpoints is not None:
+            self.services.checkpoints.turn_ended(self.row, self.turn, self._text)
         self.services.publish(self.id, TurnFinished(
             turn=self.turn, state=task_state, status=outcome.status, stop_reason=outcome.stop_reason,
             output=outcome.output, error=outcome.error, run=outcome.run), self.root)

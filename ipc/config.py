@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .blueprint_settings import parse_blueprint
 from .board_settings import parse_board
 from .browser_settings import BROWSER_OFF, BrowserSettings, parse_browser
+from .checkpoint_settings import CheckpointSettings, parse_checkpoints
 from .codeintel_settings import CodeIntelSettings, parse_codeintel
 from .compression_settings import parse_compression
 from .config_keys import config_warnings, misplaced_keys
@@ -192,6 +194,7 @@ class Settings:
     mcp: McpSettings = field(default_factory=McpSettings)  # [mcp]: the MCP servers the daemon starts
     codeintel: CodeIntelSettings = field(default_factory=CodeIntelSettings)  # [codeseek]: the built-in code server
     browser: BrowserSettings = field(default_factory=BrowserSettings)  # [browser]: the Browser agent's Chromium
+    checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)  # [git_checkpoint]
 
 
 def _section(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -277,6 +280,7 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         kwargs["browser"] = parse_browser(table, parse_duration)
         llm_config = parse_llm_config(table, env)  # validates the provider tables, expands api_key_env
         ignored: list[str] = []
+        kwargs["checkpoints"] = parse_checkpoints(table, parse_duration, ignored)
         run = _run_settings(agent, llm, llm_config, ignored,
                             idle_timeout=kwargs.get("delegate_idle_timeout", DEFAULT_IDLE_TIMEOUT),
                             readonly_tools=kwargs["max_parallel_readonly_tools"])
@@ -284,7 +288,7 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
         run = dataclasses.replace(run, blackboard=parse_board(table, parse_duration),
                                   compression=parse_compression(table, env, ignored))
         run = dataclasses.replace(run, skills=parse_skills(table, kwargs["sandbox"].deny_read),
-                                  codeintel=kwargs["codeintel"].enabled,
+                                  codeintel=kwargs["codeintel"].enabled, blueprint=parse_blueprint(table, env),
                                   browser="" if kwargs["browser"].enabled else BROWSER_OFF)
     except ValueError as exc:
         raise ConfigError(str(exc), path) from None

@@ -27,8 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .blueprint_settings import BLUEPRINT_KEYS
 from .board_settings import BLACKBOARD_KEYS
 from .browser_settings import BROWSER_KEYS
+from .checkpoint_settings import GIT_CHECKPOINT_KEYS
 from .codeintel_settings import CODESEEK_KEYS
 from .compression_settings import COMPRESSION_KEYS
 from .mcp_settings import MCP_KEYS
@@ -69,11 +71,13 @@ DAEMON_TABLE_KEYS = ("max_workers", "event_ring", "event_ring_bytes", "event_rin
 
 # Seed tables of features this system does not have yet: (what is missing). Reported once per table.
 NOT_YET_TABLES: Mapping[str, str] = {
-    "git_checkpoint": "yagent does not make git checkpoints yet",
-    "blueprint": "the repository blueprint is not built yet",
     "keywords": "keyword routing is not built yet",
     "tools.deferred": "deferred tool loading is not configurable yet",
     "tui.keybindings": "the full-screen client's keys cannot be rebound yet",
+}
+# Keys of supported tables that name a missing feature.
+NOT_YET_KEYS: Mapping[tuple[str, str], str] = {
+    ("blueprint", "export_path"): "the blueprint's export layer is not built (read it with `yagent blueprint`)",
 }
 
 # Tables yagent once read and dropped: what to do instead.
@@ -134,6 +138,8 @@ SCHEMA = TableSpec(keys=TOP_LEVEL_KEYS, tables={
     "skills": TableSpec(keys=SKILLS_KEYS),
     "codeseek": TableSpec(keys=CODESEEK_KEYS),  # the built-in code server
     "browser": TableSpec(keys=BROWSER_KEYS),  # the Browser agent's Chromium
+    "git_checkpoint": TableSpec(keys=GIT_CHECKPOINT_KEYS),  # the seed's keys that would disturb git are warned
+    "blueprint": TableSpec(keys=BLUEPRINT_KEYS),
     **{name: TableSpec(not_yet=what) for name, what in NOT_YET_TABLES.items() if "." not in name},
 })
 
@@ -254,7 +260,11 @@ class _Walk:
             self.found.append(f"[{_shown(path)}] is not a table yagent knows, so nothing in it is read{near}")
 
     def _key(self, path: tuple[str, ...], pattern: str, spec: TableSpec, key: str) -> None:
-        if key in spec.keys or spec.any_key:
+        if key in spec.keys or (spec.any_key and (pattern, key) not in NOT_YET_KEYS):
+            return
+        not_yet = NOT_YET_KEYS.get((pattern, key))
+        if not_yet is not None:
+            self.found.append(f"{_label(path, key)} is not supported yet: {not_yet}, so it has no effect")
             return
         hint = _removed_hint(pattern, key)
         if hint is not None:

@@ -79,6 +79,19 @@ CONFIG_TEMPLATE = """\
 # artifact_budget_tokens = 500       # a longer result is stored as an artifact (0 = never)
 # artifact_retention = "30d"         # artifacts of a task idle this long are removed ("0" = never)
 
+# --- Git checkpoints, the repository blueprint ------------------------------------------------
+# [git_checkpoint]
+# enabled = true                     # checkpoint every Coding sub-task (yagent diff / yagent undo)
+# retention = "30d"                  # checkpoints older than this are removed ("0" = kept)
+# squash_on_exit = false             # a turn's changes as one commit on branch <agent_branch_prefix><task>
+# agent_branch_prefix = "yagent/"
+# auto_merge_on_exit = false         # then fast-forward your branch to it, when nothing can be lost
+#
+# [blueprint]
+# enable = true                      # the repository map and Repo agents' notes (yagent blueprint)
+# inject_into = ["director", "repo"] # whose system prompt carries the map of modules and import edges
+# index_max_tokens = 1500            # the most the map takes of a prompt (0 = nowhere)
+
 # --- Confinement, the daemon, the client -----------------------------------------------------
 # [sandbox]
 # mode = "on"                        # "off": no run is confined by the kernel

@@ -51,6 +51,10 @@ class ConfinementSpec(Record):
     # Skill directories read besides the system, the home and the project: $YAGENT_HOME/skills (inside the state
     # home, otherwise hidden) and [skills] dirs — each only where it does not lead into what stays hidden.
     skill_dirs: list[str] = field(default_factory=list)
+    # The project's persisted blueprint (`state_layout.blueprint_dir`, in the state home): read by the worker (never its
+    # commands), written only by a Repo run's, whose completion folds its entries in ("": the blueprint is off).
+    blueprint_dir: str = ""
+    blueprint_writable: bool = False
 
 
 def landlock_abi(environ: Mapping[str, str] | None = None) -> int:

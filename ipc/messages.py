@@ -18,6 +18,9 @@ from typing import Any
 from .records import Message, Record, message, record
 from .run_settings import RunSettings
 from .vocabulary import (
+    ChangeKind,
+    CheckpointJobKind,
+    CheckpointKind,
     McpState,
     QuestionKind,
     ReplayVerdict,
@@ -39,6 +42,8 @@ __all__ = [
     "ApprovedOperation",
     "ApprovedOperationResult",
     "AskUser",
+    "BlueprintShown",
+    "BlueprintViewSpec",
     "BrowserCall",
     "BrowserCallResult",
     "BrowserCancel",
@@ -47,6 +52,14 @@ __all__ = [
     "BrowserHostReady",
     "BrowserHostReply",
     "BrowserRelease",
+    "ChangeSet",
+    "CheckpointCreate",
+    "CheckpointInfo",
+    "CheckpointJob",
+    "CheckpointJobResult",
+    "CheckpointList",
+    "CheckpointReply",
+    "CheckpointRollback",
     "CompactContext",
     "CompactNow",
     "DaemonStatus",
@@ -56,6 +69,7 @@ __all__ = [
     "ErrorReply",
     "Event",
     "EventBatch",
+    "FileChange",
     "Heartbeat",
     "Hello",
     "HelloReply",
@@ -92,6 +106,7 @@ __all__ = [
     "RunResult",
     "RunSpec",
     "RunSummary",
+    "ShowBlueprint",
     "Shutdown",
     "StartRun",
     "StatusRequest",
@@ -100,11 +115,16 @@ __all__ = [
     "SubagentsRequest",
     "Submit",
     "Submitted",
+    "SubtaskChanges",
     "TaskControl",
     "TaskDetail",
+    "TaskDiff",
+    "TaskDiffReply",
     "TaskInfo",
     "TaskList",
     "TaskSummary",
+    "TaskUndo",
+    "TaskUndoReply",
     "TurnSummary",
     "UserAnswer",
     "WorkerHello",
@@ -942,3 +962,210 @@ class BrowserHostReady(Message):
     version: str = ""
     sandbox: str = ""  # how Chromium's own sandbox runs ("on", or why it is off)
     problem: str = ""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Git checkpoints (the daemon keeps their record and starts a process for the git work: `daemon/checkpoints.py`,
+# `workers/checkpoints/`)
+
+
+@record
+class FileChange(Record):
+    """One file a change set touches, and how."""
+
+    path: str
+    change: ChangeKind
+    binary: bool = False
+    added: int = 0  # lines
+    removed: int = 0
+    patch: str = ""  # the unified diff of the file, when asked for (cut at a budget)
+
+
+@record
+class ChangeSet(Record):
+    """The files that differ between two checkpoints (or a checkpoint and the project now)."""
+
+    files: list[FileChange] = field(default_factory=list)
+    note: str = ""  # e.g. that patches were cut
+
+
+@record
+class CheckpointInfo(Record):
+    """One checkpoint of a task as agents and users see it; `number` counts from 1 within the task."""
+
+    number: int
+    kind: CheckpointKind
+    run: str = ""
+    agent: str = ""
+    label: str = ""
+    created_at: float = 0.0
+    head: str = ""  # where HEAD was then: "on main", "detached at …", "…, merge in progress"
+    skipped: list[str] = field(default_factory=list)  # files not read into it, each "path (why)"
+
+
+@record
+class SubtaskChanges(Record):
+    """What one Coding sub-task changed: the files that differ between its before and after checkpoints."""
+
+    run: str
+    agent: str
+    task: str  # the sub-task as it was delegated, cut
+    before: int
+    after: int = 0  # 0: it has no after-checkpoint (still running, or the daemon stopped meanwhile)
+    files: list[FileChange] = field(default_factory=list)
+    note: str = ""
+
+
+@message("checkpoint_create")
+class CheckpointCreate(Message):
+    """A Coding run asks for a checkpoint of its project now (`git_checkpoint_create`)."""
+
+    id: int
+    label: str = ""
+
+
+@message("checkpoint_list")
+class CheckpointList(Message):
+    """A run asks for its task's checkpoints (`git_checkpoint_list`)."""
+
+    id: int
+
+
+@message("checkpoint_rollback")
+class CheckpointRollback(Message):
+    """A Coding run asks for its project to be put back to checkpoint `number` of its own task
+    (`git_checkpoint_rollback`); the state before is kept as a checkpoint first."""
+
+    id: int
+    number: int
+
+
+@message("checkpoint_reply")
+class CheckpointReply(Message):
+    """The daemon's answer to a run's checkpoint request: what the model reads, and the task's checkpoints."""
+
+    id: int
+    content: str
+    is_error: bool = False
+    checkpoints: list[CheckpointInfo] = field(default_factory=list)
+
+
+@message("task_diff")
+class TaskDiff(Message):
+    """What the task's agents changed, per sub-task and file (`yagent diff`, `/diff`)."""
+
+    id: int
+    task: str
+    patches: bool = True
+
+
+@message("task_diff_reply")
+class TaskDiffReply(Message):
+    id: int
+    task: str
+    subtasks: list[SubtaskChanges] = field(default_factory=list)
+    checkpoints: list[CheckpointInfo] = field(default_factory=list)
+    note: str = ""  # why there is nothing to show (checkpoints off, not a repository, no Coding sub-task yet)
+
+
+@message("task_undo")
+class TaskUndo(Message):
+    """Put the project back: the last sub-task's changes (`to` 0) or everything since checkpoint `to`. Without
+    `apply`, only what would change is answered; `force` goes on over files the user changed since."""
+
+    id: int
+    task: str
+    to: int = 0
+    apply: bool = False
+    force: bool = False
+
+
+@message("task_undo_reply")
+class TaskUndoReply(Message):
+    id: int
+    task: str
+    target: int  # the checkpoint whose content the files get
+    what: str  # what is undone, for people
+    files: list[FileChange] = field(default_factory=list)  # the files it changes, from now to the target
+    changed_since: list[str] = field(default_factory=list)  # files the user changed since, which it would overwrite
+    applied: bool = False
+    safety: int = 0  # the checkpoint of how things were before the undo (`yagent undo --to N` goes back to it)
+    left: list[str] = field(default_factory=list)  # files it does not touch, each "path (why)"
+
+
+@record
+class CheckpointJob(Record):
+    """One piece of git work the daemon hands a checkpoint process (`workers/checkpoints/process.py`); the fields
+    each kind reads are named in `workers/checkpoints/jobs.py`."""
+
+    kind: CheckpointJobKind
+    project_root: str
+    scratch_dir: str
+    home: str
+    expected_common_dir: str = ""  # the repository the task's first job found: any other is refused
+    ref: str = ""  # create: the new checkpoint's ref; squash: the agent branch
+    message: str = ""
+    pairs: list = field(default_factory=list)  # diff: [[from commit, to commit], ...]
+    patches: bool = False
+    target: str = ""  # restore: the commit whose content files get; squash: the last sub-task's after commit
+    scope_from: str = ""  # restore: only files that differ between this commit and the target ("": all)
+    expected: str = ""  # restore: the commit files must still match (else they are the user's changes)
+    untouchable: list[str] = field(default_factory=list)  # restore: files never written or removed
+    apply: bool = False
+    force: bool = False
+    safety_ref: str = ""  # restore: where the state before it is kept
+    base: str = ""  # squash: the before commit of the turn's first sub-task
+    merge: bool = False  # squash: fast-forward the user's branch when that is safe
+    delete_branch: bool = False  # squash: and delete the agent branch once merged
+    delete_refs: list[str] = field(default_factory=list)  # prune
+
+
+@message("checkpoint_job_result")
+class CheckpointJobResult(Message):
+    """A checkpoint process's one reply, over its pipe to the daemon (read as msgpack, never unpickled)."""
+
+    ok: bool
+    problem: str = ""  # why the job failed, for people
+    unsupported: str = ""  # checkpoints cannot be made in this project at all, and why
+    common_dir: str = ""
+    head: str = ""  # where HEAD was
+    commit: str = ""
+    tree: str = ""
+    skipped: dict = field(default_factory=dict)  # path -> why it was not read
+    changes: list[ChangeSet] = field(default_factory=list)  # diff: one per pair
+    files: list[FileChange] = field(default_factory=list)  # restore: what it changes (or changed)
+    changed_since: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)
+    applied: bool = False
+    safety_commit: str = ""
+    detail: str = ""  # squash: what was done
+
+
+# ---------------------------------------------------------------------------------------------------
+# The repository blueprint (`yagent blueprint`: read by a short process the daemon starts, `workers/blueprint/`)
+
+
+@message("show_blueprint")
+class ShowBlueprint(Message):
+    """The blueprint of the project at `project` (a root): its structure derived now and its notes."""
+
+    id: int
+    project: str
+    module: str = ""  # only this module
+
+
+@message("blueprint_shown")
+class BlueprintShown(Message):
+    id: int
+    project: str
+    text: str
+    problem: str = ""  # why it could not be shown
+
+
+@record
+class BlueprintViewSpec(Record):
+    """What the blueprint's view process reads: handed at launch."""
+
+    project_root: str
+    blueprint_dir: str
+    module: str = ""

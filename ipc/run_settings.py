@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
+from .blueprint_settings import BlueprintSettings
 from .board_settings import BoardSettings
 from .compression_settings import CompressionSettings
 from .provider_config import LLMConfig
@@ -68,6 +69,10 @@ class RunSettings(Record):
     # Why the Browser agent cannot work ("" = it can): `[browser] enabled = false`, or set by the daemon when it
     # finds no Chromium. `delegate_browser` and the browser tools say it in their descriptions instead of vanishing.
     browser: str = ""
+    blueprint: BlueprintSettings = field(default_factory=BlueprintSettings)  # `[blueprint]`, YAGENT_BLUEPRINT
+    # Set per run by the daemon: `[git_checkpoint] enabled` and the project is a repository it can checkpoint
+    # (the git_checkpoint_* tools are on a Coding run's surface only then).
+    git_checkpoints: bool = False
 
     def max_steps_for(self, role: str) -> int:
         return self.max_steps.get(role, OTHER_ROLE_MAX_STEPS)

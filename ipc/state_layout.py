@@ -22,6 +22,7 @@ __all__ = [
     "approvals_dir",
     "approvals_file",
     "artifacts_dir",
+    "blueprint_dir",
     "breaker_dir",
     "codeintel_dir",
     "notes_dir",
@@ -85,6 +86,12 @@ def rollout_dir(home: Path, task: str) -> Path:
 def thinklink_dir(home: Path, task: str) -> Path:
     """Inside the task's directory, like the rollouts: the thinklink log of each run, `{run}.jsonl`."""
     return task_dir(home, task) / THINKLINK_DIR
+
+
+def blueprint_dir(home: Path, project: str) -> Path:
+    """The persisted blueprint of one project (`project` is the registry's project id): `blueprint.md`,
+    `revisions/`. Every run of the project reads it; a Repo run's worker alone writes it."""
+    return home / "data" / "blueprint" / project
 
 
 def codeintel_dir(home: Path, project: str) -> Path:

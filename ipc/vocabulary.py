@@ -14,6 +14,9 @@ from enum import StrEnum
 __all__ = [
     "AUTHORIZE_ANSWERS",
     "WRITABLE_HANDOFF_STATUSES",
+    "ChangeKind",
+    "CheckpointJobKind",
+    "CheckpointKind",
     "ControlAction",
     "ErrorCode",
     "EventType",
@@ -132,6 +135,34 @@ class ReplayVerdict(StrEnum):
     TIMED_OUT = "timed_out"
     NOT_RESUMABLE_STOP = "not_resumable_stop"
     STARTS_OVER = "starts_over"  # an agent kind that does not pick up replays (meta): it runs its task again
+
+
+class CheckpointKind(StrEnum):
+    """Why a git checkpoint of a task was made."""
+
+    BEFORE = "before"  # by the daemon, before a Coding sub-task's first write
+    AFTER = "after"  # by the daemon, once that sub-task has ended
+    AGENT = "agent"  # asked for by the agent (git_checkpoint_create)
+    SAFETY = "safety"  # how things were just before a rollback or an undo, so it can be taken back
+
+
+class CheckpointJobKind(StrEnum):
+    """The git work one checkpoint process does."""
+
+    CREATE = "create"
+    DIFF = "diff"
+    RESTORE = "restore"
+    SQUASH = "squash"
+    PRUNE = "prune"
+
+
+class ChangeKind(StrEnum):
+    """How a file differs between two checkpoints."""
+
+    ADDED = "added"
+    MODIFIED = "modified"
+    DELETED = "deleted"
+    TYPE = "type"  # a file became a link, or the other way round
 
 
 class McpState(StrEnum):

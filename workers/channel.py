@@ -32,6 +32,10 @@ from yagent.ipc.messages import (
     BrowserCall,
     BrowserCallResult,
     BrowserCancel,
+    CheckpointCreate,
+    CheckpointList,
+    CheckpointReply,
+    CheckpointRollback,
     CompactNow,
     DelegateAccepted,
     DelegateRequest,
@@ -418,6 +422,26 @@ class DaemonChannel:
             return BrowserCallResult(id=0, is_error=True, content=str(exc))
         assert isinstance(reply, BrowserCallResult)
         return reply
+
+    async def checkpoint_create(self, label: str) -> tuple[str, bool]:
+        """The tools' `CheckpointPort`: a checkpoint of the project now, made by the daemon."""
+        return await self._checkpoint(CheckpointCreate(id=0, label=label))
+
+    async def checkpoint_list(self) -> tuple[str, bool]:
+        return await self._checkpoint(CheckpointList(id=0))
+
+    async def checkpoint_rollback(self, number: int) -> tuple[str, bool]:
+        return await self._checkpoint(CheckpointRollback(id=0, number=number))
+
+    async def _checkpoint(self, msg: CheckpointCreate | CheckpointList | CheckpointRollback) -> tuple[str, bool]:
+        try:
+            reply = await self._request(msg, CheckpointReply)
+        except DaemonLost as exc:
+            return f"yagentd stopped during the request ({exc}); it may not have been carried out", True
+        except RemoteError as exc:
+            return f"yagentd refused it: {exc}", True
+        assert isinstance(reply, CheckpointReply)
+        return reply.content, reply.is_error
 
     async def pause_gate(self) -> None:
         if self.cancel_reason is not None:

@@ -15,18 +15,24 @@ from yagent.ipc import DaemonClient, EventStream, daemon_listening
 from yagent.ipc.messages import (
     Ack,
     Answer,
+    BlueprintShown,
     CompactContext,
     Event,
     ListTasks,
     McpStatusReply,
     McpStatusRequest,
+    ShowBlueprint,
     Submit,
     Submitted,
     TaskControl,
     TaskDetail,
+    TaskDiff,
+    TaskDiffReply,
     TaskInfo,
     TaskList,
     TaskSummary,
+    TaskUndo,
+    TaskUndoReply,
 )
 
 from ..answerer import answerer
@@ -67,6 +73,12 @@ class Backend(Protocol):
     async def answer(self, task: str, request_id: str, value: str) -> Ack: ...
 
     async def mcp_status(self, project: str) -> McpStatusReply: ...
+
+    async def task_diff(self, task: str) -> TaskDiffReply: ...
+
+    async def blueprint(self, project: str, module: str) -> BlueprintShown: ...
+
+    async def task_undo(self, task: str, *, to: int, apply: bool, force: bool) -> TaskUndoReply: ...
 
     def stream(self, task: str, after_seq: int) -> TaskEvents: ...
 
@@ -116,6 +128,15 @@ class DaemonBackend:
 
     async def mcp_status(self, project: str) -> McpStatusReply:
         return await self._c().request(McpStatusRequest(id=0, project=project), McpStatusReply)
+
+    async def blueprint(self, project: str, module: str) -> BlueprintShown:
+        return await self._c().request(ShowBlueprint(id=0, project=project, module=module), BlueprintShown)
+
+    async def task_diff(self, task: str) -> TaskDiffReply:
+        return await self._c().request(TaskDiff(id=0, task=task), TaskDiffReply)
+
+    async def task_undo(self, task: str, *, to: int, apply: bool, force: bool) -> TaskUndoReply:
+        return await self._c().request(TaskUndo(id=0, task=task, to=to, apply=apply, force=force), TaskUndoReply)
 
     async def submit(self, project: str, text: str, *, task: str | None, agent: str, yolo: str,
                      options: dict[str, Any], env: dict[str, str]) -> Submitted:

@@ -22,6 +22,7 @@ from yagent.ipc.messages import Event, TaskDetail
 from yagent.ipc.skill_account import account_lines, load_skill_account
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, YoloLevel
 
+from ..checkpoint_commands import diff_lines, undo_lines
 from ..config_choice import keys_to_send
 from ..humanize import age, format_tokens
 from ..mcp_commands import status_text
@@ -414,6 +415,12 @@ class TuiController:
             self.say("new session")
         elif name == "model":
             self._model(arg)
+        elif name == "blueprint":
+            self.spawn(name, self._show_blueprint(arg))
+        elif name == "diff":
+            self._need_task(lambda task: self.spawn(name, self._show_diff(task)))
+        elif name == "undo":
+            self._need_task(lambda task: self.spawn(name, self._undo(task, arg)))
         elif name == "mcp":
             self.spawn("mcp", self._show_mcp())
         elif name == "skills":
@@ -560,6 +567,77 @@ class TuiController:
         else:
             known = ", ".join(facts.providers) or "none"
             self.say(f"unknown provider {name!r}; configured: {known} — /setup adds providers", error=True)
+        self.changed()
+
+    async def _show_blueprint(self, module: str) -> None:
+        try:
+            shown = await self.backend.blueprint(str(self.project), module.strip())
+        except RemoteError as exc:
+            self.say(str(exc), error=True)
+            return
+        except IpcError as exc:
+            self._lost(str(exc))
+            return
+        if shown.problem:
+            self.say(shown.problem, error=True)
+        else:
+            self.view.note(shown.text)
+        self.changed()
+
+    async def _show_diff(self, task: str) -> None:
+        try:
+            reply = await self.backend.task_diff(task)
+        except RemoteError as exc:
+            self.say(str(exc), error=True)
+            return
+        except IpcError as exc:
+            self._lost(str(exc))
+            return
+        self.view.note_diff("\n".join(diff_lines(reply)))
+        self.changed()
+
+    async def _undo(self, task: str, arg: str) -> None:
+        words = arg.split()
+        force = "--force" in words
+        numbers = [w for w in words if w != "--force"]
+        if len(numbers) > 1 or (numbers and not numbers[0].isdigit()):
+            self.say("/undo takes a checkpoint number and --force, e.g. /undo 3 --force", error=True)
+            return
+        to = int(numbers[0]) if numbers else 0
+        try:
+            preview = await self.backend.task_undo(task, to=to, apply=False, force=force)
+        except RemoteError as exc:
+            self.say(str(exc), error=True)
+            return
+        except IpcError as exc:
+            self._lost(str(exc))
+            return
+        self.view.note_diff("\n".join(undo_lines(preview)))
+        if preview.changed_since and not force:
+            self.say(f"nothing was changed; /undo {to or ''} --force overwrites your edits".replace("  ", " "),
+                     error=True)
+        elif preview.files:
+            items = [(True, f"undo: put {len(preview.files)} file{'s' if len(preview.files) != 1 else ''} back"),
+                     (False, "keep everything as it is")]
+            self._open_picker(PickerDialog("undo", preview.what, items, selected=1),
+                              lambda yes: self._apply_undo(task, to, force) if yes else self._kept())
+        self.changed()
+
+    async def _kept(self) -> None:
+        self.say("nothing was changed")
+
+    async def _apply_undo(self, task: str, to: int, force: bool) -> None:
+        try:
+            done = await self.backend.task_undo(task, to=to, apply=True, force=force)
+        except RemoteError as exc:
+            self.say(str(exc), error=True)
+            return
+        except IpcError as exc:
+            self._lost(str(exc))
+            return
+        self.view.note_diff("\n".join(undo_lines(done)))
+        self.say(f"undone: {len(done.files)} files put back" if done.applied else "nothing was changed: a file "
+                 "changed meanwhile", error=not done.applied)
         self.changed()
 
     async def _show_mcp(self) -> None:

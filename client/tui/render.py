@@ -208,6 +208,9 @@ def _render_entry(entry: Entry, width: int, expanded: bool) -> list[Line]:
         return _wrapped(prefix, detail, width, 6, "class:delegation" if ok else "class:error")
     if kind == "notice":
         return _wrapped([("", "  "), ("class:notice", "· ")], entry.text, width, 4, "class:notice")
+    if kind == "diff":
+        return [line for text in entry.text.split("\n") for line in _wrapped([("", "  ")], text, width, 4,
+                                                                               _diff_style(text))]
     if kind == "error":
         return _wrapped([("", "  "), ("class:error", "! ")], entry.text, width, 4, "class:error")
     if isinstance(d, Question):
@@ -225,6 +228,21 @@ def _render_entry(entry: Entry, width: int, expanded: bool) -> list[Line]:
                                              "class:error")]
         return [_blank(width), pad_line([("", "  "), ("class:dim", text)], width)]
     return _wrapped([("", "  ")], entry.text, width, 2, "class:dim")
+
+
+def _diff_style(line: str) -> str:
+    body = line.lstrip(" ")
+    if body.startswith(("+++", "---", "diff --git", "sub-task", "undo ", "undid ")):
+        return "class:diff.head"
+    if body.startswith("+"):
+        return "class:diff.add"
+    if body.startswith("-"):
+        return "class:diff.del"
+    if body.startswith("@@"):
+        return "class:diff.hunk"
+    if body.startswith("you changed"):
+        return "class:error"
+    return "class:dim"
 
 
 def _render_tool(entry: Entry, d: dict[str, Any], width: int, expanded: bool) -> list[Line]:

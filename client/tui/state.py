@@ -91,7 +91,8 @@ class Entry:
 
     def __init__(self, kind: str, agent: str = "", run: str = "", text: str = "",
                  data: EntryData | None = None) -> None:
-        self.kind = kind  # user | text | thinking | tool | delegation | notice | error | question | answer | turn
+        # user | text | thinking | tool | delegation | notice | diff | error | question | answer | turn
+        self.kind = kind
         self.agent = agent
         self.run = run
         self._parts: list[str] = [clean(text)] if text else []
@@ -273,6 +274,10 @@ class TaskView:
     def note(self, text: str, *, error: bool = False) -> None:
         """A line from the client itself (command results, errors) in the log."""
         self._add(Entry("error" if error else "notice", text=text))
+
+    def note_diff(self, text: str) -> None:
+        """A diff the client shows (`/diff`, `/undo`): its lines coloured as added, removed, hunk, heading."""
+        self._add(Entry("diff", text=text))
 
     # -- derived -----------------------------------------------------------------------------------
 

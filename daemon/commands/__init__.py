@@ -26,6 +26,7 @@ from yagent.ipc.vocabulary import ErrorCode
 
 from ..admission import WorkerSlots
 from ..browser_manager import BrowserManager
+from ..checkpoints import CheckpointService
 from ..control_peers import ControlPeers
 from ..event_hub import EventHub
 from ..launcher import Launcher
@@ -73,6 +74,9 @@ class DaemonView(Protocol):
 
     @property
     def runs_started(self) -> int: ...
+
+    @property
+    def checkpoints(self) -> CheckpointService | None: ...  # git checkpoints (None before the daemon serves)
 
     @property
     def landlock_abi(self) -> int: ...  # as probed at start (0: Landlock missing)

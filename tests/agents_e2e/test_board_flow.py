@@ -37,7 +37,9 @@ def test_a_delegation_leaves_a_note_and_the_next_call_carries_its_index_line(fak
 
     (ref,) = NoteStore(notes_dir(agent_daemon.home, task)).refs()
     note = NoteStore(notes_dir(agent_daemon.home, task)).read(ref)
-    assert note.body == "The greeting is printed by app.py line 1, the only statement of the file."
+    deliverable, account = note.body.split("\n\n> [blueprint] ")  # a Repo note ends with its blueprint account
+    assert deliverable == "The greeting is printed by app.py line 1, the only statement of the file."
+    assert account.startswith("nothing submitted")
     assert note.handoff.conclusion == "app.py line 1 prints the greeting"
     assert note.task == "Where is the greeting printed?"
 
@@ -69,5 +71,6 @@ def test_a_report_over_the_artifact_budget_reaches_the_director_as_its_summary_a
     listing = tool_messages(fake.requests_for("director")[2])[1]["content"]
     assert f"artifact:{artifact}" in listing
     store = NoteStore(notes_dir(agent_daemon.home, task))
-    assert store.read(store.refs()[0]).body == report.strip()  # the note keeps the whole deliverable
+    body = store.read(store.refs()[0]).body
+    assert body.split("\n\n> [blueprint] ")[0] == report.strip()  # the note keeps the whole deliverable
     fake.assert_no_problems()

@@ -17,13 +17,16 @@ from prompt_toolkit.output import DummyOutput
 from yagent.ipc.errors import DaemonNotRunning, RemoteError
 from yagent.ipc.messages import (
     Ack,
+    BlueprintShown,
     Event,
     McpServerStatus,
     McpStatusReply,
     Question,
     Submitted,
     TaskDetail,
+    TaskDiffReply,
     TaskSummary,
+    TaskUndoReply,
     TurnSummary,
 )
 from yagent.ipc.vocabulary import ErrorCode, EventType
@@ -88,6 +91,9 @@ class FakeBackend:
         self.controls: list[tuple[str, str]] = []
         self.compactions: list[str] = []
         self.mcp_servers: list[McpServerStatus] = []
+        self.diff_reply: TaskDiffReply | None = None  # what `task_diff` answers (default: nothing changed)
+        self.undo_replies: list[TaskUndoReply] = []  # what each `task_undo` answers, in turn
+        self.undos: list[dict[str, Any]] = []
         self.connected = False
         self.alive_flag = True
         self.busy = False
@@ -148,6 +154,16 @@ class FakeBackend:
 
     async def mcp_status(self, project: str) -> McpStatusReply:
         return McpStatusReply(id=0, servers=list(self.mcp_servers))
+
+    async def blueprint(self, project: str, module: str) -> BlueprintShown:
+        return BlueprintShown(id=0, project=project, text=f"{project}: 3 modules, 9 source files, 2 import edges")
+
+    async def task_diff(self, task: str) -> TaskDiffReply:
+        return self.diff_reply or TaskDiffReply(id=0, task=task, note="no Coding sub-task has changed the project yet")
+
+    async def task_undo(self, task: str, *, to: int, apply: bool, force: bool) -> TaskUndoReply:
+        self.undos.append({"task": task, "to": to, "apply": apply, "force": force})
+        return self.undo_replies.pop(0)
 
     async def list_tasks(self, project: str | None, limit: int = 50) -> list[TaskSummary]:
         rows = [t for t in self.tasks.values() if project is None or t.project == project]

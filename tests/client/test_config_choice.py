@@ -35,7 +35,7 @@ def test_daemon_start_with_config_reads_that_file_and_a_client_naming_another_is
         stopped: DaemonProcess, project: Path, tmp_path: Path) -> None:
     named = tmp_path / "elsewhere.toml"
     default = stopped.home / "config" / "config.toml"
-    named.write_text(default.read_text() + "\n[agent]\nlang = 'German'\ncoding_max_step = 3\n[git_checkpoint]\n"
+    named.write_text(default.read_text() + "\n[agent]\nlang = 'German'\ncoding_max_step = 3\n[keywords]\n"
                                            "enabled = true\n")
     started = stopped.cli("daemon", "start", "--config", str(named))
     assert started.returncode == 0, started.stderr
@@ -45,8 +45,8 @@ def test_daemon_start_with_config_reads_that_file_and_a_client_naming_another_is
     assert reported["config"] == str(named)
     assert reported["config_warnings"] == [
         "[agent] coding_max_step is not a setting yagent knows, so it does nothing; did you mean coding_max_steps?",
-        "[git_checkpoint] is not supported yet: yagent does not make git checkpoints yet, so nothing in it has an "
-        "effect; remove it, or keep it for when it is"]
+        "[keywords] is not supported yet: keyword routing is not built yet, so nothing in it has an effect; "
+        "remove it, or keep it for when it is"]
     human = stopped.cli("daemon", "status").stdout
     assert f"config       {named}" in human and "! [agent] coding_max_step is not a setting" in human
     log = (stopped.home / "logs" / "yagentd.log").read_text()

@@ -170,6 +170,8 @@ def test_every_listed_command_is_handled_and_help_lists_them_all() -> None:
             await until(lambda: any("no MCP servers" in t for t in entries(tui, "notice")), "/mcp")
             pipe.send_text("/skills\r")
             await until(lambda: any("skills for the Director" in t for t in entries(tui, "notice")), "/skills")
+            pipe.send_text("/blueprint\r")
+            await until(lambda: any("3 modules, 9 source files" in t for t in entries(tui, "notice")), "/blueprint")
 
     arun(go())
 
@@ -668,5 +670,46 @@ def test_a_thought_block_out_of_shape_shows_in_the_plans_view() -> None:
             pipe.send_text(CTRL_T)
             await until(lambda: tui.c.mode == "plans", "the plans view")
             assert any("out of shape: reason is empty" in row for row in screen_rows(tui, 100, 24))
+
+    arun(go())
+
+
+def test_diff_shows_the_changes_coloured_and_undo_asks_first_and_says_what_the_user_changed() -> None:
+    from yagent.ipc.messages import FileChange, SubtaskChanges, TaskDiffReply, TaskUndoReply
+    from yagent.ipc.vocabulary import ChangeKind
+
+    async def go() -> None:
+        b = backend_with_task(state="done")
+        patch = "diff --git a/a.txt b/a.txt\n@@ -1 +1 @@\n-old line\n+new line\n"
+        b.diff_reply = TaskDiffReply(id=0, task="t1", subtasks=[SubtaskChanges(
+            run="r2", agent="coding", task="change a.txt", before=1, after=2,
+            files=[FileChange(path="a.txt", change=ChangeKind.MODIFIED, added=1, removed=1, patch=patch)])])
+        preview = TaskUndoReply(id=0, task="t1", target=1, what="the changes of coding sub-task r2",
+                                files=[FileChange(path="a.txt", change=ChangeKind.MODIFIED)])
+        b.undo_replies = [TaskUndoReply(id=0, task="t1", target=1, what="the changes of coding sub-task r2",
+                                        files=preview.files, changed_since=["a.txt"]), preview,
+                          TaskUndoReply(id=0, task="t1", target=1, what="x", files=preview.files, applied=True,
+                                        safety=3)]
+        async with running_tui(b) as (tui, pipe):
+            pipe.send_text("/diff\r")
+            await until(lambda: any("+new line" in t for t in entries(tui, "diff")), "the diff")
+            rows = "\n".join(screen_rows(tui, 100, 40))
+            assert "sub-task 1: coding r2 (checkpoints 1 → 2)" in rows and "M a.txt  +1 -1" in rows
+            shown = next(e for e in tui.c.view.entries if e.kind == "diff")
+            styles = {text.strip(): style for line in tui.c.renderer.entry_lines(shown, 100, False)
+                      for style, text in line if text.strip()}
+            assert styles["+new line"] == "class:diff.add" and styles["-old line"] == "class:diff.del"
+            assert styles["@@ -1 +1 @@"] == "class:diff.hunk"
+            pipe.send_text("/undo\r")
+            await until(lambda: tui.c.message and "--force overwrites your edits" in tui.c.message[0], "the refusal")
+            assert any("you changed a.txt since the agents did" in t for t in entries(tui, "diff"))
+            assert isinstance(tui.c.dialog, type(None)) and b.undos[-1]["apply"] is False
+            pipe.send_text("/undo --force\r")
+            await until(lambda: isinstance(tui.c.dialog, PickerDialog), "the confirmation")
+            pipe.send_text("\x1b[A\r")  # up to "undo", enter
+            await until(lambda: len(b.undos) == 3, "the undo carried out")
+            assert b.undos[-1] == {"task": "t1", "to": 0, "apply": True, "force": True}
+            await until(lambda: tui.c.message and "undone: 1 files put back" in tui.c.message[0], "the result")
+            assert any("yagent undo --to 3" in t for t in entries(tui, "diff"))
 
     arun(go())

@@ -35,6 +35,9 @@ from yagent.ipc.messages import (
     AskUser,
     BrowserCall,
     BrowserCancel,
+    CheckpointCreate,
+    CheckpointList,
+    CheckpointRollback,
     CompactNow,
     DelegateRequest,
     DelegateResult,
@@ -170,13 +173,15 @@ def test_runs_move_only_along_the_declared_edges(tmp_path: Path) -> None:
 
 
 def test_every_message_a_worker_sends_has_a_handler() -> None:
+    checkpoints = {CheckpointCreate, CheckpointList, CheckpointRollback}
     sent_by_workers = {WorkerHello, EventBatch, Heartbeat, LeaseRequest, LeaseRelease, DelegateRequest, AskUser,
                        RunResult, ApprovedOperation, McpToolsRequest, McpCall, McpCancel, SubagentsRequest,
-                       BrowserCall, BrowserCancel}
+                       BrowserCall, BrowserCancel, *checkpoints}
     assert set(_HANDLERS) == sent_by_workers
     needs_hello = {kind for kind, (_fn, after_hello) in _HANDLERS.items() if after_hello}
     assert needs_hello == {LeaseRequest, LeaseRelease, DelegateRequest, AskUser, RunResult, ApprovedOperation,
-                           McpToolsRequest, McpCall, McpCancel, SubagentsRequest, BrowserCall, BrowserCancel}
+                           McpToolsRequest, McpCall, McpCancel, SubagentsRequest, BrowserCall, BrowserCancel,
+                           *checkpoints}
 
 
 # -- a run's life -----------------------------------------------------------------------------------------

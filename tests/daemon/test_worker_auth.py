@@ -31,6 +31,9 @@ from yagent.ipc.messages import (
     Answer,
     ApprovedOperation,
     AskUser,
+    CheckpointCreate,
+    CheckpointList,
+    CheckpointRollback,
     DaemonStatus,
     DelegateRequest,
     ErrorReply,
@@ -75,6 +78,9 @@ def _forgeries(run_id: str) -> list[Message]:
         McpCall(id=82, server="forged", tool="write_note", arguments={"text": FORGED}),
         McpCancel(call=82),
         SubagentsRequest(id=83, subagents=["a-forged"], wait=True, timeout=float("nan")),
+        CheckpointCreate(id=84, label=FORGED),
+        CheckpointList(id=85),
+        CheckpointRollback(id=86, number=1),
     ]
 
 
@@ -124,7 +130,7 @@ def test_an_impostor_of_every_message_kind_is_refused_and_the_real_run_finishes_
         for _kind, sock in impostors:
             sock.close(0)
         ctx.term()
-    assert len(impostors) == 14
+    assert len(impostors) == 1 + len(_forgeries("r"))  # the one named after the run, then one per kind
     finished = of_type(events, EventType.TURN_FINISHED)[0]
     assert '"the real output"' in finished.data["output"] and FORGED not in finished.data["output"]
     assert FORGED not in repr([e.data for e in events])  # no event injected, no question asked, no child run
@@ -266,7 +272,8 @@ def test_a_replayed_or_second_hello_is_refused_and_the_bound_worker_keeps_its_ru
     assert of_type(events, EventType.TURN_FINISHED)[0].data["output"] == "the real output"
     assert FORGED not in repr([e.data for e in events])
     refusals = [r.getMessage() for r in caplog.records if "refused peer" in r.getMessage()]
-    assert len(refusals) == 16, refusals  # 13 kinds, early, replay, stolen — once each, though two sent twice
+    # every kind, early, replay, stolen — once each, though two sent twice
+    assert len(refusals) == len(_forgeries("r")) + 3, refusals
 
 
 # -- the secret's way to the worker ---------------------------------------------------------------------

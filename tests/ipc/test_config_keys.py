@@ -11,6 +11,7 @@ import pytest
 
 from yagent.ipc.config import load_settings, settings_from_table
 from yagent.ipc.config_keys import (
+    NOT_YET_KEYS,
     NOT_YET_TABLES,
     REMOVED_KEYS,
     REMOVED_TABLES,
@@ -106,11 +107,11 @@ def test_the_compression_mcp_and_skills_tables_are_walked_like_any_other() -> No
 
 def test_the_warnings_reach_the_settings_after_the_misplaced_and_ignored_ones_keep_their_order(tmp_path: Path) -> None:
     cfg = tmp_path / "config.toml"
-    cfg.write_text("[blackboard]\nindex_max_notse = 3\n[tui]\nyolo = 'always'\n[git_checkpoint]\nenabled = true\n")
+    cfg.write_text("[blackboard]\nindex_max_notse = 3\n[tui]\nyolo = 'always'\n[keywords]\nenabled = true\n")
     assert load_settings(cfg, {}).warnings == (
         "[blackboard] index_max_notse is not a setting yagent knows, so it does nothing; did you mean index_max_notes?",
-        "[git_checkpoint] is not supported yet: yagent does not make git checkpoints yet, so nothing in it has an "
-        "effect; remove it, or keep it for when it is",
+        "[keywords] is not supported yet: keyword routing is not built yet, so nothing in it has an effect; "
+        "remove it, or keep it for when it is",
         "[tui] yolo = 'always' is not one of none, yolo, full; the full-screen client asks as with none",
     )
 
@@ -119,3 +120,9 @@ def test_warnings_never_stop_loading_and_huge_names_are_cut_short() -> None:
     name = "k" * 10_000
     settings = settings_from_table({"llm": {name: 1}, name: {"x": 1}}, environ={})
     assert len(settings.warnings) == 2 and all(len(w) < 300 for w in settings.warnings), settings.warnings
+
+
+@pytest.mark.parametrize(("table", "key"), sorted(NOT_YET_KEYS))
+def test_a_key_of_a_feature_not_built_yet_is_said_to_be_not_supported(table: str, key: str) -> None:
+    assert warnings_of(f"[{table}]\n{key} = 'x'") == [
+        f"[{table}] {key} is not supported yet: {NOT_YET_KEYS[(table, key)]}, so it has no effect"]

@@ -119,6 +119,17 @@ class Effect:
     b: str
     seen: Callable[[Settings], Any]
     acted_on: str = ""  # "tests/…py::test_name": where the daemon is shown doing what the value says
+    warns: bool = False  # a seed key yagent answers with what it does instead: its effect is that warning
+
+
+def _shape(role: str) -> Callable[[Settings], Any]:
+    """The repository map the role's system prompt gets, in a project with one Python module."""
+    def seen(run: AgentRun) -> str:
+        (_TMP[0] / "pkg").mkdir(exist_ok=True)
+        (_TMP[0] / "pkg" / "m.py").write_text("import os\n")
+        return run.with_blueprint("")
+
+    return on(role, seen)
 
 
 def _steps(role: str) -> Callable[[Settings], Any]:
@@ -351,6 +362,35 @@ EFFECTS: dict[tuple[str, str], Effect] = {
     ("browser", "workspace_ttl"): Effect("", '[browser]\nworkspace_ttl = "0"', lambda s: s.browser.workspace_ttl,
                                          "tests/browser/test_browser_units.py::test_a_profile_unused_past_workspace_"
                                          "ttl_is_deleted_when_the_daemon_starts"),
+    ("git_checkpoint", "enabled"): Effect("", "[git_checkpoint]\nenabled = false", lambda s: s.checkpoints.enabled,
+                                          "tests/agents_e2e/test_checkpoints.py::test_checkpoints_turned_off_make_no_"
+                                          "ref_offer_no_tool_and_diff_says_why"),
+    ("git_checkpoint", "retention"): Effect("", '[git_checkpoint]\nretention = "0"',  # existence: 0 = kept
+                                            lambda s: s.checkpoints.retention),
+    ("git_checkpoint", "squash_on_exit"): Effect("", "[git_checkpoint]\nsquash_on_exit = true",
+                                                 lambda s: s.checkpoints.squash_on_exit,
+                                                 "tests/agents_e2e/test_checkpoints.py::test_a_coding_sub_task_is_"
+                                                 "checkpointed_and_diff_and_undo_take_it_back_but_never_over_the_users_"
+                                                 "edit"),
+    ("git_checkpoint", "agent_branch_prefix"): Effect("", '[git_checkpoint]\nagent_branch_prefix = "ai/"',
+                                                      lambda s: s.checkpoints.agent_branch_prefix),
+    ("git_checkpoint", "generate_commit_message"): Effect(
+        "", "[git_checkpoint]\ngenerate_commit_message = false", lambda s: s.checkpoints.generate_commit_message),
+    ("git_checkpoint", "auto_merge_on_exit"): Effect("", "[git_checkpoint]\nauto_merge_on_exit = true",
+                                                     lambda s: s.checkpoints.auto_merge_on_exit),
+    ("git_checkpoint", "cleanup_agent_branch"): Effect("", "[git_checkpoint]\ncleanup_agent_branch = true",
+                                                       lambda s: s.checkpoints.cleanup_agent_branch),
+    **{("git_checkpoint", key): Effect("", f"[git_checkpoint]\n{key} = true", lambda s: s.warnings, warns=True)
+       for key in ("stash_dirty_worktree", "checkpoint_tag_prefix", "cleanup_checkpoint_tags")},
+    ("blueprint", "enable"): Effect("", "[blueprint]\nenable = false",
+                                    on("repo", lambda r: "read_blueprint" in r.surface.names()),
+                                    "tests/agents_e2e/test_blueprint_flow.py::test_a_repo_run_writes_the_blueprint_and_"
+                                    "the_next_turn_sees_it"),
+    ("blueprint", "inject_into"): Effect("", '[blueprint]\ninject_into = ["coding"]', _shape("coding")),
+    ("blueprint", "index_max_tokens"): Effect("", "[blueprint]\nindex_max_tokens = 0",  # existence: 0 = nowhere
+                                              _shape("director")),
+    ("blueprint", "prose_budget_tokens"): Effect("", "[blueprint]\nprose_budget_tokens = 300",
+                                                 on("repo", lambda r: r.blueprint.settings.prose_budget_tokens)),
 }
 
 
@@ -373,7 +413,11 @@ def _tmp(tmp_path: Path):
 def test_changing_the_key_changes_what_its_reader_does(key: tuple[str, str]) -> None:
     effect = EFFECTS[key]
     a, b = settings_of(effect.a), settings_of(effect.b)
-    assert a.warnings == b.warnings == (), (a.warnings, b.warnings)  # both values are ones the key takes
+    if effect.warns:  # taken, and answered with what yagent does instead
+        said = f"[git_checkpoint] {key[1]} is not acted on: "
+        assert a.warnings == () and len(b.warnings) == 1 and said in b.warnings[0]
+    else:
+        assert a.warnings == b.warnings == (), (a.warnings, b.warnings)  # both values are ones the key takes
     seen_a, seen_b = effect.seen(a), effect.seen(b)
     assert seen_a != seen_b, (key, seen_a)
 

@@ -30,6 +30,10 @@ EXPECTED_STATIC_TOOLS = {
     "delegate_browser", "browser_status", "browser_open", "browser_inspect", "browser_snapshot", "browser_click",
     "browser_fill", "browser_type", "browser_press", "browser_scroll", "browser_select", "browser_tabs", "browser_wait",
     "browser_screenshot", "browser_eval",
+    # answered by the daemon's checkpoint process (workers/tools/git_checkpoint.py)
+    "git_checkpoint_create", "git_checkpoint_list", "git_checkpoint_rollback",
+    # the repository blueprint, for every agent (workers/tools/blueprint_read.py)
+    "read_blueprint",
 }
 
 

@@ -31,7 +31,7 @@ DIRECTOR_SURFACE = {
     "delegate_repo", "delegate_coding", "delegate_chat", "delegate_devops", "delegate_meta", "delegate_browser",
     "agent_exit",
     "deepthinking", "ask_user_for_help", "read_file", "list_dir", "print_dir_tree", "search_by_regex",
-    "load_tool", "read_note", "list_notes", "read_artifact", "use_skill",
+    "load_tool", "read_note", "list_notes", "read_artifact", "use_skill", "read_blueprint",
     "spawn_agent", "send_followup", "wait_agents", "agent_status", "cancel_agents",
 }
 

@@ -134,7 +134,7 @@ def _say_what_was_left_out(ctx: RunContext, found: ProjectInstructions) -> None:
 
 
 def _system_prompt(run: AgentRun, registry: CustomAgentRegistry) -> str:
-    prompt = run.with_skills(render_prompt("director", lang=run.lang))
+    prompt = run.with_blueprint(run.with_skills(render_prompt("director", lang=run.lang)))
     customs = registry.describe()
     if customs:
         prompt += "\n\n# Custom agents of this task\n" + customs

@@ -20,8 +20,17 @@ from yagent.ipc.board_switches import artifacts_enabled, blackboard_enabled
 from yagent.ipc.errors import RemoteError
 from yagent.ipc.messages import McpServerStatus, McpToolsReply, RunOutcome
 from yagent.ipc.skill_account import SkillAccount, account_lines, load_skill_account
-from yagent.ipc.state_layout import GRANTS_FILE, approvals_file, breaker_dir, scratch_dir, task_dir, thinklink_dir
+from yagent.ipc.state_layout import (
+    GRANTS_FILE,
+    approvals_file,
+    blueprint_dir,
+    breaker_dir,
+    scratch_dir,
+    task_dir,
+    thinklink_dir,
+)
 from yagent.ipc.vocabulary import ErrorCode, EventType, StopReason
+from yagent.workers.blueprint.reader import BlueprintReader
 from yagent.workers.board import TaskBoard
 from yagent.workers.context.project_instructions import ProjectInstructions
 from yagent.workers.context.rule_truncation import CHEAP, COSTLY
@@ -32,6 +41,7 @@ from yagent.workers.memory.rollout_recorder import RunRecorder, open_recorder
 from yagent.workers.memory.rollout_records import turn_context
 from yagent.workers.skills import USE_SKILL, SkillShelf
 from yagent.workers.tools import (
+    CheckpointPort,
     Effect,
     Surface,
     SurfaceError,
@@ -44,6 +54,7 @@ from yagent.workers.tools import (
 )
 from yagent.workers.tools.browser_tools import BROWSER_TOOL_NAMES
 from yagent.workers.tools.mcp_tools import MCP_PREFIX, McpPort, mcp_servers_of, mcp_specs
+from yagent.workers.tools.read_log import ReadLog
 
 from .background_work import ChannelSubagents
 from .circuit_breaker import ProviderBreakers
@@ -96,6 +107,10 @@ class AgentRun:
                 ctx.log.warning("%s", note)
                 ctx.emit(EventType.LOG, event_data.log("warning", note))
         off = Effect.NONE if self.settings.codeintel else Effect.CODE_INDEX  # `[codeseek] enabled = false`
+        if not self.settings.git_checkpoints:  # the daemon makes none for this run's project
+            off |= Effect.CHECKPOINT
+        if not self.settings.blueprint.enabled:  # `[blueprint] enable = false`, YAGENT_BLUEPRINT=0
+            off |= Effect.BLUEPRINT
         delegated = ctx.spec.parent_run is not None
         self.surface: Surface = build_surface(role, yolo=self.yolo, extra_specs=extra_specs, pick=pick, without=off,
                                               delegated=delegated)
@@ -122,6 +137,10 @@ class AgentRun:
         # A root run's sub-agents: background starts, follow-ups, waits (the tools are root-only anyway).
         self.subagents = (ChannelSubagents(ctx.channel) if not delegated and hasattr(ctx.channel, "start_child")
                           else None)
+        holds_checkpoints = any(Effect.CHECKPOINT in s.effects for s in self.surface.specs())
+        checkpoint_port = ctx.channel if holds_checkpoints and isinstance(ctx.channel, CheckpointPort) else None
+        self.blueprint = BlueprintReader(ctx.project_root, blueprint_dir(ctx.home, ctx.spec.project),
+                                         self.settings.blueprint) if self.settings.blueprint.enabled else None
         # Board scope = the task: every turn and delegation of the task reads and writes this one board.
         self.board = TaskBoard(ctx.home, ctx.spec.task, self.settings.blackboard)
         self.tool_ctx = ToolContext(
@@ -133,6 +152,9 @@ class AgentRun:
             mcp=self._mcp,
             code_index=code_port,
             browser=browser_port,
+            checkpoints=checkpoint_port,
+            blueprint=self.blueprint,
+            reads=ReadLog(ctx.project_root) if role == "repo" else None,  # the evidence of its blueprint entries
             asker=ChannelAsker(ctx),
             delegator=ctx.channel,  # the channel is the tools' Delegator port
             board=self.board,
@@ -226,6 +248,28 @@ class AgentRun:
             ctx.log.info("%s", shelf.catalogue.note)
             ctx.emit(EventType.LOG, event_data.log("info", shelf.catalogue.note))
         return shelf
+
+    def with_blueprint(self, prompt: str) -> str:
+        """`prompt` followed by the repository's modules-and-edges shape, for the agents `[blueprint] inject_into`
+        names: derived from the files now, so it is never out of date; a project that cannot be read adds nothing."""
+        if self.blueprint is None:
+            return prompt
+        try:
+            shape = self.blueprint.shape(self.role)
+        except OSError as exc:
+            self.ctx.log.warning("the repository map was left out of the prompt: %s", exc)
+            return prompt
+        return f"{prompt}\n\n{shape}" if shape else prompt
+
+    def blueprint_prose(self, task: str) -> str:
+        """What the blueprint records of the modules a delegated task names ("" for none)."""
+        if self.blueprint is None:
+            return ""
+        try:
+            return self.blueprint.prose_for(task)
+        except OSError as exc:
+            self.ctx.log.warning("the blueprint's notes were left out of the task: %s", exc)
+            return ""
 
     def with_skills(self, prompt: str) -> str:
         """`prompt` followed by the skills catalogue, when the run has skills: in the system prompt, so the

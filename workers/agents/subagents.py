@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from yagent.ipc.messages import FOLLOWUP_OPTION, REPLAY_OPTION, RunOutcome
 from yagent.ipc.provider_config import ProviderConfigError
 from yagent.ipc.vocabulary import RunStatus, StopReason
+from yagent.workers.blueprint.completion import commit_blueprint
 from yagent.workers.kinds import RunContext, agent_kind
 from yagent.workers.llm import Message
+from yagent.workers.tools.handoff import BLUEPRINT_ACCOUNT
 from yagent.workers.tools.validation import CUSTOM_TARGET_PREFIX
 
 from .custom_agents import CustomAgentRegistry
@@ -115,11 +117,12 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
                    "with --full-yolo nobody is there to answer questions). Work without them.")
     # The stable part of the prompt is what the sub-agent is: what follows is rebuilt for every run.
     run.sign(prompt)
-    prompt = run.with_skills(prompt)
+    prompt = run.with_blueprint(run.with_skills(prompt))
     catalogue = run.surface.deferred_catalogue()
     if catalogue:
         prompt += "\n\n" + catalogue
-    messages = [Message.system(prompt), Message.user(task_text(ctx))]
+    prose = run.blueprint_prose(ctx.spec.input)  # the notes on the modules the task names, word for word
+    messages = [Message.system(prompt), Message.user(task_text(ctx) + (f"\n\n{prose}" if prose else ""))]
     first_step = 0
     continued = False
     if start is not None:
@@ -152,9 +155,29 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
             if replayed:
                 ctx.log.info("replayed %d interrupted delegations of the stopped run", replayed)
         result = await run.run_loop(config)
+        if spec.role == "repo":
+            result = _with_blueprint_account(ctx, run, result)
     finally:
         await run.close()
     return dataclasses.replace(result, signature=run.signature, continued=continued or replaying)
+
+
+def _with_blueprint_account(ctx: RunContext, run: AgentRun, result: RunOutcome) -> RunOutcome:
+    """The Repo completion: the run's `agent_exit` `blueprint[]` entries folded into the project's blueprint, the
+    account of what happened carried on the outcome (its parent's tool result and its note both show it)."""
+    if run.blueprint is None or not result.done:
+        return result
+    exit_args = result.data.get("exit") if isinstance(result.data, dict) else None
+    submitted = exit_args.get("blueprint") if isinstance(exit_args, dict) else None
+    reads = run.tool_ctx.reads
+    try:
+        account = commit_blueprint(run.blueprint.store.directory, ctx.project_root, submitted,
+                                   reads.files if reads is not None else set(), run=ctx.spec.run)
+    except Exception as exc:  # a blueprint that cannot be folded costs the blueprint, never the delegation
+        ctx.log.exception("the blueprint could not be folded")
+        account = f"not written: the fold failed ({type(exc).__name__}: {exc})"
+    ctx.log.info("blueprint: %s", account)
+    return dataclasses.replace(result, data={**result.data, BLUEPRINT_ACCOUNT: account})
 
 
 def find_replay_start(ctx: RunContext, role: str) -> ReplayStart | RunOutcome:

@@ -23,7 +23,7 @@ from yagent.ipc.vocabulary import HandoffStatus, RunStatus, StopReason
 from yagent.workers.context.tokens import count_tokens
 from yagent.workers.llm import Message
 from yagent.workers.tools.context import DelegationRecord
-from yagent.workers.tools.handoff import delegation_status
+from yagent.workers.tools.handoff import BLUEPRINT_ACCOUNT, delegation_status
 
 from .artifact_store import ArtifactStore, artifact_summary
 from .board_index import IndexEntry, IndexOptions, build_index, format_index_line, render_index
@@ -87,6 +87,9 @@ class TaskBoard:
 
     def _record(self, outcome: RunOutcome, task: str) -> DelegationRecord:
         body = outcome.output or (f"(no output) {outcome.error}" if outcome.error else "")
+        account = outcome.data.get(BLUEPRINT_ACCOUNT) if isinstance(outcome.data, dict) else None
+        if isinstance(account, str) and account:  # the same line the parent read: it survives its compaction
+            body += f"\n\n> [blueprint] {account}"
         handoff = _note_handoff(outcome)
         exit_summary = (outcome.data.get("exit") or {}).get("summary") if isinstance(outcome.data, dict) else None
         summary = artifact_summary(handoff, str(exit_summary or "") or body, self.settings.summary_max_runes)

@@ -259,6 +259,7 @@ class BrowserHost:
                 await download.cancel()
             return
         self._downloads.add(download)
+        part: Path | None = None
         if self._download_watch is None or self._download_watch.done():
             self._download_watch = asyncio.get_running_loop().create_task(self._watch_downloads())
         try:
@@ -266,12 +267,17 @@ class BrowserHost:
             if failure:
                 owner.note(f"the download of {name} did not complete: {failure}")
                 return
+            part = owner.downloads / f".{name}.{id(download):x}.part"
+            await download.save_as(part)
+            # Renamed and announced with no await between: whoever sees the file can already read the note.
             target = _free_path(owner.downloads, name)
-            await download.save_as(target)
-            size = target.stat().st_size
-            owner.note(f"downloaded {name} ({size} bytes) to {target}")
+            os.replace(part, target)
+            owner.note(f"downloaded {name} ({target.stat().st_size} bytes) to {target}")
         except Exception as exc:
             owner.note(f"the download of {name} failed: {str(exc).splitlines()[0][:200]}")
+            if part is not None:
+                with contextlib.suppress(OSError):
+                    part.unlink()
         finally:
             self._downloads.discard(download)
             with contextlib.suppress(Exception):

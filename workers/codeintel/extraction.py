@@ -21,7 +21,7 @@ from .languages import LanguageSpec, compiled
 from .module_keys import resolve_relative
 from .terms import bag_of_terms
 
-__all__ = ["MAX_CALLS", "MAX_SYMBOLS", "PARSE_SECONDS", "extract", "extract_text"]
+__all__ = ["MAX_CALLS", "MAX_SYMBOLS", "PARSE_SECONDS", "extract", "extract_text", "imports_only"]
 
 PARSE_SECONDS = 5.0
 MAX_SYMBOLS = 20_000
@@ -80,6 +80,42 @@ def extract(source: bytes, spec: LanguageSpec, path: str) -> FileFacts:
         facts.imports.extend(_imports(node, spec.name, path))
     facts.chunks = _chunks(facts, source, path)
     return facts
+
+
+def imports_only(source: bytes, spec: LanguageSpec, path: str) -> list[ImportBinding]:
+    """The file's imports alone, by the same rules `extract` reads them with, from a query that asks for nothing
+    else (the repository blueprint's import edges); [] when the parse runs past its deadline."""
+    import tree_sitter
+
+    language, query = _imports_query(spec)
+    parser = tree_sitter.Parser(language)
+    deadline = time.monotonic() + PARSE_SECONDS
+    try:
+        tree = parser.parse(lambda offset, _point: source[offset:offset + 262144],
+                            progress_callback=lambda _offset, _errors: time.monotonic() > deadline)
+    except ValueError:
+        return []
+    if tree is None:
+        return []
+    _SOURCE.data = source  # the bytes `_text` slices nodes from, as in `extract`
+    found: list[ImportBinding] = []
+    for node in tree_sitter.QueryCursor(query).captures(tree.root_node).get("import", []):
+        found += _imports(node, spec.name, path)
+    return found
+
+
+_IMPORT_QUERIES: dict[str, tuple[Any, Any]] = {}
+
+
+def _imports_query(spec: LanguageSpec) -> tuple[Any, Any]:
+    found = _IMPORT_QUERIES.get(spec.name)
+    if found is None:
+        import tree_sitter
+
+        language, _full = compiled(spec)
+        patterns = "\n".join(line for line in spec.query.splitlines() if line.strip().endswith("@import"))
+        found = _IMPORT_QUERIES[spec.name] = (language, tree_sitter.Query(language, patterns))
+    return found
 
 
 def extract_text(source: bytes, path: str) -> FileFacts:

@@ -18,8 +18,8 @@ from yagent.ipc.confinement import ConfinementSpec
 from ._landlock import IOCTL_DEV, READ, READ_FILE, WRITE, WRITE_FILE, Rule
 from ._landlock import load as load_landlock
 
-__all__ = ["SYSTEM_TREES", "approved_rules", "code_server_rules", "inspection_rules", "minimal", "rule_sets",
-           "shell_rules", "warm", "worker_rules"]
+__all__ = ["SYSTEM_TREES", "approved_rules", "blueprint_view_rules", "checkpoint_rules", "code_server_rules",
+           "inspection_rules", "minimal", "rule_sets", "shell_rules", "warm", "worker_rules"]
 
 # Read (and execute) everywhere beneath these; /run is listed around the runtime directory instead.
 SYSTEM_TREES = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
@@ -43,6 +43,8 @@ def rule_sets(spec: ConfinementSpec, writes_project: bool, *, home: str | None =
     shell = [*read, *(Rule(p, _READ_WRITE) for p in shell_writes)]
     worker = [*shell, *(Rule(p, _READ_WRITE) for p in (spec.task_dir, *spec.shared_dirs)),
               *(Rule(p, READ_FILE) for p in spec.read_files)]
+    if spec.blueprint_dir:  # the worker's alone: its commands never see the state home
+        worker.append(Rule(spec.blueprint_dir, _READ_WRITE if spec.blueprint_writable else READ))
     return minimal(worker), minimal(shell)
 
 
@@ -75,6 +77,24 @@ def inspection_rules(spec: ConfinementSpec, *, task_dir_fd: int, home: str | Non
         rules += (Rule(p, READ) for p in _around(tree, hidden, real))
     # After `minimal`, which would take the descriptor's path for one /proc already covers.
     return [*minimal(rules), Rule(f"/proc/self/fd/{task_dir_fd}", READ)]
+
+
+def checkpoint_rules(spec: ConfinementSpec, writable: Iterable[str], *, home: str | None = None) -> list[Rule]:
+    """The domain of a checkpoint process (`workers/checkpoints/process.py`): what every run reads (the system and
+    Python trees, the home and /run around what stays hidden — the state home, the runtime dir, `deny_read` — and
+    the project), and writes to `writable` (the project, its repository's git directories: none of them inside what
+    stays hidden) and its scratch dir (`spec.scratch_dir`, in the state home, granted by name). So a link an agent
+    swaps in while git reads the project shows git nothing a run could not read itself."""
+    hidden = [os.path.realpath(p) for p in (spec.home, spec.runtime_dir, *spec.deny_read)]
+    granted = [p for p in writable if p and not any(_inside(os.path.realpath(p), h) for h in hidden)]
+    return minimal([*_read_set(spec, home), *(Rule(p, _READ_WRITE) for p in [*granted, spec.scratch_dir])])
+
+
+def blueprint_view_rules(spec: ConfinementSpec, *, home: str | None = None) -> list[Rule]:
+    """The domain of the process that renders a project's blueprint (`yagent blueprint`): what every run reads (never
+    the state home, the runtime dir or `deny_read`), the project, and its blueprint directory read-only; it writes
+    nothing but the output devices."""
+    return [*minimal(_read_set(spec, home)), Rule(spec.blueprint_dir, READ)]
 
 
 def code_server_rules(project_root: str, index_dir: str, hidden: Iterable[str], *, home: str | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 # Importing the tool families fills the static registry; sealing validates it and makes it read-only.
 from . import (  # noqa: F401
+    blueprint_read,
     board_read,
     browser_tools,
     code_intel,
@@ -14,6 +15,7 @@ from . import (  # noqa: F401
     file_read,
     file_write,
     flow,
+    git_checkpoint,
     search,
     shell,
     skill_use,
@@ -37,7 +39,9 @@ from .context import (
     Asker,
     AskReply,
     AskRequest,
+    BlueprintPort,
     Board,
+    CheckpointPort,
     DelegationRecord,
     Delegator,
     EventEmitter,
@@ -85,7 +89,9 @@ __all__ = [
     "AuthPolicy",
     "AuthRequest",
     "Authorizer",
+    "BlueprintPort",
     "Board",
+    "CheckpointPort",
     "DelegationRecord",
     "Delegator",
     "Effect",

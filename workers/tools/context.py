@@ -23,6 +23,7 @@ from .browser_tools import BrowserPort
 from .guard import WorkspaceGuard
 from .mcp_tools import McpPort
 from .processes import ProcessRegistry
+from .read_log import ReadLog
 from .result import ToolResult
 
 
@@ -134,6 +135,26 @@ class ApprovedOperations(Protocol):
 
 
 @runtime_checkable
+class CheckpointPort(Protocol):
+    """The task's git checkpoints, kept by the daemon (the worker's channel): each returns (the text the model
+    reads, whether it is an error). A worker never writes `.git`: the daemon's own process does the git work."""
+
+    async def checkpoint_create(self, label: str) -> tuple[str, bool]: ...
+
+    async def checkpoint_list(self) -> tuple[str, bool]: ...
+
+    async def checkpoint_rollback(self, number: int) -> tuple[str, bool]: ...
+
+
+@runtime_checkable
+class BlueprintPort(Protocol):
+    """The repository blueprint of the run's project (`yagent.workers.blueprint.BlueprintReader`): its answer to
+    `read_blueprint`, narrowed by section, module, field and state, paged by entry."""
+
+    def read(self, *, section: str, module: str, field: str, state: str, offset: int, limit: int) -> str: ...
+
+
+@runtime_checkable
 class TextLLM(Protocol):
     """One plain completion, routed by tool name (`[tools.llm.<tool>]`); used by the reasoning tools."""
 
@@ -169,6 +190,9 @@ class ToolContext:
     mcp: McpPort | None = None  # the project's MCP servers, through the daemon; None = no external tools
     code_index: McpPort | None = None  # the built-in code server, through the daemon; None = no code tools
     browser: BrowserPort | None = None  # the project's browser, through the daemon; None = no browser tools
+    checkpoints: CheckpointPort | None = None  # the task's git checkpoints, through the daemon; None = none
+    blueprint: BlueprintPort | None = None  # the repository blueprint (read_blueprint); None = it is off
+    reads: ReadLog | None = None  # the project files its tools read (a Repo run's blueprint evidence); None = not kept
     emit: EventEmitter = _no_event
     heartbeat: Heartbeat = _no_heartbeat
     scratch_dir: Path | None = None  # default: a per-run directory under the system temp dir

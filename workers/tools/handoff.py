@@ -15,7 +15,12 @@ from yagent.ipc.vocabulary import WRITABLE_HANDOFF_STATUSES, HandoffStatus, RunS
 from .result import INTERRUPTED_ADVICE, INTERRUPTED_RESULT, TRUNCATION_CAPS
 from .spec import Truncation
 
-__all__ = ["PARENT_RESULT_BUDGET", "delegation_status", "format_for_parent", "handoff_problems", "handoff_status"]
+__all__ = ["BLUEPRINT_ACCOUNT", "PARENT_RESULT_BUDGET", "delegation_status", "format_for_parent", "handoff_problems",
+           "handoff_status"]
+
+# `RunOutcome.data` key of a Repo run's blueprint account: what its completion did with its `blueprint[]` entries.
+# Shown to the parent and kept in the run's note (one string, two places), never in the hand-off's conclusion.
+BLUEPRINT_ACCOUNT = "blueprint_account"
 
 # What one child's result may take of the parent's context: under the delegation tool's cap, with room
 # for the truncation marker, so the cap never has to cut it.
@@ -148,4 +153,7 @@ def format_for_parent(outcome: RunOutcome) -> str:
         parts.append("(the agent returned no text)")
     if extra:
         parts.append(extra)
+    account = outcome.data.get(BLUEPRINT_ACCOUNT) if isinstance(outcome.data, dict) else None
+    if isinstance(account, str) and account:
+        parts.append(f"> [blueprint] {account}")
     return "\n\n".join(parts)

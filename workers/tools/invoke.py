@@ -114,7 +114,10 @@ async def _invoke(surface: Surface, spec: ToolSpec, call: ToolCall, ctx: ToolCon
         if done is not None:
             return done
     try:
-        return await spec.executor(Invocation(spec, args, call.id, ctx, surface, paths))
+        result = await spec.executor(Invocation(spec, args, call.id, ctx, surface, paths))
+        if ctx.reads is not None:
+            ctx.reads.record(spec, paths, result)
+        return result
     except asyncio.CancelledError:
         raise
     except PermissionError as exc:

@@ -30,7 +30,7 @@ class Profile:
         return not spec.is_delegation or self.agent in spec.audience
 
 
-_READ_ANALYSE = Effect.FS_READ | Effect.LLM | Effect.CONTROL | Effect.EXTERNAL
+_READ_ANALYSE = Effect.FS_READ | Effect.LLM | Effect.CONTROL | Effect.EXTERNAL | Effect.BLUEPRINT
 
 PROFILES: Mapping[str, Profile] = {
     p.agent: p
@@ -44,19 +44,20 @@ PROFILES: Mapping[str, Profile] = {
         Profile(
             "coding",
             grant=Effect.FS_READ | Effect.FS_WRITE | Effect.SHELL | Effect.REFLECT | Effect.LLM | Effect.DRAFT
-            | Effect.INTERACT | Effect.CONTROL | Effect.EXTERNAL | Effect.CODE_INDEX
+            | Effect.INTERACT | Effect.CONTROL | Effect.EXTERNAL | Effect.CODE_INDEX | Effect.CHECKPOINT
+            | Effect.BLUEPRINT
             | Effect.DELEGATE,  # delegate_browser alone names Coding in its audience: a page its change affects
         ),
         # The code-intelligence tools are the explorers' (seed 003 §4): Repo and Coding, not the Director.
         Profile("repo", grant=_READ_ANALYSE | Effect.DELEGATE | Effect.CODE_INDEX, deny=Effect.FS_WRITE | Effect.SHELL),
         Profile(
             "chat",
-            grant=Effect.REFLECT | Effect.LLM | Effect.INTERACT | Effect.CONTROL,
+            grant=Effect.REFLECT | Effect.LLM | Effect.INTERACT | Effect.CONTROL | Effect.BLUEPRINT,
             deny=Effect.FS_READ | Effect.FS_WRITE | Effect.SHELL,
         ),
         Profile(
             "devops",
-            grant=Effect.FS_READ | Effect.SHELL | Effect.INTERACT | Effect.CONTROL | Effect.EXTERNAL,
+            grant=Effect.FS_READ | Effect.SHELL | Effect.INTERACT | Effect.CONTROL | Effect.EXTERNAL | Effect.BLUEPRINT,
             deny=Effect.FS_WRITE,
         ),
         # Browser drives the project's browser and asks the user; it reads and writes no file and runs nothing (seed
@@ -86,7 +87,7 @@ PROFILES: Mapping[str, Profile] = {
         # and never includes third-party (MCP) tools.
         Profile(
             "custom",
-            grant=Effect.FS_READ | Effect.LLM | Effect.INTERACT | Effect.CONTROL,
+            grant=Effect.FS_READ | Effect.LLM | Effect.INTERACT | Effect.CONTROL | Effect.BLUEPRINT,
             deny=Effect.FS_WRITE | Effect.SHELL | Effect.DELEGATE | Effect.EXTERNAL,
             palette=True,
         ),

@@ -36,6 +36,8 @@ class Effect(enum.Flag):
     CODE_INDEX = enum.auto()  # asks the project's code index (the built-in code server, through the daemon)
     ORCHESTRATE = enum.auto()  # manages the task's sub-agents: starts in the background, follow-ups, waits
     BROWSER = enum.auto()  # drives the project's browser (through the daemon): pages, forms, scripts in pages
+    CHECKPOINT = enum.auto()  # makes, lists or restores git checkpoints of the project (through the daemon)
+    BLUEPRINT = enum.auto()  # reads the repository blueprint (derived from the project, and its persisted prose)
 
     def names(self) -> list[str]:
         """The member names set in this flag, in declaration order."""
