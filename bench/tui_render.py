@@ -9,7 +9,8 @@ view → invalidate) from an in-memory daemon. Three runs over the same chunk st
   state      events applied to the task view, nothing drawn;
   tui        the full-screen application drawing; a key is typed every 100 ms and the time until a
              render shows it is the latency.
-CPU is process time over wall time. Figures and the tui/baseline ratio are printed, not asserted.
+CPU is process time over wall time; each render's own CPU time is printed too (its median). Figures and the
+tui/baseline ratio are printed, not asserted.
 """
 
 from __future__ import annotations
