@@ -315,7 +315,11 @@ class RunSupervisor:
         self.peer, self._secret = peer, None
         return None
 
-    def receive(self, msg: Message) -> None:
+    def receive(self, msg: Message, events: bytes | None = None) -> None:
+        """Handle one message of this run's worker; `events`: an event batch's items as they arrived (relayed so)."""
+        if type(msg) is EventBatch:  # the hot path: its handler needs the bytes too
+            self._on_events(msg, events)
+            return
         entry = _HANDLERS.get(type(msg))
         if entry is None:
             log.debug("run %s sent unexpected %s", self.id, msg.kind)
@@ -331,7 +335,7 @@ class RunSupervisor:
         handler(self, msg)
 
     @_handles(EventBatch, after_hello=False)
-    def _on_events(self, msg: EventBatch) -> None:
+    def _on_events(self, msg: EventBatch, encoded: bytes | None = None) -> None:
         if self.clock is not None:
             self.clock.touch(self._now())
         for item in msg.events:
@@ -341,7 +345,7 @@ class RunSupervisor:
                     spent = self.usage.add_call(call)
                     if spent:
                         self.turn.charge(spent)
-        self.services.hub.publish_batch(self.turn.id, self.id, self.agent, msg.events)
+        self.services.hub.publish_batch(self.turn.id, self.id, self.agent, msg.events, encoded)
 
     @_handles(Heartbeat, after_hello=False)
     def _on_heartbeat(self, _msg: Heartbeat) -> None:

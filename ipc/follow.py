@@ -117,8 +117,8 @@ class EventStream:
             if not isinstance(msg, PublishedEvents) or msg.task != self.task:
                 continue
             try:
-                live = [Event.from_published(self.task, item) for item in msg.events]
-            except MalformedMessage:
+                live = Event.from_batch(msg)
+            except MalformedMessage:  # the daemon publishes no such batch; a gap fill recovers whatever it was
                 continue
             if live and live[0].seq > self.delivered + 1:
                 self.gap_fills += 1

@@ -18,7 +18,8 @@ import msgpack
 
 from .errors import MalformedMessage, MessageTooLarge
 
-__all__ = ["MAX_FRAME_BYTES", "Message", "Record", "cut_to_frame", "decode", "encode", "message", "message_kinds"]
+__all__ = ["MAX_FRAME_BYTES", "Message", "Record", "cut_to_frame", "decode", "decode_keeping", "encode", "encode_with",
+           "message", "message_kinds"]
 
 # Large enough for a replay page of events or a big tool result; small enough that one peer cannot
 # make the daemon allocate without bound.
@@ -217,6 +218,65 @@ def encode(msg: Message) -> bytes:
     return frame
 
 
+def encode_with(msg: Message, field: str, encoded: bytes) -> bytes:
+    """`encode(msg)` with `field` given as bytes already encoded (as `decode_keeping` kept them): what a relay
+    forwards without packing it again. The same map, byte for byte, as encoding the decoded value would give
+    when msgpack would pack it the same way."""
+    wire = msg.to_wire()
+    wire["k"] = msg.kind
+    if field not in wire or len(wire) > 15:  # one-byte map header: records on this path are small
+        raise ValueError(f"{msg.kind} has no field {field!r} to fill with encoded bytes")
+    parts = [bytes((0x80 | len(wire),))]
+    for key, value in wire.items():
+        parts.append(msgpack.packb(key, use_bin_type=True))
+        parts.append(encoded if key == field else msgpack.packb(value, use_bin_type=True))
+    frame = b"".join(parts)
+    if len(frame) > MAX_FRAME_BYTES:
+        raise MessageTooLarge(
+            f"{msg.kind} message is {len(frame)} bytes, over the {MAX_FRAME_BYTES}-byte frame cap; "
+            "send it in smaller pieces"
+        )
+    return frame
+
+
+def _top_level_spans(frame: bytes) -> dict[str, tuple[int, int]] | None:
+    """Where each key's value lies in a frame that is one map of distinct text keys; None for anything else."""
+    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(frame), 1))
+    unpacker.feed(frame)
+    try:
+        count = unpacker.read_map_header()
+        spans: dict[str, tuple[int, int]] = {}
+        for _ in range(count):
+            key = unpacker.unpack()
+            if type(key) is not str or key in spans:
+                return None
+            start = unpacker.tell()
+            unpacker.skip()
+            spans[key] = (start, unpacker.tell())
+    except Exception:  # not a map, cut short, nested too deep: the plain decoder says what is wrong
+        return None
+    return spans if unpacker.tell() == len(frame) else None
+
+
+def decode_keeping(frame: bytes, field: str) -> tuple[Message, bytes | None]:
+    """`decode(frame)`, and the bytes `field` arrived as when they can be relayed as they are: the frame is one
+    map of distinct text keys and the value decodes strictly (maps with text keys only), so the decoded value is
+    exactly what those bytes say. None when not (the value must then be encoded anew from what was decoded)."""
+    if len(frame) > MAX_FRAME_BYTES:
+        raise MessageTooLarge(f"frame of {len(frame)} bytes exceeds the {MAX_FRAME_BYTES}-byte cap")
+    spans = _top_level_spans(frame)
+    if spans is None:
+        return decode(frame), None
+    data: dict[str, Any] = {}
+    try:
+        for key, (start, end) in spans.items():
+            data[key] = msgpack.unpackb(frame[start:end], raw=False, strict_map_key=True)
+    except Exception:  # non-text keys inside, or worse: the plain decoder reads or refuses it
+        return decode(frame), None
+    span = spans.get(field)
+    return _message_from(data), frame[span[0]:span[1]] if span is not None else None
+
+
 def cut_to_frame(data: Any, keep_chars: int) -> dict[str, Any]:
     """What is kept of packable data too big for one frame: a map's scalar fields, texts cut to `keep_chars`,
     and a `truncated` note saying so."""
@@ -249,6 +309,10 @@ def decode(frame: bytes) -> Message:
         raise MalformedMessage(f"frame is not valid msgpack: {exc.__class__.__name__}") from None
     if not isinstance(data, dict):
         raise MalformedMessage("frame is not a msgpack map")
+    return _message_from(data)
+
+
+def _message_from(data: dict[str, Any]) -> Message:
     kind = data.get("k")
     cls = _KINDS.get(kind) if isinstance(kind, str) else None
     request_id = data.get("id") if type(data.get("id")) is int else None

@@ -23,7 +23,16 @@ from yagent.ipc.config import (
     settings_from_table,
 )
 from yagent.ipc.errors import MalformedMessage
-from yagent.ipc.messages import Event, EventBatch, RunSpec, StartRun, Submit, TaskList, TaskSummary
+from yagent.ipc.messages import (
+    Event,
+    EventBatch,
+    PublishedEvents,
+    RunSpec,
+    StartRun,
+    Submit,
+    TaskList,
+    TaskSummary,
+)
 from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode, message_kinds
 from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
 from yagent.ipc.vocabulary import EventType
@@ -110,6 +119,18 @@ def test_published_events_validate_their_shape() -> None:
         Event.from_published("t1", [3, "r1", "coding", EventType.AI_CHUNK, 1.0])
     with pytest.raises(MalformedMessage):
         Event.from_published("t1", ["3", "r1", "coding", EventType.AI_CHUNK, 1.0, {}])
+
+
+def test_a_live_batch_is_stamped_from_its_first_seq_and_any_malformed_event_refuses_it() -> None:
+    batch = PublishedEvents(task="t1", run="r1", agent="coding", seq=7,
+                            events=[["ai_chunk", 1.0, {"text": "a"}], ["ai_chunk", 2, {"text": "b"}]])
+    events = Event.from_batch(decode(encode(batch)))
+    assert [(e.seq, e.task, e.run, e.agent, e.ts, e.data) for e in events] == [
+        (7, "t1", "r1", "coding", 1.0, {"text": "a"}), (8, "t1", "r1", "coding", 2.0, {"text": "b"})]
+    for bad in (["ai_chunk", True, {}], ["ai_chunk", 1.0], [1, 1.0, {}], ["ai_chunk", "1", {}], "x",
+                ["ai_chunk", 1.0, ["not", "a", "map"]]):
+        with pytest.raises(MalformedMessage):
+            Event.from_batch(PublishedEvents(task="t1", run="r1", agent="a", seq=1, events=[bad]))
 
 
 def test_runtime_dir_resolution_order(tmp_path: Path) -> None:
