@@ -131,6 +131,9 @@ Handler = Callable[["RunSupervisor", Any], None]
 _HANDLERS: dict[type[Message], tuple[Handler, bool]] = {}
 
 
+_LLM_CALL_END = EventType.LLM_CALL_END.value.encode()
+
+
 def _handles(kind: type[Message], *, after_hello: bool = True) -> Callable[[Handler], Handler]:
     """Register a worker-message handler; `after_hello`: ignored from a worker that has not said hello."""
     def register(fn: Handler) -> Handler:
@@ -338,7 +341,9 @@ class RunSupervisor:
     def _on_events(self, msg: EventBatch, encoded: bytes | None = None) -> None:
         if self.clock is not None:
             self.clock.touch(self._now())
-        for item in msg.events:
+        # A batch whose bytes never spell the type holds no such event: no look at each of its items.
+        calls = msg.events if encoded is None or _LLM_CALL_END in encoded else ()
+        for item in calls:
             if type(item) is list and len(item) == 3 and item[0] == EventType.LLM_CALL_END:
                 call = LlmCallEnd.read(item[2])
                 if call is not None:

@@ -342,7 +342,9 @@ class Event:
         task, run, agent, seq = batch.task, batch.run, batch.agent, batch.seq
         out = []
         for item in batch.events:
-            if not is_event_item(item):
+            # `is_event_item`, inline: a call per event is a tenth of the client's cost per event.
+            if not (type(item) is list and len(item) == 3 and type(item[0]) is str and type(item[1]) in _NUMBERS
+                    and type(item[2]) is dict):
                 raise MalformedMessage("a published event must be a [type: str, ts: number, data: map] list")
             out.append(cls(seq, task, run, agent, item[0], float(item[1]), item[2]))
             seq += 1

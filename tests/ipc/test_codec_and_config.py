@@ -32,6 +32,7 @@ from yagent.ipc.messages import (
     Submit,
     TaskList,
     TaskSummary,
+    is_event_item,
 )
 from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode, message_kinds
 from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
@@ -128,9 +129,13 @@ def test_a_live_batch_is_stamped_from_its_first_seq_and_any_malformed_event_refu
     assert [(e.seq, e.task, e.run, e.agent, e.ts, e.data) for e in events] == [
         (7, "t1", "r1", "coding", 1.0, {"text": "a"}), (8, "t1", "r1", "coding", 2.0, {"text": "b"})]
     for bad in (["ai_chunk", True, {}], ["ai_chunk", 1.0], [1, 1.0, {}], ["ai_chunk", "1", {}], "x",
-                ["ai_chunk", 1.0, ["not", "a", "map"]]):
-        with pytest.raises(MalformedMessage):
+                ["ai_chunk", 1.0, ["not", "a", "map"]], ("ai_chunk", 1.0, {}), ["ai_chunk", None, {}]):
+        assert not is_event_item(bad)  # the daemon publishes none of these ...
+        with pytest.raises(MalformedMessage):  # ... and a client takes none of them
             Event.from_batch(PublishedEvents(task="t1", run="r1", agent="a", seq=1, events=[bad]))
+    for good in (["t", 1, {}], ["t", float("nan"), {"x": [1]}], ["t", 2**64 - 1, {}]):
+        assert is_event_item(good) and len(Event.from_batch(PublishedEvents(task="t1", run="r", agent="a", seq=1,
+                                                                           events=[good]))) == 1
 
 
 def test_runtime_dir_resolution_order(tmp_path: Path) -> None:
