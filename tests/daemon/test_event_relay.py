@@ -49,6 +49,7 @@ from yagent.ipc.sockets import connect_dealer, connect_subscriber, random_identi
 from yagent.ipc.vocabulary import EventType, RunStatus, StopReason
 
 pytestmark = pytest.mark.e2e
+CHUNK = EventType.AI_CHUNK.value  # as it comes off the wire: a plain str
 
 
 @dataclass
@@ -148,9 +149,9 @@ def _batch_frame(events_bytes: bytes) -> bytes:
 def _odd_events() -> bytes:
     """Two events encoded as msgpack allows but msgpack-python never writes: a float32 time, an int in 4 bytes.
     Decoded and packed again they would come out different, so only a relay of the bytes keeps them."""
-    first = (b"\x93" + msgpack.packb("ai_chunk") + b"\xca" + struct.pack(">f", 1.5)
+    first = (b"\x93" + msgpack.packb(CHUNK) + b"\xca" + struct.pack(">f", 1.5)
              + b"\x81" + msgpack.packb("n") + b"\xce" + struct.pack(">I", 5))
-    second = b"\x93" + msgpack.packb("ai_chunk") + msgpack.packb(2.0) + msgpack.packb({"text": "two"})
+    second = b"\x93" + msgpack.packb(CHUNK) + msgpack.packb(2.0) + msgpack.packb({"text": "two"})
     return b"\x92" + first + second
 
 
@@ -170,15 +171,15 @@ def test_a_well_formed_batch_reaches_subscribers_in_the_bytes_it_was_sent_in(tmp
     msg, before = asyncio.run(main())
     events = Event.from_batch(msg)
     assert [(e.seq, e.type, e.ts, e.data) for e in events] == [
-        (before + 1, "ai_chunk", 1.5, {"n": 5}), (before + 2, "ai_chunk", 2.0, {"text": "two"})]
+        (before + 1, CHUNK, 1.5, {"n": 5}), (before + 2, CHUNK, 2.0, {"text": "two"})]
     assert {e.agent for e in events} == {"scripted"} and events[0].run == msg.run
 
 
 def test_a_batch_with_malformed_events_loses_exactly_those_and_bad_frames_never_stop_the_relay(
         tmp_path: Path) -> None:
-    good = ["ai_chunk", 1.0, {"text": "kept"}]
-    malformed = [["ai_chunk", True, {}], ["ai_chunk", 1.0], "junk", [7, 1.0, {}], ["ai_chunk", 1.0, [1]],
-                 ["ai_chunk", float("nan"), {"text": "nan is a time"}], ["ai_chunk", 2**64 - 1, {"text": "huge"}]]
+    good = [CHUNK, 1.0, {"text": "kept"}]
+    malformed = [[CHUNK, True, {}], [CHUNK, 1.0], "junk", [7, 1.0, {}], [CHUNK, 1.0, [1]],
+                 [CHUNK, float("nan"), {"text": "nan is a time"}], [CHUNK, 2**64 - 1, {"text": "huge"}]]
     duplicate_keys = (b"\x83" + msgpack.packb("events") + msgpack.packb([["forged", 1.0, "not a map"]])
                       + msgpack.packb("events") + msgpack.packb([good]) + msgpack.packb("k") + msgpack.packb("events"))
     nested = b"\x91" * 100_000  # nesting deeper than any decoder follows
@@ -234,7 +235,7 @@ def test_a_subscriber_that_never_reads_stalls_neither_the_daemon_nor_another_sub
             reader = asyncio.create_task(follow(relay))
             for start in range(0, count, 100):
                 await relay.worker.send(encode(EventBatch(events=[
-                    ["ai_chunk", 1.0, {"i": i, "pad": "x" * 512}] for i in range(start, start + 100)])))
+                    [CHUNK, 1.0, {"i": i, "pad": "x" * 512}] for i in range(start, start + 100)])))
             async with asyncio.timeout(60):
                 got = await reader
             status = await relay.client.request(StatusRequest(id=0), DaemonStatus)

@@ -38,6 +38,8 @@ from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode, message_kinds
 from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
 from yagent.ipc.vocabulary import EventType
 
+CHUNK = EventType.AI_CHUNK.value  # as it comes off the wire: a plain str
+
 
 def _example(cls):
     import dataclasses
@@ -124,12 +126,12 @@ def test_published_events_validate_their_shape() -> None:
 
 def test_a_live_batch_is_stamped_from_its_first_seq_and_any_malformed_event_refuses_it() -> None:
     batch = PublishedEvents(task="t1", run="r1", agent="coding", seq=7,
-                            events=[["ai_chunk", 1.0, {"text": "a"}], ["ai_chunk", 2, {"text": "b"}]])
+                            events=[[CHUNK, 1.0, {"text": "a"}], [CHUNK, 2, {"text": "b"}]])
     events = Event.from_batch(decode(encode(batch)))
     assert [(e.seq, e.task, e.run, e.agent, e.ts, e.data) for e in events] == [
         (7, "t1", "r1", "coding", 1.0, {"text": "a"}), (8, "t1", "r1", "coding", 2.0, {"text": "b"})]
-    for bad in (["ai_chunk", True, {}], ["ai_chunk", 1.0], [1, 1.0, {}], ["ai_chunk", "1", {}], "x",
-                ["ai_chunk", 1.0, ["not", "a", "map"]], ("ai_chunk", 1.0, {}), ["ai_chunk", None, {}]):
+    for bad in ([CHUNK, True, {}], [CHUNK, 1.0], [1, 1.0, {}], [CHUNK, "1", {}], "x",
+                [CHUNK, 1.0, ["not", "a", "map"]], (CHUNK, 1.0, {}), [CHUNK, None, {}]):
         assert not is_event_item(bad)  # the daemon publishes none of these ...
         with pytest.raises(MalformedMessage):  # ... and a client takes none of them
             Event.from_batch(PublishedEvents(task="t1", run="r1", agent="a", seq=1, events=[bad]))

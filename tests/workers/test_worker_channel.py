@@ -30,10 +30,12 @@ from yagent.ipc.messages import (
     WorkerHello,
 )
 from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode
-from yagent.ipc.vocabulary import ControlAction, RunStatus, StopReason
+from yagent.ipc.vocabulary import ControlAction, EventType, RunStatus, StopReason
 from yagent.workers import entry
 from yagent.workers.channel import BATCH_MAX, DaemonChannel
 from yagent.workers.kinds import RunContext, agent_kind
+
+CHUNK = EventType.AI_CHUNK.value  # as it comes off the wire: a plain str
 
 
 @agent_kind("test-waits-forever")
@@ -454,7 +456,7 @@ def test_a_quiet_event_leaves_before_emit_returns_with_no_timer_in_between(tmp_p
     async def main() -> list[list]:
         channel = DaemonChannel("r-quiet", endpoint)
         try:
-            channel.emit("ai_chunk", {"text": "one"})
+            channel.emit(CHUNK, {"text": "one"})
             # The loop is held from here on: no callback or timer can run, so what arrives left inside emit.
             return _event_frames(router, 1)
         finally:
@@ -465,7 +467,7 @@ def test_a_quiet_event_leaves_before_emit_returns_with_no_timer_in_between(tmp_p
     finally:
         router.close(0)
         ctx.term()
-    assert [[e[0], e[2]] for f in frames for e in f] == [["ai_chunk", {"text": "one"}]]
+    assert [[e[0], e[2]] for f in frames for e in f] == [[CHUNK, {"text": "one"}]]
 
 
 def test_a_burst_is_coalesced_in_order_and_the_channel_is_quick_again_once_quiet(tmp_path: Path) -> None:
@@ -475,9 +477,9 @@ def test_a_burst_is_coalesced_in_order_and_the_channel_is_quick_again_once_quiet
         channel = DaemonChannel("r-burst", endpoint)
         try:
             for i in range(100):  # one loop iteration: the first leaves at once, the rest wait for the next
-                channel.emit("ai_chunk", {"i": i})
+                channel.emit(CHUNK, {"i": i})
             burst = await asyncio.to_thread(_event_frames, router, 100)
-            channel.emit("ai_chunk", {"i": 100})  # iterations have passed with nothing sent: quiet again
+            channel.emit(CHUNK, {"i": 100})  # iterations have passed with nothing sent: quiet again
             return burst, _event_frames(router, 1)  # read with the loop held, as above
         finally:
             await channel.close()
@@ -499,7 +501,7 @@ def test_a_burst_past_the_batch_cap_goes_in_frames_of_at_most_the_cap(tmp_path: 
         channel = DaemonChannel("r-cap", endpoint)
         try:
             for i in range(total):
-                channel.emit("ai_chunk", {"i": i})
+                channel.emit(CHUNK, {"i": i})
             return await asyncio.to_thread(_event_frames, router, total)
         finally:
             await channel.close()
