@@ -219,18 +219,14 @@ def encode(msg: Message) -> bytes:
 
 
 def encode_with(msg: Message, field: str, encoded: bytes) -> bytes:
-    """`encode(msg)` with `field` given as bytes already encoded (as `decode_keeping` kept them): what a relay
-    forwards without packing it again. The same map, byte for byte, as encoding the decoded value would give
-    when msgpack would pack it the same way."""
+    """`encode(msg)` with `field` given as bytes already encoded (as `decode_keeping` kept them), placed last in
+    the map: what a relay forwards without packing it again."""
     wire = msg.to_wire()
     wire["k"] = msg.kind
-    if field not in wire or len(wire) > 15:  # one-byte map header: records on this path are small
+    if wire.pop(field, _MISSING) is _MISSING or len(wire) >= 15:  # a one-byte map header below
         raise ValueError(f"{msg.kind} has no field {field!r} to fill with encoded bytes")
-    parts = [bytes((0x80 | len(wire),))]
-    for key, value in wire.items():
-        parts.append(msgpack.packb(key, use_bin_type=True))
-        parts.append(encoded if key == field else msgpack.packb(value, use_bin_type=True))
-    frame = b"".join(parts)
+    rest = msgpack.packb(wire, use_bin_type=True)  # its own one-byte header is replaced by the whole map's
+    frame = b"".join((bytes((0x80 | (len(wire) + 1),)), rest[1:], msgpack.packb(field), encoded))
     if len(frame) > MAX_FRAME_BYTES:
         raise MessageTooLarge(
             f"{msg.kind} message is {len(frame)} bytes, over the {MAX_FRAME_BYTES}-byte frame cap; "
@@ -239,42 +235,37 @@ def encode_with(msg: Message, field: str, encoded: bytes) -> bytes:
     return frame
 
 
-def _top_level_spans(frame: bytes) -> dict[str, tuple[int, int]] | None:
-    """Where each key's value lies in a frame that is one map of distinct text keys; None for anything else."""
-    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(frame), 1))
-    unpacker.feed(frame)
-    try:
-        count = unpacker.read_map_header()
-        spans: dict[str, tuple[int, int]] = {}
-        for _ in range(count):
-            key = unpacker.unpack()
-            if type(key) is not str or key in spans:
-                return None
-            start = unpacker.tell()
-            unpacker.skip()
-            spans[key] = (start, unpacker.tell())
-    except Exception:  # not a map, cut short, nested too deep: the plain decoder says what is wrong
-        return None
-    return spans if unpacker.tell() == len(frame) else None
+_MISSING = object()
+# Per field name: (what a frame of a one-field message starts with, {what it ends with: its class}).
+_KEPT_LAYOUTS: dict[str, tuple[bytes, dict[bytes, type[Message]]]] = {}
+
+
+def _layout(field: str) -> tuple[bytes, dict[bytes, type[Message]]]:
+    layout = _KEPT_LAYOUTS.get(field)
+    if layout is None:
+        head = b"\x82" + msgpack.packb(field)
+        tails = {msgpack.packb("k") + msgpack.packb(cls.kind): cls for cls in _KINDS.values()
+                 if [name for name, *_ in cls._fields] == [field]}
+        layout = _KEPT_LAYOUTS[field] = (head, tails)
+    return layout
 
 
 def decode_keeping(frame: bytes, field: str) -> tuple[Message, bytes | None]:
-    """`decode(frame)`, and the bytes `field` arrived as when they can be relayed as they are: the frame is one
-    map of distinct text keys and the value decodes strictly (maps with text keys only), so the decoded value is
-    exactly what those bytes say. None when not (the value must then be encoded anew from what was decoded)."""
-    if len(frame) > MAX_FRAME_BYTES:
-        raise MessageTooLarge(f"frame of {len(frame)} bytes exceeds the {MAX_FRAME_BYTES}-byte cap")
-    spans = _top_level_spans(frame)
-    if spans is None:
-        return decode(frame), None
-    data: dict[str, Any] = {}
-    try:
-        for key, (start, end) in spans.items():
-            data[key] = msgpack.unpackb(frame[start:end], raw=False, strict_map_key=True)
-    except Exception:  # non-text keys inside, or worse: the plain decoder reads or refuses it
-        return decode(frame), None
-    span = spans.get(field)
-    return _message_from(data), frame[span[0]:span[1]] if span is not None else None
+    """`decode(frame)`, and the bytes `field` arrived as when they can be relayed as they are: the frame is
+    `encode`'s own layout of a message whose one field is `field` (`{field: value, "k": kind}`), and the value
+    decodes strictly (maps with text keys only), so what was decoded is exactly what those bytes say. None
+    otherwise (the decoded value must then be encoded anew)."""
+    head, tails = _layout(field)
+    if frame.startswith(head) and len(frame) <= MAX_FRAME_BYTES:
+        for tail, cls in tails.items():
+            if frame.endswith(tail) and len(frame) >= len(head) + len(tail):
+                kept = frame[len(head):len(frame) - len(tail)]
+                try:  # one whole value exactly (no bytes left over, none missing): the frame is that map
+                    value = msgpack.unpackb(kept, raw=False, strict_map_key=True)
+                except Exception:  # non-text keys inside, or not this layout: the plain decoder reads or refuses it
+                    break
+                return _message_from({field: value, "k": cls.kind}), kept
+    return decode(frame), None
 
 
 def cut_to_frame(data: Any, keep_chars: int) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from yagent.ipc.messages import (
     TaskSummary,
     is_event_item,
 )
-from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode, message_kinds
+from yagent.ipc.records import MAX_FRAME_BYTES, decode, decode_keeping, encode, encode_with, message_kinds
 from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
 from yagent.ipc.vocabulary import EventType
 
@@ -105,6 +105,43 @@ def test_decode_never_raises_anything_but_protocol_errors(frame: bytes) -> None:
         decode(frame)
     except MalformedMessage:
         pass
+
+
+_BATCH_HEAD = encode(EventBatch(events=[]))[:8]  # `{"events": ` as encode lays an event batch out
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=512))
+def test_decode_keeping_reads_what_decode_reads_or_refuses_it_alike(tail: bytes) -> None:
+    # Frames that start as an event batch does, whatever follows: the kept path must agree with the plain one.
+    frame = _BATCH_HEAD + tail
+    try:
+        plain = decode(frame)
+    except MalformedMessage:
+        with pytest.raises(MalformedMessage):
+            decode_keeping(frame, "events")
+        return
+    msg, kept = decode_keeping(frame, "events")
+    assert msg == plain
+    if kept is not None:
+        assert msgpack.unpackb(kept, raw=False) == msg.events
+
+
+def test_a_batch_keeps_its_bytes_only_when_they_say_exactly_what_was_decoded() -> None:
+    events = [[CHUNK, 1.5, {"text": "a"}], [CHUNK, 2, {"n": [1, {"x": None}]}]]
+    msg, kept = decode_keeping(encode(EventBatch(events=events)), "events")
+    assert msg == EventBatch(events=events) and kept == msgpack.packb(events)
+    relayed = decode(encode_with(PublishedEvents(task="t", run="r", agent="a", seq=3, events=[]), "events", kept))
+    assert relayed == PublishedEvents(task="t", run="r", agent="a", seq=3, events=events)
+    # Int keys inside: read with text keys, as `decode` reads them — so the bytes are not what was read.
+    msg, kept = decode_keeping(encode(EventBatch(events=[[CHUNK, 1.0, {1: "one"}]])), "events")
+    assert msg.events == [[CHUNK, 1.0, {"1": "one"}]] and kept is None
+    # Another kind, or the same map laid out otherwise: decoded, nothing kept.
+    assert decode_keeping(encode(Submit(id=1, project="/", text="x")), "events")[1] is None
+    reordered = msgpack.packb({"k": "events", "events": events})
+    assert decode_keeping(reordered, "events") == (EventBatch(events=events), None)
+    with pytest.raises(MalformedMessage):  # a byte past the map: refused, as `decode` refuses it
+        decode_keeping(encode(EventBatch(events=events)) + b"\x00", "events")
 
 
 def test_frames_above_the_cap_are_refused_on_both_sides() -> None:
