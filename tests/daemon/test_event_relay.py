@@ -3,7 +3,8 @@
 The test is the run's worker (it holds the run's secret, through the launcher seam) and a subscriber on
 events.sock: a well-formed batch must reach subscribers in the bytes it was sent in, a batch with anything
 malformed must lose exactly that and be encoded anew, frames that are not batches must cost nothing but
-themselves, and a subscriber that never reads must stall neither the daemon nor anyone else.
+themselves (and a batch from a connection that proved no run's secret, nothing), and a subscriber that never
+reads must stall neither the daemon nor anyone else.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from yagent.ipc.config import Settings
 from yagent.ipc.messages import (
     PROTOCOL_VERSION,
     DaemonStatus,
+    ErrorReply,
     Event,
     EventBatch,
     PublishedEvents,
@@ -195,6 +197,14 @@ def test_a_batch_with_malformed_events_loses_exactly_those_and_bad_frames_never_
             batches = [Event.from_batch((await relay.published(sub))[1])]
             for frame in garbage:
                 await relay.worker.send(frame)
+            # A batch from a connection bound to no run, forged or a genuine batch's bytes replayed: refused.
+            assert relay.client.paths is not None
+            impostor = connect_dealer(relay.ctx, RuntimePaths.endpoint(relay.client.paths.workers))
+            await impostor.send(encode(EventBatch(events=[["forged", 1.0, {"text": "forged"}]])))
+            await impostor.send(encode(EventBatch(events=[good, *malformed, good])))
+            async with asyncio.timeout(10):
+                assert isinstance(decode(await impostor.recv()), ErrorReply)  # told once, then ignored
+            impostor.close(0)
             await relay.worker.send(encode(EventBatch(events=[good])))  # after all that, still relayed
             while len(batches) < 4:  # the duplicate-keyed frame's last "events", the int-keyed one, this one
                 batches.append(Event.from_batch((await relay.published(sub))[1]))
