@@ -1,6 +1,8 @@
 """Event hub: stamps a per-task monotonic seq, keeps a bounded ring, logs and publishes every event.
 
-Every published frame is `[topic = task id, PublishedEvents]`. PUB drops silently at its high-water
+Every published frame is `[topic = task id, PublishedEvents]`: one run's events with the first one's seq. A worker's
+batch whose every event is well formed goes out as the bytes it came in (`records.encode_with`), only the header
+new; one with a malformed event loses that event and is encoded anew. PUB drops silently at its high-water
 mark, so clients detect gaps by seq and ask for the range (`replay`). The ring answers recent ranges
 from memory; the task's log on disk (`event_log.TaskLog`) answers older ones and survives restarts.
 `dropped` counts requested events that neither could provide.
@@ -12,6 +14,7 @@ costs its share of its encoded frame plus `EVENT_OVERHEAD` for the Python object
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import deque
@@ -24,8 +27,8 @@ import zmq
 
 from yagent.ipc.config import DEFAULT_RING_BYTES, DEFAULT_RING_TOTAL_BYTES
 from yagent.ipc.errors import MessageTooLarge
-from yagent.ipc.messages import PublishedEvents
-from yagent.ipc.records import MAX_FRAME_BYTES, cut_to_frame, encode
+from yagent.ipc.messages import PublishedEvents, is_event_item
+from yagent.ipc.records import MAX_FRAME_BYTES, cut_to_frame, encode, encode_with
 
 from .event_log import DEFAULT_LOG_MAX_BYTES, EventLogDir, TaskLog
 
@@ -166,43 +169,51 @@ class EventHub:
 
     # -- publishing ---------------------------------------------------------------------------------
 
-    def publish_batch(self, task: str, run: str, agent: str, raw: list[Any]) -> int:
-        """Publish a worker's batch of `[type, ts, data]` items; malformed items are skipped."""
+    def publish_batch(self, task: str, run: str, agent: str, raw: list[Any], encoded: bytes | None = None) -> int:
+        """Publish a worker's batch of `[type, ts, data]` items; malformed items are skipped.
+
+        `encoded`: the bytes the items arrived as (`records.decode_keeping`). When every item is well formed they
+        are relayed as they are, not packed again; otherwise the well-formed ones are encoded anew."""
         state = self._state(task)
-        seq = state.last_seq
-        out: list[list[Any]] = []
-        for item in raw:
-            if (type(item) is list and len(item) == 3 and type(item[0]) is str
-                    and isinstance(item[1], int | float) and type(item[2]) is dict):
-                seq += 1
-                out.append([seq, run, agent, item[0], item[1], item[2]])
-        if out:
-            state.last_seq = seq
-            self._emit(task, state, out)
-        return len(out)
+        first = state.last_seq + 1
+        items = [item for item in raw if is_event_item(item)]
+        if not items:
+            return 0
+        state.last_seq += len(items)
+        frame = None
+        if encoded is not None and len(items) == len(raw):
+            with contextlib.suppress(MessageTooLarge):  # the header tipped it over the cap: split below
+                frame = encode_with(PublishedEvents(task=task, run=run, agent=agent, seq=first, events=[]),
+                                    "events", encoded)
+        self._emit(task, state, run, agent, first, items, frame)
+        return len(items)
 
     def publish(self, task: str, run: str, agent: str, type_: str, data: dict[str, Any]) -> int:
         """Publish one daemon-originated event; returns its seq."""
         state = self._state(task)
         state.last_seq += 1
-        self._emit(task, state, [[state.last_seq, run, agent, type_, self._clock(), data]])
+        self._emit(task, state, run, agent, state.last_seq, [[type_, self._clock(), data]])
         return state.last_seq
 
-    def _emit(self, task: str, state: _TaskEvents, events: list[list[Any]]) -> None:
-        try:
-            frame = encode(PublishedEvents(task=task, events=events))
-        except MessageTooLarge:
-            if len(events) > 1:  # split the batch until each part fits one frame
-                half = len(events) // 2
-                self._emit(task, state, events[:half])
-                self._emit(task, state, events[half:])
-                return
-            seq, run, agent, type_, ts, data = events[0]
-            events = [[seq, run, agent, type_, ts, cut_to_frame(data, _OVERSIZE_KEEP)]]
-            frame = encode(PublishedEvents(task=task, events=events))
+    def _emit(self, task: str, state: _TaskEvents, run: str, agent: str, first: int, items: list[list[Any]],
+              frame: bytes | None = None) -> None:
+        if frame is None:
+            try:
+                frame = encode(PublishedEvents(task=task, run=run, agent=agent, seq=first, events=items))
+            except MessageTooLarge:
+                if len(items) > 1:  # split the batch until each part fits one frame
+                    half = len(items) // 2
+                    self._emit(task, state, run, agent, first, items[:half])
+                    self._emit(task, state, run, agent, first + half, items[half:])
+                    return
+                type_, ts, data = items[0]
+                items = [[type_, ts, cut_to_frame(data, _OVERSIZE_KEEP)]]
+                frame = encode(PublishedEvents(task=task, run=run, agent=agent, seq=first, events=items))
+        # The ring holds replay's shape, `[seq, run, agent, type, ts, data]`; the frame went as the batch came.
+        events = [[seq, run, agent, item[0], item[1], item[2]] for seq, item in enumerate(items, first)]
         state.idle = False
         self._keep(state, events, len(frame) // len(events) + EVENT_OVERHEAD)
-        state.log.append(events[0][0], frame)
+        state.log.append(first, frame)
         try:
             self._pub.send_multipart([task.encode(), frame], flags=zmq.NOBLOCK)
         except zmq.Again:

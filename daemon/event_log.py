@@ -67,6 +67,10 @@ def _events(item: Item) -> list[list[Any]]:
     events = frame.get("events") if isinstance(frame, dict) else None
     if not isinstance(events, list):
         return []
+    seq, run, agent = frame.get("seq"), frame.get("run"), frame.get("agent")
+    if type(seq) is int and type(run) is str and type(agent) is str:  # one run's batch, seq stamped from the first
+        return [[n, run, agent, *e] for n, e in enumerate(events, seq) if type(e) is list and len(e) == 3]
+    # Written by a daemon before protocol 3: every event a full `[seq, run, agent, type, ts, data]`.
     return [e for e in events if type(e) is list and e and type(e[0]) is int]
 
 

@@ -10,6 +10,9 @@ A log is a sequence of records, one per published frame (an encoded `PublishedEv
            21  crc32 of bytes 0..20 u32 (the header's own checksum: a false magic costs 25 bytes to reject)
            25  payload              the frame as it was published
 
+The payload is one run's batch with its first seq (`run`, `agent`, `seq` beside `[type, ts, data]` events); a
+payload written before protocol 3 carries every event whole (`[seq, run, agent, type, ts, data]`): both are read.
+
 All integers are big-endian. A reader that meets bytes which are not a valid record (a bad checksum, a
 length past the end, garbage) searches for the next magic whose header and payload check out and goes
 on from there: damage costs the events inside it, never those after it. Nothing here writes.

@@ -131,6 +131,9 @@ Handler = Callable[["RunSupervisor", Any], None]
 _HANDLERS: dict[type[Message], tuple[Handler, bool]] = {}
 
 
+_LLM_CALL_END = EventType.LLM_CALL_END.value.encode()
+
+
 def _handles(kind: type[Message], *, after_hello: bool = True) -> Callable[[Handler], Handler]:
     """Register a worker-message handler; `after_hello`: ignored from a worker that has not said hello."""
     def register(fn: Handler) -> Handler:
@@ -315,7 +318,11 @@ class RunSupervisor:
         self.peer, self._secret = peer, None
         return None
 
-    def receive(self, msg: Message) -> None:
+    def receive(self, msg: Message, events: bytes | None = None) -> None:
+        """Handle one message of this run's worker; `events`: an event batch's items as they arrived (relayed so)."""
+        if type(msg) is EventBatch:  # the hot path: its handler needs the bytes too
+            self._on_events(msg, events)
+            return
         entry = _HANDLERS.get(type(msg))
         if entry is None:
             log.debug("run %s sent unexpected %s", self.id, msg.kind)
@@ -331,17 +338,19 @@ class RunSupervisor:
         handler(self, msg)
 
     @_handles(EventBatch, after_hello=False)
-    def _on_events(self, msg: EventBatch) -> None:
+    def _on_events(self, msg: EventBatch, encoded: bytes | None = None) -> None:
         if self.clock is not None:
             self.clock.touch(self._now())
-        for item in msg.events:
+        # A batch whose bytes never spell the type holds no such event: no look at each of its items.
+        calls = msg.events if encoded is None or _LLM_CALL_END in encoded else ()
+        for item in calls:
             if type(item) is list and len(item) == 3 and item[0] == EventType.LLM_CALL_END:
                 call = LlmCallEnd.read(item[2])
                 if call is not None:
                     spent = self.usage.add_call(call)
                     if spent:
                         self.turn.charge(spent)
-        self.services.hub.publish_batch(self.turn.id, self.id, self.agent, msg.events)
+        self.services.hub.publish_batch(self.turn.id, self.id, self.agent, msg.events, encoded)
 
     @_handles(Heartbeat, after_hello=False)
     def _on_heartbeat(self, _msg: Heartbeat) -> None:

@@ -15,7 +15,7 @@ import zmq.asyncio
 
 from yagent.ipc.errors import MalformedMessage, MessageTooLarge
 from yagent.ipc.messages import ErrorReply, WorkerHello
-from yagent.ipc.records import Message, decode, encode
+from yagent.ipc.records import Message, decode, decode_keeping, encode
 from yagent.ipc.vocabulary import ErrorCode
 
 from .refused_peers import RefusedPeers
@@ -50,7 +50,8 @@ class WorkerGate:
         if run is None and self._runs.retired(identity):  # what an ended run's worker still had in flight
             return
         try:
-            msg = decode(payload)
+            # Event batches keep their bytes: a bound run's well-formed batch is relayed to clients as it came.
+            msg, events = decode_keeping(payload, "events") if run is not None else (decode(payload), None)
         except (MalformedMessage, MessageTooLarge) as exc:
             log.debug("dropping a bad frame from %s on workers.sock: %s", run.id if run else "a stranger", exc)
             request_id = getattr(exc, "request_id", None)
@@ -64,7 +65,7 @@ class WorkerGate:
             run = self._admit(identity, msg)
             if run is None:
                 return
-        run.receive(msg)
+        run.receive(msg, events)
 
     def _admit(self, identity: bytes, msg: Message) -> RunSupervisor | None:
         """The run whose secret the hello on this new connection proves, now bound to it; None if refused.

@@ -27,8 +27,9 @@ __all__ = ["EventStream"]
 class EventStream:
     """Async iterator over one task's events, starting after `after_seq`.
 
-    `gap_fills` counts replays triggered by a seq jump; `dropped` counts events the daemon could no
-    longer provide (older than anything it kept).
+    `gap_fills` counts replays triggered by a seq jump, `tail_fills` replays on a quiet stream that found
+    events the subscriber had missed (PUB dropped the tail of a stream); `dropped` counts events the daemon could
+    no longer provide (older than anything it kept).
     """
 
     def __init__(self, client: DaemonClient, task: str, *, after_seq: int = 0, idle_poll: float = 1.0,
@@ -38,6 +39,7 @@ class EventStream:
         self.delivered = after_seq
         self.idle_poll = idle_poll
         self.gap_fills = 0
+        self.tail_fills = 0
         self.dropped = 0
         self._sub: zmq.asyncio.Socket | None = None
         self._sub_token = ""
@@ -105,6 +107,7 @@ class EventStream:
             except TimeoutError:
                 # Quiet: either nothing happened or the tail was dropped; a replay tells which.
                 fresh = self._accept(await self._replay_until(None))
+                self.tail_fills += bool(fresh)
                 if self.client.token != self._sub_token:  # yagentd restarted: its events.sock wants the new token
                     self._subscribe()
                 for ev in fresh:
@@ -117,8 +120,8 @@ class EventStream:
             if not isinstance(msg, PublishedEvents) or msg.task != self.task:
                 continue
             try:
-                live = [Event.from_published(self.task, item) for item in msg.events]
-            except MalformedMessage:
+                live = Event.from_batch(msg)
+            except MalformedMessage:  # the daemon publishes no such batch; a gap fill recovers whatever it was
                 continue
             if live and live[0].seq > self.delivered + 1:
                 self.gap_fills += 1

@@ -18,7 +18,8 @@ import msgpack
 
 from .errors import MalformedMessage, MessageTooLarge
 
-__all__ = ["MAX_FRAME_BYTES", "Message", "Record", "cut_to_frame", "decode", "encode", "message", "message_kinds"]
+__all__ = ["MAX_FRAME_BYTES", "Message", "Record", "cut_to_frame", "decode", "decode_keeping", "encode", "encode_with",
+           "message", "message_kinds"]
 
 # Large enough for a replay page of events or a big tool result; small enough that one peer cannot
 # make the daemon allocate without bound.
@@ -217,6 +218,56 @@ def encode(msg: Message) -> bytes:
     return frame
 
 
+def encode_with(msg: Message, field: str, encoded: bytes) -> bytes:
+    """`encode(msg)` with `field` given as bytes already encoded (as `decode_keeping` kept them), placed last in
+    the map: what a relay forwards without packing it again."""
+    wire = msg.to_wire()
+    wire["k"] = msg.kind
+    if wire.pop(field, _MISSING) is _MISSING or len(wire) >= 15:  # a one-byte map header below
+        raise ValueError(f"{msg.kind} has no field {field!r} to fill with encoded bytes")
+    rest = msgpack.packb(wire, use_bin_type=True)  # its own one-byte header is replaced by the whole map's
+    frame = b"".join((bytes((0x80 | (len(wire) + 1),)), rest[1:], msgpack.packb(field), encoded))
+    if len(frame) > MAX_FRAME_BYTES:
+        raise MessageTooLarge(
+            f"{msg.kind} message is {len(frame)} bytes, over the {MAX_FRAME_BYTES}-byte frame cap; "
+            "send it in smaller pieces"
+        )
+    return frame
+
+
+_MISSING = object()
+# Per field name: (what a frame of a one-field message starts with, {what it ends with: its class}).
+_KEPT_LAYOUTS: dict[str, tuple[bytes, dict[bytes, type[Message]]]] = {}
+
+
+def _layout(field: str) -> tuple[bytes, dict[bytes, type[Message]]]:
+    layout = _KEPT_LAYOUTS.get(field)
+    if layout is None:
+        head = b"\x82" + msgpack.packb(field)
+        tails = {msgpack.packb("k") + msgpack.packb(cls.kind): cls for cls in _KINDS.values()
+                 if [name for name, *_ in cls._fields] == [field]}
+        layout = _KEPT_LAYOUTS[field] = (head, tails)
+    return layout
+
+
+def decode_keeping(frame: bytes, field: str) -> tuple[Message, bytes | None]:
+    """`decode(frame)`, and the bytes `field` arrived as when they can be relayed as they are: the frame is
+    `encode`'s own layout of a message whose one field is `field` (`{field: value, "k": kind}`), and the value
+    decodes strictly (maps with text keys only), so what was decoded is exactly what those bytes say. None
+    otherwise (the decoded value must then be encoded anew)."""
+    head, tails = _layout(field)
+    if frame.startswith(head) and len(frame) <= MAX_FRAME_BYTES:
+        for tail, cls in tails.items():
+            if frame.endswith(tail) and len(frame) >= len(head) + len(tail):
+                kept = frame[len(head):len(frame) - len(tail)]
+                try:  # one whole value exactly (no bytes left over, none missing): the frame is that map
+                    value = msgpack.unpackb(kept, raw=False, strict_map_key=True)
+                except Exception:  # non-text keys inside, or not this layout: the plain decoder reads or refuses it
+                    break
+                return _message_from({field: value, "k": cls.kind}), kept
+    return decode(frame), None
+
+
 def cut_to_frame(data: Any, keep_chars: int) -> dict[str, Any]:
     """What is kept of packable data too big for one frame: a map's scalar fields, texts cut to `keep_chars`,
     and a `truncated` note saying so."""
@@ -249,6 +300,10 @@ def decode(frame: bytes) -> Message:
         raise MalformedMessage(f"frame is not valid msgpack: {exc.__class__.__name__}") from None
     if not isinstance(data, dict):
         raise MalformedMessage("frame is not a msgpack map")
+    return _message_from(data)
+
+
+def _message_from(data: dict[str, Any]) -> Message:
     kind = data.get("k")
     cls = _KINDS.get(kind) if isinstance(kind, str) else None
     request_id = data.get("id") if type(data.get("id")) is int else None

@@ -4,8 +4,10 @@ Owns everything that crosses that socket: the hello/start handshake, coalesced e
 heartbeats, in-flight LLM leases, delegate and ask_user requests, the pause gate, cancellation, the
 final result, and noticing that the daemon has gone away.
 
-Events are coalesced into frames of up to 32, flushed within a couple of milliseconds: one frame per
-event caps the whole pipeline near ten thousand events a second.
+Events go out at once when the channel is quiet and are coalesced while it is busy: the first event after a
+quiet spell is sent before `emit` returns (no timer stands between an agent and its client), and every event
+emitted after it, until a loop iteration passes with none, waits for the end of that iteration and leaves in one
+frame with the others (at most `BATCH_MAX`). One frame per event would cap the pipeline at its per-frame cost.
 """
 
 from __future__ import annotations
@@ -75,8 +77,8 @@ __all__ = ["ChannelFailed", "DaemonChannel", "DaemonLost"]
 
 log = logging.getLogger(__name__)
 
-BATCH_MAX = 32
-BATCH_DELAY = 0.002
+# Events per frame at most while busy: bounds the work one frame costs the daemon's loop.
+BATCH_MAX = 512
 # Progress heartbeats are rate-limited: the watchdog's resolution is far coarser than this.
 HEARTBEAT_MIN_INTERVAL = 0.25
 # What an event or result too large for one frame keeps of each text field.
@@ -106,7 +108,8 @@ class DaemonChannel:
         self._proof = hello_proof(secret, run_id, identity) if secret else b""
         self._sends: set[asyncio.Future[Any]] = set()
         self._batch: list[list[Any]] = []
-        self._flush_handle: asyncio.TimerHandle | None = None
+        # Set while a send is pending: a frame left in this loop iteration, and the next one flushes what came since.
+        self._window: asyncio.Handle | None = None
         self._pending = PendingReplies()
         self._start: asyncio.Future[RunSpec] | None = None
         self._ack: asyncio.Future[None] | None = None
@@ -173,6 +176,9 @@ class DaemonChannel:
 
     async def close(self) -> None:
         self.flush()
+        if self._window is not None:
+            self._window.cancel()
+            self._window = None
         if self._sends and not self.lost:
             await asyncio.wait(list(self._sends), timeout=2.0)
         for task in (self._reader, self._watchdog):
@@ -197,19 +203,26 @@ class DaemonChannel:
 
     def emit(self, type_: str, data: dict[str, Any]) -> None:
         self._batch.append([type_, time.time(), data])
-        if len(self._batch) >= BATCH_MAX:
-            self.flush()
-        elif self._flush_handle is None:
-            self._flush_handle = asyncio.get_running_loop().call_later(BATCH_DELAY, self.flush)
+        if self._window is None or len(self._batch) >= BATCH_MAX:
+            self._send_batch()
 
     def flush(self) -> None:
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()
-            self._flush_handle = None
-        if self._batch:
-            batch, self._batch = self._batch, []
-            for frame in self._event_frames(batch):
-                self._send(frame)
+        """Send what is batched now (before a request, a pause, the result): events keep their order."""
+        self._send_batch()
+
+    def _send_batch(self) -> None:
+        if not self._batch:
+            return
+        batch, self._batch = self._batch, []
+        for frame in self._event_frames(batch):
+            self._send(frame)
+        if self._window is None:
+            self._window = asyncio.get_running_loop().call_soon(self._window_ends)
+
+    def _window_ends(self) -> None:
+        """One loop iteration after a send: what gathered meanwhile leaves together; nothing gathered, quiet again."""
+        self._window = None
+        self._send_batch()  # reopens the window when it sent something: busy, keep coalescing
 
     def _event_frames(self, events: list[list[Any]]) -> list[bytes]:
         """Frames for `events`; data the daemon could not read is converted, data too big for a frame cut.

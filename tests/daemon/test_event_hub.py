@@ -12,7 +12,7 @@ from typing import Any
 import zmq
 
 from yagent.daemon.event_hub import EventHub
-from yagent.ipc.messages import PublishedEvents
+from yagent.ipc.messages import Event, PublishedEvents
 from yagent.ipc.records import decode
 from yagent.ipc.vocabulary import EventType
 
@@ -247,7 +247,7 @@ def test_a_full_disk_costs_the_log_its_events_but_never_the_live_stream(tmp_path
 
         received: set[int] = set()
         while poller.poll(2000):
-            received.update(e[0] for e in decode(sub.recv_multipart()[1]).events)
+            received.update(e.seq for e in Event.from_batch(decode(sub.recv_multipart()[1])))
             if {4, 5, 6} <= received:
                 break
         assert {4, 5, 6} <= received  # subscribers got the events the log could not keep

@@ -30,8 +30,16 @@ Spans = list[tuple[int, int]]
 
 
 def _frame(seqs: list[int], size: int = 40) -> bytes:
-    return encode(PublishedEvents(task=TASK, events=[
-        [s, "r1", "coding", EventType.AI_CHUNK.value, 1.0, {"text": f"{s:05d}" + "x" * size}] for s in seqs]))
+    """A published frame as the hub writes it: one run's events, stamped from the first seq (seqs run on)."""
+    return encode(PublishedEvents(task=TASK, run="r1", agent="coding", seq=seqs[0], events=[
+        [EventType.AI_CHUNK.value, 1.0, {"text": f"{s:05d}" + "x" * size}] for s in seqs]))
+
+
+def _old_frame(seqs: list[int], size: int = 40) -> bytes:
+    """A published frame as a yagent before protocol 3 wrote it: every event whole, `[seq, run, agent, ...]`."""
+    return msgpack.packb({"task": TASK, "events": [
+        [s, "r1", "coding", EventType.AI_CHUNK.value, 1.0, {"text": f"{s:05d}" + "x" * size}] for s in seqs],
+        "k": "published"})
 
 
 def _write_records(path: Path, seqs: list[int], cap: int = CAP) -> Spans:
@@ -52,7 +60,7 @@ def _write_bare(path: Path, seqs: list[int]) -> Spans:
     with path.open("ab") as fh:
         for seq in seqs:
             start = fh.tell()
-            fh.write(_frame([seq]))
+            fh.write(_old_frame([seq]))
             spans.append((start, fh.tell()))
     return spans
 
@@ -180,6 +188,18 @@ def test_a_damaged_last_record_is_the_tail_the_next_append_moves_aside(log_path:
     assert _read(log_path) == [*seqs[:-1], 11]
 
 
+def test_records_written_before_batches_carried_one_seq_are_read_beside_new_ones(log_path: Path) -> None:
+    # A log a protocol-2 daemon appended to (every event whole), continued by this one (one seq per batch).
+    task_log = TaskLog(log_path, CAP)
+    for seq in (1, 2):
+        task_log.append(seq, _old_frame([seq]))
+    task_log.append(3, _frame([3, 4, 5]))
+    task_log.close()
+    assert _read(log_path) == [1, 2, 3, 4, 5]
+    assert TaskLog(log_path, CAP).last_seq == 5
+    assert [e[1:3] for e in TaskLog(log_path, CAP).read(0)] == [["r1", "coding"]] * 5
+
+
 def test_a_log_from_before_records_is_read_and_its_damage_skipped_without_changing_it(log_path: Path) -> None:
     seqs = list(range(1, 61))
     spans = _write_bare(log_path, seqs)
@@ -196,7 +216,7 @@ def test_appending_to_an_old_log_keeps_its_bytes_and_adds_records_after_them(log
     old = list(range(1, 31))
     _write_bare(log_path, old)
     with log_path.open("ab") as fh:
-        fh.write(_frame([31])[:20])  # the old log ends torn
+        fh.write(_old_frame([31])[:20])  # the old log ends torn
     bare = log_path.read_bytes()
     task_log = TaskLog(log_path, CAP)
     for seq in range(32, 42):

@@ -23,10 +23,22 @@ from yagent.ipc.config import (
     settings_from_table,
 )
 from yagent.ipc.errors import MalformedMessage
-from yagent.ipc.messages import Event, EventBatch, RunSpec, StartRun, Submit, TaskList, TaskSummary
-from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode, message_kinds
+from yagent.ipc.messages import (
+    Event,
+    EventBatch,
+    PublishedEvents,
+    RunSpec,
+    StartRun,
+    Submit,
+    TaskList,
+    TaskSummary,
+    is_event_item,
+)
+from yagent.ipc.records import MAX_FRAME_BYTES, decode, decode_keeping, encode, encode_with, message_kinds
 from yagent.ipc.runtime_dir import ensure_runtime_dir, resolve_runtime_dir
 from yagent.ipc.vocabulary import EventType
+
+CHUNK = EventType.AI_CHUNK.value  # as it comes off the wire: a plain str
 
 
 def _example(cls):
@@ -95,6 +107,43 @@ def test_decode_never_raises_anything_but_protocol_errors(frame: bytes) -> None:
         pass
 
 
+_BATCH_HEAD = encode(EventBatch(events=[]))[:8]  # `{"events": ` as encode lays an event batch out
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=512))
+def test_decode_keeping_reads_what_decode_reads_or_refuses_it_alike(tail: bytes) -> None:
+    # Frames that start as an event batch does, whatever follows: the kept path must agree with the plain one.
+    frame = _BATCH_HEAD + tail
+    try:
+        plain = decode(frame)
+    except MalformedMessage:
+        with pytest.raises(MalformedMessage):
+            decode_keeping(frame, "events")
+        return
+    msg, kept = decode_keeping(frame, "events")
+    assert msg == plain
+    if kept is not None:
+        assert msgpack.unpackb(kept, raw=False) == msg.events
+
+
+def test_a_batch_keeps_its_bytes_only_when_they_say_exactly_what_was_decoded() -> None:
+    events = [[CHUNK, 1.5, {"text": "a"}], [CHUNK, 2, {"n": [1, {"x": None}]}]]
+    msg, kept = decode_keeping(encode(EventBatch(events=events)), "events")
+    assert msg == EventBatch(events=events) and kept == msgpack.packb(events)
+    relayed = decode(encode_with(PublishedEvents(task="t", run="r", agent="a", seq=3, events=[]), "events", kept))
+    assert relayed == PublishedEvents(task="t", run="r", agent="a", seq=3, events=events)
+    # Int keys inside: read with text keys, as `decode` reads them — so the bytes are not what was read.
+    msg, kept = decode_keeping(encode(EventBatch(events=[[CHUNK, 1.0, {1: "one"}]])), "events")
+    assert msg.events == [[CHUNK, 1.0, {"1": "one"}]] and kept is None
+    # Another kind, or the same map laid out otherwise: decoded, nothing kept.
+    assert decode_keeping(encode(Submit(id=1, project="/", text="x")), "events")[1] is None
+    reordered = msgpack.packb({"k": "events", "events": events})
+    assert decode_keeping(reordered, "events") == (EventBatch(events=events), None)
+    with pytest.raises(MalformedMessage):  # a byte past the map: refused, as `decode` refuses it
+        decode_keeping(encode(EventBatch(events=events)) + b"\x00", "events")
+
+
 def test_frames_above_the_cap_are_refused_on_both_sides() -> None:
     big = Submit(id=1, project="/", text="x" * (MAX_FRAME_BYTES + 10))
     with pytest.raises(MessageTooLarge):
@@ -110,6 +159,22 @@ def test_published_events_validate_their_shape() -> None:
         Event.from_published("t1", [3, "r1", "coding", EventType.AI_CHUNK, 1.0])
     with pytest.raises(MalformedMessage):
         Event.from_published("t1", ["3", "r1", "coding", EventType.AI_CHUNK, 1.0, {}])
+
+
+def test_a_live_batch_is_stamped_from_its_first_seq_and_any_malformed_event_refuses_it() -> None:
+    batch = PublishedEvents(task="t1", run="r1", agent="coding", seq=7,
+                            events=[[CHUNK, 1.0, {"text": "a"}], [CHUNK, 2, {"text": "b"}]])
+    events = Event.from_batch(decode(encode(batch)))
+    assert [(e.seq, e.task, e.run, e.agent, e.ts, e.data) for e in events] == [
+        (7, "t1", "r1", "coding", 1.0, {"text": "a"}), (8, "t1", "r1", "coding", 2.0, {"text": "b"})]
+    for bad in ([CHUNK, True, {}], [CHUNK, 1.0], [1, 1.0, {}], [CHUNK, "1", {}], "x",
+                [CHUNK, 1.0, ["not", "a", "map"]], (CHUNK, 1.0, {}), [CHUNK, None, {}]):
+        assert not is_event_item(bad)  # the daemon publishes none of these ...
+        with pytest.raises(MalformedMessage):  # ... and a client takes none of them
+            Event.from_batch(PublishedEvents(task="t1", run="r1", agent="a", seq=1, events=[bad]))
+    for good in (["t", 1, {}], ["t", float("nan"), {"x": [1]}], ["t", 2**64 - 1, {}]):
+        assert is_event_item(good) and len(Event.from_batch(PublishedEvents(task="t1", run="r", agent="a", seq=1,
+                                                                           events=[good]))) == 1
 
 
 def test_runtime_dir_resolution_order(tmp_path: Path) -> None:

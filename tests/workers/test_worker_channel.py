@@ -30,10 +30,12 @@ from yagent.ipc.messages import (
     WorkerHello,
 )
 from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode
-from yagent.ipc.vocabulary import ControlAction, RunStatus, StopReason
+from yagent.ipc.vocabulary import ControlAction, EventType, RunStatus, StopReason
 from yagent.workers import entry
-from yagent.workers.channel import DaemonChannel
+from yagent.workers.channel import BATCH_MAX, DaemonChannel
 from yagent.workers.kinds import RunContext, agent_kind
+
+CHUNK = EventType.AI_CHUNK.value  # as it comes off the wire: a plain str
 
 
 @agent_kind("test-waits-forever")
@@ -423,3 +425,91 @@ def test_a_message_whose_handling_raises_fails_the_run_at_once_and_bad_frames_ne
     assert "RuntimeError: a cancel hook with a bug" in outcome.error
     logged = [r for r in caplog.records if "handling a run_control message" in r.getMessage()]
     assert logged and logged[0].exc_info is not None  # with the traceback
+
+
+# -- events: at once when quiet, coalesced while busy ---------------------------------------------------
+
+
+def _sync_router(tmp_path: Path) -> tuple[zmq.Context, zmq.Socket, str]:
+    """A synchronous ROUTER: it can be read while the worker's event loop is held."""
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    endpoint = f"ipc://{tmp_path}/quiet.sock"
+    router.bind(endpoint)
+    return ctx, router, endpoint
+
+
+def _event_frames(router: zmq.Socket, events: int, deadline_ms: int = 10_000) -> list[list]:
+    """Event batches read until `events` events came (each batch a list of events); fails at the deadline."""
+    frames: list[list] = []
+    while sum(len(f) for f in frames) < events:
+        assert router.poll(deadline_ms), f"only {sum(len(f) for f in frames)} of {events} events arrived"
+        msg = decode(router.recv_multipart()[1])
+        assert isinstance(msg, EventBatch)
+        frames.append(msg.events)
+    return frames
+
+
+def test_a_quiet_event_leaves_before_emit_returns_with_no_timer_in_between(tmp_path: Path) -> None:
+    ctx, router, endpoint = _sync_router(tmp_path)
+
+    async def main() -> list[list]:
+        channel = DaemonChannel("r-quiet", endpoint)
+        try:
+            channel.emit(CHUNK, {"text": "one"})
+            # The loop is held from here on: no callback or timer can run, so what arrives left inside emit.
+            return _event_frames(router, 1)
+        finally:
+            await channel.close()
+
+    try:
+        frames = asyncio.run(main())
+    finally:
+        router.close(0)
+        ctx.term()
+    assert [[e[0], e[2]] for f in frames for e in f] == [[CHUNK, {"text": "one"}]]
+
+
+def test_a_burst_is_coalesced_in_order_and_the_channel_is_quick_again_once_quiet(tmp_path: Path) -> None:
+    ctx, router, endpoint = _sync_router(tmp_path)
+
+    async def main() -> tuple[list[list], list[list]]:
+        channel = DaemonChannel("r-burst", endpoint)
+        try:
+            for i in range(100):  # one loop iteration: the first leaves at once, the rest wait for the next
+                channel.emit(CHUNK, {"i": i})
+            burst = await asyncio.to_thread(_event_frames, router, 100)
+            channel.emit(CHUNK, {"i": 100})  # iterations have passed with nothing sent: quiet again
+            return burst, _event_frames(router, 1)  # read with the loop held, as above
+        finally:
+            await channel.close()
+
+    try:
+        burst, quiet = asyncio.run(main())
+    finally:
+        router.close(0)
+        ctx.term()
+    assert [len(f) for f in burst] == [1, 99]
+    assert [e[2]["i"] for f in burst + quiet for e in f] == list(range(101))
+
+
+def test_a_burst_past_the_batch_cap_goes_in_frames_of_at_most_the_cap(tmp_path: Path) -> None:
+    ctx, router, endpoint = _sync_router(tmp_path)
+    total = 2 * BATCH_MAX + 10
+
+    async def main() -> list[list]:
+        channel = DaemonChannel("r-cap", endpoint)
+        try:
+            for i in range(total):
+                channel.emit(CHUNK, {"i": i})
+            return await asyncio.to_thread(_event_frames, router, total)
+        finally:
+            await channel.close()
+
+    try:
+        frames = asyncio.run(main())
+    finally:
+        router.close(0)
+        ctx.term()
+    assert max(len(f) for f in frames) <= BATCH_MAX and len(frames) < total / 100
+    assert [e[2]["i"] for f in frames for e in f] == list(range(total))
