@@ -21,7 +21,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.agents.sandbox_probe import PROBE_EVENT
 from tests.daemon_harness import REPO, arun, collect_turn, of_type, script, submit, wait_until
 from yagent.ipc.confinement import landlock_abi, user_namespaces
 from yagent.ipc.vocabulary import EventType
@@ -38,7 +37,7 @@ def _probe(scenario: str, runtime: Path) -> dict:
     done = subprocess.run([sys.executable, "-m", "tests.daemon.warm_probe", scenario, str(runtime)],
                           capture_output=True, text=True, timeout=180, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "stderr": done.stderr}
 
 
 def test_a_warm_worker_waits_without_thread_socket_or_confinement_and_gets_its_secret_only_at_assignment(
@@ -68,7 +67,10 @@ def test_a_warm_worker_someone_attached_to_leaves_without_its_secret(runtime: Pa
     seen = _probe("traced", runtime)
     if not seen["attached"]:
         pytest.skip(f"cannot attach to a process here (errno {seen['errno']})")
-    assert seen["same"] and seen["exitcode"] == 4 and not seen["hello"]
+    assert seen["same"] and not seen["hello"]
+    # Why it left, in its own words (its exit code can reach the forkserver as 255: the tracer reaped it first).
+    assert "traces this worker; it leaves without taking its run's secret" in seen["stderr"]
+    assert seen["exitcode"] in (4, 255)
 
 
 def _warm_pids(daemon) -> list[int]:
@@ -136,6 +138,7 @@ def test_a_warm_worker_killed_as_it_is_handed_its_run_gives_way_to_a_cold_one(ma
     assert f"its warm worker {waiting} exited before its hello" in daemon.log_path.read_text()
 
 
+PROBE_EVENT = "probe"  # tests.agents.sandbox_probe's event; importing it here would replace the real kinds
 _OPS = ["write <OUTSIDE>/by-worker", "write <PROJECT>/by-worker", "append <PROJECT>/.git/hooks/pre-commit",
         "write <HOME>/config.toml", "read <HOME>/client.token", "bash echo x > <OUTSIDE>/by-shell",
         "bash echo x > <PROJECT>/by-shell"]
