@@ -93,7 +93,7 @@ def breakdown(events: list) -> list[list[float]]:
         t_answer = max(e.ts for e in parent if e.type == "ai_response" and e.ts <= t_call)
         t_queued = first(parent, "run_queued", call_id=call)
         t_hello = started.ts
-        t_request = first(child, "llm_call_start", t_hello)
+        t_request = first(child, "llm_call_start")  # the daemon may publish its hello after the worker went on
         t_exit = max(e.ts for e in child if e.type == "tool_call_result")
         t_finished = first(child, "run_finished")
         t_back = first(parent, "tool_call_result", call_id=call)
