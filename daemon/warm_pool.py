@@ -11,9 +11,9 @@ The pool is one for every agent kind: the kind, its confinement and its secret a
 its size bounds warm workers per kind and overall alike, with the fewest idle processes. It is filled one fork
 at a time on the launcher's thread (a run's start never waits behind more than one refill), the daemon's
 `REFILL_DELAY` after the start that took a worker (so the fork does not take a CPU from that run's start), and
-emptied when no run has started for `idle_after` seconds: an idle daemon keeps no process it does not need. A warm worker ends
-when its pipe closes: reaped here, or the daemon gone (`kill -9` included: the kernel closes the pipe), and the
-forkserver's exit sends it the parent-death signal besides.
+emptied when no run has started for `idle_after` seconds: an idle daemon keeps no process it does not need. A
+warm worker ends when its pipe closes: reaped here, or the daemon gone (`kill -9` included: the kernel closes the
+pipe), and the forkserver's exit sends it the parent-death signal besides.
 """
 
 from __future__ import annotations
