@@ -405,9 +405,9 @@ class RunSupervisor:
             self._unfreeze("lease")
 
     def lease_granted(self, lease_id: int) -> None:
+        self.send(LeaseGrant(id=lease_id))  # first: the freed slot is idle until the worker hears
         if self.clock is not None:
             self._unfreeze("lease")
-        self.send(LeaseGrant(id=lease_id))
 
     def slot_wait_changed(self, *, waiting: bool) -> None:
         self.services.publish(self.turn.id, LlmSlotWait(waiting=waiting, limit=self.services.leases.limit), self)

@@ -27,6 +27,7 @@ from .commands import SlashCompleter
 from .controller import ExitInfo, TuiController
 from .keys import build_key_bindings
 from .layout import TuiLayout
+from .pacing import FRAME_INTERVAL, FramePacer, Timer
 
 __all__ = ["TuiApp", "run_tui"]
 
@@ -34,7 +35,7 @@ __all__ = ["TuiApp", "run_tui"]
 class TuiApp:
     def __init__(self, controller: TuiController, *, input: Input | None = None, output: Output | None = None,
                  history: History | None = None, probe: ProbeFn | None = None,
-                 min_redraw_interval: float = 0.05) -> None:
+                 frame_interval: float = FRAME_INTERVAL, frame_timer: Timer | None = None) -> None:
         self.c = controller
         self.probe = probe
         self.setup_view: SetupView | None = None
@@ -57,10 +58,17 @@ class TuiApp:
             input=input,
             output=output,
             refresh_interval=1.0,  # the elapsed clock
-            min_redraw_interval=min_redraw_interval,  # many chunks a second still draw at most this often
+            # No interval and no postponing here: a key is drawn on the loop's next pass. Stream output is paced
+            # by `self.pacer` instead, so many chunks a second still draw at most once a frame.
+            min_redraw_interval=None,
+            max_render_postpone_time=0,
             before_render=self._before_render,
+            after_render=self._after_render,
         )
+        self.pacer = FramePacer(self.application.invalidate, frame_interval, timer=frame_timer)
         controller.listeners.append(self.application.invalidate)
+        controller.stream_listeners.append(self.pacer.request)
+        self.application.key_processor.after_key_press += self._key_pressed
         controller.exit_app = self._exit
         controller.restore_input = self._restore_input
         controller.open_setup = self._open_setup
@@ -91,6 +99,14 @@ class TuiApp:
 
     def _before_render(self, app: Application[Any]) -> None:
         self._focus()
+
+    def _key_pressed(self, _processor: object) -> None:
+        self.c.input_first.key_pressed()
+        self.application.invalidate()  # a key no binding changes anything for still releases the event pump
+
+    def _after_render(self, app: Application[Any]) -> None:
+        self.pacer.drawn()
+        self.c.input_first.drawn()
 
     # -- embedded setup wizard ----------------------------------------------------------------------
 
@@ -136,5 +152,6 @@ async def run_tui(controller: TuiController, *, task: str | None, latest: bool, 
         await controller.start(task, latest=latest)
         result = await tui.application.run_async()
     finally:
+        tui.pacer.close()
         await controller.aclose()
     return result or controller.exit_info or ExitInfo("detached", controller.view.task, controller.view.display_state)

@@ -32,6 +32,7 @@ from .backend import Backend
 from .commands import COMMANDS, parse_input
 from .config_facts import ConfigFacts, read_config_facts
 from .dialogs import Choice, Dialog, Dismiss, PickerDialog, QuestionDialog
+from .pacing import PUMP_SLICE, InputFirst
 from .render import LogRenderer
 from .state import TaskView
 
@@ -43,6 +44,9 @@ _DIALOG_EVENTS = {EventType.USER_HELP_NEEDED.value, EventType.USER_HELP_RESPONSE
 # state moves on it is stale, so these events take it off the screen (errors stay until the next action).
 _STATE_EVENTS = {EventType.TASK_PAUSED.value, EventType.TASK_RESUMED.value, EventType.TURN_STARTED.value,
                  EventType.TURN_FINISHED.value}
+
+# How many events the pump applies between two looks at the clock (a look costs about as much as an event).
+_SLICE_CHECK = 8
 
 KEY_HELP = (
     ("enter", "send the message"),
@@ -112,7 +116,9 @@ class TuiController:
         self.tools_expanded = False
         self.scroll_top: int | None = None  # None: follow the tail
         self.model_override = ""
-        self.listeners: list[Callable[[], None]] = []
+        self.listeners: list[Callable[[], None]] = []  # a change to draw at once
+        self.stream_listeners: list[Callable[[], None]] = []  # a change the event stream made: drawn by the frame
+        self.input_first = InputFirst()  # the event pump lets a pressed key be drawn before it applies more
         self.restore_input: Callable[[str], None] = lambda text: None
         self.exit_app: Callable[[ExitInfo], None] = lambda info: None
         self.open_setup: Callable[[], None] = lambda: None
@@ -128,6 +134,10 @@ class TuiController:
 
     def changed(self) -> None:
         for listener in self.listeners:
+            listener()
+
+    def streamed(self) -> None:
+        for listener in self.stream_listeners:
             listener()
 
     def spawn(self, name: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -198,14 +208,28 @@ class TuiController:
                     return
                 if detail is not None and after_seq == 0:
                     self._history_fallback(backlog, detail)
-                for ev in backlog:
+                loop = asyncio.get_running_loop()
+                since = loop.time()
+                for n, ev in enumerate(backlog, 1):
                     self.view.apply(ev)
+                    if n % _SLICE_CHECK == 0 and loop.time() - since >= PUMP_SLICE:
+                        await self.input_first.turn()  # a long replay must not hold back what is typed meanwhile
+                        if generation != self._generation:
+                            return
+                        since = loop.time()
                 self._sync_dialog()
                 self.changed()
+                n = 0
+                since = loop.time()
                 async for ev in stream.events():
                     if generation != self._generation:
                         return
                     self._on_event(ev)
+                    n += 1
+                    # A flood arrives without the stream ever waiting: yield by the clock, and keys go first.
+                    if n % _SLICE_CHECK == 0 and loop.time() - since >= PUMP_SLICE:
+                        await self.input_first.turn()
+                        since = loop.time()
         except IpcError as exc:
             if generation == self._generation:
                 self._lost(str(exc))
@@ -219,7 +243,7 @@ class TuiController:
             self._sync_dialog()
         if ev.type in _STATE_EVENTS and self.message is not None and not self.message[1]:
             self.message = None
-        self.changed()
+        self.streamed()
 
     def _history_fallback(self, backlog: list[Event], detail: TaskDetail) -> None:
         """Turns older than anything the daemon still replays are shown from the task record."""

@@ -29,6 +29,17 @@ def test_modules_files_and_import_edges_are_parsed_across_languages(tmp_path: Pa
     assert module_of("tools/fmtx/fmtx.go", derived.modules) == "tools/fmtx"
 
 
+def test_an_edited_pyproject_is_read_again_and_a_damaged_one_declares_nothing(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "shop")
+    assert "shop = shop.cli:main (pyproject.toml)" in derive(project).entry_points  # now remembered
+    manifest = project / "pyproject.toml"
+    manifest.write_text(manifest.read_text().replace('shop = "shop.cli:main"', 'shop-admin = "shop.cli:admin"'))
+    assert "shop-admin = shop.cli:admin (pyproject.toml)" in derive(project).entry_points
+    manifest.write_text("[project\nname = ")  # damaged in the middle of an edit
+    derived = derive(project)
+    assert not any("pyproject.toml" in e for e in derived.entry_points) and derived.manifests == ("pyproject.toml",)
+
+
 def test_imports_in_strings_and_comments_are_not_imports_and_lazy_ones_are() -> None:
     source = ('"""Docs.\n\nimport not_a_module\nfrom x import y\n"""\nimport a.b as c, d  # import e\n'
               "s = 'import nope'\ndef f():\n    from ..pkg import (one,  # a comment\n        two)\n"

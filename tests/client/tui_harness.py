@@ -18,6 +18,7 @@ from prompt_toolkit.utils import get_cwidth
 from tests.client.doubles import FakeBackend, SizedOutput
 from yagent.client.tui.app import TuiApp
 from yagent.client.tui.controller import TuiController, TuiOptions
+from yagent.client.tui.pacing import Timer
 
 
 async def until(predicate: Callable[[], Any], what: str, timeout: float = 5.0) -> Any:
@@ -74,13 +75,15 @@ def screen_rows(tui: TuiApp, columns: int, rows: int) -> list[str]:
 @contextlib.asynccontextmanager
 async def running_tui(backend: FakeBackend, *, task: str | None = None, latest: bool = True, columns: int = 80,
                       rows: int = 24, config_path: Path | None = None, agent: str = "director",
-                      yolo: str = "", **controller_kw: Any) -> AsyncIterator[tuple[TuiApp, PipeInput]]:
+                      yolo: str = "", frame_interval: float = 0.0, frame_timer: Timer | None = None,
+                      **controller_kw: Any) -> AsyncIterator[tuple[TuiApp, PipeInput]]:
     controller = TuiController(backend, TuiOptions(project=Path(backend.project), agent=agent, yolo=yolo,
                                                    config_path=config_path,
                                                    home=config_path.parent.parent if config_path else None),
                                liveness_interval=0.05, **controller_kw)
     with create_pipe_input() as pipe:
-        tui = TuiApp(controller, input=pipe, output=SizedOutput(columns, rows), min_redraw_interval=0.0)
+        tui = TuiApp(controller, input=pipe, output=SizedOutput(columns, rows), frame_interval=frame_interval,
+                     frame_timer=frame_timer)
         await controller.start(task, latest=latest)
         runner = asyncio.create_task(tui.application.run_async())
         await until(lambda: tui.application.is_running, "the application to run")

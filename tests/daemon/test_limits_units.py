@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import SimpleNamespace
+
 from yagent.daemon.admission import DelegationPool, WorkerSlots
 from yagent.daemon.leases import LeaseManager
+from yagent.daemon.run_accounting import RunUsage
 from yagent.daemon.run_clock import RunClock
+from yagent.daemon.run_leases import RunLeases
 
 
 def test_leases_are_fifo_within_a_project_and_round_robin_across_projects() -> None:
@@ -146,3 +151,56 @@ def test_unfreezing_a_reason_never_frozen_is_harmless() -> None:
     clock.unfreeze("paused", 5.0)
     assert clock.total_for(10.0) == 10.0
     assert clock.idle_for(10.0) == 10.0
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Run:
+    """A run as its lease requests see it (`LeaseHolder` and `BudgetGate` in one)."""
+
+    def __init__(self, run_id: str, project: str, clock: _Clock) -> None:
+        self.id, self.project_id, self._clock = run_id, project, clock
+        self.ended = False
+        self.over_budget = False
+        self.granted_at: list[float] = []
+        self.waits: list[bool] = []
+
+    def lease_granted(self, lease_id: int) -> None:
+        self.granted_at.append(self._clock())
+
+    def slot_wait_changed(self, *, waiting: bool) -> None:
+        self.waits.append(waiting)
+
+    def after_budget(self, resume: Callable[[], None]) -> None:
+        raise AssertionError("no spending limit in this test")
+
+
+def test_a_released_slot_reaches_the_next_waiter_inside_the_release_itself() -> None:
+    # No event loop runs here: a hand-over through a timer or a poll could not happen at all, and the clock
+    # seam shows the waiter's wait ended at the very instant of the release.
+    clock = _Clock()
+    services = SimpleNamespace(leases=LeaseManager(1), clock=clock)
+    runs = {name: _Run(name, project, clock) for name, project in [("a", "P"), ("b", "Q"), ("c", "P"), ("d", "P")]}
+    usage = {name: RunUsage() for name in runs}
+    leases = {name: RunLeases(run, services, run, usage[name]) for name, run in runs.items()}  # type: ignore[arg-type]
+    leases["a"].request(1)
+    for t, name in [(1.0, "c"), (2.0, "d"), (3.0, "b")]:  # b is another project's and asks last
+        clock.now = t
+        leases[name].request(1)
+    assert [runs[n].granted_at for n in "abcd"] == [[0.0], [], [], []]
+    clock.now = 10.0
+    leases["a"].release(1)
+    assert runs["c"].granted_at == [10.0] and usage["c"].slot_wait_seconds == 9.0
+    assert runs["c"].waits == [True, False]
+    clock.now = 12.5
+    leases["c"].release(1)
+    # Project P was just served: Q's b comes before P's d although it asked last (fairness as before).
+    assert runs["b"].granted_at == [12.5] and usage["b"].slot_wait_seconds == 9.5
+    assert runs["d"].granted_at == [] and services.leases.waiting == 1
+    assert services.leases.in_use == 1

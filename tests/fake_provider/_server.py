@@ -66,7 +66,7 @@ class RecordedRequest:
         return {"serial": self.serial, "method": self.method, "path": self.path, "headers": self.headers,
                 "body": self.body, "api_format": self.api_format, "identity": self.identity,
                 "step": self.step, "status": self.status, "completed": self.completed,
-                "disconnected": self.disconnected}
+                "disconnected": self.disconnected, "received_at": self.received_at, "finished_at": self.finished_at}
 
 
 @dataclass
@@ -517,11 +517,15 @@ class FakeProvider:
         writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: {step.raw_content_type}\r\nCache-Control: no-cache\r\n"
                      f"Transfer-Encoding: chunked\r\n\r\n".encode())
         watcher = asyncio.ensure_future(conn.watch())
+        clock = asyncio.get_running_loop().time
+        started = clock()
         try:
             for position, event in enumerate(events):
                 if failure is not None and position == failure.after_chunks:
                     return await self._fail_stream(conn, record, events[position], failure)
-                if step.latency and await self._hung_up_within(conn, step.latency):
+                # Paced against the stream's start: each sleep's overshoot must not add up over many events.
+                due = started + step.latency * (position + 1)
+                if step.latency and await self._hung_up_within(conn, max(0.0, due - clock())):
                     self._finish(record, 200, disconnected=True)
                     return False
                 if conn.closed.is_set():

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -128,6 +130,33 @@ def test_lease_is_taken_before_the_request_budget_starts(fake: FakeProvider) -> 
             return (await engine.complete(MESSAGES).final()).text
 
     assert asyncio.run(main()) == "ok"
+
+
+def test_the_request_body_is_built_before_the_slot_is_asked_for(fake: FakeProvider) -> None:
+    # A slot handed over from another run goes straight to the provider, not to JSON encoding.
+    fake.script("coding", "Coding agent", [Step(text="ok")])
+    built: list[int] = []
+    seen_at_acquire: list[int] = []
+
+    class BodyCheckGate:
+        @contextlib.asynccontextmanager
+        async def hold(self) -> AsyncIterator[None]:
+            seen_at_acquire.append(len(built))
+            yield
+
+    async def main() -> str:
+        async with make_engine(fake, gate=BodyCheckGate()) as engine:
+            build = engine.build_request
+
+            def counting(*args: object) -> dict:
+                built.append(1)
+                return build(*args)
+
+            engine.build_request = counting  # type: ignore[method-assign]
+            return (await engine.complete(MESSAGES).final()).text
+
+    assert asyncio.run(main()) == "ok"
+    assert seen_at_acquire == [1]
 
 
 def test_semaphore_gate_never_lets_two_requests_overlap(fake: FakeProvider) -> None:

@@ -110,12 +110,7 @@ def _source_roots(root: Path, listed: set[str]) -> list[tuple[str, str]]:
     """(dotted prefix, directory) pairs a Python module name resolves through, most specific first."""
     pairs: list[tuple[str, str]] = [("", ""), ("", "src")]
     if "pyproject.toml" in listed:
-        try:
-            with open(root / "pyproject.toml", "rb") as fh:
-                data = tomllib.loads(fh.read(_MAX_MANIFEST).decode("utf-8", "replace"))
-        except (OSError, tomllib.TOMLDecodeError):
-            data = {}
-        mapping = data.get("tool", {}).get("setuptools", {}).get("package-dir", {})
+        mapping = _pyproject(root).get("tool", {}).get("setuptools", {}).get("package-dir", {})
         if isinstance(mapping, dict):
             pairs += [(str(k), str(v).strip("/")) for k, v in mapping.items() if isinstance(v, str)]
     return sorted(set(pairs), key=lambda p: -len(p[0]))
@@ -253,12 +248,33 @@ def derive(project_root: Path, *, exclude: tuple[str, ...] = ()) -> Derived:
     return derived
 
 
+# (path, size, mtime) → the parsed pyproject.toml, per process: a derivation reads it twice, every run again
+_PYPROJECT: dict[tuple[str, int, int], dict] = {}
+
+
+def _pyproject(root: Path) -> dict:
+    path = os.path.join(root, "pyproject.toml")
+    try:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            key = (path, st.st_size, st.st_mtime_ns)
+            if key not in _PYPROJECT:
+                if len(_PYPROJECT) > 64:  # a daemon serving many projects keeps a few, not all it ever saw
+                    _PYPROJECT.clear()
+                data = tomllib.loads(fh.read(_MAX_MANIFEST).decode("utf-8", "replace"))
+                _PYPROJECT[key] = data if isinstance(data, dict) else {}
+            return _PYPROJECT[key]
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
 def _manifests(root: Path, module: str) -> tuple[str, ...]:
-    directory = root if module == REPO else root / module
+    # Strings, not Path objects: this runs once per module and pathlib's joins were most of its cost.
+    directory = str(root) if module == REPO else f"{root}/{module}"
     found = []
     for name in MANIFESTS:
         try:
-            if stat.S_ISREG(os.lstat(directory / name).st_mode):
+            if stat.S_ISREG(os.lstat(f"{directory}/{name}").st_mode):
                 found.append(name)
         except OSError:
             continue
@@ -269,12 +285,7 @@ def _declared_entry_points(root: Path, listed: set[str]) -> list[str]:
     """What pyproject.toml's [project.scripts] and package.json's bin and main declare."""
     found: list[str] = []
     if "pyproject.toml" in listed:
-        try:
-            with open(root / "pyproject.toml", "rb") as fh:
-                data = tomllib.loads(fh.read(_MAX_MANIFEST).decode("utf-8", "replace"))
-        except (OSError, tomllib.TOMLDecodeError):
-            data = {}
-        scripts = data.get("project", {}).get("scripts", {})
+        scripts = _pyproject(root).get("project", {}).get("scripts", {})
         if isinstance(scripts, dict):
             found += [f"{name} = {target} (pyproject.toml)" for name, target in sorted(scripts.items())
                       if isinstance(target, str)][:50]

@@ -188,6 +188,10 @@ class HTTPEngine(Engine):
         # once the response is over: read to its end (the server is done with it) or closed (we hung up), on every
         # path. Retries keep it: one request's attempts follow each other in one slot, each response closed
         # before the next is sent, so an attempt never waits behind newer requests for a slot it already had.
+        # The body is built before the slot is asked for: a granted slot goes straight to the provider.
+        repaired = repair_tool_pairing(messages)
+        body = self.build_request(repaired, tools, options)
+        payload = json.dumps(body, ensure_ascii=False).encode()
         async with self._gate.hold() if lease else contextlib.nullcontext():
             retry = self.retry
             clock = retry.clock
@@ -196,9 +200,6 @@ class HTTPEngine(Engine):
             if options.timeout and options.timeout > 0:
                 budget = min(budget, options.timeout)
             deadline = clock() + budget
-            repaired = repair_tool_pairing(messages)
-            body = self.build_request(repaired, tools, options)
-            payload = json.dumps(body, ensure_ascii=False).encode()
             context = _CallContext(self, repaired, tools, deadline, budget)
             attempt = 0
             while True:

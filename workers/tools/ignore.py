@@ -39,6 +39,9 @@ class IgnoreRules:
         # By the directory's path relative to the root ("" for the root) and the file's name: strings, not Paths,
         # since a walk asks this for every entry.
         self._cache: dict[tuple[str, str], list[_Pattern]] = {}
+        # By a directory's parts: per ignore-file kind, the (depth, patterns) of it and its ancestors that have any —
+        # its entries then skip the many directories without ignore files instead of looking each one up again.
+        self._layers: dict[tuple[str, ...], tuple[tuple[tuple[int, list[_Pattern]], ...], ...]] = {}
         # Patterns the configuration adds (`[codeseek] exclude`): read as if from the root, deciding first.
         self._extra = parse_patterns(extra)
 
@@ -48,30 +51,26 @@ class IgnoreRules:
 
     def ignored_parts(self, parts: tuple[str, ...], is_dir: bool) -> bool:
         """`ignored` for the path of `parts` (its names from the root down)."""
+        if not parts:  # the root itself: what its ignore files say is about what lies beneath it
+            return False
         if self._extra:
             verdict = _match(self._extra, parts, is_dir)
             if verdict is not None:
                 return verdict
-        for kind in IGNORE_FILES:
-            verdict = self._verdict(kind, parts, is_dir)
+        for layers in self._layers_of(parts[:-1]):
+            verdict = _verdict(layers, parts, is_dir)
             if verdict is not None:
                 return verdict
         return False
 
-    def _verdict(self, kind: str, parts: tuple[str, ...], is_dir: bool) -> bool | None:
-        verdict = None
-        for depth in range(len(parts)):
-            patterns = self._patterns("/".join(parts[:depth]), kind)
-            if not patterns:
-                continue
-            rel = "/".join(parts[depth:])
-            for pat in patterns:
-                if pat.dir_only and not is_dir:
-                    continue
-                subject = rel if pat.anchored else parts[-1]
-                if pat.regex.fullmatch(subject):
-                    verdict = not pat.negate
-        return verdict
+    def _layers_of(self, directory: tuple[str, ...]) -> tuple[tuple[tuple[int, list[_Pattern]], ...], ...]:
+        found = self._layers.get(directory)
+        if found is None:
+            found = self._layers[directory] = tuple(
+                tuple((depth, patterns) for depth in range(len(directory) + 1)
+                      if (patterns := self._patterns("/".join(directory[:depth]), kind)))
+                for kind in IGNORE_FILES)
+        return found
 
     def _patterns(self, directory: str, kind: str) -> list[_Pattern]:
         key = (directory, kind)
@@ -118,6 +117,19 @@ def _walk(directory: Path, rules: IgnoreRules, max_file_bytes: int | None) -> It
             max_file_bytes is None or entry.stat(follow_symlinks=False).st_size <= max_file_bytes
         ):
             yield Path(entry.path)
+
+
+def _verdict(layers: tuple[tuple[int, list[_Pattern]], ...], parts: tuple[str, ...], is_dir: bool) -> bool | None:
+    """One kind of ignore file's say on `parts`: the deepest, last matching pattern wins."""
+    verdict = None
+    for depth, patterns in layers:
+        rel = "/".join(parts[depth:])
+        for pat in patterns:
+            if pat.dir_only and not is_dir:
+                continue
+            if pat.regex.fullmatch(rel if pat.anchored else parts[-1]):
+                verdict = not pat.negate
+    return verdict
 
 
 def _match(patterns: list[_Pattern], parts: tuple[str, ...], is_dir: bool) -> bool | None:
