@@ -10,12 +10,21 @@ Overhead = session wall − baseline wall. Target: overhead ≤ 5 % of wall time
 The daemon first serves one warm-up turn (a direct answer), as a long-lived daemon has: the first worker
 after a daemon start waits for the forkserver to finish preloading. That cold start is printed on its own.
 Also prints CPU seconds of the daemon and of all workers.
+
+The session runs twice, each with a daemon of its own: with `[daemon] warm_workers = 0` (every delegation forks
+its worker: the baseline) and with the default pool (a delegation takes a warm worker). For each, the time of
+every delegation is broken into phases from the timestamps of the events it produced (the worker's and the
+daemon's clocks are the same system clock): the Director's tool call after its model answered, the request to
+the daemon, admission, the fork or assignment, the hello, the start message with settings, tool surface and
+prompt assembly up to the first model request, and after the model's answer the result back to the daemon and
+the parent resuming up to its next model request.
 Usage: python bench/delegation_session.py [DELEGATIONS] [MODEL_SECONDS]
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,9 +68,46 @@ def bare_baseline(base_url: str, replay: list[Step], skip: int) -> float:
         return time.perf_counter() - started
 
 
-def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-    model_time = float(sys.argv[2]) if len(sys.argv) > 2 else 0.25
+PHASES = ("director: answer → tool call", "request to daemon (→ run queued)", "admission (queued for a slot)",
+          "fork / warm assignment", "launch → hello", "start message, settings, surface, prompt → first request",
+          "result back (agent_exit → run finished)", "parent resumes (→ tool result)", "parent → next model request")
+
+
+def breakdown(events: list) -> list[list[float]]:
+    """Per delegation, each of `PHASES` in milliseconds, from the session's events."""
+    by_run: dict[str, list] = {}
+    for e in events:
+        by_run.setdefault(e.run, []).append(e)
+    rows = []
+    for started in of_type(events, "run_started"):
+        data = started.data
+        if not data.get("parent"):
+            continue
+        parent, child, call = by_run[data["parent"]], by_run[started.run], data["call_id"]
+
+        def first(evs: list, type_: str, after: float = 0.0, **match: object) -> float:
+            return next(e.ts for e in evs if e.type == type_ and e.ts >= after
+                        and all(e.data.get(k) == v for k, v in match.items()))
+
+        t_call = first(parent, "tool_call_start", call_id=call)
+        t_answer = max(e.ts for e in parent if e.type == "ai_response" and e.ts <= t_call)
+        t_queued = first(parent, "run_queued", call_id=call)
+        t_hello = started.ts
+        t_request = first(child, "llm_call_start")  # the daemon may publish its hello after the worker went on
+        t_exit = max(e.ts for e in child if e.type == "tool_call_result")
+        t_finished = first(child, "run_finished")
+        t_back = first(parent, "tool_call_result", call_id=call)
+        t_next = first(parent, "llm_call_start", t_back)
+        forked, hello = data["forked_ms"], data["hello_ms"]
+        queued = (t_hello - t_queued) * 1000 - hello  # from its queueing to its launch
+        rows.append([(t_call - t_answer) * 1000, (t_queued - t_call) * 1000, queued, forked, hello - forked,
+                     (t_request - t_hello) * 1000, (t_finished - t_exit) * 1000, (t_back - t_finished) * 1000,
+                     (t_next - t_back) * 1000])
+    return rows
+
+
+def session(n: int, model_time: float, warm_workers: int | None) -> dict:
+    """One 20-delegation session on a daemon of its own, and its bare baseline."""
     root = Path(tempfile.mkdtemp(prefix="ygb-"))
     project = root / "project"
     project.mkdir()
@@ -79,6 +125,8 @@ def main() -> None:
                                          Script("chat", MARKERS["chat"], chat)], root)
     config = ("[global.llm]\nuse_provider = \"fake\"\n[global.llm.providers.fake]\n"
               f"api_base_url = \"{base_url}/v1\"\napi_key = \"fake-key\"\nmodel = \"fake-model\"\n")
+    if warm_workers is not None:
+        config += f"[daemon]\nwarm_workers = {warm_workers}\n"
     try:
         daemon = DaemonProcess(root / "d", config).start()
         try:
@@ -98,13 +146,41 @@ def main() -> None:
         provider.communicate("")
     worker_cpu = sum(e.data.get("cpu_seconds", 0.0) for e in of_type(events, "run_finished"))
     status = of_type(events, "turn_finished")[0].data["status"]
+    warm = sum(1 for e in of_type(events, "run_started") if e.data.get("parent") and e.data.get("warm"))
+    return {"cold": cold, "status": status, "requests": len(bare), "wall": wall, "baseline": baseline,
+            "daemon_cpu": daemon_cpu, "worker_cpu": worker_cpu, "rows": breakdown(events), "warm": warm}
+
+
+def report(name: str, n: int, got: dict) -> float:
+    wall, baseline = got["wall"], got["baseline"]
     overhead = wall - baseline
-    print(f"warm-up turn right after the daemon started (forkserver still preloading): {cold:.2f} s")
-    print(f"session: {n} delegations, {len(bare)} model requests, status {status}")
+    print(f"\n== {name}: {n} delegations ({got['warm']} on a warm worker), {got['requests']} model requests, "
+          f"status {got['status']}")
+    print(f"warm-up turn right after the daemon started (forkserver still preloading): {got['cold']:.2f} s")
     print(f"wall {wall:.2f} s; baseline (same responses, bare httpx loop) {baseline:.2f} s")
     print(f"orchestration overhead {overhead:.2f} s = {overhead / wall:.1%} of wall (target ≤ 5 %); "
-          f"{overhead / n * 1000:.0f} ms per delegation")
-    print(f"CPU: daemon {daemon_cpu:.2f} s, workers {worker_cpu:.2f} s ({worker_cpu / (n + 1):.3f} s per run)")
+          f"{overhead / n * 1000:.1f} ms per delegation")
+    print(f"CPU: daemon {got['daemon_cpu']:.2f} s, workers {got['worker_cpu']:.2f} s "
+          f"({got['worker_cpu'] / (n + 1):.3f} s per run)")
+    rows = got["rows"]
+    if rows:
+        print(f"per delegation, in ms (p50 / mean over {len(rows)}):")
+        for i, phase in enumerate(PHASES):
+            column = [r[i] for r in rows]
+            print(f"  {phase:<58} {statistics.median(column):7.2f} / {statistics.fmean(column):7.2f}")
+        totals = [sum(r) for r in rows]
+        print(f"  {'sum of the phases':<58} {statistics.median(totals):7.2f} / {statistics.fmean(totals):7.2f}")
+    return overhead / n * 1000
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    model_time = float(sys.argv[2]) if len(sys.argv) > 2 else 0.25
+    cold = report("every delegation forks its worker ([daemon] warm_workers = 0; baseline)", n,
+                  session(n, model_time, 0))
+    warm = report("warm workers (the default pool)", n, session(n, model_time, None))
+    print(f"\noverhead per delegation: {warm:.1f} ms with warm workers against {cold:.1f} ms without, "
+          f"ratio {warm / cold:.3f}  (target ≤ 10 ms)")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,14 @@
 """Run start latency: launch → worker hello, forkserver (preloaded) vs plain spawn, and confined (Landlock, a
 Coding worker's rules) vs unconfined forkserver starts interleaved, in one run, and confined with the
-read-only `.git` view (a private user and mount namespace, where they exist) among them.
+read-only `.git` view (a private user and mount namespace, where they exist) among them; then warm starts
+(a worker forked ahead of demand, `daemon/warm_pool.py`) interleaved with cold ones, unconfined and as a
+confined Coding run with its `.git` view.
 
-Targets: forkserver p50 ≤ 15 ms; confinement adds ≤ 1 ms at p50. The worker side is the real worker entry
-point; this script plays the daemon's part of the handshake on a real ROUTER socket, the run's secret and
-the check of the hello's proof included (the check alone is timed apart too).
+Targets: forkserver p50 ≤ 15 ms; confinement adds ≤ 1 ms at p50; a warm start ≤ 4 ms at p50. The worker side
+is the real worker entry point; this script plays the daemon's part of the handshake on a real ROUTER socket,
+the run's secret and the check of the hello's proof included (the check alone is timed apart too). A warm
+start is timed from the launch to the hello as a cold one, with the pool refilled before the next launch (the
+daemon refills it in the background between runs).
 Usage: python bench/run_start_latency.py [N]
 """
 
@@ -35,10 +39,12 @@ from yagent.ipc.vocabulary import ErrorCode
 
 
 def measure(launcher: MultiprocessingLauncher, runs: int, endpoint: str, router: zmq.Socket,
-            confinement: ConfinementSpec | None = None) -> list[float]:
+            confinement: ConfinementSpec | None = None, warm: bool = False) -> list[float]:
     samples = []
     for i in range(runs):
-        run_id = f"bench{launcher.method[:2]}{'c' if confinement else ''}{i}"
+        if warm:
+            _wait_warm(launcher)
+        run_id = f"bench{launcher.method[:2]}{'c' if confinement else ''}{'w' if warm else ''}{i}"
         t0 = time.perf_counter()
         secret = new_run_secret()
         handle = launcher.launch(run_id, "bench", endpoint, secret, confinement=confinement)
@@ -47,6 +53,7 @@ def measure(launcher: MultiprocessingLauncher, runs: int, endpoint: str, router:
         admitted = isinstance(hello, WorkerHello) and proves(secret, run_id, identity, hello.proof)
         samples.append(time.perf_counter() - t0)
         assert admitted, "the worker's hello does not prove its run's secret"
+        assert handle.warm == warm, "a warm start went cold, or a cold one warm"
         # Refuse the run: the worker exits at once, as it would for an unknown run.
         router.send_multipart([identity, encode(ErrorReply(id=0, code=ErrorCode.UNKNOWN_RUN, message="bench"))])
         deadline = time.monotonic() + 10
@@ -54,6 +61,16 @@ def measure(launcher: MultiprocessingLauncher, runs: int, endpoint: str, router:
             time.sleep(0.001)
         handle.close()
     return samples
+
+
+def _wait_warm(launcher: MultiprocessingLauncher, timeout: float = 30.0) -> None:
+    """Until the pool has its worker forked and waiting on its pipe (bench-side polling, not the product's)."""
+    deadline = time.monotonic() + timeout
+    while launcher.warm.ready() < launcher.warm.size:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the warm pool did not refill within 30 s")
+        time.sleep(0.002)
+    time.sleep(0.02)  # the fresh worker reaches its pipe: its fork returned, its boot may not have
 
 
 @contextlib.contextmanager
@@ -154,6 +171,16 @@ def main() -> None:
                     confined += measure(fork_launcher, 1, endpoint, router, spec)
                     if with_git is not None:
                         namespaced += measure(fork_launcher, 1, endpoint, router, with_git)
+            cold_i, warm_i, cold_c, warm_c = [], [], [], []
+            fork_launcher.keep_warm(1)
+            coding = with_git if with_git is not None else (spec if spec.abi else None)
+            for _ in range(runs):  # interleaved, as above
+                cold_i += _cold(fork_launcher, endpoint, router)
+                warm_i += measure(fork_launcher, 1, endpoint, router, warm=True)
+                if coding is not None:
+                    cold_c += _cold(fork_launcher, endpoint, router, coding)
+                    warm_c += measure(fork_launcher, 1, endpoint, router, coding, warm=True)
+            fork_launcher.keep_warm(0)
             spawn_launcher = MultiprocessingLauncher("spawn", preload=PRELOAD)
             spawn = measure(spawn_launcher, max(10, runs // 4), endpoint, router)
         finally:
@@ -181,6 +208,26 @@ def main() -> None:
             print("the read-only .git view not measured: no unprivileged user namespaces here")
     else:
         print("confined starts not measured: this kernel has no Landlock")
+    c50, w50 = report("cold (interleaved)", cold_i), report("warm (a ready worker)", warm_i)
+    print(f"a warm start: {w50:.2f} ms at p50 against {c50:.2f} ms cold, ratio warm/cold = {w50 / c50:.3f}  "
+          "(target: warm p50 ≤ 4 ms)")
+    if warm_c:
+        cc50, wc50 = report("cold Coding (confined)", cold_c), report("warm Coding (confined)", warm_c)
+        print(f"a confined Coding run{' with its .git view' if with_git is not None else ''}: warm {wc50:.2f} ms "
+              f"against {cc50:.2f} ms cold at p50, ratio {wc50 / cc50:.3f}")
+
+
+def _cold(launcher: MultiprocessingLauncher, endpoint: str, router: zmq.Socket,
+          confinement: ConfinementSpec | None = None) -> list[float]:
+    """One cold start while the pool keeps a worker: the pool's worker is set aside for it."""
+    _wait_warm(launcher)
+    size = launcher.warm.size
+    launcher.warm.resize(0)
+    try:
+        return measure(launcher, 1, endpoint, router, confinement)
+    finally:
+        launcher.warm.resize(size)
+        launcher.keep_warm(size)
 
 
 def _confinement(root: Path) -> ConfinementSpec:

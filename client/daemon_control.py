@@ -196,7 +196,8 @@ def daemon_status(as_json: bool = False) -> int:
     print(f"  runtime dir  {status.runtime_dir}")
     print(f"  home         {status.home}")
     print(f"  tasks        {status.tasks_running} running")
-    print(f"  workers      {status.live_workers} live (cap {status.max_workers}), {status.runs_started} started")
+    print(f"  workers      {status.live_workers} live (cap {status.max_workers}), {status.runs_started} started, "
+          f"{status.warm_workers} warm")
     print(f"  LLM leases   {leases.get('in_use')} in flight of {limit}, {leases.get('waiting')} waiting, "
           f"peak {leases.get('peak')}")
     limit_text = f" of ${status.daily_limit:.2f} ([llm] max_cost_per_day)" if status.daily_limit > 0 else ""

@@ -73,6 +73,7 @@ log = logging.getLogger(__name__)
 RUNTIME_DIR_CHECK = 1.0  # seconds between checks that control.sock is still ours, where inotify cannot say
 RUNTIME_DIR_BACKSTOP = 60.0  # the same where it can: a renamed parent directory is noticed only by looking
 EVENT_LOG_PRUNE_INTERVAL = 3600.0  # seconds between passes deleting event logs past their retention
+WARM_TEND_INTERVAL = 30.0  # seconds between looks for warm workers no run has wanted for a while
 # A task in these states may still be resumed (`continue`; a failed one when its root worker died) and need
 # its board.
 _MAY_RESUME = RESUMABLE | {TaskState.PAUSED, TaskState.FAILED}
@@ -173,6 +174,7 @@ class Daemon:
             return
         self.leases.set_limit(self.settings.max_in_flight_requests)
         self.slots.set_limit(self.settings.max_workers)
+        self.launcher.keep_warm(self.settings.warm_workers)
         for task in self.tasks.values():
             task.rearm()
 
@@ -256,6 +258,7 @@ class Daemon:
         await self._prune_boards_now()
         self._prune_checkpoints()  # in the background: it waits behind any job of a project
         self._schedule_jobs()
+        self.launcher.keep_warm(self.settings.warm_workers)  # forked on the launcher's thread, off the loop
 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -319,6 +322,7 @@ class Daemon:
         every("prune-event-logs", lambda: EVENT_LOG_PRUNE_INTERVAL, self._prune_event_logs)
         every("prune-boards", lambda: EVENT_LOG_PRUNE_INTERVAL, self._prune_boards)
         every("prune-checkpoints", lambda: EVENT_LOG_PRUNE_INTERVAL, self._prune_checkpoints)
+        every("warm-workers", lambda: WARM_TEND_INTERVAL, self.launcher.tend)
         interval = self.notifier.watchdog_interval
         if interval:
             every("systemd-watchdog", lambda: interval, self.notifier.watchdog)

@@ -12,6 +12,9 @@ Each worker gets its run's secret (`yagent.ipc.run_secret`) through a pipe of it
 descriptor (the forkserver receives it over its Unix socket with the request, the child finds it among its
 inherited fds): never in the environment, argv or the pickled process arguments, and the worker closes the
 pipe once it has read the secret. The daemon keeps the secret only in the run's supervisor.
+
+With `keep_warm(n)`, a start takes a worker forked ahead of demand (`warm_pool.py`) when one is ready: the run,
+its confinement and then its secret go down that worker's assignment pipe, and the pool is refilled behind it.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ from __future__ import annotations
 import abc
 import asyncio
 import concurrent.futures
+import contextlib
 import io
 import logging
 import multiprocessing
 import multiprocessing.context
 import os
 import signal
+import time
 from collections.abc import Callable, Sequence
 from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
 from multiprocessing.connection import Connection
@@ -35,9 +40,16 @@ from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.messages import BlueprintViewSpec, CheckpointJob, ResumeInspectionSpec
 from yagent.ipc.process_entry import call_entry
 
+from .warm_pool import WARM_IDLE_SECONDS, WarmPool, WarmWorker, assignment_bytes
+
 __all__ = ["MultiprocessingLauncher", "RunHandle", "kill_run_tree", "run_processes"]
 
 WORKER_ENTRY = "yagent.workers.entry:worker_main"
+WARM_ENTRY = "yagent.workers.entry:warm_worker_main"
+# The daemon refills its pool this long after a start, not at once: the fork would take a CPU from the run that
+# just started, while it says hello and builds its first request (measured on 2 cores: 4.4 → 8.9 ms to the
+# hello, 8.9 → 14.7 ms from there to the first model request, with the refill at once).
+REFILL_DELAY = 0.1
 OPERATION_ENTRY = "yagent.workers.approved_operation:operation_main"
 INSPECTION_ENTRY = "yagent.workers.resume_inspection:inspection_main"
 CHECKPOINT_ENTRY = "yagent.workers.checkpoints.process:checkpoint_main"
@@ -53,6 +65,7 @@ class RunHandle(abc.ABC):
     """One launched worker process."""
 
     pid: int
+    warm = False  # it was forked before its run wanted it (`warm_pool.py`)
 
     @property
     @abc.abstractmethod
@@ -80,9 +93,11 @@ class Launcher(abc.ABC):
         `confinement`: what it restricts itself to first thing (None: nothing)."""
 
     def begin_launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes, *,
-                     confinement: ConfinementSpec | None, done: Callable[[RunHandle | Exception], None]) -> None:
+                     confinement: ConfinementSpec | None, done: Callable[[RunHandle | Exception], None],
+                     cold: bool = False) -> None:
         """Start the run's worker as `launch` does and hand `done` the handle, or the exception the start
-        raised, on the event loop's thread. This default calls `done` before it returns."""
+        raised, on the event loop's thread; `cold`: in a new process, never a warm one. This default calls
+        `done` before it returns."""
         try:
             handle = self.launch(run_id, agent, workers_endpoint, secret, confinement=confinement)
         except Exception as exc:
@@ -114,15 +129,26 @@ class Launcher(abc.ABC):
         arrives as bytes on the returned connection (EOF if it died first)."""
         raise NotImplementedError(f"{type(self).__name__} cannot show blueprints")
 
+    def keep_warm(self, size: int) -> None:  # noqa: B027 - optional hook
+        """Keep up to `size` workers forked ahead of demand (0: none); a launcher that cannot ignores it."""
+
+    def tend(self) -> None:  # noqa: B027 - optional hook
+        """Called now and then by the daemon: end warm workers nobody has used for a while."""
+
+    def warm_ready(self) -> int:
+        """How many workers forked ahead of demand are ready for a run now."""
+        return 0
+
     def stop(self) -> None:  # noqa: B027 - optional hook
         """Release launcher resources at daemon exit."""
 
 
 class _ProcessHandle(RunHandle):
-    def __init__(self, process: multiprocessing.process.BaseProcess) -> None:
+    def __init__(self, process: multiprocessing.process.BaseProcess, *, warm: bool = False) -> None:
         self._process = process
         assert process.pid is not None
         self.pid = process.pid
+        self.warm = warm
 
     @property
     def sentinel(self) -> int:
@@ -176,7 +202,8 @@ class _WorkerProcess(multiprocessing.context.ForkServerProcess):
 class MultiprocessingLauncher(Launcher):
     """Launch workers with a multiprocessing start method ("forkserver" by default; "spawn" for baselines)."""
 
-    def __init__(self, method: str = "forkserver", preload: Sequence[str] = ()) -> None:
+    def __init__(self, method: str = "forkserver", preload: Sequence[str] = (), *,
+                 clock: Callable[[], float] = time.monotonic, warm_idle: float = WARM_IDLE_SECONDS) -> None:
         self.method = method
         self._ctx = multiprocessing.get_context(method)
         self._preload = [*WORKER_PRELOAD, *preload]
@@ -184,14 +211,97 @@ class MultiprocessingLauncher(Launcher):
         # importing the worker code or the machine is overloaded: that wait happens on this thread, never
         # on the event loop. One thread, so runs start in the order they were admitted.
         self._starter = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="yagent-launch")
+        self.warm = WarmPool(self._fork_warm, clock=clock, idle_after=warm_idle)
+        # Starts handed to the launcher's thread, and begun there: each counter is written by one thread only.
+        self._starts_queued = self._starts_begun = 0
 
     def start(self) -> None:
         if self.method == "forkserver":
             self._ctx.set_forkserver_preload(self._preload)  # type: ignore[attr-defined]
             forkserver.ensure_running()
 
+    def keep_warm(self, size: int) -> None:
+        if self.method != "forkserver":  # a spawned worker boots an interpreter: nothing to keep warm
+            return
+        def resize() -> None:
+            self.warm.resize(size)
+            self._refill()
+
+        self._on_starter(resize)
+
+    def tend(self) -> None:
+        self._on_starter(self.warm.reap_if_idle)
+
+    def warm_ready(self) -> int:
+        return self.warm.ready()
+
+    def _on_starter(self, job: Callable[[], object]) -> None:
+        """Run `job` on the launcher's thread, after the starts queued before it; its failure is logged."""
+        def logged() -> None:
+            try:
+                job()
+            except Exception:
+                log.exception("the launcher's %s failed", getattr(job, "__name__", "job"))
+
+        try:
+            self._starter.submit(logged)
+        except RuntimeError:  # shut down: the daemon is stopping
+            pass
+
+    def _refill(self) -> None:
+        """Fork one warm worker on the launcher's thread, then queue the next: a start never waits behind more
+        than one fork of the pool."""
+        if not self.warm.size:
+            return
+
+        def one() -> None:
+            if self.warm.refill_one():
+                self._refill()
+
+        self._on_starter(one)
+
+    def _fork_warm(self) -> WarmWorker:
+        reader, writer = multiprocessing.Pipe(duplex=False)
+        try:
+            process = _WorkerProcess(target=call_entry, args=(WARM_ENTRY, reader, tuple(self._preload)),
+                                     name="yagent-warm", daemon=True)
+            process.start()
+        except BaseException:
+            writer.close()
+            raise
+        finally:
+            reader.close()  # the worker has its own copy: ours would keep its pipe from reporting EOF
+        return WarmWorker(process, writer)
+
     def launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes, *,
-               confinement: ConfinementSpec | None = None) -> RunHandle:
+               confinement: ConfinementSpec | None = None, cold: bool = False) -> RunHandle:
+        try:
+            return self._launch_any(run_id, agent, workers_endpoint, secret, confinement, cold)
+        finally:
+            self._refill()  # behind this start, never before it
+
+    def _launch_any(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes,
+                    confinement: ConfinementSpec | None, cold: bool) -> RunHandle:
+        handle = None if cold else self._launch_warm(run_id, workers_endpoint, secret, confinement)
+        return handle or self._launch_cold(run_id, agent, workers_endpoint, secret, confinement)
+
+    def _launch_warm(self, run_id: str, workers_endpoint: str, secret: bytes,
+                     confinement: ConfinementSpec | None) -> RunHandle | None:
+        """The run handed to a warm worker; None when none is ready (or the run's spec does not fit its pipe).
+        Never blocks: a worker met dead, or whose pipe broke, is ended on the launcher's thread."""
+        self.warm.started()
+        assignment = assignment_bytes(run_id, workers_endpoint, confinement)
+        if assignment is None:  # too large to go down a pipe at once: this run starts cold
+            return None
+        while (worker := self.warm.take()) is not None:
+            if worker.assign(assignment, secret):
+                self.warm.assigned += 1
+                return _ProcessHandle(worker.process, warm=True)
+            self._on_starter(worker.release)
+        return None
+
+    def _launch_cold(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes,
+                     confinement: ConfinementSpec | None) -> RunHandle:
         cls = _WorkerProcess if self.method == "forkserver" else self._ctx.Process
         # A Connection pickles as an inherited descriptor (multiprocessing's DupFd), never as its content.
         reader, writer = multiprocessing.Pipe(duplex=False)
@@ -211,11 +321,25 @@ class MultiprocessingLauncher(Launcher):
         return _ProcessHandle(process)
 
     def begin_launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes, *,
-                     confinement: ConfinementSpec | None, done: Callable[[RunHandle | Exception], None]) -> None:
+                     confinement: ConfinementSpec | None, done: Callable[[RunHandle | Exception], None],
+                     cold: bool = False) -> None:
         loop = asyncio.get_running_loop()
+        # None admitted before it still waits: a warm start here keeps the order of starts.
+        if not cold and self._starts_queued == self._starts_begun:
+            warm = self._launch_warm(run_id, workers_endpoint, secret, confinement)
+            if warm is not None:  # a write to a pipe, so here on the loop: no hop to the launcher's thread
+                loop.call_later(REFILL_DELAY, self._refill)
+                done(warm)
+                return
+        self._starts_queued += 1
 
         def start() -> RunHandle:
-            return self.launch(run_id, agent, workers_endpoint, secret, confinement=confinement)
+            self._starts_begun += 1
+            try:
+                return self._launch_any(run_id, agent, workers_endpoint, secret, confinement, cold)
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: the daemon is stopping
+                    loop.call_soon_threadsafe(loop.call_later, REFILL_DELAY, self._refill)
 
         def report(future: concurrent.futures.Future[RunHandle]) -> None:
             if future.cancelled():  # the launcher stopped (daemon exit) before this start began
@@ -232,6 +356,7 @@ class MultiprocessingLauncher(Launcher):
 
     def stop(self) -> None:
         self._starter.shutdown(wait=False, cancel_futures=True)
+        self.warm.close()
 
     def launch_operation(self, run_id: str, request: dict, *, confinement: ConfinementSpec
                          ) -> tuple[RunHandle, Connection]:

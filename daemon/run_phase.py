@@ -34,7 +34,8 @@ class RunPhase(enum.Enum):
 MOVES: dict[RunPhase, frozenset[RunPhase]] = {
     RunPhase.QUEUED: frozenset({RunPhase.LAUNCHING, RunPhase.ENDED}),
     RunPhase.LAUNCHING: frozenset({RunPhase.STARTING, RunPhase.ENDED}),
-    RunPhase.STARTING: frozenset({RunPhase.RUNNING, RunPhase.STOPPING, RunPhase.ENDED}),
+    # Back to LAUNCHING: a warm worker lost before its hello is replaced by a cold one (`RunSupervisor`).
+    RunPhase.STARTING: frozenset({RunPhase.LAUNCHING, RunPhase.RUNNING, RunPhase.STOPPING, RunPhase.ENDED}),
     RunPhase.RUNNING: frozenset({RunPhase.STOPPING, RunPhase.ENDED}),
     RunPhase.STOPPING: frozenset({RunPhase.ENDED}),
     RunPhase.ENDED: frozenset({RunPhase.GONE}),

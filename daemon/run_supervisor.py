@@ -185,6 +185,7 @@ class RunSupervisor:
         self._early_hello: WorkerHello | None = None  # a hello that beat the launcher's report of the pid
         self._compaction_asked = False  # `/compact` came before the worker's hello: sent right after its start
         self._stop_on_start: tuple[StopReason, str] | None = None  # asked for while it was launching
+        self._started = [services.clock(), 0.0, 0.0]  # when it was queued, its launch began, its pid was known
         self.mcp = McpRunRequests(self, services.mcp, services.scope)  # its calls to its project's MCP servers
         self.browser = BrowserRunRequests(self, services.browser, services.scope, services.home)  # and its browser
 
@@ -256,6 +257,7 @@ class RunSupervisor:
             self._launch_failed(exc)
             return
         self._move(RunPhase.LAUNCHING)
+        self._started[1] = self._now()
         self.services.launcher.begin_launch(self.id, self.agent, self.services.workers_endpoint, self._secret,
                                             confinement=self.confinement, done=self._launched)
 
@@ -284,6 +286,7 @@ class RunSupervisor:
             self._gone()
             return
         self.handle, self.pid = result, result.pid
+        self._started[2] = self._now()
         asyncio.get_running_loop().add_reader(result.sentinel, self._on_process_exit)
         self.services.runs_started += 1
         if self.ended:  # given up on while it started (shutdown ran out of time): nothing may run it
@@ -391,7 +394,13 @@ class RunSupervisor:
         self.services.publish(self.turn.id, RunStarted(
             agent=self.agent, parent=self.parent.id if self.parent else None, call_id=self.call_id,
             pid=self.pid, depth=self.spec.depth, input=self.spec.input[:RUN_INPUT_PREVIEW],
-            unconfined=self.unconfined.value if self.unconfined else "", subagent=self.subagent), self)
+            unconfined=self.unconfined.value if self.unconfined else "", subagent=self.subagent,
+            **self._start_times(now)), self)
+
+    def _start_times(self, hello: float) -> dict[str, Any]:
+        queued, launched, forked = self._started
+        return {"queued_ms": round((launched - queued) * 1000, 2), "forked_ms": round((forked - launched) * 1000, 2),
+                "hello_ms": round((hello - launched) * 1000, 2), "warm": bool(self.handle and self.handle.warm)}
 
     @_handles(LeaseRequest)
     def _on_lease_request(self, msg: LeaseRequest) -> None:
@@ -725,6 +734,8 @@ class RunSupervisor:
         asyncio.get_running_loop().remove_reader(self.handle.sentinel)
         code = self.handle.exitcode()
         self.handle.close()
+        if self._relaunch_cold(code):
+            return
         self.exited.set()
         services = self.services
         services.slots.release(self.id)
@@ -737,6 +748,24 @@ class RunSupervisor:
         # exit; they still carry the run id in their environment, so sweep for them after every run.
         services.scope.spawn(f"reap-{self.id}", self._reap())
         self._gone()
+
+    def _relaunch_cold(self, code: int | None) -> bool:
+        """A warm worker that died before its hello (killed while it waited, or as it was handed the run) is
+        replaced by a cold one, once; the run is none the wiser. True when that was done."""
+        if not (self.handle is not None and self.handle.warm and self.phase is RunPhase.STARTING
+                and self.peer is None and self._stop_on_start is None):
+            return False
+        log.warning("run %s: its warm worker %d exited before its hello (%s); starting a cold one", self.id,
+                    self.pid, exit_note(code))
+        if self._hello_timer is not None:
+            self._hello_timer.cancel()
+        self.handle, self.pid = None, 0
+        # A new secret: a hello the lost worker may still have in flight proves nothing for its successor.
+        self._secret = new_run_secret()
+        self._move(RunPhase.LAUNCHING)
+        self.services.launcher.begin_launch(self.id, self.agent, self.services.workers_endpoint, self._secret,
+                                            confinement=self.confinement, done=self._launched, cold=True)
+        return True
 
     async def _reap(self) -> None:
         try:

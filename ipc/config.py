@@ -54,9 +54,11 @@ __all__ = [
     "DEFAULT_PARALLEL_READONLY_TOOLS",
     "DEFAULT_RING_BYTES",
     "DEFAULT_RING_TOTAL_BYTES",
+    "DEFAULT_WARM_WORKERS",
     "MAX_CONFIG_BYTES",
     "MAX_DURATION",
     "MAX_NESTING",
+    "MAX_WARM_WORKERS",
     "SETUP_FIXES_IT",
     "ConfigError",
     "Settings",
@@ -73,6 +75,9 @@ __all__ = [
 DEFAULT_MAX_IN_FLIGHT = 8
 DEFAULT_PARALLEL_DELEGATIONS = 2
 DEFAULT_IDLE_TIMEOUT = 60.0
+# [daemon] warm_workers: a Director's turn and one delegation start without a fork; the bound keeps idle processes few.
+DEFAULT_WARM_WORKERS = 2
+MAX_WARM_WORKERS = 16
 DEFAULT_RING_BYTES = 4 * 1024 * 1024  # [daemon] event_ring_bytes: one task's ring of recent events
 DEFAULT_RING_TOTAL_BYTES = 64 * 1024 * 1024  # [daemon] event_ring_total_bytes: every task's ring together
 PARALLEL_CLAMP = 8
@@ -176,6 +181,7 @@ class Settings:
     max_parallel_readonly_tools: int = DEFAULT_PARALLEL_READONLY_TOOLS
     max_in_flight_requests: int = DEFAULT_MAX_IN_FLIGHT  # 0 = unlimited
     max_workers: int = 32
+    warm_workers: int = DEFAULT_WARM_WORKERS  # workers forked ahead of demand, for every kind together; 0 = none
     stop_grace: float = 3.0
     event_ring: int = 20_000
     event_ring_bytes: int = DEFAULT_RING_BYTES  # per task; past it the ring's oldest events leave (replays read logs)
@@ -246,6 +252,8 @@ def settings_from_table(table: dict[str, Any], path: Path | None = None,
             kwargs["max_in_flight_requests"] = _int(llm, "max_in_flight_requests", "[llm]", DEFAULT_MAX_IN_FLIGHT,
                                                     maximum=10_000)
         kwargs["max_workers"] = _int(daemon, "max_workers", "[daemon]", 32, minimum=1, maximum=10_000)
+        kwargs["warm_workers"] = _int(daemon, "warm_workers", "[daemon]", DEFAULT_WARM_WORKERS,
+                                      maximum=MAX_WARM_WORKERS)
         kwargs["event_ring"] = _int(daemon, "event_ring", "[daemon]", 20_000, minimum=100, maximum=1_000_000)
         kwargs["event_ring_bytes"] = _int(daemon, "event_ring_bytes", "[daemon]", DEFAULT_RING_BYTES,
                                           minimum=64 * 1024, maximum=1 << 34)

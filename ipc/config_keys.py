@@ -65,8 +65,8 @@ MAX_STEPS_ROLES = ("director", "coding", "repo", "chat", "devops", "browser", "m
 # `[llm]` keys the daemon and the runs' loop read (`provider_config.LLM_REQUEST_KEYS` are the engines').
 LLM_LIMIT_KEYS = ("max_in_flight_requests", "max_cost_per_task", "max_cost_per_day", "step_retries",
                   "circuit_breaker_threshold", "circuit_breaker_reset_timeout")
-DAEMON_TABLE_KEYS = ("max_workers", "event_ring", "event_ring_bytes", "event_ring_total_bytes", "pub_hwm",
-                     "stop_grace", "heartbeat_interval", "daemon_loss_timeout", "event_log_max_bytes",
+DAEMON_TABLE_KEYS = ("max_workers", "warm_workers", "event_ring", "event_ring_bytes", "event_ring_total_bytes",
+                     "pub_hwm", "stop_grace", "heartbeat_interval", "daemon_loss_timeout", "event_log_max_bytes",
                      "event_log_retention", "agent_modules")
 
 # Seed tables of features this system does not have yet: (what is missing). Reported once per table.

@@ -99,6 +99,7 @@ CONFIG_TEMPLATE = """\
 #
 # [daemon]
 # max_workers = 32                   # agent processes alive at once
+# warm_workers = 2                   # agent processes forked ahead of demand, so a run starts at once (0 = none)
 # event_log_retention = "30d"        # a task's event log unwritten this long is removed (0 = kept)
 #
 # [tui]

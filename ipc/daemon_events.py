@@ -103,6 +103,11 @@ class RunStarted(DaemonEvent):
     input: str = ""  # the first RUN_INPUT_PREVIEW characters of the task
     unconfined: str = ""  # an `Unconfined` reason when the kernel does not confine the run ("" when it does)
     subagent: str = ""  # the sub-agent it is a run of ("" for a root run)
+    # Where its start went, in milliseconds: queued for a slot, then from the launch to the pid and to the hello.
+    queued_ms: float = 0.0
+    forked_ms: float = 0.0
+    hello_ms: float = 0.0
+    warm: bool = False  # its worker was forked before the run wanted it
 
 
 @_daemon_event(EventType.RUN_FINISHED)

@@ -566,6 +566,7 @@ class DaemonStatus(Message):
     tasks_running: int
     leases: dict  # limit, in_use, peak, waiting, granted_total
     runs_started: int = 0
+    warm_workers: int = 0  # worker processes forked ahead of demand, ready for a run now
     shutting_down: bool = False
     spent_today: float = 0.0  # US dollars over every task since midnight
     daily_limit: float = 0.0  # [llm] max_cost_per_day as it applies today; 0 = none

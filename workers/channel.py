@@ -132,12 +132,15 @@ class DaemonChannel:
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
-    async def open(self, timeout: float = 30.0) -> RunSpec:
-        """Say hello and wait for the start message with the run's spec."""
+    async def open(self, timeout: float = 30.0, *, hello_sent: Callable[[], object] | None = None) -> RunSpec:
+        """Say hello and wait for the start message with the run's spec; `hello_sent` is called in between (what
+        may wait while the daemon answers)."""
         loop = asyncio.get_running_loop()
         self._start = loop.create_future()
         self._reader = self._owned(loop.create_task(self._read_loop(), name=f"channel-reader-{self.run_id}"))
         self._send(encode(WorkerHello(version=PROTOCOL_VERSION, run=self.run_id, pid=os.getpid(), proof=self._proof)))
+        if hello_sent is not None:
+            hello_sent()
         try:
             async with asyncio.timeout(timeout):
                 spec = await self._start

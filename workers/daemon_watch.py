@@ -62,7 +62,8 @@ class DaemonWatch:
             return
         self._stopped.set()
         os.write(self._wake_w, b"x")
-        self._thread.join(1.0)
+        if self._thread.ident is not None:  # started
+            self._thread.join(1.0)
         os.close(self._wake_r)
         os.close(self._wake_w)
 

@@ -8,6 +8,12 @@ kernel for SIGTERM when its parent — the forkserver — goes away, marks its e
 (inherited by every tool child, so orphans can be found), then connects to the daemon and runs its agent
 kind until it reports a result. It watches its own pipe to the daemon (`daemon_watch`): when yagentd
 dies, the run wraps up at once — cancelled, its tools stopped, its result and memory written — and exits.
+
+A warm worker (`warm_worker_main`) is forked before any run wants it and does only what belongs to no run: it lets
+go of the forkserver's pipe, turns non-dumpable, takes its own process group and the parent-death signal, then
+blocks on its assignment pipe — no thread, no secret, no socket, no confinement. The run's id, endpoint and
+confinement arrive on that pipe, followed by its secret; from there on it is started exactly as a cold worker.
+Its pipe closing (the daemon reaped it, or died) or its pipe to the daemon closing ends it.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import logging
 import os
 import reprlib
 import resource
+import select
 import signal
 import sys
 import traceback
@@ -40,7 +47,7 @@ from .daemon_watch import WRAP_UP_GRACE, DaemonWatch, daemon_liveness_fd
 from .kinds import RunContext, known_kinds, resolve_kind
 from .tools.processes import kill_descendants
 
-__all__ = ["worker_main"]
+__all__ = ["warm_worker_main", "worker_main"]
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +62,20 @@ EXIT_DAEMON_LOST = 3
 EXIT_NO_START = 4
 
 
-def _prctl(option: int, arg: int | bytes) -> None:
+def _libc_prctl() -> Callable[..., int] | None:
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(option, arg, 0, 0, 0)
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass  # not Linux: heartbeat loss still ends the worker
+        return None  # not Linux: heartbeat loss still ends the worker
+
+
+# Resolved once, in the forkserver that imports this module: every start calls it several times.
+_PRCTL = _libc_prctl()
+
+
+def _prctl(option: int, arg: int | bytes) -> None:
+    if _PRCTL is not None:
+        _PRCTL(option, arg, 0, 0, 0)
 
 
 def _take_run_secret(pipe: Connection | None) -> bytes:
@@ -70,17 +85,36 @@ def _take_run_secret(pipe: Connection | None) -> bytes:
     user, so the secret and the keys in the start message stay in this process. What it costs: no core dumps
     of workers; a daemon not run as root finds a worker by its pid, never by its environment, and sees its RSS
     but not its USS (smaps is closed too). Programs the worker executes (run_bash) are dumpable again: execve
-    resets the flag.
+    resets the flag. A tracer that attached while the process was still dumpable stays attached, so a traced
+    process leaves without reading the secret.
     """
     _prctl(_PR_SET_DUMPABLE, 0)
     if pipe is None:
         return b""
+    tracer = _tracer()
+    if tracer:
+        pipe.close()
+        os.write(2, f"yagent worker {os.getpid()}: process {tracer} traces this worker; it leaves without taking "
+                    "its run's secret\n".encode())
+        os._exit(EXIT_NO_START)
     try:
         return pipe.recv_bytes(256)
     except (OSError, EOFError):  # no secret: the hello cannot prove anything and the daemon refuses the run
         return b""
     finally:
         pipe.close()
+
+
+def _tracer() -> int:
+    """The pid of the process tracing this one (0: none), from /proc/self/status."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"TracerPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass  # no procfs: nothing to learn here
+    return 0
 
 
 def _leave_the_forkserver() -> None:
@@ -104,7 +138,8 @@ def _become_run_process(run_id: str, agent_hint: str) -> None:
     _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent:  # the parent died before the death signal was armed
         os._exit(EXIT_DAEMON_LOST)
-    os.environ[RUN_ENV] = run_id
+    if run_id:  # a warm worker has none yet: it gets its mark when it gets its run
+        os.environ[RUN_ENV] = run_id
     _prctl(_PR_SET_NAME, f"yagent:{agent_hint}"[:15].encode())
 
 
@@ -129,18 +164,75 @@ def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ..
     _leave_the_forkserver()
     _keep_state_private()
     _become_run_process(run_id, "worker")
-    # Order matters: everything that needs a right the sandbox takes away (inherited fds are kept) goes above,
-    # every thread below.
-    refusal = _confine(confinement) or git_refusal
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s worker {run_id} %(levelname)s %(name)s: %(message)s")
-    for module in agent_modules:
-        importlib.import_module(module)
+    _run(run_id, workers_endpoint, agent_modules, secret, confinement, git_refusal)
+
+
+def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = ()) -> None:
+    """A worker forked ahead of demand: wait on `assignment` for a run, then start it as `worker_main` would."""
+    _prctl(_PR_SET_DUMPABLE, 0)  # nobody may reach into it while it waits: the secret comes later
+    _leave_the_forkserver()
+    _keep_state_private()
+    _become_run_process("", "warm")
+    _log_as("")
+    loop = _event_loop()  # what a start pays for and needs no run: made while waiting
+    if not _assigned(assignment, daemon_liveness_fd()):
+        os._exit(EXIT_OK)  # reaped, or the daemon is gone: there is nothing to clean up
+    try:
+        run_id, workers_endpoint, confinement = assignment.recv()  # what the daemon's launcher sent: trusted
+    except (EOFError, OSError):
+        os._exit(EXIT_OK)
+    if confinement is not None and confinement.git_namespace:
+        _prctl(_PR_SET_DUMPABLE, 1)  # the uid map of the .git view is written while dumpable, as in a cold start
+    git_refusal = sandbox.protect_git_dir(confinement)
+    secret = _take_run_secret(assignment)  # non-dumpable again, and untraced, before the secret is read
+    os.environ[RUN_ENV] = run_id
+    _prctl(_PR_SET_NAME, b"yagent:worker")
+    _run(run_id, workers_endpoint, agent_modules, secret, confinement, git_refusal, loop)
+
+
+def _assigned(assignment: Connection, liveness_fd: int | None) -> bool:
+    """Block, threadless, until the assignment pipe has something to read (True) or this worker is not wanted
+    any more: its pipe or the daemon's closed (False)."""
+    poller = select.poll()
+    poller.register(assignment.fileno(), select.POLLIN)
+    if liveness_fd is not None:
+        poller.register(liveness_fd, select.POLLIN)
+    ready = dict(poller.poll())
+    if liveness_fd in ready:
+        return False
+    return bool(ready.get(assignment.fileno(), 0) & select.POLLIN)
+
+
+def _log_as(run_id: str) -> None:
+    """Log to stderr (the daemon's log) with the run's id on every line; a warm worker has none yet."""
+    if not logging.root.handlers:
+        logging.basicConfig(level=logging.INFO)
+    line = logging.Formatter(f"%(asctime)s worker {run_id or '(warm)'} %(levelname)s %(name)s: %(message)s")
+    for handler in logging.root.handlers:
+        handler.setFormatter(line)
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
     # Not asyncio.run: it joins the executor's threads on the way out, and a tool thread stuck in a blocking
     # call (a read from a FIFO, a huge tree walk) would keep the worker alive for good — after its daemon is
     # gone, with nobody left to kill it. Once `_serve` returns, the result is delivered or the daemon is lost:
-    # nothing left in this process is worth waiting for.
+    # nothing left in this process is worth waiting for. A loop is descriptors, no thread: a warm worker has it.
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    return loop
+
+
+def _run(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ...], secret: bytes,
+         confinement: ConfinementSpec | None, git_refusal: str, loop: asyncio.AbstractEventLoop | None = None
+         ) -> None:
+    # Order matters: everything that needs a right the sandbox takes away (inherited fds are kept) goes above,
+    # every thread below.
+    refusal = _confine(confinement) or git_refusal
+    _log_as(run_id)
+    for module in agent_modules:
+        importlib.import_module(module)
+    if loop is None:
+        loop = _event_loop()
     code = loop.run_until_complete(_serve(run_id, workers_endpoint, liveness_fd=daemon_liveness_fd(),
                                           give_up=_abandon_run, secret=secret, refusal=refusal))
     if code == EXIT_DAEMON_LOST:
@@ -191,17 +283,19 @@ async def _serve(run_id: str, endpoint: str, *, liveness_fd: int | None = None,
             with contextlib.suppress(RuntimeError):  # the loop already closed: the run is over anyway
                 loop.call_soon_threadsafe(channel.daemon_lost, why)
 
-        watch = DaemonWatch(liveness_fd, on_gone=gone, give_up=give_up).start()
+        # Started once the hello is out: its thread's start waits for a CPU, which the daemon's answer need not.
+        watch = DaemonWatch(liveness_fd, on_gone=gone, give_up=give_up)
     try:
-        return await _serve_run(run_id, channel, refusal)
+        return await _serve_run(run_id, channel, refusal, hello_sent=watch.start if watch is not None else None)
     finally:
         if watch is not None:
             watch.stop()
 
 
-async def _serve_run(run_id: str, channel: DaemonChannel, refusal: str = "") -> int:
+async def _serve_run(run_id: str, channel: DaemonChannel, refusal: str = "",
+                     hello_sent: Callable[[], object] | None = None) -> int:
     try:
-        spec = await channel.open()
+        spec = await channel.open(hello_sent=hello_sent)
     except (DaemonLost, Exception) as exc:
         log.error("run %s: could not start: %s", run_id, exc)
         await channel.close()

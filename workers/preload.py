@@ -1,8 +1,9 @@
 """Imported once by the forkserver, so every forked worker starts ready.
 
 Importing the agents registers every agent kind; counting one string loads the tokenizer's ranks and
-building the TLS context loads the CA bundle, which forked workers then share copy-on-write instead
-of each paying for their own. httpcore is imported by httpx only when a client is first made.
+building the TLS context loads the CA bundle, and the shipped model catalog is read and parsed (a quarter of
+a Chat run's setup in a fresh fork), all of which forked workers then share copy-on-write instead of each paying
+for their own. httpcore is imported by httpx only when a client is first made.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from yagent.ipc.sandbox_settings import DEFAULT_DENY_READ
 
 from . import agents, sandbox, workflows  # noqa: F401 - registers the agent kinds (workflows: their engine and nodes)
 from .context.tokens import count_tokens_exact
-from .llm import shared_ssl_context
+from .llm import default_catalog, shared_ssl_context
 
 count_tokens_exact("warm up the tokenizer")
 # The daemon's defaults: a run with other [sandbox] deny_read works its listing out itself.
 sandbox.policy.warm(str(yagent_home()), str(resolve_runtime_dir()),
                     [os.path.join(os.path.expanduser("~"), p[2:]) for p in DEFAULT_DENY_READ])
 shared_ssl_context()
+default_catalog()  # the shipped model catalog, read and parsed: every run's engine looks its model up

@@ -72,7 +72,8 @@ class ScriptedLauncher(Launcher):
         return handle
 
     def begin_launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes, *,
-                     confinement: ConfinementSpec | None, done: Callable[[RunHandle | Exception], None]) -> None:
+                     confinement: ConfinementSpec | None, done: Callable[[RunHandle | Exception], None],
+                     cold: bool = False) -> None:
         if not self.defer:
             super().begin_launch(run_id, agent, workers_endpoint, secret, confinement=confinement, done=done)
             return

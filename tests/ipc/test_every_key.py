@@ -228,6 +228,9 @@ EFFECTS: dict[tuple[str, str], Effect] = {
                                              on("repo", lambda r: r.engine.baseline)),
     ("daemon", "max_workers"): Effect("", "[daemon]\nmax_workers = 2", lambda s: s.max_workers,
                                       "tests/daemon/test_limits.py::test_live_worker_cap_queues_new_turns"),
+    ("daemon", "warm_workers"): Effect(  # existence: 0 = none, a missing key = 2
+        "", "[daemon]\nwarm_workers = 0", lambda s: s.warm_workers,
+        "tests/daemon/test_warm_workers.py::test_with_warm_workers_off_every_start_forks"),
     ("daemon", "event_ring"): Effect("", "[daemon]\nevent_ring = 500", lambda s: s.event_ring),
     ("daemon", "event_ring_bytes"): Effect("", "[daemon]\nevent_ring_bytes = 1048576", lambda s: s.event_ring_bytes),
     ("daemon", "event_ring_total_bytes"): Effect("", "[daemon]\nevent_ring_total_bytes = 8388608",

@@ -1,0 +1,175 @@
+"""Warm workers (`daemon/warm_pool.py`): forked before a run wants them, and yet started as a cold worker is — the
+secret only at assignment, confinement before the first thread — refilled behind each start, emptied when idle,
+and gone with their daemon.
+
+The launcher scenarios run in a process of their own (`warm_probe.py`), so no forkserver is left in pytest's."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.daemon_harness import REPO, arun, collect_turn, of_type, script, submit, wait_until
+from yagent.ipc.confinement import landlock_abi, user_namespaces
+from yagent.ipc.vocabulary import EventType
+
+
+@pytest.fixture
+def runtime() -> Iterator[Path]:
+    short = Path(tempfile.mkdtemp(prefix="yg-", dir="/tmp"))  # a socket path must stay short
+    yield short
+    shutil.rmtree(short, ignore_errors=True)
+
+
+def _probe(scenario: str, runtime: Path) -> dict:
+    done = subprocess.run([sys.executable, "-m", "tests.daemon.warm_probe", scenario, str(runtime)],
+                          capture_output=True, text=True, timeout=180, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "stderr": done.stderr}
+
+
+def test_a_warm_worker_waits_without_thread_socket_or_confinement_and_gets_its_secret_only_at_assignment(
+        runtime: Path) -> None:
+    seen = _probe("assignment", runtime)
+    waiting = seen["waiting"]
+    assert waiting["threads"] == 1 and waiting["no_new_privs"] == "0"
+    # Its only sockets are its event loop's unnamed wake-up pair: nothing connected (None: not ours to list).
+    assert waiting["sockets"] is None or set(waiting["sockets"]) <= {""}
+    # The run went to the worker forked before its secret existed, and its hello proves that secret.
+    assert seen["pid_was_warm"] and seen["warm"] and seen["proved"]
+    assert seen["leaks"] == []
+    if seen["confined"]:  # every thread it has by its hello started after it confined itself
+        assert len(seen["threads_no_new_privs"]) > 1 and set(seen["threads_no_new_privs"]) == {"1"}
+
+
+def test_the_pool_refills_behind_each_start_skips_a_killed_worker_and_is_emptied_when_idle(runtime: Path) -> None:
+    seen = _probe("refill_and_reap", runtime)
+    assert seen["one"] == [True, True]
+    assert len(seen["refilled_new"]) == 1  # one fork replaced the worker the start took
+    assert seen["after_kill"] == [True, True, True]  # the killed one was passed over for the next
+    assert seen["cold"] == [False, True]  # emptied while idle: the next start forks, and it still works
+    assert seen["refilled_after_cold"] == 2
+
+
+def test_a_warm_worker_someone_attached_to_leaves_without_its_secret(runtime: Path) -> None:
+    seen = _probe("traced", runtime)
+    if not seen["attached"]:
+        pytest.skip(f"cannot attach to a process here (errno {seen['errno']})")
+    assert seen["same"] and not seen["hello"]
+    # Why it left, in its own words (its exit code can reach the forkserver as 255: the tracer reaped it first).
+    assert "traces this worker; it leaves without taking its run's secret" in seen["stderr"]
+    assert seen["exitcode"] in (4, 255)
+
+
+def _warm_pids(daemon) -> list[int]:
+    forkserver = [p for p in psutil.Process(daemon.proc.pid).children() if "forkserver" in " ".join(p.cmdline())]
+    return [c.pid for f in forkserver for c in f.children() if c.name() == "yagent:warm"]
+
+
+def test_a_daemon_keeps_its_warm_workers_starts_runs_on_them_and_leaves_none_after_a_kill_9(
+        make_daemon, project: Path) -> None:
+    daemon = make_daemon("[daemon]\nwarm_workers = 2\n")
+    wait_until(lambda: daemon.status().warm_workers == 2, 60, "two warm workers")
+
+    async def turn() -> list:
+        async with daemon.client() as c:
+            sub = await submit(c, project, script({"delegate": [{"agent": "scripted", "task": script()}]}))
+            return await collect_turn(c, sub.task)
+
+    events = arun(turn())
+    started = of_type(events, EventType.RUN_STARTED.value)
+    assert len(started) == 2 and all(e.data["warm"] for e in started)
+    assert all(e.data["hello_ms"] >= e.data["forked_ms"] >= 0 for e in started)
+    wait_until(lambda: len(_warm_pids(daemon)) == 2, 60, "the pool to be refilled")
+    warm = [psutil.Process(pid) for pid in _warm_pids(daemon)]
+    daemon.proc.kill()
+    wait_until(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in warm), 10,
+               "every warm worker to leave after the daemon's kill -9")
+
+
+def test_with_warm_workers_off_every_start_forks(make_daemon, project: Path) -> None:
+    daemon = make_daemon("[daemon]\nwarm_workers = 0\n")
+
+    async def turn() -> list:
+        async with daemon.client() as c:
+            sub = await submit(c, project, script())
+            return await collect_turn(c, sub.task)
+
+    started = of_type(arun(turn()), EventType.RUN_STARTED.value)
+    assert [e.data["warm"] for e in started] == [False]
+    assert daemon.status().warm_workers == 0 and _warm_pids(daemon) == []
+
+
+def test_a_warm_worker_killed_as_it_is_handed_its_run_gives_way_to_a_cold_one(make_daemon, project: Path) -> None:
+    daemon = make_daemon("[daemon]\nwarm_workers = 1\n")
+    (waiting,) = wait_until(lambda: _warm_pids(daemon) if daemon.status().warm_workers == 1 else [], 60,
+                            "a warm worker")
+    os.kill(waiting, signal.SIGSTOP)  # alive, so the run is written down its pipe; never read
+    try:
+        async def turn() -> list:
+            async with daemon.client() as c:
+                sub = await submit(c, project, script(output="served"))
+                # The pool refills behind the start that took the stopped worker: it has its run now.
+                await asyncio.to_thread(wait_until, lambda: set(_warm_pids(daemon)) - {waiting}, 60,
+                                        "the pool to refill behind the start")
+                os.kill(waiting, signal.SIGKILL)
+                return await collect_turn(c, sub.task)
+
+        events = arun(turn(), 120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(waiting, signal.SIGKILL)
+    (started,) = of_type(events, EventType.RUN_STARTED.value)
+    assert started.data["warm"] is False and started.data["pid"] != waiting
+    (finished,) = of_type(events, EventType.RUN_FINISHED.value)
+    assert finished.data["status"] == "done" and finished.data["output"] == "served"
+    assert f"its warm worker {waiting} exited before its hello" in daemon.log_path.read_text()
+
+
+PROBE_EVENT = "probe"  # tests.agents.sandbox_probe's event; importing it here would replace the real kinds
+_OPS = ["write <OUTSIDE>/by-worker", "write <PROJECT>/by-worker", "append <PROJECT>/.git/hooks/pre-commit",
+        "write <HOME>/config.toml", "read <HOME>/client.token", "bash echo x > <OUTSIDE>/by-shell",
+        "bash echo x > <PROJECT>/by-shell"]
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock")
+def test_a_warm_worker_is_held_to_its_runs_confinement_exactly_as_a_cold_one(make_daemon, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    seen = {}
+    for warm in (2, 0):
+        project = tmp_path / f"project{warm}"
+        project.mkdir()
+        subprocess.run(["git", "init", "-q", str(project)], check=True)
+        daemon = make_daemon(f'[daemon]\nwarm_workers = {warm}\n'
+                             'agent_modules = ["tests.agents.scripted", "tests.agents.sandbox_probe"]\n'
+                             "[sandbox]\nwritable_roots = []\n")
+        if warm:
+            wait_until(lambda d=daemon, n=warm: d.status().warm_workers == n, 60, "the warm workers")
+        ops = [op.replace("<OUTSIDE>", str(outside)).replace("<PROJECT>", str(project))
+               .replace("<HOME>", str(daemon.home)).split(" ", 1) for op in _OPS]
+
+        async def go(daemon=daemon, project: Path = project, ops: list = ops) -> list:
+            async with daemon.client() as c:
+                sub = await submit(c, project, json.dumps(ops), agent="coding")
+                return await collect_turn(c, sub.task)
+
+        events = arun(go(), 120)
+        assert [e.data["warm"] for e in of_type(events, EventType.RUN_STARTED.value)] == [bool(warm)]
+        seen[warm] = [(e.data["ok"], e.data["errno"]) for e in events if e.type == PROBE_EVENT]
+        assert len(seen[warm]) == len(_OPS), events
+    assert seen[2] == seen[0]  # the same rules, to the errno
+    assert [ok for ok, _ in seen[2]] == [False, True, not user_namespaces(), False, False, False, True], seen
+    assert not (outside / "by-worker").exists() and not (outside / "by-shell").exists()
