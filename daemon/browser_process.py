@@ -13,7 +13,6 @@ Reading is bounded by the frame cap; a host that writes what is not a frame is e
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import os
@@ -29,6 +28,7 @@ from yagent.ipc.records import Message
 
 from .mcp_leftovers import MARKER_ENV
 from .process_identity import start_time
+from .stderr_tail import StderrTail
 
 __all__ = ["HOST_ENV", "BrowserProcess", "host_environment"]
 
@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 
 HOST_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "LANGUAGE", "PYTHONPATH", "DISPLAY",
             "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR")
-STDERR_TAIL = 20
-STDERR_LINE_CHARS = 400
 TERM_GRACE = 2.0
 
 
@@ -60,7 +58,8 @@ class BrowserProcess:
         self.browser_started_at = 0.0
         self.ready: asyncio.Future[BrowserHostReady] = asyncio.get_running_loop().create_future()
         self.replies: dict[int, asyncio.Future[BrowserHostReply]] = {}
-        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        self._stderr = StderrTail()
+        self.stderr_tail = self._stderr.lines  # its last lines, for the status and errors
         self.exited = asyncio.Event()
         self.problem = ""  # why we ended the conversation, if we did
 
@@ -121,30 +120,8 @@ class BrowserProcess:
                 future.set_result(msg)
 
     async def _read_stderr(self) -> None:
-        stderr = self.proc.stderr
-        assert stderr is not None
-        pending = b""
-        while True:
-            try:
-                chunk = await stderr.read(65536)
-            except (ConnectionError, OSError):
-                return
-            if not chunk:
-                if pending.strip():
-                    self._keep(pending)
-                return
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                self._keep(line)
-            if len(pending) > STDERR_LINE_CHARS * 4:
-                self._keep(pending)
-                pending = b""
-
-    def _keep(self, raw: bytes) -> None:
-        text = raw.decode("utf-8", "replace").rstrip()
-        if text:
-            self.stderr_tail.append(text[:STDERR_LINE_CHARS])
+        assert self.proc.stderr is not None
+        await self._stderr.read(self.proc.stderr)
 
     def send(self, msg: Message) -> bool:
         stdin = self.proc.stdin

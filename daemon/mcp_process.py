@@ -7,7 +7,7 @@ what programs need to start (PATH, HOME, user, locale, TMPDIR) and a marker nami
 daemon's own environment (which holds provider keys).
 
 Reading is bounded: a line on stdout longer than `MAX_LINE` ends the connection (a reply that large cannot be
-handed on anyway), stderr keeps only its last `STDERR_TAIL` lines, each cut to `STDERR_LINE_CHARS`. A line that
+handed on anyway), stderr keeps only its last lines, each cut short (`stderr_tail.py`). A line that
 is not JSON-RPC reaches the session as an exception (a server printing to stdout costs a log line, not the
 connection). Writing never blocks the loop: a server that does not read its stdin stalls only the writer task,
 and the caller's deadline still ends the call.
@@ -16,7 +16,6 @@ and the caller's deadline still ends the call.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import os
@@ -34,6 +33,7 @@ from yagent.ipc.records import MAX_FRAME_BYTES
 
 from .mcp_leftovers import MARKER_ENV
 from .process_identity import start_time
+from .stderr_tail import StderrTail
 
 __all__ = ["INHERITED_ENV", "MARKER_ENV", "MAX_LINE", "StdioServer", "server_environment"]
 
@@ -42,8 +42,6 @@ log = logging.getLogger(__name__)
 # What a program needs to start and to find the user's tools; the rest of the daemon's environment stays out.
 INHERITED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR", "LANG", "LANGUAGE")
 MAX_LINE = MAX_FRAME_BYTES
-STDERR_TAIL = 20
-STDERR_LINE_CHARS = 400
 TERM_GRACE = 2.0  # after stdin closes, then after SIGTERM, before SIGKILL
 EXIT_STATUS_WAIT = 1.0  # for the exit status of a process asyncio reaped first (its pipes close with it)
 
@@ -64,7 +62,8 @@ class StdioServer:
         self.proc = proc
         self.pid = proc.pid
         self.started_at = start_time(proc.pid)  # with the pid, what names this process to a later daemon
-        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        self._stderr = StderrTail(lambda line: log.debug("MCP server pid %d stderr: %s", self.pid, line))
+        self.stderr_tail = self._stderr.lines  # its last lines, for the status and errors
         self.problem = ""  # why the connection ended from our side (a line over the cap), if it did
         self.exit_status = ""  # how it ended ("exited with status 3", "was killed by SIGKILL"), once it has
         self.exited = asyncio.Event()
@@ -178,31 +177,8 @@ class StdioServer:
             pass
 
     async def read_stderr(self) -> None:
-        stderr = self.proc.stderr
-        assert stderr is not None
-        pending = b""
-        while True:
-            try:
-                chunk = await stderr.read(65536)
-            except (ConnectionError, OSError):
-                return
-            if not chunk:
-                if pending.strip():
-                    self._keep_stderr(pending)
-                return
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                self._keep_stderr(line)
-            if len(pending) > STDERR_LINE_CHARS * 4:  # a line that never ends: keep its start, drop the rest
-                self._keep_stderr(pending)
-                pending = b""
-
-    def _keep_stderr(self, raw: bytes) -> None:
-        text = raw.decode("utf-8", "replace").rstrip()
-        if text:
-            self.stderr_tail.append(text[:STDERR_LINE_CHARS])
-            log.debug("MCP server pid %d stderr: %s", self.pid, text[:STDERR_LINE_CHARS])
+        assert self.proc.stderr is not None
+        await self._stderr.read(self.proc.stderr)
 
     def close_stdin(self) -> None:
         stdin = self.proc.stdin
