@@ -9,12 +9,7 @@ never unpickled. One that dies, hangs or answers garbage is a reply saying so, n
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
-import threading
 import uuid
-from multiprocessing.connection import wait
 from pathlib import Path
 
 from yagent.ipc.config import Settings
@@ -24,14 +19,14 @@ from yagent.ipc.messages import BlueprintShown, BlueprintViewSpec
 from yagent.ipc.records import decode
 from yagent.ipc.state_layout import blueprint_dir
 
-from .launcher import Launcher, RunHandle
+from .job_process import JobProcess
+from .launcher import Launcher
 from .run_confinement import why_unconfined
 
 __all__ = ["DEADLINE", "MAX_REPLY_BYTES", "show_blueprint"]
 
 DEADLINE = 60.0
 MAX_REPLY_BYTES = 4 * 1024 * 1024
-_EXIT_GRACE = 2.0
 
 
 async def show_blueprint(launcher: Launcher, settings: Settings, *, home: Path, runtime_dir: Path, abi: int,
@@ -49,7 +44,7 @@ async def show_blueprint(launcher: Launcher, settings: Settings, *, home: Path, 
                                   unconfined=why_unconfined(settings, "none", abi), required=settings.sandbox.required,
                                   deny_read=deny, blueprint_dir=str(directory))
     spec = BlueprintViewSpec(project_root=project_root, blueprint_dir=str(directory), module=module)
-    holder = _Holder()
+    holder = JobProcess()
     work = asyncio.ensure_future(asyncio.to_thread(_blocking, launcher, spec, confinement, holder))
     try:
         async with asyncio.timeout(DEADLINE):
@@ -59,41 +54,10 @@ async def show_blueprint(launcher: Launcher, settings: Settings, *, home: Path, 
             f"reading the project took longer than {DEADLINE:g}s and was stopped; try again when the machine is "
             "less busy"))
     finally:
-        holder.kill()
+        holder.abandon()
 
 
-class _Holder:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._handle: RunHandle | None = None
-        self._done = False
-
-    def started(self, handle: RunHandle) -> bool:
-        with self._lock:
-            self._handle = handle
-            if self._done:
-                _kill(handle)
-                return False
-        return True
-
-    def finished(self) -> None:
-        with self._lock:
-            self._handle, self._done = None, True
-
-    def kill(self) -> None:
-        with self._lock:
-            self._done = True
-            if self._handle is not None:
-                _kill(self._handle)
-
-
-def _kill(handle: RunHandle) -> None:
-    if not wait([handle.sentinel], timeout=0):
-        with contextlib.suppress(OSError):
-            os.kill(handle.pid, signal.SIGKILL)
-
-
-def _blocking(launcher: Launcher, spec: BlueprintViewSpec, confinement: ConfinementSpec, holder: _Holder
+def _blocking(launcher: Launcher, spec: BlueprintViewSpec, confinement: ConfinementSpec, holder: JobProcess
               ) -> BlueprintShown:
     def failed(problem: str) -> BlueprintShown:
         return BlueprintShown(id=0, project=spec.project_root, text="", problem=problem)
@@ -117,9 +81,4 @@ def _blocking(launcher: Launcher, spec: BlueprintViewSpec, confinement: Confinem
             return failed(f"its reply could not be read ({exc})")
         return shown if isinstance(shown, BlueprintShown) else failed(f"it sent a {shown.kind} message")
     finally:
-        if not wait([handle.sentinel], timeout=_EXIT_GRACE):
-            _kill(handle)
-            wait([handle.sentinel], timeout=_EXIT_GRACE)
-        holder.finished()
-        reader.close()
-        handle.close()
+        holder.finish(handle, reader)

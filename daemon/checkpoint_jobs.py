@@ -16,8 +16,6 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
-import threading
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -31,6 +29,7 @@ from yagent.ipc.messages import CheckpointJob, CheckpointJobResult
 from yagent.ipc.private_files import make_private_dirs
 from yagent.ipc.records import decode
 
+from .job_process import EXIT_GRACE, JobProcess
 from .launcher import Launcher, RunHandle
 from .task_scope import TaskScope
 
@@ -41,7 +40,6 @@ log = logging.getLogger(__name__)
 DEADLINE = 300.0  # seconds one job may take once started: hashing a large first checkpoint takes seconds
 START_LIMIT = 30.0  # seconds its start from the forkserver may take (the preload after a daemon start)
 MAX_REPLY_BYTES = 6 * 1024 * 1024  # a diff with patches is cut at 2 MiB of patch text
-_EXIT_GRACE = 2.0
 
 
 def scratch_root(home: Path) -> Path:
@@ -104,7 +102,7 @@ class JobQueues:
         await asyncio.to_thread(make_private_dirs, scratch)
         job.scratch_dir = str(scratch)
         confinement = self._confine(job.project_root, str(scratch))
-        process = _Process()
+        process = JobProcess(group=True)  # git runs as its children, in its group
         work = asyncio.ensure_future(asyncio.to_thread(_run_blocking, self._launcher, job, confinement, process))
         try:
             async with asyncio.timeout(START_LIMIT + self._deadline):
@@ -119,44 +117,7 @@ class JobQueues:
             await asyncio.to_thread(shutil.rmtree, scratch, True)
 
 
-class _Process:
-    """The job's process as the thread knows it: killed when the loop gives up on it, even while it starts."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._handle: RunHandle | None = None
-        self._abandoned = False
-
-    def started(self, handle: RunHandle) -> bool:
-        with self._lock:  # held while killing: the thread cannot close the handle under the kill
-            self._handle = handle
-            if self._abandoned:
-                _kill(handle)
-                return False
-        return True
-
-    def finished(self) -> None:
-        with self._lock:
-            self._handle = None
-            self._abandoned = True
-
-    def abandon(self) -> None:
-        with self._lock:
-            self._abandoned = True
-            if self._handle is not None:
-                _kill(self._handle)
-
-
-def _kill(handle: RunHandle) -> None:
-    if wait([handle.sentinel], timeout=0):
-        return  # exited: its pid may be someone else's by now
-    with contextlib.suppress(OSError):
-        os.killpg(handle.pid, signal.SIGKILL)  # it runs git as its children, in its own process group
-    with contextlib.suppress(OSError):
-        os.kill(handle.pid, signal.SIGKILL)
-
-
-def _run_blocking(launcher: Launcher, job: CheckpointJob, confinement: ConfinementSpec, process: _Process
+def _run_blocking(launcher: Launcher, job: CheckpointJob, confinement: ConfinementSpec, process: JobProcess
                   ) -> CheckpointJobResult:
     try:
         handle, reader = launcher.launch_checkpoint(uuid.uuid4().hex[:8], job, confinement=confinement)
@@ -167,19 +128,14 @@ def _run_blocking(launcher: Launcher, job: CheckpointJob, confinement: Confineme
             return CheckpointJobResult(ok=False, problem="the job was given up on before it started")
         return _reply(reader, handle)
     finally:
-        if not wait([handle.sentinel], timeout=_EXIT_GRACE):
-            _kill(handle)
-            wait([handle.sentinel], timeout=_EXIT_GRACE)
-        process.finished()
-        reader.close()
-        handle.close()
+        process.finish(handle, reader)
 
 
 def _reply(reader: Connection, handle: RunHandle) -> CheckpointJobResult:
     try:
         frame = reader.recv_bytes(MAX_REPLY_BYTES)
     except EOFError:
-        code = handle.exitcode() if wait([handle.sentinel], timeout=_EXIT_GRACE) else None
+        code = handle.exitcode() if wait([handle.sentinel], timeout=EXIT_GRACE) else None
         how = f"exit status {code}" if code is not None else "it closed its pipe"
         return CheckpointJobResult(ok=False, problem=f"the checkpoint process ended without a result ({how})")
     except OSError as exc:  # over the cap

@@ -12,14 +12,10 @@ are kept only until the request that asked for them is answered.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import os
-import signal
 import stat
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -32,6 +28,7 @@ from yagent.ipc.provider_config import LLMConfig
 from yagent.ipc.records import decode
 from yagent.ipc.state_layout import task_dir, tasks_dir
 
+from .job_process import EXIT_GRACE, JobProcess
 from .launcher import Launcher, RunHandle
 from .registry import TaskRow, TurnRow
 from .run_confinement import why_unconfined
@@ -44,7 +41,6 @@ MAX_AT_ONCE = 4  # inspections running together
 DEADLINE = 5.0  # seconds one inspection may take once its process has started
 START_LIMIT = 30.0  # seconds its start from the forkserver may take (the preload after a daemon start)
 MAX_REPORT_BYTES = 1 << 20  # a report is a few lines per interrupted call
-_EXIT_GRACE = 2.0  # seconds a process that replied gets to exit before it is killed
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +94,7 @@ async def _inspect(launcher: Launcher, settings: Settings, *, home: Path, runtim
                 "`continue` still resumes the task")
     loop = asyncio.get_running_loop()
     started = asyncio.Event()
-    process = _Process(on_started=lambda: loop.call_soon_threadsafe(started.set))
+    process = JobProcess(on_started=lambda: loop.call_soon_threadsafe(started.set))
     # The whole exchange waits in a thread (the forkserver's answer, the pipe); the loop only keeps the time.
     work = asyncio.ensure_future(asyncio.to_thread(_run_blocking, launcher, spec, confinement, process))
     work.add_done_callback(_retrieved)
@@ -129,47 +125,7 @@ def _retrieved(work: asyncio.Future) -> None:
         log.error("a resume inspection's thread failed", exc_info=work.exception())
 
 
-class _Process:
-    """The inspection's process as the thread knows it: killed when the loop gives up on it, even if that happens
-    while the forkserver is still starting it."""
-
-    def __init__(self, on_started: Callable[[], None] = lambda: None) -> None:
-        self._lock = threading.Lock()
-        self._handle: RunHandle | None = None
-        self._abandoned = False
-        self._on_started = on_started
-
-    def started(self, handle: RunHandle) -> bool:
-        """Keep `handle`; False (and the process killed) when it was given up on meanwhile."""
-        with self._lock:  # held while killing: the thread cannot close the handle under the kill
-            self._handle = handle
-            if self._abandoned:
-                _kill(handle)
-                return False
-        self._on_started()
-        return True
-
-    def finished(self) -> None:
-        """The thread is done with the process (it exited or was killed): nothing is left to kill."""
-        with self._lock:
-            self._handle = None
-            self._abandoned = True
-
-    def abandon(self) -> None:
-        with self._lock:
-            self._abandoned = True
-            if self._handle is not None:
-                _kill(self._handle)
-
-
-def _kill(handle: RunHandle) -> None:
-    if wait([handle.sentinel], timeout=0):
-        return  # it has exited: its pid may be someone else's by now
-    with contextlib.suppress(OSError):
-        os.kill(handle.pid, signal.SIGKILL)
-
-
-def _run_blocking(launcher: Launcher, spec: ResumeInspectionSpec, confinement: ConfinementSpec, process: _Process
+def _run_blocking(launcher: Launcher, spec: ResumeInspectionSpec, confinement: ConfinementSpec, process: JobProcess
                   ) -> ResumeInspectionReport | str:
     refusal = _task_dir_refusal(Path(spec.home), spec.task)
     if refusal:
@@ -183,12 +139,7 @@ def _run_blocking(launcher: Launcher, spec: ResumeInspectionSpec, confinement: C
             return "it was given up on before it started"
         return _report(reader, handle)
     finally:
-        if not wait([handle.sentinel], timeout=_EXIT_GRACE):
-            _kill(handle)
-            wait([handle.sentinel], timeout=_EXIT_GRACE)
-        process.finished()
-        reader.close()
-        handle.close()
+        process.finish(handle, reader)
 
 
 def _task_dir_refusal(home: Path, task: str) -> str:
@@ -210,7 +161,7 @@ def _report(reader: Connection, handle: RunHandle) -> ResumeInspectionReport | s
     try:
         frame = reader.recv_bytes(MAX_REPORT_BYTES)
     except EOFError:
-        code = handle.exitcode() if wait([handle.sentinel], timeout=_EXIT_GRACE) else None
+        code = handle.exitcode() if wait([handle.sentinel], timeout=EXIT_GRACE) else None
         how = f"exit status {code}" if code is not None else "it closed its pipe"
         return f"its process ended without a report ({how})"
     except OSError as exc:  # over the cap: the pipe says so and the rest is never read
