@@ -33,12 +33,13 @@ import time
 from collections.abc import Callable, Sequence
 from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
 from multiprocessing.connection import Connection
+from typing import SupportsIndex
 
 import psutil
 
 from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.messages import BlueprintViewSpec, CheckpointJob, ResumeInspectionSpec
-from yagent.ipc.process_entry import call_entry
+from yagent.ipc.process_entry import call_entry, forkserver_process
 
 from .warm_pool import WARM_IDLE_SECONDS, WarmPool, WarmWorker, assignment_bytes
 
@@ -54,8 +55,9 @@ OPERATION_ENTRY = "yagent.workers.approved_operation:operation_main"
 INSPECTION_ENTRY = "yagent.workers.resume_inspection:inspection_main"
 CHECKPOINT_ENTRY = "yagent.workers.checkpoints.process:checkpoint_main"
 BLUEPRINT_ENTRY = "yagent.workers.blueprint.view_process:blueprint_view_main"
-WORKER_PRELOAD = ("yagent.workers.entry", "yagent.workers.preload", "yagent.workers.resume_inspection",
-                  "yagent.workers.checkpoints.process", "yagent.workers.blueprint.view_process")
+WORKER_PRELOAD = ("yagent.ipc.process_entry", "yagent.workers.entry", "yagent.workers.preload",
+                  "yagent.workers.resume_inspection", "yagent.workers.checkpoints.process",
+                  "yagent.workers.blueprint.view_process")
 RUN_ENV = "YAGENT_RUN_ID"
 
 log = logging.getLogger(__name__)
@@ -197,6 +199,11 @@ class _WorkerProcess(multiprocessing.context.ForkServerProcess):
     @staticmethod
     def _Popen(process_obj: multiprocessing.process.BaseProcess) -> _MainlessPopen:
         return _MainlessPopen(process_obj)
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple:
+        # By this class's name the child imported (and, without bytecode files, compiled) this daemon module and
+        # its imports in every new worker: ~10 ms of each cold start.
+        return (forkserver_process, (self.__dict__,))
 
 
 class MultiprocessingLauncher(Launcher):
