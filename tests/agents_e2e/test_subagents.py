@@ -81,6 +81,47 @@ def test_a_follow_up_continues_the_sub_agents_conversation_in_a_new_worker(fake,
     assert "clear() in cache.py clears it." in results["c2"] and started[0].data["subagent"] in results["c2"]
 
 
+def test_a_delegated_agent_that_delegates_sees_its_sub_agent_and_follows_it_up(fake, agent_daemon,
+                                                                               project: Path) -> None:
+    # Not only the Director: Repo delegates to DevOps, reads its sub-agents, and continues that DevOps sub-agent.
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("delegate_repo", {"task": "How is the project built?"}, id="d1")]),
+        Step(text="It is built with make; the release target signs it."),
+    ])
+    fake.script("repo", MARKERS["repo"], [
+        Step(tool_calls=[ToolCallSpec("delegate_devops", {"task": "Which build tool does it use?"}, id="r1")]),
+        Step(tool_calls=[ToolCallSpec("agent_status", {}, id="r2")]),
+        _then(lambda sid: Step(tool_calls=[ToolCallSpec("send_followup", {
+            "agent_id": sid, "message": "And what does its release target do?"}, id="r3")])),
+        _exit("Built with make; release signs it.", "make"),
+    ])
+    fake.script("devops", MARKERS["devops"], [_exit("It uses make.", "make"),
+                                              _exit("The release target signs the build.", "signs")])
+    _task, events = run_turn(agent_daemon, project, "How is it built?")
+    assert of_type(events, EventType.TURN_FINISHED)[0].data["status"] == RunStatus.DONE
+    fake.assert_no_problems()
+
+    repo_requests = fake.requests_for("repo")
+    results = {m["tool_call_id"]: m["content"] for m in tool_messages(repo_requests[-1])}
+    started = [e for e in of_type(events, EventType.RUN_STARTED) if e.agent == "devops"]
+    assert len(started) == 2 and started[0].data["subagent"] == started[1].data["subagent"] != ""
+    subagent = started[0].data["subagent"]
+    assert f"{subagent} devops [idle]" in results["r2"] and "Which build tool" in results["r2"]
+    assert "The release target signs the build." in results["r3"] and subagent in results["r3"]
+    # The follow-up's worker went on from DevOps's own conversation.
+    first, second = fake.requests_for("devops")
+    assert _texts(second, "user")[0].startswith("Which build tool does it use?")
+    assert _texts(second, "user")[-1].endswith("And what does its release target do?")
+    assert "It uses make." in _texts(second, "assistant")
+    assert _texts(second, "system") == _texts(first, "system")
+    queued = [e.data for e in of_type(events, EventType.RUN_QUEUED) if e.data["agent"] == "devops"]
+    assert [q["followup"] for q in queued] == [False, True]
+    # The background stays the root's: the delegated Repo was never offered spawn_agent, wait_agents or cancel_agents.
+    offered = {t["function"]["name"] for t in repo_requests[0].body["tools"]}
+    assert {"agent_status", "send_followup"} <= offered
+    assert not {"spawn_agent", "wait_agents", "cancel_agents"} & offered
+
+
 def test_a_sub_agent_whose_configuration_changed_is_never_continued(fake, make_agent_daemon, project: Path) -> None:
     daemon = make_agent_daemon()
     fake.script("director", MARKERS["director"], [

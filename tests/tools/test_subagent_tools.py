@@ -29,7 +29,8 @@ from yagent.workers.tools import (
     invoke_tool,
 )
 
-ROOT_ONLY = {"spawn_agent", "send_followup", "wait_agents", "agent_status", "cancel_agents"}
+ROOT_ONLY = {"spawn_agent", "wait_agents", "cancel_agents"}  # the background: what a turn's end decides on
+FOREGROUND = {"agent_status", "send_followup"}  # any agent that delegates, on its own sub-agents
 
 
 @dataclass
@@ -88,9 +89,37 @@ def test_tools_reserved_to_the_root_are_on_no_delegated_surface_whatever_its_pro
     for agent in PROFILES:  # the surface line: the Director's own profile, built for a delegated run, too
         assert not ROOT_ONLY & set(build_surface(agent, delegated=True).names()), agent
     delegated = build_surface("director", delegated=True)
-    assert delegated.join([dataclasses.replace(REGISTRY.get("agent_status"), name="agent_status_again")]) == []
-    # Only the Director's profile grants them at all.
-    assert [a for a, p in PROFILES.items() if Effect.ORCHESTRATE & p.grant] == ["director"]
+    assert delegated.join([dataclasses.replace(REGISTRY.get("spawn_agent"), name="spawn_agent_again")]) == []
+    # The agents that delegate are granted them; the others hold none, root or not.
+    delegating = [a for a, p in PROFILES.items() if Effect.DELEGATE & p.grant]
+    assert [a for a, p in PROFILES.items() if Effect.ORCHESTRATE & p.grant] == delegating == \
+        ["director", "coding", "repo"]
+
+
+def test_an_agent_that_delegates_keeps_its_own_sub_agents_status_and_follow_ups_when_delegated() -> None:
+    # "The Director (and any agent that delegates) sees the sub-agents it has and can send a follow-up to one."
+    for agent in ("coding", "repo"):
+        names = set(build_surface(agent, delegated=True).names())
+        assert FOREGROUND <= names, agent
+        assert not ROOT_ONLY & names, agent
+        assert not any(REGISTRY.get(name).root_only for name in FOREGROUND)
+    for agent in ("chat", "devops", "browser", "custom"):
+        assert not (FOREGROUND | ROOT_ONLY) & set(build_surface(agent, delegated=True).names()), agent
+
+
+def test_a_delegated_agent_follows_up_its_sub_agent_in_the_foreground_only(project: Path, tmp_path: Path) -> None:
+    port = ScriptedSubagents()
+    surface = build_surface("coding", delegated=True)
+    background = _call(surface, _ctx(project, tmp_path, port, delegated=True), "send_followup",
+                       {"agent_id": "a1", "message": "more", "background": True})
+    assert background.is_error and "without background" in background.content and "Nothing was sent" in \
+        background.content
+    assert port.calls == []
+    status = _call(surface, _ctx(project, tmp_path, port, delegated=True), "agent_status", {})
+    assert not status.is_error
+    followed = _call(surface, _ctx(project, tmp_path, port, delegated=True), "send_followup",
+                     {"agent_id": "a1", "message": "more"})
+    assert [c[0] for c in port.calls] == ["ask", "follow_up"], followed.content
 
 
 def test_the_dispatcher_refuses_a_reserved_tool_in_a_delegated_run_even_when_its_surface_holds_it(
@@ -98,17 +127,16 @@ def test_the_dispatcher_refuses_a_reserved_tool_in_a_delegated_run_even_when_its
     # The surface line bypassed: a surface built by hand holds the tool; the dispatcher's line still holds.
     surface = Surface(PROFILES["director"], [REGISTRY.get(name) for name in sorted(ROOT_ONLY)])
     port = ScriptedSubagents()
-    for name, args in (("agent_status", {}), ("wait_agents", {}), ("spawn_agent", {"agent": "repo", "task": "x"}),
-                       ("send_followup", {"agent_id": "a1", "message": "more"}),
+    for name, args in (("wait_agents", {}), ("spawn_agent", {"agent": "repo", "task": "x"}),
                        ("cancel_agents", {"agent_ids": ["a1"]})):
         result = _call(surface, _ctx(project, tmp_path, port, delegated=True), name, args)
         assert result.is_error and "reserved to the agent that talks to the user" in result.content, name
         assert "Nothing was executed" in result.content
     assert port.calls == []
     # The control arm: the same call in a root run reaches the port.
-    result = _call(surface, _ctx(project, tmp_path, port), "agent_status", {})
+    result = _call(surface, _ctx(project, tmp_path, port), "wait_agents", {})
     assert not result.is_error
-    assert port.calls == [("ask", {"subagents": [], "wait": False, "timeout": 0.0, "cancel": False})]
+    assert port.calls == [("ask", {"subagents": [], "wait": True, "timeout": 300.0, "cancel": False})]
 
 
 def test_spawn_agent_starts_only_an_agent_the_run_can_delegate_to_and_says_how_to_collect_it(

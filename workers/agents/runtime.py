@@ -134,9 +134,9 @@ class AgentRun:
             self.surface.annotate([*BROWSER_TOOL_NAMES, "delegate_browser"], self.settings.browser)
         self.skills = self._open_skills()
         authorizer = ChannelAuthorizer(ctx)
-        # A root run's sub-agents: background starts, follow-ups, waits (the tools are root-only anyway).
-        self.subagents = (ChannelSubagents(ctx.channel) if not delegated and hasattr(ctx.channel, "start_child")
-                          else None)
+        # The run's own sub-agents: follow-ups and their status for any run that delegates; background starts
+        # and waits only for a root run (those tools are root-only).
+        self.subagents = ChannelSubagents(ctx.channel) if hasattr(ctx.channel, "start_child") else None
         holds_checkpoints = any(Effect.CHECKPOINT in s.effects for s in self.surface.specs())
         checkpoint_port = ctx.channel if holds_checkpoints and isinstance(ctx.channel, CheckpointPort) else None
         self.blueprint = BlueprintReader(ctx.project_root, blueprint_dir(ctx.home, ctx.spec.project),

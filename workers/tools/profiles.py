@@ -46,10 +46,12 @@ PROFILES: Mapping[str, Profile] = {
             grant=Effect.FS_READ | Effect.FS_WRITE | Effect.SHELL | Effect.REFLECT | Effect.LLM | Effect.DRAFT
             | Effect.INTERACT | Effect.CONTROL | Effect.EXTERNAL | Effect.CODE_INDEX | Effect.CHECKPOINT
             | Effect.BLUEPRINT
-            | Effect.DELEGATE,  # delegate_browser alone names Coding in its audience: a page its change affects
+            | Effect.DELEGATE  # delegate_browser alone names Coding in its audience: a page its change affects
+            | Effect.ORCHESTRATE,  # its own sub-agents: what they did, a follow-up (background work is the root's)
         ),
         # The code-intelligence tools are the explorers' (seed 003 §4): Repo and Coding, not the Director.
-        Profile("repo", grant=_READ_ANALYSE | Effect.DELEGATE | Effect.CODE_INDEX, deny=Effect.FS_WRITE | Effect.SHELL),
+        Profile("repo", grant=_READ_ANALYSE | Effect.DELEGATE | Effect.ORCHESTRATE | Effect.CODE_INDEX,
+                deny=Effect.FS_WRITE | Effect.SHELL),
         Profile(
             "chat",
             grant=Effect.REFLECT | Effect.LLM | Effect.INTERACT | Effect.CONTROL | Effect.BLUEPRINT,

@@ -6,9 +6,11 @@ says why not and nothing ran); `spawn_agent` starts a delegation without waiting
 of the turn does with it if it still works then (`TurnEndChoice`: wait, keep, cancel); `wait_agents` waits for
 some until a deadline, `agent_status` reads them. Completion is the daemon's news, never polled for.
 
-All four are reserved to the root run (`root_only`): a delegated agent neither holds nor may call them — its own
-delegations stay the blocking `delegate_*` ones. They go through the `SubagentPort`; a refusal from the daemon
-(an unknown or busy id, a bound) is the tool's error result, word for word.
+Any agent that delegates sees its own sub-agents (`agent_status`) and follows one up (`send_followup`); the
+background — `spawn_agent`, `wait_agents`, `cancel_agents` and a follow-up in the background — is reserved to the
+root run (`root_only`, and refused by `send_followup` itself in a delegated run), since only a turn's end decides
+what becomes of work still running then. They go through the `SubagentPort`; a refusal from the daemon (an
+unknown or busy id, a bound) is the tool's error result, word for word.
 """
 
 from __future__ import annotations
@@ -113,6 +115,10 @@ async def send_followup(inv: Invocation) -> ToolResult:
     subagent = str(inv.args["agent_id"]).strip()
     message, header = _task_and_refs(inv, str(inv.args["message"]), inv.args.get("context_refs"))
     context = str(inv.args.get("context") or "")
+    if inv.args.get("background") and inv.ctx.delegated:
+        return ToolResult.error("send_followup: only the agent that talks to the user sends a follow-up in the "
+                                "background; call it again without background and wait for the answer. Nothing "
+                                "was sent.")
     try:
         if inv.args.get("background"):
             choice = _choice(inv.args.get("at_turn_end"))
@@ -218,7 +224,7 @@ _REFS = {"type": "array", "items": {"type": "string"},
 
 
 def _spec(name: str, description: str, properties: dict[str, Any], required: list[str], *, serial: bool,
-          truncation: Truncation = Truncation.LATE) -> ToolSpec:
+          truncation: Truncation = Truncation.LATE, root_only: bool = True) -> ToolSpec:
     return ToolSpec(
         name=name,
         description=description,
@@ -230,7 +236,7 @@ def _spec(name: str, description: str, properties: dict[str, Any], required: lis
         serial=serial,
         auth=AuthPolicy.NEVER,  # the sub-agents' own tools ask for what they need
         truncation=truncation,
-        root_only=True,
+        root_only=root_only,
     )
 
 
@@ -254,7 +260,7 @@ register(_spec(
      "context": _CONTEXT, "context_refs": _REFS,
      "background": {"type": "boolean", "description": "Do not wait for it: go on at once (default false)."},
      "at_turn_end": _CHOICE},
-    ["agent_id", "message"], serial=True,
+    ["agent_id", "message"], serial=True, root_only=False,
 ))
 register(_spec(
     "wait_agents",
@@ -277,5 +283,5 @@ register(_spec(
     "List your sub-agents: id, agent, state (working, idle, stopped, retired), the task each started with and "
     "its last conclusion.",
     {"agent_ids": _IDS},
-    [], serial=False, truncation=Truncation.EARLY,
+    [], serial=False, truncation=Truncation.EARLY, root_only=False,
 ))
