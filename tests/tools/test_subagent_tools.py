@@ -100,7 +100,7 @@ def test_an_agent_that_delegates_keeps_its_own_sub_agents_status_and_follow_ups_
     # "The Director (and any agent that delegates) sees the sub-agents it has and can send a follow-up to one."
     for agent in ("coding", "repo"):
         names = set(build_surface(agent, delegated=True).names())
-        assert FOREGROUND <= names, agent
+        assert names >= FOREGROUND, agent
         assert not ROOT_ONLY & names, agent
         assert not any(REGISTRY.get(name).root_only for name in FOREGROUND)
     for agent in ("chat", "devops", "browser", "custom"):
