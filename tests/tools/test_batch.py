@@ -198,7 +198,8 @@ def test_malformed_and_unknown_calls_get_error_results(project: Path, tmp_path: 
     assert [r.call_id for r in results] == ["c0", "c1", "c2", "c3"]
     assert results[0].is_error and results[0].content.startswith("read_file: the arguments are not valid JSON (")
     assert results[1].is_error
-    assert "Available tools: agent_exit, agent_status, cancel_agents, deepthinking, delegate_devops" in results[1].content
+    assert "Available tools: agent_exit, agent_status, cancel_agents, deepthinking, delegate_devops" in \
+        results[1].content
     assert results[2].is_error and "expected a JSON object" in results[2].content
     assert not results[3].is_error and "a" in results[3].content
 
