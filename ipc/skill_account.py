@@ -34,7 +34,7 @@ __all__ = ["MAX_ROOT_ENTRIES", "SKILL_FILE", "SKILL_HOLDERS", "Override", "Rejec
 
 SKILL_FILE = "SKILL.md"
 # The agents whose tools include `use_skill`, so whose system prompt carries the catalogue (workers' profiles
-# decide; tests/skills/test_skill_surface.py keeps this in step with them).
+# decide; tests/skills/test_use_skill.py keeps this in step with them).
 SKILL_HOLDERS = ("director", "coding", "repo", "devops", "node", "custom")
 MAX_ROOT_ENTRIES = 1000
 # The start of a skill file the account reads: its front matter (at most 32 KiB) and the first line after it.
