@@ -1,18 +1,27 @@
 """Who may touch a project's persisted blueprint, as the kernel enforces it: every run's worker reads it, a Repo
 run's worker alone writes it, no run's commands see it (it lies in the state home), and the view process for
-`yagent blueprint` reads it and writes nothing."""
+`yagent blueprint` reads it and writes nothing. A Browser run's worker (it holds `read_blueprint` but no file tool)
+reads the blueprint as the tool does: the project's structure and the persisted notes."""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from yagent.ipc.blueprint_settings import BlueprintSettings
 from yagent.ipc.confinement import ConfinementSpec, landlock_abi
+from yagent.workers.blueprint.completion import commit_blueprint
+from yagent.workers.blueprint.reader import BlueprintReader
+from yagent.workers.context.tokens import count_tokens_exact
+from yagent.workers.sandbox import writes_project
 from yagent.workers.sandbox._landlock import restrict_self
 from yagent.workers.sandbox.policy import blueprint_view_rules, shell_rules, worker_rules
+
+from .fixtures import make_project
 
 pytestmark = pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
 
@@ -29,8 +38,8 @@ def _spec(tmp_path: Path, agent: str) -> ConfinementSpec:
 
 
 def _try(rules_of: str, spec: ConfinementSpec) -> tuple[str, str]:
-    rules = {"worker": lambda: worker_rules(spec, spec.agent == "coding"),
-             "shell": lambda: shell_rules(spec, spec.agent == "coding"),
+    rules = {"worker": lambda: worker_rules(spec, writes_project(spec.agent)),  # as `confine_worker` builds them
+             "shell": lambda: shell_rules(spec, writes_project(spec.agent)),
              "view": lambda: blueprint_view_rules(spec)}[rules_of]()
     restrict_self(spec.abi, rules)
     seen = []
@@ -43,12 +52,15 @@ def _try(rules_of: str, spec: ConfinementSpec) -> tuple[str, str]:
     return seen[0], seen[1]
 
 
-def _in_child(*args: object) -> object:
+def _in_child(*args: object, call: Callable[..., object] = _try) -> object:
     ctx = multiprocessing.get_context("fork")
     reader, writer = ctx.Pipe(duplex=False)
 
     def run() -> None:
-        writer.send(_try(*args))  # type: ignore[arg-type]
+        try:
+            writer.send(call(*args))
+        except BaseException as exc:  # the parent asserts on what happened
+            writer.send(f"{type(exc).__name__}: {exc}")
         os._exit(0)
 
     child = ctx.Process(target=run)
@@ -64,9 +76,34 @@ def _in_child(*args: object) -> object:
     ("repo", "worker", ("ok", "ok")),
     ("coding", "worker", ("ok", "PermissionError")),
     ("director", "worker", ("ok", "PermissionError")),
+    ("browser", "worker", ("ok", "PermissionError")),
+    ("node:fiction:writer", "worker", ("ok", "PermissionError")),
     ("coding", "shell", ("PermissionError", "PermissionError")),
     ("repo", "view", ("ok", "PermissionError")),
 ])
 def test_the_blueprint_directory_is_read_by_workers_written_by_repo_alone_and_hidden_from_commands(
         tmp_path: Path, agent: str, rules: str, expected: tuple[str, str]) -> None:
     assert _in_child(rules, _spec(tmp_path, agent)) == expected
+
+
+KEPT = {"section": "module", "module": "shop", "field": "purpose", "claim": "The shop's command line; orders go to "
+        "core's ledger.", "where": "shop/cli.py:main"}
+
+
+def _read_as_browser(spec: ConfinementSpec) -> str:
+    restrict_self(spec.abi, worker_rules(spec, writes_project(spec.agent)))
+    reader = BlueprintReader(Path(spec.project_root), Path(spec.blueprint_dir), BlueprintSettings())
+    return reader.read(section="", module="shop", field="", state="all", offset=0, limit=20)
+
+
+def test_a_browser_runs_worker_reads_the_blueprint_as_read_blueprint_does(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "browser")
+    make_project(Path(spec.project_root))
+    os.unlink(os.path.join(spec.blueprint_dir, "blueprint.md"))
+    account = commit_blueprint(Path(spec.blueprint_dir), Path(spec.project_root), [KEPT], {"shop/cli.py"}, run="r0")
+    assert "written 1" in account
+    count_tokens_exact("warm up")  # as the forkserver does before any worker is confined (workers/preload.py)
+    got = _in_child(spec, call=_read_as_browser)
+    assert isinstance(got, str)
+    assert "module shop: 5 files" in got  # the structure, derived from the project's files under the sandbox
+    assert KEPT["claim"] in got and "cannot be read" not in got  # the persisted note, from the state home

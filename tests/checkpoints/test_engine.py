@@ -1,6 +1,6 @@
 """The git work of checkpoints on real repositories built here: what a checkpoint holds, that the user's branch,
-index, stash and worktree are left exactly as they were, undo and rollback with the user's own edits, merges in
-progress, detached heads, worktrees, submodules, projects that are no repository — and the repository as an
+index, stash and worktree are left exactly as they were, undo and rollback with the user's own edits, merges and
+rebases in progress, detached heads, worktrees, submodules, projects that are no repository — and the repository as an
 attacker (filters, hooks, ref names, `.git` files pointing elsewhere, huge and special files)."""
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ import os
 import stat
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from yagent.ipc.vocabulary import ChangeKind, CheckpointJobKind
 from yagent.workers.checkpoints.repository import Repository, Unsupported, find_repository
@@ -131,6 +133,67 @@ def test_a_merge_in_progress_keeps_its_conflicts_in_the_users_index_and_a_detach
     head = git(repo, "rev-parse", "HEAD").strip()
     assert detached.head == f"detached at {head[:12]}"
     assert git(repo, "rev-parse", f"{detached.commit}^").strip() == head
+
+
+def _git_state(repo: Path) -> dict[str, bytes]:
+    """Every file of the repository's git dir but its objects and our own refs: HEAD, ORIG_HEAD, REBASE_HEAD, the
+    index, the rebase's own directory (`rebase-merge/` or `rebase-apply/`: todo, done, onto, head-name, …), logs."""
+    top = repo / ".git"
+    found: dict[str, bytes] = {}
+    for dirpath, dirs, names in os.walk(top):
+        here = Path(dirpath).relative_to(top).as_posix()
+        dirs[:] = [d for d in dirs if (d if here == "." else f"{here}/{d}") not in ("objects", "refs/yagent")]
+        for name in names:
+            found[(Path(dirpath) / name).relative_to(top).as_posix()] = (Path(dirpath) / name).read_bytes()
+    return found
+
+
+@pytest.mark.parametrize("backend, directory", [("--merge", "rebase-merge"), ("--apply", "rebase-apply")])
+def test_a_rebase_stopped_on_a_conflict_is_left_as_it_was_by_a_checkpoint_and_by_a_rollback_to_it(
+        tmp_path: Path, backend: str, directory: str) -> None:
+    repo = make_repo(tmp_path / "r")
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "a.txt").write_text("feature\n")
+    git(repo, "commit", "-qam", "feature")
+    feature = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "main")
+    (repo / "a.txt").write_text("main\n")
+    git(repo, "commit", "-qam", "main")
+    main = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "feature")
+    assert "CONFLICT" in git(repo, "rebase", backend, "main", check=False)  # stops on a.txt
+    (repo / "u.txt").write_text("the user's untracked file\n")
+    conflicted = git(repo, "ls-files", "-u")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert conflicted and head == main and (repo / ".git" / directory).is_dir()
+    quiet = {"GIT_OPTIONAL_LOCKS": "0"}  # `git status` here must not refresh the index it is compared by
+    assert "rebase in progress" in git(repo, "status", env=quiet)
+    before, in_git, on_disk = state(repo), _git_state(repo), files_of(repo)
+
+    made = create(repo, 1)
+    assert made.head == f"detached at {head[:12]}, rebase in progress"
+    assert state(repo) == before and _git_state(repo) == in_git and files_of(repo) == on_disk
+    assert git(repo, "ls-files", "-u") == conflicted and "rebase in progress" in git(repo, "status", env=quiet)
+    assert git(repo, "rev-parse", f"{made.commit}^").strip() == head  # the commit the rebase stands on
+    assert "<<<<<<<" in git(repo, "show", f"{made.commit}:a.txt")  # what is on disk, markers and all
+    assert git(repo, "show", f"{made.commit}:u.txt") == "the user's untracked file\n"
+
+    (repo / "a.txt").write_text("resolved by the agent\n")  # the agent's sub-task: resolves, adds a file
+    (repo / "agent.txt").write_text("made by the agent\n")
+    undone = job(repo, CheckpointJobKind.RESTORE, target=made.commit, apply=True, force=True,
+                 safety_ref="refs/yagent/checkpoints/t1/2", message="undo")
+    assert undone.applied and {f.path for f in undone.files} == {"a.txt", "agent.txt"}
+    assert files_of(repo) == on_disk  # the conflict markers back, the agent's file gone, the user's file kept
+    assert state(repo) == before and _git_state(repo) == in_git  # the index (its conflict stages), HEAD, the rebase
+    assert git(repo, "ls-files", "-u") == conflicted and "rebase in progress" in git(repo, "status", env=quiet)
+    assert git(repo, "show", f"{undone.safety_commit}:a.txt") == "resolved by the agent\n"  # undoable in turn
+
+    (repo / "a.txt").write_text("resolved by the user\n")  # and the user's rebase goes on to its end
+    git(repo, "add", "a.txt")
+    git(repo, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+    assert git(repo, "symbolic-ref", "HEAD").strip() == "refs/heads/feature"
+    assert git(repo, "rev-parse", "feature^").strip() == main and git(repo, "rev-parse", "feature").strip() != feature
+    assert git(repo, "show", "feature:a.txt") == "resolved by the user\n" and not (repo / ".git" / directory).exists()
 
 
 def test_a_project_that_is_no_repository_or_whose_git_file_points_elsewhere_gets_no_checkpoint(tmp_path: Path) -> None:

@@ -68,7 +68,7 @@ def test_delegate_browser_is_on_the_directors_and_codings_surfaces_only_and_brow
     browser = build_surface("browser")
     assert {n for n in browser.names() if n.startswith("browser_")} == set(BROWSER_TOOL_NAMES)
     assert not any(s.effects & (Effect.FS_READ | Effect.FS_WRITE | Effect.SHELL | Effect.DELEGATE)
-                   for s in browser.specs())  # a read-only agent: it needs no project file at all
+                   for s in browser.specs())  # it reads no project file itself: only the blueprint, as every run
     for agent in PROFILES:
         if agent != "browser":
             assert not set(build_surface(agent).names()) & set(BROWSER_TOOL_NAMES), agent
@@ -80,6 +80,15 @@ def test_an_unavailable_browser_is_said_in_the_descriptions_the_tools_stay() -> 
     (described,) = [d for d in surface.tool_definitions() if d["name"] == "delegate_browser"]
     assert described["description"].startswith("UNAVAILABLE: install chromium. Ask the Browser agent")
     assert "browser_open" not in surface.names()  # annotate never adds a tool
+
+
+def test_every_agent_kind_but_meta_holds_read_blueprint_and_none_when_the_blueprint_is_off() -> None:
+    """Issue 18: `read_blueprint` for every agent — the workflow's engine and role nodes and the Browser included;
+    Meta holds no tool at all. Built without BLUEPRINT (`[blueprint] enable = false`) it leaves every surface."""
+    holders = {agent for agent in PROFILES if "read_blueprint" in build_surface(agent).names()}
+    assert holders == set(PROFILES) - {"meta"}
+    for agent in PROFILES:
+        assert "read_blueprint" not in build_surface(agent, without=Effect.BLUEPRINT).names(), agent
 
 
 def test_meta_has_no_tools_and_chat_no_filesystem() -> None:

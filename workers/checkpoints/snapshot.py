@@ -9,9 +9,9 @@ stash and worktree stay exactly as they were. Into the copy go
   such as `node_modules/` or `build/` as one entry, which is left out: what is in it is not checkpointed), at most
   `MAX_IGNORED` of them.
 A file larger than `MAX_FILE_BYTES`, or of another type than file and link, is not read: it is listed in
-`skipped`, and a rollback never touches it. Conflicted entries of a merge in progress are resolved in the copy from
-the file on disk. The tree is written, committed with HEAD (if any) as parent — never another checkpoint, so
-removing a checkpoint's ref frees what only it holds — and the ref is created, failing if it exists.
+`skipped`, and a rollback never touches it. Conflicted entries of a merge or rebase in progress are resolved in the
+copy from the file on disk. The tree is written, committed with HEAD (if any) as parent — never another checkpoint,
+so removing a checkpoint's ref frees what only it holds — and the ref is created, failing if it exists.
 
 A `kill -9` at any point leaves no ref half-written (`update-ref` locks and renames) and the user's index as it was;
 a stale lock of the one ref being created is removed first, since the daemon runs one job per repository at a time.

@@ -63,26 +63,30 @@ PROFILES: Mapping[str, Profile] = {
             deny=Effect.FS_WRITE,
         ),
         # Browser drives the project's browser and asks the user; it reads and writes no file and runs nothing (seed
-        # 003 §4: browser actions only, no shell, no file writes).
+        # 003 §4: browser actions only, no shell, no file writes). Like every run it reads the repository blueprint
+        # (the modules and the notes on them, never a file's text).
         Profile(
             "browser",
-            grant=Effect.BROWSER | Effect.INTERACT | Effect.CONTROL,
+            grant=Effect.BROWSER | Effect.INTERACT | Effect.CONTROL | Effect.BLUEPRINT,
             deny=Effect.FS_READ | Effect.FS_WRITE | Effect.SHELL | Effect.DELEGATE,
         ),
         # Meta answers with one JSON document from a single LLM call; it holds no tools at all.
         Profile("meta", grant=Effect.NONE),
         # A workflow's role node (`node:<workflow>:<role>`): it reads and writes the project's files (the book,
-        # the workflow's facts) and nothing else — no commands, no delegation, nobody to ask (it runs unattended).
+        # the workflow's facts) and the blueprint, and nothing else — no commands, no delegation, nobody to ask (it
+        # runs unattended).
         Profile(
             "node",
-            grant=Effect.FS_READ | Effect.FS_WRITE | Effect.LLM | Effect.REFLECT | Effect.DRAFT | Effect.CONTROL,
+            grant=Effect.FS_READ | Effect.FS_WRITE | Effect.LLM | Effect.REFLECT | Effect.DRAFT | Effect.CONTROL
+            | Effect.BLUEPRINT,
             deny=Effect.SHELL | Effect.DELEGATE | Effect.INTERACT | Effect.EXTERNAL | Effect.ORCHESTRATE,
         ),
         # A workflow's engine holds no model and calls no tool: this says what its process may touch — it writes
-        # the project, where the workflow keeps its facts (every run may read).
+        # the project, where the workflow keeps its facts (every run may read), and reads the blueprint as every run
+        # may.
         Profile(
             "workflow",
-            grant=Effect.FS_WRITE | Effect.CONTROL,
+            grant=Effect.FS_WRITE | Effect.CONTROL | Effect.BLUEPRINT,
             deny=Effect.SHELL | Effect.DELEGATE | Effect.INTERACT | Effect.EXTERNAL | Effect.ORCHESTRATE | Effect.LLM,
         ),
         # Custom agents designed by Meta pick from this palette; it never exceeds what the Director holds
