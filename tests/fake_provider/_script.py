@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -127,6 +128,10 @@ class Step:
     # In-process only: the step to send is this function of the request's body (a reply that names what the
     # request holds, e.g. an id the daemon made up); its other fields are then unused.
     respond: Callable[[dict[str, Any]], Step] | None = None
+    # In-process only: nothing is sent until the test sets this event, so a step is in flight for exactly as long
+    # as the test needs (a pause or an attach landing mid-step), however fast or slow the machine; a client that
+    # hangs up meanwhile ends the request.
+    gate: threading.Event | None = None
 
     def thinking_blocks(self) -> list[ThinkingSpec]:
         """The thinking blocks to send: `thinking`, else one block of `reasoning` signed with `signature`."""
@@ -138,8 +143,8 @@ class Step:
         return self.reasoning or "".join(t.text for t in self.thinking)
 
     def to_dict(self) -> dict[str, Any]:
-        if self.respond is not None:
-            raise ValueError("a step with `respond` lives in the test's process: it cannot be sent as data")
+        if self.respond is not None or self.gate is not None:
+            raise ValueError("a step with `respond` or a `gate` lives in the test's process: it cannot be sent as data")
         return asdict(self)
 
     @classmethod

@@ -32,6 +32,7 @@ from ._wire import (
 __all__ = ["FakeProvider", "RecordedRequest", "ScriptHandle"]
 
 _HEAD_LIMIT = 64 * 1024
+_GATE_POLL = 0.01  # how often a gated response looks at its step's gate (a threading.Event: no loop wake-up)
 _PREVIEW = 160
 _REASONS = {200: "OK", 301: "Moved Permanently", 302: "Found", 307: "Temporary Redirect",
             308: "Permanent Redirect", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
@@ -477,6 +478,9 @@ class FakeProvider:
         await conn.writer.drain()
 
     async def _respond(self, conn: _Connection, record: RecordedRequest, step: Step) -> bool:
+        if step.gate is not None and not await self._gate_opened(conn, step.gate):
+            self._finish(record, 0, disconnected=True)  # hung up on before anything was sent
+            return False
         failure = step.failure
         if failure is not None and failure.kind == "http":
             headers = dict(failure.headers)
@@ -548,6 +552,19 @@ class FakeProvider:
         except ConnectionError:
             self._finish(record, 200, disconnected=True)
             return False
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    async def _gate_opened(self, conn: _Connection, gate: threading.Event) -> bool:
+        """Hold a response until the test sets its step's gate; False when the client hung up first."""
+        watcher = asyncio.ensure_future(conn.watch())
+        try:
+            while not gate.is_set():
+                if await self._hung_up_within(conn, _GATE_POLL):
+                    return False
+            return True
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):

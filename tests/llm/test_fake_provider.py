@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import httpx
@@ -101,6 +102,27 @@ def test_requests_are_recorded_with_parsed_bodies(fake: FakeProvider) -> None:
     assert record.api_format == "anthropic" and record.path == "/v1/messages"
     assert record.body["system"] == "Chat agent" and record.first_user == "find it"
     assert record.completed and not record.disconnected and record.status == 200
+
+
+def test_a_gated_step_sends_nothing_until_its_gate_is_set_and_a_hang_up_meanwhile_ends_it(fake: FakeProvider) -> None:
+    hung_up, opened = threading.Event(), threading.Event()
+    fake.script("coding", "Coding agent", [Step(text="never sent", gate=hung_up), Step(text="sent", gate=opened)])
+
+    async def main() -> str:
+        async with make_engine(fake, max_retries=0) as engine:
+            call = asyncio.ensure_future(engine.complete([Message.system("Coding agent"), Message.user("a")]).final())
+            await fake.wait_for_requests_async(1, identity="coding")
+            call.cancel()  # the client gives up on the held step: the server stops holding it
+            lost = await fake.wait_for_disconnect_async()
+            assert lost.step == 0 and lost.status == 0 and not lost.completed  # not a byte was sent
+            call = asyncio.ensure_future(engine.complete([Message.system("Coding agent"), Message.user("b")]).final())
+            await fake.wait_for_requests_async(2, identity="coding")
+            opened.set()
+            return (await call).text
+
+    assert asyncio.run(main()) == "sent"
+    with pytest.raises(ValueError, match="gate"):
+        Step(gate=threading.Event()).to_dict()  # a gate lives in the test's process
 
 
 def test_unknown_paths_get_404_naming_the_endpoints(fake: FakeProvider) -> None:
