@@ -4,6 +4,7 @@ tool tests; the kill -9 test and the missing-Chromium test have daemons of their
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import signal
@@ -72,7 +73,9 @@ def web_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser_daemon(tmp_path_factory: pytest.TempPathFactory, fake_model: FakeProvider) -> Iterator[DaemonProcess]:
-    daemon = DaemonProcess(tmp_path_factory.mktemp("browser-daemon"), llm_config(fake_model))
+    # A model the catalogue says reads images: a screenshot goes to it as an image.
+    daemon = DaemonProcess(tmp_path_factory.mktemp("browser-daemon"),
+                           llm_config(fake_model).replace('model = "fake-model"', 'model = "gpt-4o"'))
     daemon.start()
     yield daemon
     daemon.close()
@@ -121,6 +124,12 @@ def test_every_browser_tool_runs_through_a_browser_worker_that_coding_delegated(
     stored = shot.split("Stored as ")[-1].strip()
     assert Path(stored).read_bytes().startswith(b"\x89PNG") and stored.endswith(".png")
     assert str(browser_daemon.home / "tasks") in stored  # among the task's artifacts
+    # ... and the Browser's model saw it: the image itself, right after the results of that step.
+    last = requests[-1].body["messages"]
+    images = [p["image_url"]["url"] for m in last if m["role"] == "user" and isinstance(m["content"], list)
+              for p in m["content"] if p.get("type") == "image_url"]
+    assert images == ["data:image/png;base64," + base64.b64encode(Path(stored).read_bytes()).decode()]
+    assert last[-1]["role"] == "user" and last[-2]["role"] == "tool"
     pages = of_type(events, EventType.BROWSER_PAGE)
     assert pages[1].data["action"] == "browser_open" and pages[1].data["url"] == url
     assert any(p.data["artifact"] == stored for p in pages)

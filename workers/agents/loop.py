@@ -446,7 +446,8 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
                 # Every call gets exactly one result, even when the run is cancelled mid-batch.
                 results = batch.results()
                 for result in results:
-                    messages.append(Message.tool(result.call_id, result.content, name=result.tool))
+                    messages.append(Message.tool(result.call_id, result.content, name=result.tool,
+                                                 images=result.images))
                     cfg.recorder.appended(messages[-1], state.step)
             cfg.policy.after_tools(state, calls, results)
             exits = [r for r in results if r.stop_run]

@@ -84,7 +84,7 @@ async def replay_interrupted_delegations(messages: list[Message], surface: Surfa
         await batch.run()
     finally:
         tool_ctx.delegator = inner
-        messages.extend(Message.tool(r.call_id, r.content, name=r.tool) for r in batch.results())
+        messages.extend(Message.tool(r.call_id, r.content, name=r.tool, images=r.images) for r in batch.results())
     return len(delegations)
 
 

@@ -58,7 +58,9 @@ def cut_result(message: Any, keep_tokens: int, tokens: int) -> Any:
              else f"call {message.name or 'the tool'} again if you need the rest")
     mark = (f"{CUT_MARK} from about {tokens:,} tokens to its first {keep_tokens:,} to fit the context window; "
             f"{again}]")
-    return dataclasses.replace(message, content=f"{head}\n… {mark}" if head else mark)
+    cut = dataclasses.replace(message, content=f"{head}\n… {mark}" if head else mark)
+    # A cut result's images go too: they are what costs the most of it.
+    return dataclasses.replace(cut, images=()) if getattr(message, "images", ()) else cut
 
 
 def truncate_tool_results(messages: list[Any], ledger: TokenLedger, *, priority_of: Callable[[str], int | None],

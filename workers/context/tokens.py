@@ -23,6 +23,7 @@ import tiktoken
 
 __all__ = [
     "EXACT_LIMIT",
+    "IMAGE_TOKENS",
     "MESSAGE_OVERHEAD",
     "MessageLike",
     "count_tokens",
@@ -34,6 +35,9 @@ __all__ = [
 EXACT_LIMIT = 131_072
 MESSAGE_OVERHEAD = 4  # role marker and separators a chat template adds around each message
 TOOL_CALL_OVERHEAD = 6  # call id, type and the function wrapper
+# An image a tool result carries (a screenshot), counted whether or not this request sends it: a 1280×800 one
+# is ~1 400 tokens by Anthropic's rule (width × height / 750); tier 1 drops the images of the results it cuts.
+IMAGE_TOKENS = 1500
 _SAMPLE_WINDOWS = 512
 _WINDOW_CHARS = 192
 _SNAP_CHARS = 32  # how far a window edge may move to the next whitespace
@@ -114,6 +118,7 @@ def estimate_message_tokens(message: MessageLike | Mapping[str, Any]) -> int:
     """One message: content, reasoning (it is sent back to providers) and tool calls, plus overhead."""
     total = MESSAGE_OVERHEAD + count_tokens(_field(message, "content") or "")
     total += count_tokens(_field(message, "reasoning") or "")
+    total += IMAGE_TOKENS * len(_field(message, "images") or ())
     for call in _field(message, "tool_calls") or ():
         total += TOOL_CALL_OVERHEAD + count_tokens(_field(call, "name") or "")
         total += count_tokens(_field(call, "arguments") or "")

@@ -15,6 +15,7 @@ from ._errors import (
     LLMRateLimitError,
     LLMServerError,
 )
+from ._images import SentImage
 from ._messages import Message, ThinkingBlock, ToolCall, ToolDefinition
 from ._response import (
     CallOptions,
@@ -73,11 +74,28 @@ def tool_input(call: ToolCall) -> dict[str, Any]:
         return {"_unparsed_arguments": call.arguments}
 
 
-def anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
-    """(system text, messages): system turns move to the top-level field, tool results into user turns."""
+def tool_result_content(message: Message, images: Sequence[SentImage]) -> str | list[dict[str, Any]]:
+    """A tool result's content: its text, and its images as image blocks (a file that cannot be one is named)."""
+    if not images:
+        return message.content
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+    for image in images:
+        if image.data:
+            blocks.append({"type": "image", "source": {"type": "base64", "media_type": image.media_type,
+                                                       "data": image.data}})
+        else:
+            blocks.append({"type": "text", "text": f"(The image {image.path} is not shown: it {image.problem}.)"})
+    return blocks
+
+
+def anthropic_messages(messages: Sequence[Message], images: dict[int, list[SentImage]] | None = None
+                       ) -> tuple[str, list[dict[str, Any]]]:
+    """(system text, messages): system turns move to the top-level field, tool results (with their images, for a
+    model that reads them) into user turns."""
     system: list[str] = []
     out: list[dict[str, Any]] = []
-    for message in messages:
+    images = images or {}
+    for index, message in enumerate(messages):
         if message.role == "system":
             system.append(message.content)
         elif message.role == "assistant":
@@ -98,7 +116,8 @@ def anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str,
             if blocks:
                 out.append({"role": "assistant", "content": blocks})
         else:
-            block = ({"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}
+            block = ({"type": "tool_result", "tool_use_id": message.tool_call_id,
+                      "content": tool_result_content(message, images.get(index, ()))}
                      if message.role == "tool" else {"type": "text", "text": message.content})
             previous = out[-1] if out else None
             if previous and previous["role"] == "user" and isinstance(previous["content"], list):
@@ -125,7 +144,7 @@ class AnthropicEngine(HTTPEngine):
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: CallOptions) -> dict[str, Any]:
-        system, turns = anthropic_messages(messages)
+        system, turns = anthropic_messages(messages, self.sent_images(messages))
         max_tokens = first_set(options.max_tokens, self.config.max_tokens) or DEFAULT_MAX_TOKENS
         temperature = call_temperature(options.temperature, self.config.temperature)
         effort = self.config.reasoning_effort if options.reasoning_effort is None else options.reasoning_effort

@@ -45,6 +45,7 @@ class ModelInfo:
     max_output: int
     score: float
     price: ModelPrice | None = None  # list price when the catalog knows it
+    images: bool = False  # reads images in a request (a tool result's screenshot is sent as one)
 
 
 class ModelCatalog:
@@ -62,7 +63,8 @@ class ModelCatalog:
                                                  context_window=int(entry["context_window"]),
                                                  max_output=int(entry.get("max_output", 0)),
                                                  score=float(entry.get("score", 0)),
-                                                 price=_price(key, entry.get("price"), as_of))
+                                                 price=_price(key, entry.get("price"), as_of),
+                                                 images=entry.get("images") is True)
             for key, entry in data.get("models", {}).items()
         }
         aliases = {normalise_model_name(k): normalise_model_name(v) for k, v in data.get("aliases", {}).items()}

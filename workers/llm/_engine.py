@@ -15,6 +15,7 @@ import httpx
 from yagent.ipc.provider_config import LLMSettings, ProviderConfig
 from yagent.workers.context import count_tokens, estimate_messages_tokens
 
+from ._catalog import lookup_model
 from ._errors import (
     LLMBadRequestError,
     LLMError,
@@ -24,6 +25,7 @@ from ._errors import (
     error_for_status,
 )
 from ._gate import UNLIMITED_GATE, InFlightGate
+from ._images import SentImage, images_to_send
 from ._messages import Message, ToolCall, ToolDefinition
 from ._pairing import repair_tool_pairing
 from ._response import (
@@ -118,6 +120,27 @@ class HTTPEngine(Engine):
         self.retry = retry or RetryPolicy(max_retries=self.settings.max_retries)
         self._idle_timeout = self.settings.stall_timeout if idle_timeout is None else idle_timeout
         self._connect_timeout = connect_timeout
+        self._images: bool | None = None  # whether requests carry images: known at the first request
+
+    @property
+    def accepts_images(self) -> bool:
+        """Requests carry the images of tool results: the catalogue says the model reads them, and the server has
+        not refused one."""
+        if self._images is None:
+            info = lookup_model(self.model)
+            self._images = bool(info is not None and info.images)
+        return self._images
+
+    def sent_images(self, messages: Sequence[Message]) -> dict[int, list[SentImage]]:
+        """Message index → the images a request built now carries with it (none for a model that reads none)."""
+        return images_to_send(messages) if self.accepts_images else {}
+
+    def stop_sending_images(self, error: LLMBadRequestError) -> bool:
+        """The server refused an image: requests go without from now on. True if that is what it refused."""
+        if self._images and "image" in error.detail.lower():
+            self._images = False
+            return True
+        return False
 
     @property
     def provider(self) -> str:

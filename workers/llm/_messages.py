@@ -86,7 +86,8 @@ class Message:
       the API requires back unchanged), `tool_calls`. `reasoning_signature` is the older single-block
       form (one signature for all of `reasoning`), still read from conversations saved before
       `thinking_blocks` existed.
-    - tool: `tool_call_id` and `content` (the tool's result text).
+    - tool: `tool_call_id` and `content` (the tool's result text), and `images`: paths of image files the result
+      carries (a screenshot), sent as images to a model that accepts them (`_images.py`).
     """
 
     role: Role
@@ -97,6 +98,7 @@ class Message:
     tool_call_id: str = ""
     name: str = ""
     thinking_blocks: tuple[ThinkingBlock, ...] = ()
+    images: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.role not in _ROLES:
@@ -107,6 +109,8 @@ class Message:
             object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
         if not isinstance(self.thinking_blocks, tuple):
             object.__setattr__(self, "thinking_blocks", tuple(self.thinking_blocks))
+        if not isinstance(self.images, tuple):
+            object.__setattr__(self, "images", tuple(self.images))
 
     @classmethod
     def system(cls, content: str) -> Message:
@@ -123,8 +127,8 @@ class Message:
                    reasoning_signature=reasoning_signature, thinking_blocks=tuple(thinking_blocks))
 
     @classmethod
-    def tool(cls, tool_call_id: str, content: str, name: str = "") -> Message:
-        return cls("tool", content, tool_call_id=tool_call_id, name=name)
+    def tool(cls, tool_call_id: str, content: str, name: str = "", images: tuple[str, ...] = ()) -> Message:
+        return cls("tool", content, tool_call_id=tool_call_id, name=name, images=tuple(images))
 
     def to_dict(self) -> dict[str, Any]:
         """Only non-empty fields, so persisted lines stay small and stable."""
@@ -141,6 +145,8 @@ class Message:
             out["name"] = self.name
         if self.thinking_blocks:
             out["thinking_blocks"] = [b.to_dict() for b in self.thinking_blocks]
+        if self.images:
+            out["images"] = list(self.images)
         return out
 
     @classmethod
@@ -154,6 +160,7 @@ class Message:
             tool_call_id=data.get("tool_call_id") or "",
             name=data.get("name") or "",
             thinking_blocks=tuple(ThinkingBlock.from_dict(b) for b in data.get("thinking_blocks") or ()),
+            images=tuple(str(p) for p in data.get("images") or () if isinstance(p, str)),
         )
 
 

@@ -16,6 +16,7 @@ from ._errors import (
     LLMServerError,
     error_for_status,
 )
+from ._images import SentImage
 from ._messages import Message, ToolCall, ToolDefinition, new_call_id
 from ._response import (
     CallOptions,
@@ -77,6 +78,37 @@ def openai_message(message: Message) -> dict[str, Any]:
         # Thinking-mode servers (DeepSeek) expect earlier reasoning back on later turns.
         out["reasoning_content"] = message.reasoning
     return out
+
+
+def openai_messages(messages: Sequence[Message], images: dict[int, list[SentImage]]) -> list[dict[str, Any]]:
+    """The chat messages; a tool message cannot hold an image here, so the images of a run of tool results follow
+    it in one user message (after the run: the tool results must come straight after the calls they answer)."""
+    out: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        if pending and message.role != "tool":
+            out.append({"role": "user", "content": pending})
+            pending = []
+        out.append(openai_message(message))
+        for image in images.get(index, ()):
+            pending += image_parts(message, image)
+    if pending:
+        out.append({"role": "user", "content": pending})
+    return out
+
+
+def image_parts(message: Message, image: SentImage) -> list[dict[str, Any]]:
+    """A tool result's image as user content parts: a line naming the call and the file, then the image."""
+    if not image.data:
+        return [{"type": "text", "text": f"(The image {image.path} of tool call {message.tool_call_id} is not "
+                                         f"shown: it {image.problem}.)"}]
+    return [{"type": "text", "text": f"The image {image.path} from tool call {message.tool_call_id}:"},
+            {"type": "image_url", "image_url": {"url": image.data_url}}]
+
+
+def _is_image_turn(message: Any) -> bool:
+    return (isinstance(message, dict) and message.get("role") == "user" and isinstance(message.get("content"), list)
+            and any(isinstance(p, dict) and p.get("type") == "image_url" for p in message["content"]))
 
 
 def openai_usage(raw: dict[str, Any]) -> Usage:
@@ -152,7 +184,7 @@ class OpenAIEngine(HTTPEngine):
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: CallOptions) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": [openai_message(m) for m in messages],
+        body: dict[str, Any] = {"model": self.model, "messages": openai_messages(messages, self.sent_images(messages)),
                                 "stream": options.stream}
         if options.stream:
             body["stream_options"] = {"include_usage": True}
@@ -180,6 +212,9 @@ class OpenAIEngine(HTTPEngine):
         if "thinking" in body and "thinking" in error.detail.lower():
             del body["thinking"]
             self._sends_thinking = False
+            return True
+        if any(_is_image_turn(m) for m in body.get("messages", ())) and self.stop_sending_images(error):
+            body["messages"] = [m for m in body["messages"] if not _is_image_turn(m)]
             return True
         return False
 

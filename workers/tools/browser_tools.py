@@ -63,7 +63,9 @@ def _executor(tool: str) -> Executor:
                 text += f"\nStored as {path}"
         inv.ctx.emit(EventType.BROWSER_PAGE, event_data.browser_page(
             tool, reply.url, artifact=str(data.get("artifact", "")), is_error=reply.is_error))
-        return ToolResult.error(text, data) if reply.is_error else ToolResult.ok(text, data)
+        # The stored screenshot goes to a model that reads images as an image (`workers/llm/_images.py`).
+        images = (data["artifact"],) if data.get("artifact") else ()
+        return ToolResult(content=text, is_error=reply.is_error, data=data, images=images)
 
     execute.__name__ = f"execute_{tool}"
     return execute

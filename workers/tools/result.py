@@ -36,7 +36,8 @@ class ToolResult:
 
     `content` is what the model reads. `data` carries structured facts for the agent loop (the diff of an
     edit, the arguments of `agent_exit`); it is never shown to the model. `stop_run` asks the loop to end
-    the run after this batch (only `agent_exit` sets it).
+    the run after this batch (only `agent_exit` sets it). `images`: image files the result carries (a
+    screenshot), sent with it to a model that reads images.
     """
 
     content: str
@@ -45,6 +46,7 @@ class ToolResult:
     stop_run: bool = False
     call_id: str = ""
     tool: str = ""
+    images: tuple[str, ...] = ()
 
     @classmethod
     def ok(cls, content: str, data: Mapping[str, Any] | None = None) -> ToolResult:
