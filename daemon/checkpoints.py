@@ -13,6 +13,10 @@ and a number that is not one of them is refused — so a ref or commit an agent 
 taken for a checkpoint. The first job of a task pins its repository (the common git dir); a project that is not
 a repository, or whose `.git` points elsewhere, has checkpoints off for the task, said once on the task.
 
+A Coding run's file tools name the files they are about to write inside a directory git ignores (`note`, before
+the write): each of the run's checkpoints lacking one gets it as it is then (its prior content; a file not there yet
+stays absent), and every later capture of the task reads it, so an undo puts such a file back or removes it.
+
 An undo or a rollback first keeps how things are as a checkpoint (safety), writes, then keeps how it left them
 (after): so every change yagent makes to the project can itself be taken back, and a later undo knows which
 files the user changed since (they differ from what yagent last left) and refuses to overwrite them, naming each,
@@ -38,6 +42,7 @@ from yagent.ipc.messages import (
     CheckpointJob,
     CheckpointJobResult,
     CheckpointList,
+    CheckpointNote,
     CheckpointReply,
     CheckpointRollback,
     RunSpec,
@@ -45,6 +50,7 @@ from yagent.ipc.messages import (
     TaskDiffReply,
     TaskUndoReply,
 )
+from yagent.ipc.noted_paths import MAX_NOTED_PATHS, plain_project_path
 from yagent.ipc.vocabulary import CheckpointJobKind, CheckpointKind, EventType
 
 from .checkpoint_jobs import JobQueues
@@ -173,7 +179,8 @@ class CheckpointService:
             return self._off[task.id]
         number = self._services.registry.next_checkpoint_number(task.id)
         job = self._job(task, CheckpointJobKind.CREATE, ref=f"{CHECKPOINT_REF_ROOT}/{task.id}/{number}",
-                        message=f"yagent checkpoint {number} of task {task.id} ({kind.value})\n\n{_label(label)}")
+                        message=f"yagent checkpoint {number} of task {task.id} ({kind.value})\n\n{_label(label)}",
+                        extra_paths=sorted(self._services.registry.checkpoint_paths(task.id)))
         result = await self.jobs.run(job)
         if result.unsupported:
             self._turn_off(task, result.unsupported)
@@ -240,6 +247,60 @@ class CheckpointService:
 
         self._in_line(ref, step)
 
+    def note(self, run: CheckpointRun, task: TaskRow, turn: int, msg: CheckpointNote,
+             answer: Callable[[CheckpointReply], None]) -> None:
+        """`run` is about to write `msg.paths` inside ignored directories: once its checkpoints hold their prior
+        content (in the project's line), `answer`; the write waits for it, so nothing of theirs is lost."""
+        ref = _Task(task.id, task.project_id, task.project_path, turn)
+        before = self._before.get(run.id)
+        if before is None or not self.settings.enabled or ref.id in self._off or run.agent not in WRITES_PROJECT:
+            answer(CheckpointReply(id=msg.id, content="this run has no checkpoints; nothing to keep"))
+            return
+
+        async def step() -> None:
+            try:
+                reply = await self._note(ref, before, msg)
+            except Exception as exc:  # the run must hear back: its write waits for this
+                log.exception("run %s: noting files for its checkpoints failed", run.id)
+                reply = CheckpointReply(id=msg.id, is_error=True, content=f"yagentd failed to keep them ({exc})")
+            if reply.is_error:  # the write goes ahead: the user hears what an undo cannot put back
+                self._say(ref, "warning", f"{run.agent} writes files in an ignored directory whose content could not "
+                                          f"be kept for `yagent undo`: {reply.content}", run)
+            answer(reply)
+
+        self._in_line(ref, step)
+
+    async def _note(self, task: _Task, before: int, msg: CheckpointNote) -> CheckpointReply:
+        registry = self._services.registry
+        known = registry.checkpoint_paths(task.id)
+        asked = [p for p in msg.paths[:MAX_NOTED_PATHS] if plain_project_path(p)]
+        fresh = sorted(set(asked) - known.keys())
+        room = max(0, MAX_NOTED_PATHS - len(known))
+        fresh, over = fresh[:room], fresh[room:]
+        refused = f" {len(over)} file(s) were not kept: the task's checkpoints keep at most {MAX_NOTED_PATHS} files " \
+                  f"agents wrote in ignored directories, so an undo will not put back {', '.join(over[:5])}" \
+            if over else ""
+        if not fresh:
+            return CheckpointReply(id=msg.id, content=("kept already." + refused).strip(), is_error=bool(over))
+        rows = [r for r in self._rows(task.id) if r.number >= before]
+        result = await self.jobs.run(self._job(task, CheckpointJobKind.NOTE, amend=[[r.ref, r.commit] for r in rows],
+                                               extra_paths=fresh))
+        if not result.ok:
+            why = result.unsupported or result.problem
+            log.warning("task %s: the prior content of %d file(s) was not kept: %s", task.id, len(fresh), why)
+            return CheckpointReply(id=msg.id, is_error=True, content=f"their content was not kept: {why}")
+        amended = {pair[0]: pair[1] for pair in result.amended if isinstance(pair, list) and len(pair) == 2}
+        for row in rows:
+            commit = amended.get(row.ref, row.commit)
+            if commit != row.commit:
+                registry.set_checkpoint_commit(task.id, row.number, commit)
+        if result.detail:  # a checkpoint moved meanwhile: the files are not noted, so no capture counts on them
+            log.warning("task %s: the prior content of files was not kept: %s", task.id, result.detail)
+            return CheckpointReply(id=msg.id, is_error=True, content=f"their content was not kept: {result.detail}")
+        registry.note_checkpoint_paths(task.id, fresh, before)
+        return CheckpointReply(id=msg.id, content=f"kept {len(result.files)} of {len(fresh)} (the others did not "
+                                                  f"exist yet).{refused}", is_error=bool(over))
+
     def _refusal(self, run: CheckpointRun, task: _Task, msg: object) -> str:
         if not self.settings.enabled:
             return "git checkpoints are turned off ([git_checkpoint] enabled = false); nothing was done"
@@ -295,7 +356,9 @@ class CheckpointService:
         safety = registry.next_checkpoint_number(task.id) if apply else 0
         rows = self._rows(task.id)
         untouchable = sorted({p for r in rows if r.number >= target.number for p in r.skipped})
+        noted = registry.checkpoint_paths(task.id)
         job = self._job(task, CheckpointJobKind.RESTORE, target=target.commit, scope_from=scope_from,
+                        extra_paths=sorted(noted), noted_later=sorted(p for p, n in noted.items() if n > target.number),
                         expected=expected, untouchable=untouchable, apply=apply, force=force,
                         safety_ref=f"{CHECKPOINT_REF_ROOT}/{task.id}/{safety}" if apply else "",
                         ref=f"{CHECKPOINT_REF_ROOT}/{task.id}/{safety + 1}" if apply else "",

@@ -502,8 +502,34 @@ class Registry:
         return [_checkpoint_from(r) for r in rows]
 
     def forget_checkpoints(self, rows: Iterable[CheckpointRow]) -> None:
+        tasks = set()
         for row in rows:
             self._db.execute("DELETE FROM checkpoints WHERE task_id = ? AND number = ?", (row.task_id, row.number))
+            tasks.add(row.task_id)
+        for task_id in tasks:  # noted files outlive no checkpoint that needs them
+            self._db.execute("DELETE FROM checkpoint_paths WHERE task_id = ? AND NOT EXISTS "
+                             "(SELECT 1 FROM checkpoints WHERE task_id = ?)", (task_id, task_id))
+
+    def set_checkpoint_commit(self, task_id: str, number: int, commit: str) -> None:
+        """Checkpoint `number` is now `commit` (the same state with the prior content of files agents wrote)."""
+        self._db.execute("UPDATE checkpoints SET commit_id = ? WHERE task_id = ? AND number = ?",
+                         (commit, task_id, number))
+
+    def note_checkpoint_paths(self, task_id: str, paths: Iterable[str], since: int) -> None:
+        """Files agents write inside ignored directories: read into the task's checkpoints from `since` on."""
+        self._db.execute("BEGIN")
+        try:
+            self._db.executemany("INSERT OR IGNORE INTO checkpoint_paths(task_id, path, since) VALUES (?, ?, ?)",
+                                 [(task_id, p, since) for p in paths])
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def checkpoint_paths(self, task_id: str) -> dict[str, int]:
+        """The task's noted files: path -> the first checkpoint holding their state."""
+        rows = self._db.execute("SELECT path, since FROM checkpoint_paths WHERE task_id = ?", (task_id,)).fetchall()
+        return {r[0]: int(r[1]) for r in rows}
 
     # -- MCP servers ----------------------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ APPLICATION_ID = int.from_bytes(b"yAgt", "big")  # 0x79416774: "this SQLite file
 # The tables of the registries written before they carried their identity (how such a file is recognised),
 # and every table of the current schema.
 FIRST_TABLES = frozenset({"projects", "tasks", "turns", "runs"})
-TABLES = FIRST_TABLES | {"mcp_servers", "mcp_approvals", "subagents", "checkpoints"}
+TABLES = FIRST_TABLES | {"mcp_servers", "mcp_approvals", "subagents", "checkpoints", "checkpoint_paths"}
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +213,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             PRIMARY KEY (task_id, number)
         )""",
         "CREATE INDEX IF NOT EXISTS checkpoints_by_age ON checkpoints(created_at)",
+    )),
+    Migration("checkpoint_paths: the files agents' file tools wrote inside directories git ignores, per task, and "
+              "the first checkpoint that holds their prior state, so every later capture reads them too", _statements(
+        """CREATE TABLE IF NOT EXISTS checkpoint_paths (
+            task_id TEXT NOT NULL,
+            path TEXT NOT NULL,
+            since INTEGER NOT NULL,
+            PRIMARY KEY (task_id, path)
+        )""",
     )),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -31,6 +31,7 @@ from yagent.ipc.messages import (
     BrowserCancel,
     CheckpointCreate,
     CheckpointList,
+    CheckpointNote,
     CheckpointReply,
     CheckpointRollback,
     CompactNow,
@@ -515,6 +516,20 @@ class RunSupervisor:
     @_handles(CheckpointRollback)
     def _on_checkpoint_rollback(self, msg: CheckpointRollback) -> None:
         self._checkpoint_request(msg)
+
+    @_handles(CheckpointNote)
+    def _on_checkpoint_note(self, msg: CheckpointNote) -> None:
+        checkpoints = self.services.checkpoints
+        if checkpoints is None:
+            self.send(CheckpointReply(id=msg.id, content="this yagentd makes no git checkpoints; nothing to keep"))
+            return
+        self.wait_began("checkpoint")
+
+        def answer(reply: CheckpointReply) -> None:
+            self.wait_ended("checkpoint")
+            self.send(reply)
+
+        checkpoints.note(self, self.turn.row, self.turn_number, msg, answer)
 
     def _checkpoint_request(self, msg: CheckpointCreate | CheckpointList | CheckpointRollback) -> None:
         checkpoints = self.services.checkpoints

@@ -59,6 +59,7 @@ __all__ = [
     "CheckpointJob",
     "CheckpointJobResult",
     "CheckpointList",
+    "CheckpointNote",
     "CheckpointReply",
     "CheckpointRollback",
     "CompactContext",
@@ -1072,6 +1073,15 @@ class CheckpointRollback(Message):
     number: int
 
 
+@message("checkpoint_note")
+class CheckpointNote(Message):
+    """A Coding run is about to write these files (project-relative), which lie in a directory git ignores: their
+    content now goes into its checkpoints first, so an undo puts them back (or removes those it makes)."""
+
+    id: int
+    paths: list[str] = field(default_factory=list)
+
+
 @message("checkpoint_reply")
 class CheckpointReply(Message):
     """The daemon's answer to a run's checkpoint request: what the model reads, and the task's checkpoints."""
@@ -1150,6 +1160,9 @@ class CheckpointJob(Record):
     merge: bool = False  # squash: fast-forward the user's branch when that is safe
     delete_branch: bool = False  # squash: and delete the agent branch once merged
     delete_refs: list[str] = field(default_factory=list)  # prune
+    amend: list = field(default_factory=list)  # note: [[checkpoint ref, its commit], ...] to add the files to
+    extra_paths: list[str] = field(default_factory=list)  # files agents wrote in ignored directories (project-relative)
+    noted_later: list[str] = field(default_factory=list)  # restore: those of them noted after the target was made
 
 
 @message("checkpoint_job_result")
@@ -1171,6 +1184,7 @@ class CheckpointJobResult(Message):
     applied: bool = False
     safety_commit: str = ""
     detail: str = ""  # squash: what was done
+    amended: list = field(default_factory=list)  # note: [[ref, its commit now], ...]
 
 
 # ---------------------------------------------------------------------------------------------------

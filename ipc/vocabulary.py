@@ -154,6 +154,7 @@ class CheckpointJobKind(StrEnum):
     RESTORE = "restore"
     SQUASH = "squash"
     PRUNE = "prune"
+    NOTE = "note"  # the prior content of files an agent is about to write, added to its checkpoints
 
 
 class ChangeKind(StrEnum):

@@ -36,6 +36,7 @@ from yagent.ipc.messages import (
     BrowserCancel,
     CheckpointCreate,
     CheckpointList,
+    CheckpointNote,
     CheckpointReply,
     CheckpointRollback,
     CompactNow,
@@ -449,7 +450,11 @@ class DaemonChannel:
     async def checkpoint_rollback(self, number: int) -> tuple[str, bool]:
         return await self._checkpoint(CheckpointRollback(id=0, number=number))
 
-    async def _checkpoint(self, msg: CheckpointCreate | CheckpointList | CheckpointRollback) -> tuple[str, bool]:
+    async def checkpoint_note(self, paths: list[str]) -> tuple[str, bool]:
+        return await self._checkpoint(CheckpointNote(id=0, paths=paths))
+
+    async def _checkpoint(self, msg: CheckpointCreate | CheckpointList | CheckpointNote | CheckpointRollback
+                          ) -> tuple[str, bool]:
         try:
             reply = await self._request(msg, CheckpointReply)
         except DaemonLost as exc:

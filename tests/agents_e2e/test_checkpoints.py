@@ -5,6 +5,7 @@ Coding agent's git_checkpoint_* tools reach the daemon; only the model is script
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,40 @@ def test_a_coding_sub_task_is_checkpointed_and_diff_and_undo_take_it_back_but_ne
     assert again.returncode == 2 and "undone already" in again.stderr
     back = agent_daemon.cli("undo", task, "--to", "3", "--yes", cwd=project)  # the undo taken back
     assert back.returncode == 0 and (project / "notes.py").read_text() == "print('the user edited this')\n"
+
+
+def test_files_the_agent_writes_inside_an_ignored_directory_are_shown_and_undone_and_the_rest_is_left_alone(
+        fake, agent_daemon, tmp_path: Path) -> None:
+    project = make_repo(tmp_path / "proj")  # its .gitignore ignores build/ as a whole
+    (project / "build").mkdir()
+    (project / "build" / "keep.txt").write_text("the user's build output\n")
+    (project / "build" / "other.txt").write_text("never the agent's\n")
+    start, user_state = files_of(project), state(project)
+    _delegate_coding(fake, "Regenerate the build files.")
+    fake.script("coding", MARKERS["coding"], [
+        Step(tool_calls=[ToolCallSpec("search_replace_in_file", {"path": "build/keep.txt", "search": "user's",
+                                                                 "replace": "agent's"}),
+                         ToolCallSpec("create_file", {"path": "build/gen/made.txt", "content": "generated\n"}),
+                         ToolCallSpec("create_file", {"path": "plain.txt", "content": "tracked kind\n"})]),
+        Step(text="regenerated", tool_calls=[_exit("build regenerated")]),
+    ])
+    task, events = run_turn(agent_daemon, project, "Regenerate.")
+    assert of_type(events, EventType.TURN_FINISHED)[-1].data["status"] == "done"
+    assert (project / "build" / "keep.txt").read_text() == "the agent's build output\n"
+
+    shown = json.loads(agent_daemon.cli("diff", task, "--json", cwd=project).stdout)
+    changed = {(f["path"], f["change"]) for f in shown["subtasks"][0]["files"]}
+    assert changed == {("build/keep.txt", "modified"), ("build/gen/made.txt", "added"), ("plain.txt", "added")}
+
+    (project / "build" / "later.txt").write_text("the user builds on\n")  # never written by an agent
+    agent_daemon.proc.send_signal(signal.SIGKILL)  # what was noted must outlive the daemon: it is in the registry
+    agent_daemon.proc.wait(30)
+    agent_daemon.start()
+    undone = agent_daemon.cli("undo", task, "--yes", cwd=project)
+    assert undone.returncode == 0, undone.stderr + undone.stdout
+    assert "3 files put back" in undone.stdout
+    assert files_of(project) == {**start, "build/later.txt": b"the user builds on\n"}
+    assert state(project) == user_state
 
 
 def test_the_coding_agent_makes_lists_and_rolls_back_checkpoints_and_a_forged_number_is_refused(

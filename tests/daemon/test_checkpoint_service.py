@@ -22,7 +22,8 @@ from yagent.daemon.registry import Registry
 from yagent.daemon.task_scope import TaskScope
 from yagent.ipc.config import settings_from_table
 from yagent.ipc.confinement import landlock_abi
-from yagent.ipc.messages import CheckpointReply, CheckpointRollback, RunSpec
+from yagent.ipc.messages import CheckpointNote, CheckpointReply, CheckpointRollback, RunSpec
+from yagent.ipc.noted_paths import MAX_NOTED_PATHS
 
 
 @dataclass
@@ -108,4 +109,62 @@ def test_records_a_forged_number_retention_and_a_run_never_reaped(tmp_path: Path
         arun(go(), 120)
     finally:
         checkpoints_module.REAP_WAIT = 60.0
+        registry.close()
+
+
+def test_notes_amend_the_runs_checkpoints_keep_their_record_refuse_forged_paths_and_stop_at_the_cap(
+        tmp_path: Path, launcher) -> None:
+    repo = make_repo(tmp_path / "repo")  # its .gitignore ignores build/
+    (repo / "build").mkdir()
+    (repo / "build" / "keep.txt").write_text("before\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    registry = Registry(home / "state.db")
+    row = registry.create_task(registry.ensure_project(repo), "t")
+    settings = settings_from_table({}, environ={})
+
+    async def go() -> None:
+        services = _Services(registry, launcher, TaskScope("test"), home, settings, runtime_dir=tmp_path / "run")
+        service = CheckpointService(services)  # type: ignore[arg-type]
+        spec = RunSpec(run="r1", task=row.id, turn=1, project=row.project_id, project_root=str(repo), agent="coding",
+                       input="rebuild", home=str(home))
+        run = _Run("r1", "coding", spec)
+
+        async def note(paths: list[str], who: _Run = run) -> CheckpointReply:
+            answered: asyncio.Future[CheckpointReply] = asyncio.get_running_loop().create_future()
+            service.note(who, row, 1, CheckpointNote(id=3, paths=paths), answered.set_result)  # type: ignore[arg-type]
+            return await answered
+
+        idle = await note(["build/keep.txt"])  # no before-checkpoint yet: nothing to keep, the write goes on
+        assert not idle.is_error and "no checkpoints" in idle.content and registry.checkpoint_paths(row.id) == {}
+        assert await service.before_run(run, row, 1)  # type: ignore[arg-type]
+        first = registry.checkpoints(row.id)[0].commit
+        kept = await note(["build/keep.txt", "build/new.txt", "../escape", ".git/hooks/pre-commit", "/etc/passwd"])
+        assert not kept.is_error and kept.content.startswith("kept 1 of 2"), kept.content
+        assert registry.checkpoint_paths(row.id) == {"build/keep.txt": 1, "build/new.txt": 1}
+        amended = registry.checkpoints(row.id)[0].commit
+        assert amended != first and git(repo, "rev-parse", registry.checkpoints(row.id)[0].ref).strip() == amended
+        assert git(repo, "show", f"{amended}:build/keep.txt") == "before\n"
+
+        many = [f"build/m{i:05d}" for i in range(MAX_NOTED_PATHS)]
+        capped = await note(many)  # two are noted already: the last two asked for find no room
+        assert capped.is_error and f"at most {MAX_NOTED_PATHS} files" in capped.content
+        assert "build/m00998" in capped.content and len(registry.checkpoint_paths(row.id)) == MAX_NOTED_PATHS
+        assert any("could not be kept for `yagent undo`" in said for said in services.hub.said)
+
+        (repo / "build" / "keep.txt").write_text("after\n")
+        (repo / "build" / "new.txt").write_text("made\n")
+        service.after_run(run, row, 1)  # type: ignore[arg-type]
+        run.reaped.set()
+        diff = await service.diff(row, patches=False)
+        assert {(f.path, f.change.value) for f in diff.subtasks[0].files} == {("build/keep.txt", "modified"),
+                                                                              ("build/new.txt", "added")}
+        registry._db.execute("UPDATE checkpoints SET created_at = 0")
+        services.settings = settings_from_table(tomllib.loads('[git_checkpoint]\nretention = "1h"\n'), environ={})
+        assert await service.prune(lambda task: str(repo)) == 2
+        assert registry.checkpoint_paths(row.id) == {}  # no checkpoint left needs them
+
+    try:
+        arun(go(), 120)
+    finally:
         registry.close()

@@ -33,6 +33,7 @@ from yagent.ipc.messages import (
     AskUser,
     CheckpointCreate,
     CheckpointList,
+    CheckpointNote,
     CheckpointRollback,
     DaemonStatus,
     DelegateRequest,
@@ -81,6 +82,7 @@ def _forgeries(run_id: str) -> list[Message]:
         CheckpointCreate(id=84, label=FORGED),
         CheckpointList(id=85),
         CheckpointRollback(id=86, number=1),
+        CheckpointNote(id=87, paths=["build/forged.txt", "../escape"]),
     ]
 
 

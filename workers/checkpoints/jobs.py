@@ -1,9 +1,13 @@
 """One checkpoint job, from its request (`CheckpointJob`) to its reply (`CheckpointJobResult`).
 
 What each kind reads of the request:
-- create: `ref`, `message` — capture the project and create `ref` for it (`snapshot.py`);
+- create: `ref`, `message`, `extra_paths` — capture the project (and the noted files agents wrote inside ignored
+  directories) and create `ref` for it (`snapshot.py`);
+- note: `amend` ([[ref, commit], ...]), `extra_paths` — add to each of those checkpoints the noted files it lacks,
+  as they are now, before an agent writes them (`snapshot.amend_with_prior`);
 - diff: `pairs`, `patches` — a change set per [from, to] pair of commits (`changes.py`);
-- restore: `target`, `scope_from`, `expected`, `untouchable`, `apply`, `force`, `safety_ref`, `ref`, `message` —
+- restore: `target`, `scope_from`, `expected`, `untouchable`, `apply`, `force`, `safety_ref`, `ref`, `message`,
+  `extra_paths`, `noted_later` (noted files the target predates, left as they are) —
   capture the project, plan putting `target` back, refuse over the user's changes unless `force`; with `apply`
   keep the capture as a checkpoint (`safety_ref`) before writing, and the project as it is afterwards as another
   (`ref`: what a later undo compares with) (`restore.py`);
@@ -19,14 +23,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from yagent.ipc.messages import CheckpointJob, CheckpointJobResult
-from yagent.ipc.vocabulary import CheckpointJobKind
+from yagent.ipc.messages import CheckpointJob, CheckpointJobResult, FileChange
+from yagent.ipc.noted_paths import plain_project_path
+from yagent.ipc.vocabulary import ChangeKind, CheckpointJobKind
 
 from .changes import PATCH_BUDGET, change_set
 from .git_runner import GitFailed, GitRunner
 from .repository import Repository, Unsupported, find_repository
 from .restore import apply_plan, plan_restore
-from .snapshot import capture_tree, commit_tree, create_ref, make_checkpoint
+from .snapshot import amend_with_prior, capture_tree, commit_tree, create_ref, make_checkpoint
 from .squash import squash_to_branch
 
 __all__ = ["CHECKPOINT_REFS", "run_job"]
@@ -45,12 +50,24 @@ def _bad_request(job: CheckpointJob) -> str:
         return "a commit id that is not one"
     if any(not (isinstance(p, list) and len(p) == 2 and all(isinstance(c, str) for c in p)) for p in job.pairs):
         return "a diff pair that is not two commit ids"
-    refs = [job.safety_ref, *job.delete_refs] + ([job.ref] if job.kind != CheckpointJobKind.SQUASH else [])
+    amends = [pair for pair in job.amend if isinstance(pair, list) and len(pair) == 2
+              and all(isinstance(part, str) for part in pair)]
+    if len(amends) != len(job.amend) or any(not _OBJECT.match(commit) for _ref, commit in amends):
+        return "a checkpoint to amend that is not [ref, commit id]"
+    if any(not plain_project_path(p) for p in job.extra_paths):
+        return "a noted path that is not a plain path inside the project"
+    refs = [job.safety_ref, *job.delete_refs, *(ref for ref, _commit in amends)] + \
+        ([job.ref] if job.kind != CheckpointJobKind.SQUASH else [])
     if any(r and not _OUR_REF.match(r) for r in refs):
         return "a ref outside refs/yagent/checkpoints/"
     if job.kind == CheckpointJobKind.SQUASH and (not _BRANCH_REF.match(job.ref) or ".." in job.ref):
         return "an agent branch that is not a branch name"
     return ""
+
+
+def _in_worktree(repo: Repository, paths: list[str]) -> list[str]:
+    """The project-relative `paths` as git names them: relative to the top of the worktree."""
+    return [f"{repo.prefix}/{p}" if repo.prefix else p for p in paths]
 
 
 def run_job(job: CheckpointJob, git: GitRunner | None = None, repo: Repository | None = None) -> CheckpointJobResult:
@@ -80,7 +97,7 @@ def _carry_out(job: CheckpointJob, repo: Repository, git: GitRunner, scratch: Pa
                result: CheckpointJobResult) -> None:
     kind = job.kind
     if kind == CheckpointJobKind.CREATE:
-        made = make_checkpoint(repo, git, scratch, job.ref, job.message)
+        made = make_checkpoint(repo, git, scratch, job.ref, job.message, _in_worktree(repo, job.extra_paths))
         result.commit, result.tree, result.skipped = made.commit, made.tree, made.skipped
     elif kind == CheckpointJobKind.DIFF:
         budget = [PATCH_BUDGET]
@@ -92,6 +109,20 @@ def _carry_out(job: CheckpointJob, repo: Repository, git: GitRunner, scratch: Pa
         commit, detail = squash_to_branch(repo, git, scratch, branch_ref=job.ref, base=job.base, last=job.target,
                                           message=job.message, merge=job.merge, delete_branch=job.delete_branch)
         result.commit, result.detail = commit, detail
+    elif kind == CheckpointJobKind.NOTE:
+        paths = _in_worktree(repo, job.extra_paths)
+        failed: list[str] = []
+        kept: set[str] = set()
+        for ref, commit in job.amend:
+            try:  # each ref on its own: one that moved meanwhile must not lose the others' new commits
+                amended, added = amend_with_prior(repo, git, scratch, ref, commit, paths)
+            except GitFailed as exc:
+                failed.append(f"{ref}: {exc}")
+                continue
+            result.amended.append([ref, amended])
+            kept.update(added)
+        result.files = [FileChange(path=p, change=ChangeKind.ADDED) for p in sorted(kept)]
+        result.detail = "; ".join(failed)
     elif kind == CheckpointJobKind.PRUNE:
         existing = set(git.run(["for-each-ref", "--format=%(refname)", CHECKPOINT_REFS]).decode().split())
         doomed = [r for r in job.delete_refs if r in existing]
@@ -102,10 +133,12 @@ def _carry_out(job: CheckpointJob, repo: Repository, git: GitRunner, scratch: Pa
 
 def _restore(job: CheckpointJob, repo: Repository, git: GitRunner, scratch: Path,
              result: CheckpointJobResult) -> None:
-    now, skipped = capture_tree(repo, git, scratch)
+    extra = _in_worktree(repo, job.extra_paths)
+    now, skipped = capture_tree(repo, git, scratch, extra)
     result.tree, result.skipped = now, skipped
     plan = plan_restore(git, repo, now, job.target, scope_from=job.scope_from, expected=job.expected,
-                        untouchable={*job.untouchable, *skipped})
+                        untouchable={*job.untouchable, *skipped},
+                        unknown=set(_in_worktree(repo, [p for p in job.noted_later if plain_project_path(p)])))
     result.files, result.changed_since, result.left = plan.files(), plan.changed_since, plan.left
     if not job.apply or (plan.changed_since and not job.force):
         return
@@ -116,6 +149,6 @@ def _restore(job: CheckpointJob, repo: Repository, git: GitRunner, scratch: Path
     result.applied = True
     if job.ref:
         (scratch / "index").unlink(missing_ok=True)  # a fresh copy of the user's index for the second capture
-        after, _skipped = capture_tree(repo, git, scratch)
+        after, _skipped = capture_tree(repo, git, scratch, extra)
         result.commit = commit_tree(git, after, repo.head, job.message + " (after)")
         create_ref(repo, git, job.ref, result.commit)

@@ -42,7 +42,8 @@ class RestorePlan:
 
 
 def plan_restore(git: GitRunner, repo: Repository, now: str, target: str, *, scope_from: str = "",
-                 expected: str = "", untouchable: set[str] | None = None) -> RestorePlan:
+                 expected: str = "", untouchable: set[str] | None = None, unknown: set[str] | None = None
+                 ) -> RestorePlan:
     """What putting `target` back changes, in scope, and which of those files the user changed after `expected`."""
     spec = repo.pathspec
     steps = raw_changes(git, now, target, spec)
@@ -51,9 +52,13 @@ def plan_restore(git: GitRunner, repo: Repository, now: str, target: str, *, sco
         steps = [s for s in steps if s.path in scope]
     plan = RestorePlan()
     never = untouchable or set()
+    later = unknown or set()
     for step in steps:
         if step.submodule:
             plan.left.append(f"{step.path} (a submodule: yagent does not move submodules; see git -C {step.path} log)")
+        elif step.path in later:
+            plan.left.append(f"{step.path} (an agent wrote it inside an ignored directory after that checkpoint was "
+                             "made, so the checkpoint does not know how it was)")
         elif step.path in never:
             plan.left.append(f"{step.path} (a checkpoint did not read it: too big or not a file)")
         else:

@@ -7,7 +7,9 @@ stash and worktree stay exactly as they were. Into the copy go
 - untracked files (`ls-files --others --exclude-standard`);
 - ignored files that stand alone (`.env`, `debug.log`: `--ignored --directory` lists a wholly ignored directory
   such as `node_modules/` or `build/` as one entry, which is left out: what is in it is not checkpointed), at most
-  `MAX_IGNORED` of them.
+  `MAX_IGNORED` of them;
+- the files agents' file tools wrote inside wholly ignored directories (`extra`: the task's noted paths, see
+  `amend_with_prior`), read whether git ignores them or not.
 A file larger than `MAX_FILE_BYTES`, or of another type than file and link, is not read: it is listed in
 `skipped`, and a rollback never touches it. Conflicted entries of a merge or rebase in progress are resolved in the
 copy from the file on disk. The tree is written, committed with HEAD (if any) as parent — never another checkpoint,
@@ -29,7 +31,7 @@ from pathlib import Path
 from .git_runner import AUTHOR, GitFailed, GitRunner
 from .repository import Repository
 
-__all__ = ["MAX_FILE_BYTES", "MAX_IGNORED", "MadeCheckpoint", "capture_tree", "make_checkpoint"]
+__all__ = ["MAX_FILE_BYTES", "MAX_IGNORED", "MadeCheckpoint", "amend_with_prior", "capture_tree", "make_checkpoint"]
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
 MAX_IGNORED = 1000
@@ -75,8 +77,10 @@ def _fits(work_tree: Path, rel: str, skipped: dict[str, str], *, missing_ok: boo
     return True
 
 
-def capture_tree(repo: Repository, git: GitRunner, scratch: Path) -> tuple[str, dict[str, str]]:
-    """The tree of the project's files now, and what was skipped; the user's index is only read."""
+def capture_tree(repo: Repository, git: GitRunner, scratch: Path, extra: list[str] | tuple[str, ...] = ()
+                 ) -> tuple[str, dict[str, str]]:
+    """The tree of the project's files now (with the `extra` files that exist), and what was skipped; the user's
+    index is only read."""
     index = scratch / "index"
     user_index = repo.git_dir / "index"
     if user_index.exists():
@@ -102,6 +106,9 @@ def capture_tree(repo: Repository, git: GitRunner, scratch: Path) -> tuple[str, 
         ignored = sorted(ignored)[:MAX_IGNORED]
     forced = [p for p in ignored if _inside(repo, p) and _fits(repo.work_tree, p, skipped, missing_ok=False)]
     _add(repo, git, index, ["-f"], forced)
+    noted = [p for p in extra if _inside(repo, p) and not _behind_link(repo.work_tree, p)
+             and _fits(repo.work_tree, p, skipped, missing_ok=False)]
+    _add(repo, git, index, ["-f"], noted)
     _resolve_conflicts(repo, git, index, skipped)
     tree = git.run(["write-tree"], index=index).decode().strip()
     return tree, skipped
@@ -185,12 +192,44 @@ def create_ref(repo: Repository, git: GitRunner, ref: str, commit: str) -> None:
     git.run(["update-ref", "--no-deref", "-m", "yagent checkpoint", ref, commit, ZERO])
 
 
-def make_checkpoint(repo: Repository, git: GitRunner, scratch: Path, ref: str, message: str) -> MadeCheckpoint:
-    """Capture the project, commit it, create `ref` for it."""
-    tree, skipped = capture_tree(repo, git, scratch)
+def make_checkpoint(repo: Repository, git: GitRunner, scratch: Path, ref: str, message: str,
+                    extra: list[str] | tuple[str, ...] = ()) -> MadeCheckpoint:
+    """Capture the project (and the `extra` files), commit it, create `ref` for it."""
+    tree, skipped = capture_tree(repo, git, scratch, extra)
     commit = commit_tree(git, tree, repo.head, message)
     try:
         create_ref(repo, git, ref, commit)
     except GitFailed as exc:
         raise GitFailed(["update-ref", ref], exc.code, f"could not create {ref}: {exc.stderr}") from None
     return MadeCheckpoint(tree=tree, commit=commit, skipped=skipped)
+
+
+def amend_with_prior(repo: Repository, git: GitRunner, scratch: Path, ref: str, commit: str, paths: list[str]
+                     ) -> tuple[str, list[str]]:
+    """`commit` (the checkpoint at `ref`) with the files of `paths` it lacks added as they are now, moved to a new
+    commit on `ref`; (that commit — `commit` itself when nothing was added, the paths added).
+
+    An agent is about to write these files (inside a wholly ignored directory, which no capture reads): their
+    content now is their content before the agent, which an undo must put back. A path the checkpoint holds
+    already keeps what it holds; one that does not exist is left out, so an undo removes what the agent makes
+    there. The new commit has the same parent and message; `ref` moves only if it still names `commit`.
+    """
+    index = scratch / "amend-index"
+    index.unlink(missing_ok=True)
+    git.run(["read-tree", commit], index=index)
+    held = set(_nul_list(git.run(["ls-files", "-z", "--", *paths], index=index))) \
+        if paths else set()
+    skipped: dict[str, str] = {}
+    wanted = [p for p in paths if p not in held and _inside(repo, p) and not _behind_link(repo.work_tree, p)
+              and _fits(repo.work_tree, p, skipped, missing_ok=False)]
+    if not wanted:
+        return commit, []
+    _add(repo, git, index, ["-f"], wanted)
+    tree = git.run(["write-tree"], index=index).decode().strip()
+    parents = git.run(["rev-list", "--parents", "-n", "1", commit]).decode().split()[1:]
+    message = git.run(["log", "-1", "--format=%B", commit]).decode("utf-8", "replace").rstrip("\n")
+    when = float(git.run(["log", "-1", "--format=%ct", commit]).decode().strip() or time.time())
+    amended = commit_tree(git, tree, parents[0] if parents else "", message, when)
+    git.run(["update-ref", "--no-deref", "-m", "yagent checkpoint: prior content of files agents write", ref,
+             amended, commit])
+    return amended, wanted

@@ -21,6 +21,7 @@ from .authorization import Authorizer, AuthRequest, YoloLevel
 from .beneath import Resolution
 from .browser_tools import BrowserPort
 from .guard import WorkspaceGuard
+from .ignored_writes import IgnoredWrites
 from .mcp_tools import McpPort
 from .processes import ProcessRegistry
 from .read_log import ReadLog
@@ -145,6 +146,10 @@ class CheckpointPort(Protocol):
 
     async def checkpoint_rollback(self, number: int) -> tuple[str, bool]: ...
 
+    async def checkpoint_note(self, paths: list[str]) -> tuple[str, bool]:
+        """Before a write: keep the prior content of these project-relative files inside ignored directories."""
+        ...
+
 
 @runtime_checkable
 class BlueprintPort(Protocol):
@@ -204,6 +209,7 @@ class ToolContext:
     resolution: Resolution | None = None  # how file tools resolve beneath the root; None: openat2 where it exists
     delegated: bool = False  # another agent delegated this run: the dispatcher refuses tools reserved to the root
     subagents: SubagentPort | None = None  # the task's sub-agents, through the daemon (root runs); None: none
+    ignored_writes: IgnoredWrites | None = None  # with checkpoints: files in ignored directories named before writes
     guard: WorkspaceGuard = field(init=False)
 
     def __post_init__(self) -> None:

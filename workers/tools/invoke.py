@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +18,9 @@ from typing import Any
 from .. import sandbox
 from .authorization import AuthRequest
 from .context import ToolContext
+from .ignored_writes import IgnoredWrites
 from .result import ToolResult, truncate_for_model
-from .spec import Invocation, ToolSpec
+from .spec import Effect, Invocation, ToolSpec
 from .surface import LOAD_TOOL, Surface
 
 log = logging.getLogger(__name__)
@@ -108,6 +110,8 @@ async def _invoke(surface: Surface, spec: ToolSpec, call: ToolCall, ctx: ToolCon
         )
     if refusal is not None:
         return ToolResult.error(refusal)
+    if spec.mutates and Effect.FS_WRITE in spec.effects and not spec.command_params and ctx.checkpoints is not None:
+        await _name_ignored_writes(ctx, spec, args, paths)
     outside = request is not None and bool(request.outside_paths) and sandbox.confined()
     if outside and spec.command_params:  # a command's writes fail inside it, unseen: the daemon runs it instead
         done = await _carry_out_approved(ctx, request, spec, args, call.id)
@@ -129,6 +133,25 @@ async def _invoke(surface: Surface, spec: ToolSpec, call: ToolCall, ctx: ToolCon
     except Exception as exc:
         log.exception("tool %s failed", spec.name)
         return ToolResult.error(f"{spec.name} failed unexpectedly: {type(exc).__name__}: {exc}")
+
+
+async def _name_ignored_writes(ctx: ToolContext, spec: ToolSpec, args: Mapping[str, Any], paths: dict[str, Path]
+                               ) -> None:
+    """Before a file tool writes inside an ignored directory, the daemon keeps those files' content for the run's
+    checkpoints (`ignored_writes.py`); a failure there is logged and the write goes ahead, as with any checkpoint."""
+    if ctx.checkpoints is None:
+        return
+    if ctx.ignored_writes is None:
+        ctx.ignored_writes = IgnoredWrites(ctx.guard.root)
+    # Both the path as named (a link itself, for delete and rename) and where it leads.
+    named = [Path(os.path.normpath(ctx.guard.root / str(args.get(p) or "."))) for p in spec.path_params]
+    rels = ctx.ignored_writes.to_name([*named, *paths.values()])
+    if not rels:
+        return
+    text, is_error = await ctx.checkpoints.checkpoint_note(rels)
+    if is_error:
+        log.warning("%s: the checkpoints may not hold %s as it was: %s", spec.name, ", ".join(rels[:5]), text)
+    ctx.ignored_writes.named(rels)
 
 
 async def _carry_out_approved(ctx: ToolContext, request: AuthRequest | None, spec: ToolSpec,
