@@ -37,6 +37,7 @@ from yagent.ipc.messages import (
     BrowserCancel,
     CheckpointCreate,
     CheckpointList,
+    CheckpointNote,
     CheckpointRollback,
     CompactNow,
     DelegateRequest,
@@ -173,7 +174,7 @@ def test_runs_move_only_along_the_declared_edges(tmp_path: Path) -> None:
 
 
 def test_every_message_a_worker_sends_has_a_handler() -> None:
-    checkpoints = {CheckpointCreate, CheckpointList, CheckpointRollback}
+    checkpoints = {CheckpointCreate, CheckpointList, CheckpointNote, CheckpointRollback}
     sent_by_workers = {WorkerHello, EventBatch, Heartbeat, LeaseRequest, LeaseRelease, DelegateRequest, AskUser,
                        RunResult, ApprovedOperation, McpToolsRequest, McpCall, McpCancel, SubagentsRequest,
                        BrowserCall, BrowserCancel, *checkpoints}
