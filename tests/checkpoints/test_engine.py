@@ -171,7 +171,7 @@ def test_a_rebase_stopped_on_a_conflict_is_left_as_it_was_by_a_checkpoint_and_by
     before, in_git, on_disk = state(repo), _git_state(repo), files_of(repo)
 
     made = create(repo, 1)
-    assert made.head == f"detached at {head[:12]}, rebase in progress"
+    assert made.head == f"detached at {head[:12]}, rebase of feature in progress"
     assert state(repo) == before and _git_state(repo) == in_git and files_of(repo) == on_disk
     assert git(repo, "ls-files", "-u") == conflicted and "rebase in progress" in git(repo, "status", env=quiet)
     assert git(repo, "rev-parse", f"{made.commit}^").strip() == head  # the commit the rebase stands on

@@ -15,6 +15,7 @@ so a repository swapped in mid-task is refused rather than written to.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,7 @@ class Repository:
     branch: str  # the branch HEAD is on, "" when detached
     state: str  # "" or what is in progress: merge, rebase, cherry-pick, revert, bisect
     kind: str = "main"  # main, linked worktree, submodule
+    rebasing: str = ""  # during a rebase: the branch being rebased (HEAD is detached meanwhile)
 
     def runner(self, base: GitRunner | None = None) -> GitRunner:
         """A runner pinned to this repository (sharing `base`'s binary and environment)."""
@@ -59,7 +61,8 @@ class Repository:
         """One line for a checkpoint's record: where HEAD was and what was in progress."""
         at = f"on {self.branch}" if self.branch else ("detached at " + self.head[:12] if self.head else "unborn")
         extra = f" ({self.kind})" if self.kind != "main" else ""
-        return f"{at}{extra}{', ' + self.state + ' in progress' if self.state else ''}"
+        what = f"rebase of {self.rebasing}" if self.state == "rebase" and self.rebasing else self.state
+        return f"{at}{extra}{', ' + what + ' in progress' if what else ''}"
 
 
 _STATES = (("MERGE_HEAD", "merge"), ("rebase-merge", "rebase"), ("rebase-apply", "rebase"),
@@ -99,9 +102,29 @@ def find_repository(project: Path, base: GitRunner | None = None, expected_commo
     branch = runner.run(["symbolic-ref", "-q", "HEAD"], check=False).decode("utf-8", "surrogateescape").strip()
     state = next((what for name, what in _STATES if os.path.lexists(git_dir / name)), "")
     prefix = project.relative_to(work_tree).as_posix() if project != work_tree else ""
+    rebasing = _rebased_branch(git_dir) if state == "rebase" else ""
     return Repository(work_tree=work_tree, git_dir=git_dir, common_dir=common_dir, prefix=prefix,
                       head=head if len(head) in (40, 64) else "", branch=branch.removeprefix("refs/heads/"),
-                      state=state, kind=kind)
+                      state=state, kind=kind, rebasing=rebasing)
+
+
+def _rebased_branch(git_dir: Path) -> str:
+    """The branch a rebase in progress works on (its `head-name`), "" when it names none or cannot be read."""
+    for directory in ("rebase-merge", "rebase-apply"):
+        try:
+            fd = os.open(git_dir / directory / "head-name", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            raw = os.read(fd, 1024) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        except OSError:
+            raw = b""
+        finally:
+            os.close(fd)
+        name = raw.decode("utf-8", "replace").strip()
+        if name.startswith("refs/heads/") and name.isprintable():
+            return name.removeprefix("refs/heads/")
+    return ""
 
 
 def _checked_kind(work_tree: Path, git_dir: Path) -> str | Unsupported:
