@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import os
 from pathlib import Path
 
 import pytest
@@ -197,6 +198,23 @@ def test_the_last_five_revisions_are_kept_and_a_damaged_file_is_set_aside_never_
     assert len(names) == KEEP_REVISIONS and names[-1].startswith("20260101T000006")
     assert "version 6" in (directory / "blueprint.md").read_text()
     assert "version 5" in (directory / "revisions" / names[-1]).read_text()
+
+
+def test_a_blueprint_name_holding_a_fifo_or_a_link_is_read_as_damaged_saying_so_and_a_write_replaces_it(
+        tmp_path: Path, derived) -> None:
+    directory = tmp_path / "bp"
+    directory.mkdir()
+    os.mkfifo(directory / "blueprint.md")  # nobody writes it: a reader that opened it blocking would hang
+    store = BlueprintStore(directory)
+    assert store.read().damaged == "it is not a regular file" and store.read().entries == []
+    text = render_document(_folded(derived, [_entry(claim="after the fifo")])[0])
+    with store.locked():
+        assert store.write(text)
+    assert "after the fifo" in (directory / "blueprint.md").read_text() and store.revision_names() == []
+    (tmp_path / "elsewhere.md").write_text(text)
+    (directory / "blueprint.md").unlink()
+    (directory / "blueprint.md").symlink_to(tmp_path / "elsewhere.md")
+    assert store.read().damaged.startswith("it cannot be opened (") and store.read().entries == []
 
 
 def test_the_account_says_what_was_written_and_refused(tmp_path: Path, derived) -> None:

@@ -58,7 +58,8 @@ def commit_blueprint(directory: Path, project_root: Path, submitted: Any, eviden
         if account.unknown_supersedes:
             parts.append(f"supersedes named no entry: {', '.join(account.unknown_supersedes[:3])}")
         if current.damaged:
-            parts.append(f"the old file could not be read ({current.damaged}) and was kept in revisions/")
+            parts.append(f"the old file could not be read ({current.damaged}) and was replaced (its bytes, where "
+                         "they could be read, are kept in revisions/)")
     else:
         parts.append("written 0")
     if checked.rejected:

@@ -22,10 +22,14 @@ from yagent.ipc.atomic_file import write_atomic
 
 from .document import MAX_DOCUMENT_BYTES, Blueprint, parse_document
 
-__all__ = ["DOCUMENT", "KEEP_REVISIONS", "BlueprintStore"]
+__all__ = ["DOCUMENT", "KEEP_REVISIONS", "BlueprintStore", "Unreadable"]
 
 DOCUMENT = "blueprint.md"
 KEEP_REVISIONS = 5
+
+
+class Unreadable(Exception):
+    """The blueprint's name holds something that cannot be read as its file (a FIFO, a link, no permission)."""
 
 
 class BlueprintStore:
@@ -35,16 +39,17 @@ class BlueprintStore:
         self.revisions = directory / "revisions"
 
     def raw(self) -> bytes | None:
-        """The file's bytes (None: there is none), read without following a link, bounded."""
+        """The file's bytes (None: there is none), read without following a link, bounded; `Unreadable` when
+        something is there that cannot be read as a file."""
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            return f"unreadable: {exc.strerror}".encode()
+            raise Unreadable(f"it cannot be opened ({exc.strerror})") from None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return b"not a regular file"
+                raise Unreadable("it is not a regular file")
             chunks, size = [], 0
             while size <= MAX_DOCUMENT_BYTES and (chunk := os.read(fd, MAX_DOCUMENT_BYTES + 1 - size)):
                 chunks.append(chunk)
@@ -54,7 +59,10 @@ class BlueprintStore:
             os.close(fd)
 
     def read(self) -> Blueprint:
-        raw = self.raw()
+        try:
+            raw = self.raw()
+        except Unreadable as exc:
+            return Blueprint(damaged=str(exc))
         return Blueprint() if raw is None else parse_document(raw)
 
     @contextlib.contextmanager
@@ -71,7 +79,10 @@ class BlueprintStore:
     def write(self, text: str, *, now: datetime.datetime | None = None) -> bool:
         """Replace the file with `text` (call under `locked`); False when it held exactly that already."""
         data = text.encode("utf-8")
-        old = self.raw()
+        try:
+            old = self.raw()
+        except Unreadable:  # no bytes to keep: the new file takes the place of what is there
+            old = None
         if old == data:
             return False
         if old is not None:
