@@ -289,17 +289,24 @@ class CheckpointService:
             why = result.unsupported or result.problem
             log.warning("task %s: the prior content of %d file(s) was not kept: %s", task.id, len(fresh), why)
             return CheckpointReply(id=msg.id, is_error=True, content=f"their content was not kept: {why}")
+        if result.detail:
+            # All or nothing: a checkpoint moved meanwhile. The record keeps naming the commits it named (each
+            # amendment keeps the commit it amends reachable) and no file is noted, so no capture counts on them.
+            log.warning("task %s: the prior content of files was not kept: %s", task.id, result.detail)
+            return CheckpointReply(id=msg.id, is_error=True, content=f"their content was not kept: {result.detail}")
         amended = {pair[0]: pair[1] for pair in result.amended if isinstance(pair, list) and len(pair) == 2}
         for row in rows:
             commit = amended.get(row.ref, row.commit)
             if commit != row.commit:
                 registry.set_checkpoint_commit(task.id, row.number, commit)
-        if result.detail:  # a checkpoint moved meanwhile: the files are not noted, so no capture counts on them
-            log.warning("task %s: the prior content of files was not kept: %s", task.id, result.detail)
-            return CheckpointReply(id=msg.id, is_error=True, content=f"their content was not kept: {result.detail}")
-        registry.note_checkpoint_paths(task.id, fresh, before)
-        return CheckpointReply(id=msg.id, content=f"kept {len(result.files)} of {len(fresh)} (the others did not "
-                                                  f"exist yet).{refused}", is_error=bool(over))
+        # A file there but unreadable (too big, not a file) is not noted: no capture reads it, no undo touches it.
+        unread = {p: why for p, why in result.skipped.items() if p in set(fresh)}
+        registry.note_checkpoint_paths(task.id, [p for p in fresh if p not in unread], before)
+        left = " Not kept, and left as they are by an undo: " + "; ".join(
+            f"{p} ({why})" for p, why in sorted(unread.items())[:5]) + "." if unread else ""
+        absent = len(fresh) - len(result.files) - len(unread)
+        return CheckpointReply(id=msg.id, content=f"kept {len(result.files)} of {len(fresh)}; {absent} did not exist "
+                                                  f"yet.{left}{refused}", is_error=bool(over or unread))
 
     def _refusal(self, run: CheckpointRun, task: _Task, msg: object) -> str:
         if not self.settings.enabled:

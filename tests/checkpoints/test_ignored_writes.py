@@ -50,7 +50,8 @@ def test_noted_files_get_their_prior_content_into_the_checkpoint_and_undo_puts_t
     assert [f.path for f in amended.files] == ["build/keep.txt"]  # made.txt does not exist yet: it stays absent
     assert _held(repo, commit) == _held(repo, before.commit) | {"build/keep.txt"}
     assert git(repo, "show", f"{commit}:build/keep.txt") == "the user's build output\n"
-    assert git(repo, "rev-parse", f"{commit}^").strip() == git(repo, "rev-parse", f"{before.commit}^").strip()
+    assert git(repo, "rev-parse", f"{commit}^1").strip() == git(repo, "rev-parse", f"{before.commit}^").strip()
+    assert git(repo, "rev-parse", f"{commit}^2").strip() == before.commit  # what it amends stays reachable
     assert git(repo, "log", "-1", "--format=%B", commit) == git(repo, "log", "-1", "--format=%B", before.commit)
     again = _note(repo, [[REF.format(1), commit]], noted)  # noted twice: what the checkpoint holds is kept
     assert again.ok and again.amended == [[REF.format(1), commit]] and again.files == []
@@ -132,6 +133,7 @@ def test_a_noted_file_swapped_for_a_link_a_fifo_or_put_behind_a_linked_directory
     before = create(repo, 1)
     noted = _note(repo, [[REF.format(1), before.commit]], ["build/link.txt", "build/pipe", "build/through/secret.txt"])
     assert noted.ok and noted.detail == ""
+    assert set(noted.skipped) == {"build/pipe"}  # there, not read: the daemon does not note it, no undo touches it
     [[_ref, commit]] = noted.amended
     assert "build/pipe" not in _held(repo, commit) and "build/through/secret.txt" not in _held(repo, commit)
     # The link is kept as a link: its target's bytes never enter the repository.
@@ -148,3 +150,48 @@ def test_captures_read_noted_files_even_past_the_cap_on_lone_ignored_files(tmp_p
     assert last in plain.skipped  # past the cap: a plain capture does not read it
     noted = create(repo, 2, extra_paths=[last])
     assert last in _held(repo, noted.commit)
+
+
+def test_a_restore_puts_back_a_file_noted_later_that_the_target_holds(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r")
+    (repo / ".env").write_text("KEY=orig\n")  # ignored on its own: every capture reads it
+    first = create(repo, 1)
+    (repo / ".env").write_text("KEY=agent\n")
+    rolled = job(repo, CheckpointJobKind.RESTORE, target=first.commit, apply=True, safety_ref=REF.format(2),
+                 message="rollback", extra_paths=[".env"], noted_later=[".env"])
+    assert rolled.ok and rolled.applied and (repo / ".env").read_text() == "KEY=orig\n"
+    assert not any(line.startswith(".env") for line in rolled.left)
+
+
+def test_a_noted_path_that_became_a_directory_is_read_file_by_file_and_undone(tmp_path: Path) -> None:
+    repo = _with_build(tmp_path)
+    start = files_of(repo)
+    before = create(repo, 1)
+    assert _note(repo, [[REF.format(1), before.commit]], ["build/lib"]).ok  # a directory is moved onto it
+    (repo / "build" / "lib" / "sub").mkdir(parents=True)
+    (repo / "build" / "lib" / "a.py").write_text("a\n")
+    (repo / "build" / "lib" / "sub" / "b.py").write_text("b\n")
+    after = create(repo, 2, extra_paths=["build/lib"])
+    assert {"build/lib/a.py", "build/lib/sub/b.py"} <= _held(repo, after.commit)
+    commit = git(repo, "rev-parse", REF.format(1)).strip()
+    undo = job(repo, CheckpointJobKind.RESTORE, target=commit, scope_from=after.commit, expected=after.commit,
+               apply=True, safety_ref=REF.format(3), message="undo", extra_paths=["build/lib"])
+    assert undo.ok and undo.applied and files_of(repo) == start
+
+
+def test_a_ref_the_daemon_moved_but_never_recorded_is_amended_again_and_the_recorded_commit_survives_gc(
+        tmp_path: Path) -> None:
+    repo = _with_build(tmp_path)
+    before = create(repo, 1)
+    first = _note(repo, [[REF.format(1), before.commit]], ["build/keep.txt"])
+    [[_ref, amended]] = first.amended
+    (repo / "build" / "second.txt").write_text("second\n")
+    # The daemon was killed before it recorded `amended`: it still names the checkpoint as `before.commit`.
+    git(repo, "reflog", "expire", "--expire=now", "--all")
+    git(repo, "gc", "-q", "--prune=now")
+    assert git(repo, "cat-file", "-t", before.commit).strip() == "commit"
+    again = _note(repo, [[REF.format(1), before.commit]], ["build/second.txt"])
+    assert again.ok and again.detail == "", again.detail
+    [[_ref, newest]] = again.amended
+    assert {"build/keep.txt", "build/second.txt"} <= _held(repo, newest)
+    assert git(repo, "rev-parse", f"{newest}^2").strip() == amended

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,11 +141,17 @@ def test_notes_amend_the_runs_checkpoints_keep_their_record_refuse_forged_paths_
         assert await service.before_run(run, row, 1)  # type: ignore[arg-type]
         first = registry.checkpoints(row.id)[0].commit
         kept = await note(["build/keep.txt", "build/new.txt", "../escape", ".git/hooks/pre-commit", "/etc/passwd"])
-        assert not kept.is_error and kept.content.startswith("kept 1 of 2"), kept.content
+        assert not kept.is_error and kept.content.startswith("kept 1 of 2; 1 did not exist yet."), kept.content
         assert registry.checkpoint_paths(row.id) == {"build/keep.txt": 1, "build/new.txt": 1}
         amended = registry.checkpoints(row.id)[0].commit
         assert amended != first and git(repo, "rev-parse", registry.checkpoints(row.id)[0].ref).strip() == amended
         assert git(repo, "show", f"{amended}:build/keep.txt") == "before\n"
+
+        os.mkfifo(repo / "build" / "pipe")
+        unread = await note(["build/pipe"])  # there but no file: not noted, so no capture reads it, no undo touches it
+        assert unread.is_error and "Not kept, and left as they are by an undo: build/pipe (not a file)" in \
+            unread.content and "build/pipe" not in registry.checkpoint_paths(row.id)
+        os.unlink(repo / "build" / "pipe")
 
         many = [f"build/m{i:05d}" for i in range(MAX_NOTED_PATHS)]
         capped = await note(many)  # two are noted already: the last two asked for find no room

@@ -1,7 +1,9 @@
 """Before a file tool writes inside a directory git ignores, the run names those files to the daemon's checkpoints
-(`ignored_writes.py`, through the dispatcher): only files in ignored places, each once per run, the files beneath a
-directory that is moved, never a path outside the project — and the write waits for the answer, so the daemon
-reads the file before the agent changes it."""
+(`ignored_writes.py`, through the dispatcher): only files inside directories git ignores (not a file ignored on
+its own, which every capture reads, nor what only `.ignore` hides), each once per run, the files beneath a
+directory that is moved but never behind a link, never a path outside the project, the worktree's top `.gitignore`
+read for a project in a subdirectory — and the write waits for the answer, so the daemon reads the file before the
+agent changes it."""
 
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ class RecordingCheckpoints:
 
 def _project(project: Path) -> Path:
     (project / ".gitignore").write_text("build/\n*.log\n")
+    (project / ".ignore").write_text("docs/\n")  # the search tools' file: git does not read it
     (project / ".git" / "info").mkdir(parents=True)
     (project / ".git" / "info" / "exclude").write_text("cache/\n")
     (project / "build").mkdir()
@@ -52,16 +55,17 @@ def _project(project: Path) -> Path:
     return project
 
 
-def test_only_files_in_ignored_places_are_named_each_once(project: Path, outside: Path) -> None:
+def test_only_files_inside_directories_git_ignores_are_named_each_once(project: Path, outside: Path) -> None:
     root = _project(project)
     view = IgnoredWrites(root)
     (root / "build" / "deep").mkdir()
     for name in ("x.o", "y.o"):
         (root / "build" / "deep" / name).write_text(name)
     asked = [root / "build" / "keep.txt", root / "src" / "a.py", root / "debug.log", root / "cache" / "c.bin",
-             root / "build" / "deep", outside / "elsewhere.txt", root]
+             root / "docs" / "guide.md", root / "build" / "deep", outside / "elsewhere.txt", root]
     named = view.to_name(asked)
-    assert named == ["build/keep.txt", "debug.log", "cache/c.bin", "build/deep/x.o", "build/deep/y.o"]
+    # Not debug.log (ignored on its own: every capture reads it), not docs/ (only .ignore hides it from search).
+    assert named == ["build/keep.txt", "cache/c.bin", "build/deep/x.o", "build/deep/y.o"] and view.cut == 0
     view.named(named)
     assert view.to_name(asked) == []  # each file once per run
     assert view.to_name([root / "build" / "keep.txt", root / "build" / "new.txt"]) == ["build/new.txt"]
@@ -76,9 +80,25 @@ def test_a_moved_directory_names_its_files_without_following_links_and_at_most_t
         (many / f"f{i:05d}").write_text("x")
     (root / "build" / "linked").symlink_to(outside, target_is_directory=True)
     (outside / "secret.txt").write_text("not the project's\n")
-    named = IgnoredWrites(root).to_name([many, root / "build" / "linked"])
-    assert len(named) == MAX_NOTED_PATHS and named[0] == "build/many/f00000"
-    assert not any("secret" in rel for rel in named)
+    view = IgnoredWrites(root)
+    named = view.to_name([many])
+    assert len(named) == MAX_NOTED_PATHS and named[0] == "build/many/f00000" and view.cut == 10
+    # A link to a directory, deleted or moved: the link is what changes, never the files where it leads.
+    assert view.to_name([root / "build" / "linked"], [outside]) == ["build/linked"] and view.cut == 0
+    (root / "build" / "v2").mkdir()
+    (root / "build" / "v2" / "users.bin").write_text("the user's\n")
+    (root / "build" / "current").symlink_to(root / "build" / "v2", target_is_directory=True)
+    assert view.to_name([root / "build" / "current"], [root / "build" / "v2"]) == ["build/current"]
+
+
+def test_a_project_in_a_subdirectory_reads_the_ignore_files_from_the_worktrees_top(tmp_path: Path) -> None:
+    top = tmp_path / "mono"
+    (top / ".git").mkdir(parents=True)
+    (top / ".gitignore").write_text("node_modules/\n")
+    app = top / "app"
+    (app / "node_modules" / "pkg").mkdir(parents=True)
+    named = IgnoredWrites(app).to_name([app / "node_modules" / "pkg" / "index.js", app / "main.js"])
+    assert named == ["node_modules/pkg/index.js"]
 
 
 def test_an_exclude_file_that_is_a_fifo_is_not_waited_on(project: Path) -> None:
@@ -86,6 +106,23 @@ def test_an_exclude_file_that_is_a_fifo_is_not_waited_on(project: Path) -> None:
     (root / ".git" / "info" / "exclude").unlink()
     os.mkfifo(root / ".git" / "info" / "exclude")  # nobody writes it: reading it would block the run for good
     assert IgnoredWrites(root).to_name([root / "cache" / "c.bin", root / "build" / "b"]) == ["build/b"]
+
+
+def test_a_directory_too_large_to_name_whole_is_said_on_the_task(project: Path, tmp_path: Path) -> None:
+    root = _project(project)
+    big = root / "build" / "big"
+    big.mkdir()
+    for i in range(MAX_NOTED_PATHS + 3):
+        (big / f"f{i:05d}").write_text("x")
+    said: list[tuple[str, dict]] = []
+    port = RecordingCheckpoints(root)
+    ctx = make_ctx(root, tmp_path, checkpoints=port, yolo=YoloLevel.YOLO,
+                   emit=lambda type_, data: said.append((type_, dict(data))))
+    moved = call_tool(ctx, "rename_file", {"source": "build/big", "destination": "build/big2"})
+    assert not moved.is_error and len(port.notes[0]) == MAX_NOTED_PATHS
+    assert next(iter(port.notes[0])) == "build/big2"  # the destination first: what is cut is the moved content
+    warnings = [d["message"] for t, d in said if t == "log" and d.get("level") == "warning"]
+    assert any("4 files inside an ignored directory were not kept for `yagent undo`" in w for w in warnings)
 
 
 def test_the_write_waits_for_the_note_which_sees_the_file_as_it_was(project: Path, tmp_path: Path) -> None:

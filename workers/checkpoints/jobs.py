@@ -70,6 +70,11 @@ def _in_worktree(repo: Repository, paths: list[str]) -> list[str]:
     return [f"{repo.prefix}/{p}" if repo.prefix else p for p in paths]
 
 
+def _in_project(repo: Repository, path: str) -> str:
+    """A worktree-relative path of git's as the daemon names it: relative to the project."""
+    return path[len(repo.prefix) + 1:] if repo.prefix and path.startswith(repo.prefix + "/") else path
+
+
 def run_job(job: CheckpointJob, git: GitRunner | None = None, repo: Repository | None = None) -> CheckpointJobResult:
     """Carry out `job` (in `repo`, when the caller found it already); every failure becomes a reply saying what
     went wrong."""
@@ -114,14 +119,16 @@ def _carry_out(job: CheckpointJob, repo: Repository, git: GitRunner, scratch: Pa
         failed: list[str] = []
         kept: set[str] = set()
         for ref, commit in job.amend:
-            try:  # each ref on its own: one that moved meanwhile must not lose the others' new commits
-                amended, added = amend_with_prior(repo, git, scratch, ref, commit, paths)
+            try:  # each ref on its own: the daemon takes none of them unless all went through
+                amended, added, unread = amend_with_prior(repo, git, scratch, ref, commit, paths)
             except GitFailed as exc:
                 failed.append(f"{ref}: {exc}")
                 continue
             result.amended.append([ref, amended])
             kept.update(added)
-        result.files = [FileChange(path=p, change=ChangeKind.ADDED) for p in sorted(kept)]
+            result.skipped.update(unread)
+        result.files = [FileChange(path=_in_project(repo, p), change=ChangeKind.ADDED) for p in sorted(kept)]
+        result.skipped = {_in_project(repo, p): why for p, why in result.skipped.items()}
         result.detail = "; ".join(failed)
     elif kind == CheckpointJobKind.PRUNE:
         existing = set(git.run(["for-each-ref", "--format=%(refname)", CHECKPOINT_REFS]).decode().split())

@@ -56,7 +56,7 @@ def plan_restore(git: GitRunner, repo: Repository, now: str, target: str, *, sco
     for step in steps:
         if step.submodule:
             plan.left.append(f"{step.path} (a submodule: yagent does not move submodules; see git -C {step.path} log)")
-        elif step.path in later:
+        elif step.path in later and step.kind is ChangeKind.DELETED:  # absent from the target: not known there
             plan.left.append(f"{step.path} (an agent wrote it inside an ignored directory after that checkpoint was "
                              "made, so the checkpoint does not know how it was)")
         elif step.path in never:

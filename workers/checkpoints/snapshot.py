@@ -106,12 +106,38 @@ def capture_tree(repo: Repository, git: GitRunner, scratch: Path, extra: list[st
         ignored = sorted(ignored)[:MAX_IGNORED]
     forced = [p for p in ignored if _inside(repo, p) and _fits(repo.work_tree, p, skipped, missing_ok=False)]
     _add(repo, git, index, ["-f"], forced)
-    noted = [p for p in extra if _inside(repo, p) and not _behind_link(repo.work_tree, p)
+    noted = [p for p in _expanded(repo, extra, skipped) if _inside(repo, p) and not _behind_link(repo.work_tree, p)
              and _fits(repo.work_tree, p, skipped, missing_ok=False)]
     _add(repo, git, index, ["-f"], noted)
     _resolve_conflicts(repo, git, index, skipped)
     tree = git.run(["write-tree"], index=index).decode().strip()
     return tree, skipped
+
+
+def _expanded(repo: Repository, paths: list[str] | tuple[str, ...], skipped: dict[str, str]) -> list[str]:
+    """`paths`, a directory among them (a noted file an agent moved a directory onto) as the files beneath it,
+    links not followed, at most `MAX_IGNORED` of those in all."""
+    found: list[str] = []
+    room = MAX_IGNORED
+    for rel in paths:
+        top = repo.work_tree / rel
+        try:
+            is_dir = stat.S_ISDIR(os.lstat(top).st_mode)
+        except OSError:
+            is_dir = False
+        if not is_dir or not _inside(repo, rel) or _behind_link(repo.work_tree, rel):
+            found.append(rel)
+            continue
+        for here, dirs, files in os.walk(top):
+            dirs.sort()
+            for name in sorted(files):
+                inner = Path(here, name).relative_to(repo.work_tree).as_posix()
+                if room <= 0:
+                    skipped[inner] = f"in a noted directory, past the {MAX_IGNORED} files a checkpoint reads there"
+                    continue
+                room -= 1
+                found.append(inner)
+    return found
 
 
 def _behind_link(work_tree: Path, rel: str) -> bool:
@@ -171,13 +197,15 @@ def _resolve_conflicts(repo: Repository, git: GitRunner, index: Path, skipped: d
         skipped.update({p: "unmerged, and not readable on disk" for p in gone if _inside(repo, p)})
 
 
-def commit_tree(git: GitRunner, tree: str, parent: str, message: str, when: float | None = None) -> str:
-    """A commit of `tree` (parent `parent` if any) by yagent, signed by nothing."""
+def commit_tree(git: GitRunner, tree: str, parent: str, message: str, when: float | None = None, also: str = ""
+                ) -> str:
+    """A commit of `tree` (parent `parent` if any, then `also`) by yagent, signed by nothing."""
     stamp = f"{int(when if when is not None else time.time())} +0000"
     name, email = AUTHOR
     env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": stamp,
            "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": stamp}
-    args = ["commit-tree", "--no-gpg-sign", tree, *(["-p", parent] if parent else []), "-F", "-"]
+    args = ["commit-tree", "--no-gpg-sign", tree, *(["-p", parent] if parent else []),
+            *(["-p", also] if also else []), "-F", "-"]
     return git.run(args, stdin=message.encode("utf-8", "replace"), extra_env=env).decode().strip()
 
 
@@ -204,32 +232,56 @@ def make_checkpoint(repo: Repository, git: GitRunner, scratch: Path, ref: str, m
     return MadeCheckpoint(tree=tree, commit=commit, skipped=skipped)
 
 
+AMEND_CHAIN = 16  # amendments of one checkpoint followed back to the commit the daemon's record names
+
+
+def _amended_from(git: GitRunner, ref: str, commit: str) -> str:
+    """What `ref` names now, if that is `commit` or an amendment of it (its second parents lead back to it, as
+    when a daemon killed after moving the ref never recorded the move); "" when the ref moved elsewhere."""
+    current = git.run(["rev-parse", "-q", "--verify", f"{ref}^{{commit}}"], check=False).decode().strip()
+    here = current
+    for _step in range(AMEND_CHAIN):
+        if not here:
+            return ""
+        if here == commit:
+            return current
+        parents = git.run(["rev-list", "--parents", "-n", "1", here]).decode().split()[1:]
+        here = parents[-1] if parents else ""  # an amendment's last parent is what it amends
+    return ""
+
+
 def amend_with_prior(repo: Repository, git: GitRunner, scratch: Path, ref: str, commit: str, paths: list[str]
-                     ) -> tuple[str, list[str]]:
-    """`commit` (the checkpoint at `ref`) with the files of `paths` it lacks added as they are now, moved to a new
-    commit on `ref`; (that commit — `commit` itself when nothing was added, the paths added).
+                     ) -> tuple[str, list[str], dict[str, str]]:
+    """The checkpoint at `ref` (recorded as `commit`) with the files of `paths` it lacks added as they are now, as
+    a new commit on `ref`; (that commit — the ref's own when nothing was added, the paths added, the paths that
+    exist but could not be read: too big, not a file).
 
     An agent is about to write these files (inside a wholly ignored directory, which no capture reads): their
     content now is their content before the agent, which an undo must put back. A path the checkpoint holds
     already keeps what it holds; one that does not exist is left out, so an undo removes what the agent makes
-    there. The new commit has the same parent and message; `ref` moves only if it still names `commit`.
+    there. The new commit has the same first parent and message, and the commit it amends as its second parent:
+    that one stays reachable, so a record that still names it (the daemon killed before it recorded the new one)
+    names a commit git keeps. `ref` moves only from what it names, and only if that is `commit` or an amendment.
     """
+    base = _amended_from(git, ref, commit)
+    if not base:
+        raise GitFailed(["update-ref", ref], 1, f"{ref} no longer names checkpoint {commit[:12]} or an amendment of it")
     index = scratch / "amend-index"
     index.unlink(missing_ok=True)
-    git.run(["read-tree", commit], index=index)
+    git.run(["read-tree", base], index=index)
     held = set(_nul_list(git.run(["ls-files", "-z", "--", *paths], index=index))) \
         if paths else set()
     skipped: dict[str, str] = {}
     wanted = [p for p in paths if p not in held and _inside(repo, p) and not _behind_link(repo.work_tree, p)
               and _fits(repo.work_tree, p, skipped, missing_ok=False)]
     if not wanted:
-        return commit, []
+        return base, [], skipped
     _add(repo, git, index, ["-f"], wanted)
     tree = git.run(["write-tree"], index=index).decode().strip()
-    parents = git.run(["rev-list", "--parents", "-n", "1", commit]).decode().split()[1:]
-    message = git.run(["log", "-1", "--format=%B", commit]).decode("utf-8", "replace").rstrip("\n")
-    when = float(git.run(["log", "-1", "--format=%ct", commit]).decode().strip() or time.time())
-    amended = commit_tree(git, tree, parents[0] if parents else "", message, when)
+    parents = git.run(["rev-list", "--parents", "-n", "1", base]).decode().split()[1:]
+    message = git.run(["log", "-1", "--format=%B", base]).decode("utf-8", "replace").rstrip("\n")
+    when = float(git.run(["log", "-1", "--format=%ct", base]).decode().strip() or time.time())
+    amended = commit_tree(git, tree, parents[0] if parents else "", message, when, also=base)
     git.run(["update-ref", "--no-deref", "-m", "yagent checkpoint: prior content of files agents write", ref,
-             amended, commit])
-    return amended, wanted
+             amended, base])
+    return amended, wanted, skipped

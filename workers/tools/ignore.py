@@ -34,8 +34,9 @@ MAX_IGNORE_FILE_BYTES = 1024 * 1024
 class IgnoreRules:
     """Evaluates `.rgignore`, `.ignore` and `.gitignore` files from the walk root down, as ripgrep does."""
 
-    def __init__(self, root: Path, extra: Iterable[str] = ()):
+    def __init__(self, root: Path, extra: Iterable[str] = (), kinds: tuple[str, ...] = IGNORE_FILES):
         self.root = root
+        self._kinds = kinds  # which of IGNORE_FILES count (git reads `.gitignore` alone)
         # By the directory's path relative to the root ("" for the root) and the file's name: strings, not Paths,
         # since a walk asks this for every entry.
         self._cache: dict[tuple[str, str], list[_Pattern]] = {}
@@ -69,7 +70,7 @@ class IgnoreRules:
             found = self._layers[directory] = tuple(
                 tuple((depth, patterns) for depth in range(len(directory) + 1)
                       if (patterns := self._patterns("/".join(directory[:depth]), kind)))
-                for kind in IGNORE_FILES)
+                for kind in self._kinds)
         return found
 
     def _patterns(self, directory: str, kind: str) -> list[_Pattern]:

@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from yagent.ipc import event_data
+from yagent.ipc.noted_paths import MAX_NOTED_PATHS
+from yagent.ipc.vocabulary import EventType
+
 from .. import sandbox
 from .authorization import AuthRequest
 from .context import ToolContext
@@ -143,15 +147,20 @@ async def _name_ignored_writes(ctx: ToolContext, spec: ToolSpec, args: Mapping[s
         return
     if ctx.ignored_writes is None:
         ctx.ignored_writes = IgnoredWrites(ctx.guard.root)
+    view = ctx.ignored_writes
     # Both the path as named (a link itself, for delete and rename) and where it leads.
     named = [Path(os.path.normpath(ctx.guard.root / str(args.get(p) or "."))) for p in spec.path_params]
-    rels = ctx.ignored_writes.to_name([*named, *paths.values()])
+    rels = view.to_name(named, paths.values())
+    if view.cut:  # a directory too large to name whole: the user hears what an undo cannot put back
+        ctx.emit(EventType.LOG.value, event_data.log(
+            "warning", f"{spec.name}: {view.cut} files inside an ignored directory were not kept for `yagent undo` "
+                       f"(at most {MAX_NOTED_PATHS} are named at once)"))
     if not rels:
         return
     text, is_error = await ctx.checkpoints.checkpoint_note(rels)
     if is_error:
         log.warning("%s: the checkpoints may not hold %s as it was: %s", spec.name, ", ".join(rels[:5]), text)
-    ctx.ignored_writes.named(rels)
+    view.named(rels)
 
 
 async def _carry_out_approved(ctx: ToolContext, request: AuthRequest | None, spec: ToolSpec,
