@@ -300,7 +300,8 @@ class CheckpointService:
             if commit != row.commit:
                 registry.set_checkpoint_commit(task.id, row.number, commit)
         # A file there but unreadable (too big, not a file) is not noted: no capture reads it, no undo touches it.
-        unread = {p: why for p, why in result.skipped.items() if p in set(fresh)}
+        asked_now = set(fresh)
+        unread = {p: why for p, why in result.skipped.items() if p in asked_now}
         registry.note_checkpoint_paths(task.id, [p for p in fresh if p not in unread], before)
         left = " Not kept, and left as they are by an undo: " + "; ".join(
             f"{p} ({why})" for p, why in sorted(unread.items())[:5]) + "." if unread else ""

@@ -106,8 +106,20 @@ def test_a_note_refuses_paths_that_leave_the_project_or_reach_git_and_refs_that_
     for amend in ([["refs/heads/main", before.commit]], [[REF.format(1), "HEAD"]], [[REF.format(1)]], ["x"]):
         refused = _note(repo, amend, ["build/keep.txt"])  # type: ignore[arg-type]
         assert not refused.ok and "refused:" in refused.problem, amend
+    forged_later = job(repo, CheckpointJobKind.RESTORE, target=before.commit, noted_later=["../../etc/passwd"])
+    assert not forged_later.ok and "refused: a noted path" in forged_later.problem
     assert git(repo, "rev-parse", REF.format(1)).strip() == before.commit  # nothing moved
     assert git(repo, "rev-parse", "refs/heads/main").strip() == git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_a_thousand_long_names_in_one_note_still_keep_the_real_file(tmp_path: Path) -> None:
+    repo = _with_build(tmp_path)
+    before = create(repo, 1)
+    # ~3.6 MB of names: as arguments to git they would pass the kernel's limit and the whole note would fail.
+    flood = [f"build/{'d' * 200}/{i:04d}" + "f" * 3400 for i in range(999)]
+    noted = _note(repo, [[REF.format(1), before.commit]], [*flood, "build/keep.txt"])
+    assert noted.ok and noted.detail == "", noted.detail
+    assert [f.path for f in noted.files] == ["build/keep.txt"]
 
 
 def test_a_ref_moved_meanwhile_is_reported_and_the_other_checkpoints_are_still_amended(tmp_path: Path) -> None:

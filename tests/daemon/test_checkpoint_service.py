@@ -64,20 +64,30 @@ def launcher():
     started.stop()
 
 
-def test_records_a_forged_number_retention_and_a_run_never_reaped(tmp_path: Path, launcher) -> None:
-    repo = make_repo(tmp_path / "repo")
+def _home_with_task(tmp_path: Path, repo: Path) -> tuple[Path, Registry, Any]:
+    """A state home with a real registry holding one task of `repo`."""
     home = tmp_path / "home"
     home.mkdir()
     registry = Registry(home / "state.db")
-    row = registry.create_task(registry.ensure_project(repo), "t")
+    return home, registry, registry.create_task(registry.ensure_project(repo), "t")
+
+
+def _coding_run(row: Any, repo: Path, home: Path, task: str) -> _Run:
+    spec = RunSpec(run="r1", task=row.id, turn=1, project=row.project_id, project_root=str(repo), agent="coding",
+                   input=task, home=str(home))
+    return _Run("r1", "coding", spec)
+
+
+def test_records_a_forged_number_retention_and_a_run_never_reaped(tmp_path: Path, launcher) -> None:
+    repo = make_repo(tmp_path / "repo")
+    home, registry, row = _home_with_task(tmp_path, repo)
     settings = settings_from_table(tomllib.loads('[git_checkpoint]\nretention = "1h"\n'), environ={})
 
     async def go() -> None:
         services = _Services(registry, launcher, TaskScope("test"), home, settings, runtime_dir=tmp_path / "run")
         service = CheckpointService(services)  # type: ignore[arg-type]
-        spec = RunSpec(run="r1", task=row.id, turn=1, project=row.project_id, project_root=str(repo), agent="coding",
-                       input="change a.txt", home=str(home))
-        run = _Run("r1", "coding", spec)
+        run = _coding_run(row, repo, home, "change a.txt")
+        spec = run.spec
         assert await service.before_run(run, row, 1)  # type: ignore[arg-type]
         (repo / "a.txt").write_text("changed\n")
         service.after_run(run, row, 1)  # type: ignore[arg-type]
@@ -118,18 +128,13 @@ def test_notes_amend_the_runs_checkpoints_keep_their_record_refuse_forged_paths_
     repo = make_repo(tmp_path / "repo")  # its .gitignore ignores build/
     (repo / "build").mkdir()
     (repo / "build" / "keep.txt").write_text("before\n")
-    home = tmp_path / "home"
-    home.mkdir()
-    registry = Registry(home / "state.db")
-    row = registry.create_task(registry.ensure_project(repo), "t")
+    home, registry, row = _home_with_task(tmp_path, repo)
     settings = settings_from_table({}, environ={})
 
     async def go() -> None:
         services = _Services(registry, launcher, TaskScope("test"), home, settings, runtime_dir=tmp_path / "run")
         service = CheckpointService(services)  # type: ignore[arg-type]
-        spec = RunSpec(run="r1", task=row.id, turn=1, project=row.project_id, project_root=str(repo), agent="coding",
-                       input="rebuild", home=str(home))
-        run = _Run("r1", "coding", spec)
+        run = _coding_run(row, repo, home, "rebuild")
 
         async def note(paths: list[str], who: _Run = run) -> CheckpointReply:
             answered: asyncio.Future[CheckpointReply] = asyncio.get_running_loop().create_future()

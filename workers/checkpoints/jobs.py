@@ -54,7 +54,7 @@ def _bad_request(job: CheckpointJob) -> str:
               and all(isinstance(part, str) for part in pair)]
     if len(amends) != len(job.amend) or any(not _OBJECT.match(commit) for _ref, commit in amends):
         return "a checkpoint to amend that is not [ref, commit id]"
-    if any(not plain_project_path(p) for p in job.extra_paths):
+    if any(not plain_project_path(p) for p in [*job.extra_paths, *job.noted_later]):
         return "a noted path that is not a plain path inside the project"
     refs = [job.safety_ref, *job.delete_refs, *(ref for ref, _commit in amends)] + \
         ([job.ref] if job.kind != CheckpointJobKind.SQUASH else [])
@@ -145,7 +145,7 @@ def _restore(job: CheckpointJob, repo: Repository, git: GitRunner, scratch: Path
     result.tree, result.skipped = now, skipped
     plan = plan_restore(git, repo, now, job.target, scope_from=job.scope_from, expected=job.expected,
                         untouchable={*job.untouchable, *skipped},
-                        unknown=set(_in_worktree(repo, [p for p in job.noted_later if plain_project_path(p)])))
+                        unknown=set(_in_worktree(repo, job.noted_later)))
     result.files, result.changed_since, result.left = plan.files(), plan.changed_since, plan.left
     if not job.apply or (plan.changed_since and not job.force):
         return

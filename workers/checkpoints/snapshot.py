@@ -269,8 +269,8 @@ def amend_with_prior(repo: Repository, git: GitRunner, scratch: Path, ref: str, 
     index = scratch / "amend-index"
     index.unlink(missing_ok=True)
     git.run(["read-tree", base], index=index)
-    held = set(_nul_list(git.run(["ls-files", "-z", "--", *paths], index=index))) \
-        if paths else set()
+    # The whole listing, not the paths as arguments: a thousand long names would pass the kernel's argv limit.
+    held = set(_nul_list(git.run(["ls-files", "-z"], index=index))) & set(paths)
     skipped: dict[str, str] = {}
     wanted = [p for p in paths if p not in held and _inside(repo, p) and not _behind_link(repo.work_tree, p)
               and _fits(repo.work_tree, p, skipped, missing_ok=False)]

@@ -144,8 +144,10 @@ def _match(patterns: list[_Pattern], parts: tuple[str, ...], is_dir: bool) -> bo
     return verdict
 
 
-def _load(path: Path) -> list[_Pattern]:
-    try:  # a regular file only, never waiting on a FIFO, and only its first MAX_IGNORE_FILE_BYTES
+def read_ignore_lines(path: Path) -> list[str]:
+    """The lines of an ignore file: a regular file only, never waiting on a FIFO, and only its first
+    MAX_IGNORE_FILE_BYTES; none when it cannot be read."""
+    try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError:
         return []
@@ -157,7 +159,11 @@ def _load(path: Path) -> list[_Pattern]:
         return []
     finally:
         os.close(fd)
-    return parse_patterns(data.decode("utf-8", "replace").splitlines())
+    return data.decode("utf-8", "replace").splitlines()
+
+
+def _load(path: Path) -> list[_Pattern]:
+    return parse_patterns(read_ignore_lines(path))
 
 
 def parse_patterns(lines: Iterable[str]) -> list[_Pattern]:

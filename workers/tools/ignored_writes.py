@@ -19,7 +19,7 @@ from pathlib import Path
 
 from yagent.ipc.noted_paths import MAX_NOTED_PATHS, plain_project_path
 
-from .ignore import MAX_IGNORE_FILE_BYTES, IgnoreRules
+from .ignore import IgnoreRules, read_ignore_lines
 
 __all__ = ["IgnoredWrites"]
 
@@ -32,23 +32,6 @@ def _worktree_top(root: Path) -> Path:
         if os.path.lexists(here / ".git"):
             return here
     return root
-
-
-def _exclude_patterns(top: Path) -> list[str]:
-    """The repository's own excludes (`.git/info/exclude`), when they can be read as a file."""
-    try:
-        fd = os.open(top / ".git" / "info" / "exclude", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return []
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return []
-        raw = os.read(fd, MAX_IGNORE_FILE_BYTES)
-    except OSError:
-        return []
-    finally:
-        os.close(fd)
-    return raw.decode("utf-8", "replace").splitlines()
 
 
 def _is_dir(path: Path) -> bool:
@@ -72,7 +55,8 @@ class IgnoredWrites:
         """Whether a directory on the way from the worktree's top to `path` is one git ignores as a whole (a file
         ignored on its own is read by every capture already)."""
         if self._rules is None:
-            self._rules = IgnoreRules(self.top, _exclude_patterns(self.top), kinds=GIT_IGNORE_FILES)
+            excludes = read_ignore_lines(self.top / ".git" / "info" / "exclude")  # the repository's own
+            self._rules = IgnoreRules(self.top, excludes, kinds=GIT_IGNORE_FILES)
         parts = path.relative_to(self.top).parts
         return any(self._rules.ignored_parts(parts[:i], True) for i in range(1, len(parts)))
 
