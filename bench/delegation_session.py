@@ -12,11 +12,12 @@ after a daemon start waits for the forkserver to finish preloading. That cold st
 Also prints CPU seconds of the daemon and of all workers.
 
 The session runs twice, each with a daemon of its own: with `[daemon] warm_workers = 0` (every delegation forks
-its worker: the baseline) and with the default pool (a delegation takes a warm worker). For each, the time of
-every delegation is broken into phases from the timestamps of the events it produced (the worker's and the
-daemon's clocks are the same system clock): the Director's tool call after its model answered, the request to
-the daemon, admission, the fork or assignment, the hello, the start message with settings, tool surface and
-prompt assembly up to the first model request, and after the model's answer the result back to the daemon and
+its worker: the baseline) and with the default pool (a delegation takes a warm worker; once the first runs have
+reported the pages they copy on write, the warm worker has copied those before its run, `workers/page_warmth.py`).
+For each, the time of every delegation is broken into phases from the timestamps of the events it produced (the
+worker's and the daemon's clocks are the same system clock): the Director's tool call after its model answered, the
+request to the daemon, admission, the fork or assignment, the hello, the start message with settings, tool surface
+and prompt assembly up to the first model request, and after the model's answer the result back to the daemon and
 the parent resuming up to its next model request.
 Usage: python bench/delegation_session.py [DELEGATIONS] [MODEL_SECONDS]
 """
@@ -147,15 +148,19 @@ def session(n: int, model_time: float, warm_workers: int | None) -> dict:
     worker_cpu = sum(e.data.get("cpu_seconds", 0.0) for e in of_type(events, "run_finished"))
     status = of_type(events, "turn_finished")[0].data["status"]
     warm = sum(1 for e in of_type(events, "run_started") if e.data.get("parent") and e.data.get("warm"))
+    ahead = [e.data.get("prefaulted", 0) for e in of_type(events, "run_started") if e.data.get("parent")]
     return {"cold": cold, "status": status, "requests": len(bare), "wall": wall, "baseline": baseline,
-            "daemon_cpu": daemon_cpu, "worker_cpu": worker_cpu, "rows": breakdown(events), "warm": warm}
+            "daemon_cpu": daemon_cpu, "worker_cpu": worker_cpu, "rows": breakdown(events), "warm": warm,
+            "ahead": ahead}
 
 
 def report(name: str, n: int, got: dict) -> float:
     wall, baseline = got["wall"], got["baseline"]
     overhead = wall - baseline
-    print(f"\n== {name}: {n} delegations ({got['warm']} on a warm worker), {got['requests']} model requests, "
-          f"status {got['status']}")
+    ahead = got["ahead"]
+    print(f"\n== {name}: {n} delegations ({got['warm']} on a warm worker, {sum(1 for a in ahead if a)} of them with "
+          f"pages copied ahead, p50 {statistics.median(ahead) if ahead else 0:.0f} pages), {got['requests']} model "
+          f"requests, status {got['status']}")
     print(f"warm-up turn right after the daemon started (forkserver still preloading): {got['cold']:.2f} s")
     print(f"wall {wall:.2f} s; baseline (same responses, bare httpx loop) {baseline:.2f} s")
     print(f"orchestration overhead {overhead:.2f} s = {overhead / wall:.1%} of wall (target ≤ 5 %); "

@@ -41,6 +41,7 @@ from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.messages import BlueprintViewSpec, CheckpointJob, ResumeInspectionSpec
 from yagent.ipc.process_entry import call_entry, forkserver_process
 
+from .page_profile import PageProfile
 from .warm_pool import WARM_IDLE_SECONDS, WarmPool, WarmWorker, assignment_bytes
 
 __all__ = ["MultiprocessingLauncher", "RunHandle", "kill_run_tree", "run_processes"]
@@ -68,6 +69,7 @@ class RunHandle(abc.ABC):
 
     pid: int
     warm = False  # it was forked before its run wanted it (`warm_pool.py`)
+    learning = False  # its run was asked to report the pages it copies on write (`page_profile.py`)
 
     @property
     @abc.abstractmethod
@@ -141,16 +143,21 @@ class Launcher(abc.ABC):
         """How many workers forked ahead of demand are ready for a run now."""
         return 0
 
+    def learn_pages(self, runs: object, parent: object, *, run: str) -> None:  # noqa: B027 - optional hook
+        """A run asked to (`RunHandle.learning`) reported the pages it copied on write: warm workers copy them ahead."""
+
     def stop(self) -> None:  # noqa: B027 - optional hook
         """Release launcher resources at daemon exit."""
 
 
 class _ProcessHandle(RunHandle):
-    def __init__(self, process: multiprocessing.process.BaseProcess, *, warm: bool = False) -> None:
+    def __init__(self, process: multiprocessing.process.BaseProcess, *, warm: bool = False,
+                 learning: bool = False) -> None:
         self._process = process
         assert process.pid is not None
         self.pid = process.pid
         self.warm = warm
+        self.learning = learning
 
     @property
     def sentinel(self) -> int:
@@ -219,6 +226,7 @@ class MultiprocessingLauncher(Launcher):
         # on the event loop. One thread, so runs start in the order they were admitted.
         self._starter = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="yagent-launch")
         self.warm = WarmPool(self._fork_warm, clock=clock, idle_after=warm_idle)
+        self.pages = PageProfile()
         # Starts handed to the launcher's thread, and begun there: each counter is written by one thread only.
         self._starts_queued = self._starts_begun = 0
 
@@ -241,6 +249,9 @@ class MultiprocessingLauncher(Launcher):
 
     def warm_ready(self) -> int:
         return self.warm.ready()
+
+    def learn_pages(self, runs: object, parent: object, *, run: str) -> None:
+        self.pages.learn(runs, parent, run=run)
 
     def _on_starter(self, job: Callable[[], object]) -> None:
         """Run `job` on the launcher's thread, after the starts queued before it; its failure is logged."""
@@ -270,8 +281,8 @@ class MultiprocessingLauncher(Launcher):
     def _fork_warm(self) -> WarmWorker:
         reader, writer = multiprocessing.Pipe(duplex=False)
         try:
-            process = _WorkerProcess(target=call_entry, args=(WARM_ENTRY, reader, tuple(self._preload)),
-                                     name="yagent-warm", daemon=True)
+            process = _WorkerProcess(target=call_entry, name="yagent-warm", daemon=True,
+                                     args=(WARM_ENTRY, reader, tuple(self._preload), self.pages.current()))
             process.start()
         except BaseException:
             writer.close()
@@ -297,13 +308,14 @@ class MultiprocessingLauncher(Launcher):
         """The run handed to a warm worker; None when none is ready (or the run's spec does not fit its pipe).
         Never blocks: a worker met dead, or whose pipe broke, is ended on the launcher's thread."""
         self.warm.started()
-        assignment = assignment_bytes(run_id, workers_endpoint, confinement)
+        learn = bool(self.warm.ready()) and self.pages.ask()
+        assignment = assignment_bytes(run_id, workers_endpoint, confinement, learn=learn)
         if assignment is None:  # too large to go down a pipe at once: this run starts cold
             return None
         while (worker := self.warm.take()) is not None:
             if worker.assign(assignment, secret):
                 self.warm.assigned += 1
-                return _ProcessHandle(worker.process, warm=True)
+                return _ProcessHandle(worker.process, warm=True, learning=learn)
             self._on_starter(worker.release)
         return None
 

@@ -57,6 +57,7 @@ from yagent.ipc.messages import (
     WorkerHello,
     continues_a_run,
 )
+from yagent.ipc.page_runs import MAX_PREFAULT_PAGES
 from yagent.ipc.records import Message
 from yagent.ipc.run_secret import new_run_secret, proves
 from yagent.ipc.vocabulary import (
@@ -184,6 +185,7 @@ class RunSupervisor:
                                      self._timed_out)
         self._escalation: asyncio.Task[None] | None = None
         self._early_hello: WorkerHello | None = None  # a hello that beat the launcher's report of the pid
+        self._prefaulted = 0  # what its hello said its warm worker copied ahead: shown, never acted on
         self._compaction_asked = False  # `/compact` came before the worker's hello: sent right after its start
         self._stop_on_start: tuple[StopReason, str] | None = None  # asked for while it was launching
         self._started = [services.clock(), 0.0, 0.0]  # when it was queued, its launch began, its pid was known
@@ -376,6 +378,7 @@ class RunSupervisor:
             return
         if self._hello_timer is not None:
             self._hello_timer.cancel()
+        self._prefaulted = min(max(msg.prefaulted, 0), MAX_PREFAULT_PAGES)
         now = self._now()
         self.clock = RunClock(now)
         if self.turn.paused:
@@ -401,7 +404,8 @@ class RunSupervisor:
     def _start_times(self, hello: float) -> dict[str, Any]:
         queued, launched, forked = self._started
         return {"queued_ms": round((launched - queued) * 1000, 2), "forked_ms": round((forked - launched) * 1000, 2),
-                "hello_ms": round((hello - launched) * 1000, 2), "warm": bool(self.handle and self.handle.warm)}
+                "hello_ms": round((hello - launched) * 1000, 2), "warm": bool(self.handle and self.handle.warm),
+                "prefaulted": self._prefaulted}
 
     @_handles(LeaseRequest)
     def _on_lease_request(self, msg: LeaseRequest) -> None:
@@ -592,6 +596,8 @@ class RunSupervisor:
         if self.ended:
             return
         self.finish(self._outcome(msg.outcome))
+        if self.handle is not None and self.handle.learning and msg.page_runs:  # only a run that was asked
+            self.services.launcher.learn_pages(msg.page_runs, msg.page_parent, run=self.id)
         if not self.exited.is_set():
             grace = max(self.services.settings.stop_grace, 1.0) * 3
             self.services.scheduler.after(grace, lambda: self._linger(grace), f"reap-{self.id}")

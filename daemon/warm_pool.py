@@ -2,7 +2,8 @@
 
 A warm worker (`yagent.workers.entry.warm_worker_main`) has done only what belongs to no run: it is forked, has
 let go of the forkserver's pipe, is non-dumpable, in its own process group, with the parent-death signal armed.
-It has no thread, no secret, no socket, no lease and no confinement: it blocks on its assignment pipe. `assign`
+It has no thread, no secret, no socket, no lease and no confinement: it blocks on its assignment pipe, having copied
+the pages the daemon's page profile names (`page_profile.py`). `assign`
 writes the run's id, endpoint and confinement, then its secret, on that pipe; the worker confines itself (the
 `.git` view first, then Landlock, still single-threaded), takes the secret, and only then opens its socket and
 says hello — the same order as a cold start.
@@ -87,9 +88,11 @@ class WarmWorker:
             log.error("warm worker %d survived SIGKILL", self.pid)
 
 
-def assignment_bytes(run_id: str, workers_endpoint: str, confinement: ConfinementSpec | None) -> bytes | None:
-    """What a warm worker reads first at assignment; None when it would not fit the pipe at once."""
-    data = bytes(ForkingPickler.dumps((run_id, workers_endpoint, confinement)))
+def assignment_bytes(run_id: str, workers_endpoint: str, confinement: ConfinementSpec | None, *,
+                     learn: bool = False) -> bytes | None:
+    """What a warm worker reads first at assignment (`learn`: report the pages the run copies on write); None when
+    it would not fit the pipe at once."""
+    data = bytes(ForkingPickler.dumps((run_id, workers_endpoint, confinement, learn)))
     return data if len(data) <= _ASSIGNMENT_MAX_BYTES else None
 
 

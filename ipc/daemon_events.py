@@ -108,6 +108,7 @@ class RunStarted(DaemonEvent):
     forked_ms: float = 0.0
     hello_ms: float = 0.0
     warm: bool = False  # its worker was forked before the run wanted it
+    prefaulted: int = 0  # pages its warm worker copied on write before the run (`yagent.workers.page_warmth`)
 
 
 @_daemon_event(EventType.RUN_FINISHED)

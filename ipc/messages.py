@@ -605,6 +605,7 @@ class WorkerHello(Message):
     run: str
     pid: int
     proof: bytes = b""  # `run_secret.hello_proof` of the run's secret for this connection's identity
+    prefaulted: int = 0  # pages a warm worker copied before its assignment (`yagent.workers.page_warmth`)
 
 
 @message("start")
@@ -739,6 +740,10 @@ class CompactNow(Message):
 @message("result")
 class RunResult(Message):
     outcome: RunOutcome
+    # Asked of a few warm workers (`assignment` learn flag): the pages the run made its own, `[first page, count]`
+    # stretches (`yagent.ipc.page_runs`), and the pid of the forkserver whose memory they are pages of.
+    page_runs: list = field(default_factory=list)
+    page_parent: int = 0
 
 
 @message("result_ack")

@@ -99,8 +99,9 @@ class ChannelFailed(Exception):
 
 class DaemonChannel:
     def __init__(self, run_id: str, endpoint: str, *, context: zmq.asyncio.Context | None = None,
-                 secret: bytes = b"") -> None:
+                 secret: bytes = b"", prefaulted: int = 0) -> None:
         self.run_id = run_id
+        self._prefaulted = prefaulted  # said in the hello: the daemon shows it with the run's start times
         self._ctx = context or zmq.asyncio.Context()
         self._owns_ctx = context is None
         identity = random_identity()  # not the run id: nobody may guess it and connect in this worker's place
@@ -139,7 +140,8 @@ class DaemonChannel:
         loop = asyncio.get_running_loop()
         self._start = loop.create_future()
         self._reader = self._owned(loop.create_task(self._read_loop(), name=f"channel-reader-{self.run_id}"))
-        self._send(encode(WorkerHello(version=PROTOCOL_VERSION, run=self.run_id, pid=os.getpid(), proof=self._proof)))
+        self._send(encode(WorkerHello(version=PROTOCOL_VERSION, run=self.run_id, pid=os.getpid(), proof=self._proof,
+                                      prefaulted=self._prefaulted)))
         if hello_sent is not None:
             hello_sent()
         try:

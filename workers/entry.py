@@ -10,7 +10,8 @@ kind until it reports a result. It watches its own pipe to the daemon (`daemon_w
 dies, the run wraps up at once — cancelled, its tools stopped, its result and memory written — and exits.
 
 A warm worker (`warm_worker_main`) is forked before any run wants it and does only what belongs to no run: it lets
-go of the forkserver's pipe, turns non-dumpable, takes its own process group and the parent-death signal, then
+go of the forkserver's pipe, turns non-dumpable, takes its own process group and the parent-death signal, copies the
+pages earlier runs copied on write (`page_warmth.py`: their faults would otherwise fall in the run's start), then
 blocks on its assignment pipe — no thread, no secret, no socket, no confinement. The run's id, endpoint and
 confinement arrive on that pipe, followed by its secret; from there on it is started exactly as a cold worker.
 Its pipe closing (the daemon reaped it, or died) or its pipe to the daemon closing ends it.
@@ -45,6 +46,7 @@ from . import sandbox
 from .channel import DaemonChannel, DaemonLost
 from .daemon_watch import WRAP_UP_GRACE, DaemonWatch, daemon_liveness_fd
 from .kinds import RunContext, known_kinds, resolve_kind
+from .page_warmth import PageMap, prefault
 from .tools.processes import kill_descendants
 
 __all__ = ["warm_worker_main", "worker_main"]
@@ -167,27 +169,46 @@ def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ..
     _run(run_id, workers_endpoint, agent_modules, secret, confinement, git_refusal)
 
 
-def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = ()) -> None:
-    """A worker forked ahead of demand: wait on `assignment` for a run, then start it as `worker_main` would."""
+def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = (),
+                     pages: tuple[int, tuple[tuple[int, int], ...]] | None = None) -> None:
+    """A worker forked ahead of demand: wait on `assignment` for a run, then start it as `worker_main` would.
+
+    `pages` is the daemon's page profile, (the forkserver's pid, page stretches): copied before the wait."""
+    page_map = PageMap.open()  # while still dumpable: a non-dumpable process's page map belongs to root
     _prctl(_PR_SET_DUMPABLE, 0)  # nobody may reach into it while it waits: the secret comes later
     _leave_the_forkserver()
     _keep_state_private()
     _become_run_process("", "warm")
     _log_as("")
     loop = _event_loop()  # what a start pays for and needs no run: made while waiting
+    # Pages of another forkserver (one started since) are not this memory's: they are left alone.
+    prefaulted = prefault(pages[1]) if pages is not None and pages[0] == os.getppid() else 0
     if not _assigned(assignment, daemon_liveness_fd()):
         os._exit(EXIT_OK)  # reaped, or the daemon is gone: there is nothing to clean up
     try:
-        run_id, workers_endpoint, confinement = assignment.recv()  # what the daemon's launcher sent: trusted
+        # What the daemon's launcher sent: trusted. `learn`: report the pages this run makes its own.
+        run_id, workers_endpoint, confinement, learn = assignment.recv()
     except (EOFError, OSError):
         os._exit(EXIT_OK)
+    if page_map is not None and not learn:
+        page_map.close()
+        page_map = None
     if confinement is not None and confinement.git_namespace:
         _prctl(_PR_SET_DUMPABLE, 1)  # the uid map of the .git view is written while dumpable, as in a cold start
     git_refusal = sandbox.protect_git_dir(confinement)
     secret = _take_run_secret(assignment)  # non-dumpable again, and untraced, before the secret is read
     os.environ[RUN_ENV] = run_id
     _prctl(_PR_SET_NAME, b"yagent:worker")
-    _run(run_id, workers_endpoint, agent_modules, secret, confinement, git_refusal, loop)
+    _run(run_id, workers_endpoint, agent_modules, secret, confinement, git_refusal, loop,
+         warmth=_Warmth(prefaulted, page_map))
+
+
+@dataclasses.dataclass
+class _Warmth:
+    """What a warm worker did with its pages: how many it copied ahead, and its page map when asked to learn."""
+
+    prefaulted: int = 0
+    page_map: PageMap | None = None
 
 
 def _assigned(assignment: Connection, liveness_fd: int | None) -> bool:
@@ -223,8 +244,8 @@ def _event_loop() -> asyncio.AbstractEventLoop:
 
 
 def _run(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ...], secret: bytes,
-         confinement: ConfinementSpec | None, git_refusal: str, loop: asyncio.AbstractEventLoop | None = None
-         ) -> None:
+         confinement: ConfinementSpec | None, git_refusal: str, loop: asyncio.AbstractEventLoop | None = None,
+         warmth: _Warmth | None = None) -> None:
     # Order matters: everything that needs a right the sandbox takes away (inherited fds are kept) goes above,
     # every thread below.
     refusal = _confine(confinement) or git_refusal
@@ -234,7 +255,8 @@ def _run(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ...], sec
     if loop is None:
         loop = _event_loop()
     code = loop.run_until_complete(_serve(run_id, workers_endpoint, liveness_fd=daemon_liveness_fd(),
-                                          give_up=_abandon_run, secret=secret, refusal=refusal))
+                                          give_up=_abandon_run, secret=secret, refusal=refusal,
+                                          warmth=warmth or _Warmth()))
     if code == EXIT_DAEMON_LOST:
         kill_descendants()  # with yagentd gone nobody else sweeps what the run's tools left running
     logging.shutdown()
@@ -270,11 +292,12 @@ def _outcome_from_exception(exc: BaseException) -> RunOutcome:
 
 async def _serve(run_id: str, endpoint: str, *, liveness_fd: int | None = None,
                  give_up: Callable[[], None] | None = None, secret: bytes = b"",
-                 refusal: str = "") -> int:
+                 refusal: str = "", warmth: _Warmth | None = None) -> int:
     """Run one agent kind for the daemon at `endpoint`; `liveness_fd` is the read end of the run's pipe to the
     daemon (EOF = the daemon is gone), `give_up` what to do if the run has not wrapped up in time after that,
     `secret` what the hello proves."""
-    channel = DaemonChannel(run_id, endpoint, secret=secret)
+    warmth = warmth or _Warmth()
+    channel = DaemonChannel(run_id, endpoint, secret=secret, prefaulted=warmth.prefaulted)
     watch = None
     if liveness_fd is not None:
         loop = asyncio.get_running_loop()
@@ -286,14 +309,15 @@ async def _serve(run_id: str, endpoint: str, *, liveness_fd: int | None = None,
         # Started once the hello is out: its thread's start waits for a CPU, which the daemon's answer need not.
         watch = DaemonWatch(liveness_fd, on_gone=gone, give_up=give_up)
     try:
-        return await _serve_run(run_id, channel, refusal, hello_sent=watch.start if watch is not None else None)
+        return await _serve_run(run_id, channel, refusal, hello_sent=watch.start if watch is not None else None,
+                                page_map=warmth.page_map)
     finally:
         if watch is not None:
             watch.stop()
 
 
 async def _serve_run(run_id: str, channel: DaemonChannel, refusal: str = "",
-                     hello_sent: Callable[[], object] | None = None) -> int:
+                     hello_sent: Callable[[], object] | None = None, page_map: PageMap | None = None) -> int:
     try:
         spec = await channel.open(hello_sent=hello_sent)
     except (DaemonLost, Exception) as exc:
@@ -344,7 +368,11 @@ async def _serve_run(run_id: str, channel: DaemonChannel, refusal: str = "",
     loop.remove_signal_handler(signal.SIGTERM)
     if channel.failure is not None:
         returned = _channel_failed(returned, channel.failure)
-    delivered = await channel.finish(_result(returned, spec.agent), timeout=1.0 if channel.lost else 5.0)
+    result = _result(returned, spec.agent)
+    if page_map is not None:  # a few runs per daemon: the pages copied on write since the fork, for the next ones
+        result = dataclasses.replace(result, page_runs=[list(r) for r in page_map.owned()], page_parent=os.getppid())
+        page_map.close()
+    delivered = await channel.finish(result, timeout=1.0 if channel.lost else 5.0)
     await channel.close()
     if channel.lost or not delivered:
         return EXIT_DAEMON_LOST

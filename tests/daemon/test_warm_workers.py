@@ -23,6 +23,7 @@ import pytest
 
 from tests.daemon_harness import REPO, arun, collect_turn, of_type, script, submit, wait_until
 from yagent.ipc.confinement import landlock_abi, user_namespaces
+from yagent.ipc.page_runs import MAX_PREFAULT_PAGES
 from yagent.ipc.vocabulary import EventType
 
 
@@ -97,6 +98,34 @@ def test_a_daemon_keeps_its_warm_workers_starts_runs_on_them_and_leaves_none_aft
     daemon.proc.kill()
     wait_until(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in warm), 10,
                "every warm worker to leave after the daemon's kill -9")
+
+
+def test_the_first_warm_runs_report_their_pages_and_warm_workers_forked_after_copy_them_ahead(
+        make_daemon, project: Path) -> None:
+    daemon = make_daemon("[daemon]\nwarm_workers = 2\n")
+    wait_until(lambda: daemon.status().warm_workers == 2, 60, "two warm workers")
+
+    async def turn() -> list:
+        async with daemon.client() as c:
+            sub = await submit(c, project, script({"delegate": [{"agent": "scripted", "task": script()}]}))
+            return await collect_turn(c, sub.task)
+
+    # The first runs are asked; the workers forked while they ran had nothing to copy yet; later ones have.
+    started: list = []
+    for _ in range(6):
+        wait_until(lambda: daemon.status().warm_workers == 2, 60, "the pool to be refilled")
+        events = arun(turn())
+        assert [e.data["status"] for e in of_type(events, EventType.RUN_FINISHED.value)] == ["done", "done"]
+        started += of_type(events, EventType.RUN_STARTED.value)
+        if any(e.data["prefaulted"] for e in started):
+            break
+    assert not any(e.data["prefaulted"] for e in started[:2])
+    ahead = [e.data["prefaulted"] for e in started if e.data["prefaulted"]]
+    assert ahead and all(0 < n <= MAX_PREFAULT_PAGES for n in ahead)
+    assert all(e.data["warm"] for e in started)
+    log = daemon.log_path.read_text()
+    assert "reported the pages it copied on write: warm workers now copy" in log
+    assert "page report was left out" not in log
 
 
 def test_with_warm_workers_off_every_start_forks(make_daemon, project: Path) -> None:
