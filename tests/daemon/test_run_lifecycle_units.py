@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,7 @@ from yagent.ipc.messages import (
     UserAnswer,
     WorkerHello,
 )
+from yagent.ipc.page_runs import MAX_PREFAULT_PAGES
 from yagent.ipc.records import Message
 from yagent.ipc.run_secret import hello_proof
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, QuestionKind, RunStatus, StopReason, TaskState
@@ -210,6 +212,33 @@ def test_a_run_goes_queued_starting_running_ended_gone_and_its_turn_finishes(tmp
             assert w.events(turn.id)[-1][5]["output"] == "the answer"
 
     asyncio.run(main())
+
+
+def test_a_page_report_is_taken_only_from_a_run_that_was_asked_for_one_and_its_start_says_what_was_copied(
+        tmp_path: Path) -> None:
+    async def main() -> list:
+        async with _world(tmp_path) as w:
+            learned: list = []
+            w.services.launcher.learn_pages = lambda runs, parent, *, run: learned.append((run, runs, parent))
+            report = {"page_runs": [[4096, 3]], "page_parent": 4242}
+            first, second = w.turn(), w.turn()
+            unasked = first.start("go", "scripted", yolo="none", options={})
+            _hello(unasked)
+            unasked.receive(dataclasses.replace(_done(), **report))  # a worker that reports unasked: ignored
+            asked = second.start("go", "scripted", yolo="none", options={})
+            asked.handle.learning = True
+            peer = b"worker-of-" + asked.id.encode()
+            proof = hello_proof(w.launcher.secrets[asked.id], asked.id, peer)
+            assert asked.bind(peer, proof) is None
+            asked.receive(WorkerHello(version=PROTOCOL_VERSION, run=asked.id, pid=asked.pid, proof=proof,
+                                      prefaulted=10**9))  # only shown, and then no more than a report may name
+            asked.receive(dataclasses.replace(_done(), **report))
+            started = [e[5] for t in (first, second) for e in w.events(t.id) if e[3] == EventType.RUN_STARTED]
+            return [learned, [data["prefaulted"] for data in started], asked.id]
+
+    learned, prefaulted, asked = asyncio.run(main())
+    assert learned == [(asked, [[4096, 3]], 4242)]
+    assert prefaulted == [0, MAX_PREFAULT_PAGES]
 
 
 def test_a_compaction_asked_before_the_workers_hello_follows_its_start_and_an_ended_run_takes_none(
