@@ -282,7 +282,8 @@ class MultiprocessingLauncher(Launcher):
         reader, writer = multiprocessing.Pipe(duplex=False)
         try:
             process = _WorkerProcess(target=call_entry, name="yagent-warm", daemon=True,
-                                     args=(WARM_ENTRY, reader, tuple(self._preload), self.pages.current()))
+                                     args=(WARM_ENTRY, reader, tuple(self._preload), self.pages.current(),
+                                           self.pages.learning()))
             process.start()
         except BaseException:
             writer.close()

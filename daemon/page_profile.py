@@ -42,6 +42,11 @@ class PageProfile:
             self._asked += 1
             return True
 
+    def learning(self) -> bool:
+        """Whether a run may still be asked: a warm worker forked now opens its page map only then."""
+        with self._lock:
+            return self._asked < self._learn_runs
+
     def current(self) -> tuple[int, PageRuns] | None:
         """(the forkserver's pid, the page stretches) for a warm worker being forked; None while nothing is known."""
         with self._lock:

@@ -170,11 +170,13 @@ def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ..
 
 
 def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = (),
-                     pages: tuple[int, tuple[tuple[int, int], ...]] | None = None) -> None:
+                     pages: tuple[int, tuple[tuple[int, int], ...]] | None = None, learning: bool = False) -> None:
     """A worker forked ahead of demand: wait on `assignment` for a run, then start it as `worker_main` would.
 
-    `pages` is the daemon's page profile, (the forkserver's pid, page stretches): copied before the wait."""
-    page_map = PageMap.open()  # while still dumpable: a non-dumpable process's page map belongs to root
+    `pages` is the daemon's page profile, (the forkserver's pid, page stretches): copied before the wait. `learning`:
+    the daemon still asks runs to report their pages, so this one may be asked."""
+    # While still dumpable: a non-dumpable process's page map belongs to root.
+    page_map = PageMap.open() if learning else None
     _prctl(_PR_SET_DUMPABLE, 0)  # nobody may reach into it while it waits: the secret comes later
     _leave_the_forkserver()
     _keep_state_private()
@@ -182,7 +184,9 @@ def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = ()
     _log_as("")
     loop = _event_loop()  # what a start pays for and needs no run: made while waiting
     # Pages of another forkserver (one started since) are not this memory's: they are left alone.
-    prefaulted = prefault(pages[1]) if pages is not None and pages[0] == os.getppid() else 0
+    prefaulted = 0
+    if pages is not None and pages[0] == os.getppid():
+        prefaulted = prefault(pages[1], ranges=page_map.ranges if page_map is not None else None)
     if not _assigned(assignment, daemon_liveness_fd()):
         os._exit(EXIT_OK)  # reaped, or the daemon is gone: there is nothing to clean up
     try:
@@ -256,7 +260,7 @@ def _run(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ...], sec
         loop = _event_loop()
     code = loop.run_until_complete(_serve(run_id, workers_endpoint, liveness_fd=daemon_liveness_fd(),
                                           give_up=_abandon_run, secret=secret, refusal=refusal,
-                                          warmth=warmth or _Warmth()))
+                                          warmth=warmth))
     if code == EXIT_DAEMON_LOST:
         kill_descendants()  # with yagentd gone nobody else sweeps what the run's tools left running
     logging.shutdown()

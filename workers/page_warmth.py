@@ -25,9 +25,10 @@ import contextlib
 import ctypes
 import errno
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from yagent.ipc.page_runs import MAX_PREFAULT_PAGES as MAX_PAGES
+from yagent.ipc.page_runs import merged_runs
 
 __all__ = ["MAX_PAGES", "PAGE_SIZE", "PageMap", "clipped", "prefault", "writable_ranges"]
 
@@ -37,7 +38,7 @@ _PRESENT = 1 << 63
 _EXCLUSIVE = 1 << 56
 _ENTRY = 8  # bytes per page in the page map
 
-def _libc_madvise():  # type: ignore[no-untyped-def]
+def _libc_madvise() -> Callable[..., int] | None:
     try:
         madvise = ctypes.CDLL(None, use_errno=True).madvise
     except (OSError, AttributeError):
@@ -93,13 +94,14 @@ def clipped(runs: Iterable[tuple[int, int]], ranges: Sequence[tuple[int, int]], 
     return kept
 
 
-def prefault(runs: Iterable[tuple[int, int]], *, limit: int = MAX_PAGES) -> int:
-    """Copy now the pages of `runs` that lie in this process's writable private mappings, at most `limit`; the number
-    of pages copied. Stops at the first sign the kernel has no such call."""
+def prefault(runs: Iterable[tuple[int, int]], *, limit: int = MAX_PAGES,
+             ranges: Sequence[tuple[int, int]] | None = None) -> int:
+    """Copy now the pages of `runs` that lie in this process's writable private mappings (`ranges`, read now when not
+    given), at most `limit`; the number of pages copied. Stops at the first sign the kernel has no such call."""
     if _MADVISE is None:
         return 0
     done = 0
-    for start, count in clipped(runs, writable_ranges(), limit):
+    for start, count in clipped(runs, writable_ranges() if ranges is None else ranges, limit):
         if _MADVISE(start * PAGE_SIZE, count * PAGE_SIZE, _MADV_POPULATE_WRITE) == 0:
             done += count
             continue
@@ -135,33 +137,18 @@ class PageMap:
         """The stretches of the noted mappings whose pages are present and mapped by this process alone — the ones
         it copied (or first allocated) since the fork — at most `limit` pages, lowest addresses first."""
         found: list[tuple[int, int]] = []
-        left = limit
-        for low, size in self.ranges:
-            if left <= 0 or self._fd < 0:
-                break
+        for low, size in self.ranges if self._fd >= 0 else ():
             try:
                 table = os.pread(self._fd, size * _ENTRY, low * _ENTRY)
             except OSError:
                 continue
-            entries = memoryview(table).cast("Q")
             run_start = -1
-            for index, entry in enumerate(entries):
+            # A sentinel entry (0: not present) ends a stretch that reaches the mapping's end.
+            for index, entry in enumerate((*memoryview(table).cast("Q"), 0)):
                 mine = entry & _PRESENT and entry & _EXCLUSIVE
                 if mine and run_start < 0:
                     run_start = index
                 elif not mine and run_start >= 0:
-                    left = _keep(found, low + run_start, index - run_start, left)
+                    found.append((low + run_start, index - run_start))
                     run_start = -1
-                if left <= 0:
-                    run_start = -1
-                    break
-            if run_start >= 0:
-                left = _keep(found, low + run_start, len(entries) - run_start, left)
-        return found
-
-
-def _keep(found: list[tuple[int, int]], start: int, count: int, left: int) -> int:
-    take = min(count, left)
-    if take > 0:
-        found.append((start, take))
-    return left - take
+        return list(merged_runs(found, limit=limit))

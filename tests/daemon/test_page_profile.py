@@ -25,6 +25,7 @@ def test_reports_of_one_forkserver_are_joined_and_another_forkservers_replace_th
 
 def test_only_the_first_runs_are_asked_even_when_asked_from_two_threads() -> None:
     profile = PageProfile(learn_runs=3)
+    assert profile.learning()
     answers: list[bool] = []
     lock = threading.Lock()
 
@@ -40,6 +41,7 @@ def test_only_the_first_runs_are_asked_even_when_asked_from_two_threads() -> Non
     for t in threads:
         t.join()
     assert answers.count(True) == 3 and len(answers) == 200
+    assert not profile.learning()  # warm workers forked from now on open no page map
 
 
 @pytest.mark.parametrize("report, why", [

@@ -74,6 +74,13 @@ def test_a_warm_worker_someone_attached_to_leaves_without_its_secret(runtime: Pa
     assert seen["exitcode"] in (4, 255)
 
 
+async def _delegating_turn(daemon, project: Path) -> list:
+    """One turn whose root run delegates once: two runs, both on warm workers when the pool holds two."""
+    async with daemon.client() as c:
+        sub = await submit(c, project, script({"delegate": [{"agent": "scripted", "task": script()}]}))
+        return await collect_turn(c, sub.task)
+
+
 def _warm_pids(daemon) -> list[int]:
     forkserver = [p for p in psutil.Process(daemon.proc.pid).children() if "forkserver" in " ".join(p.cmdline())]
     return [c.pid for f in forkserver for c in f.children() if c.name() == "yagent:warm"]
@@ -84,12 +91,7 @@ def test_a_daemon_keeps_its_warm_workers_starts_runs_on_them_and_leaves_none_aft
     daemon = make_daemon("[daemon]\nwarm_workers = 2\n")
     wait_until(lambda: daemon.status().warm_workers == 2, 60, "two warm workers")
 
-    async def turn() -> list:
-        async with daemon.client() as c:
-            sub = await submit(c, project, script({"delegate": [{"agent": "scripted", "task": script()}]}))
-            return await collect_turn(c, sub.task)
-
-    events = arun(turn())
+    events = arun(_delegating_turn(daemon, project))
     started = of_type(events, EventType.RUN_STARTED.value)
     assert len(started) == 2 and all(e.data["warm"] for e in started)
     assert all(e.data["hello_ms"] >= e.data["forked_ms"] >= 0 for e in started)
@@ -105,16 +107,11 @@ def test_the_first_warm_runs_report_their_pages_and_warm_workers_forked_after_co
     daemon = make_daemon("[daemon]\nwarm_workers = 2\n")
     wait_until(lambda: daemon.status().warm_workers == 2, 60, "two warm workers")
 
-    async def turn() -> list:
-        async with daemon.client() as c:
-            sub = await submit(c, project, script({"delegate": [{"agent": "scripted", "task": script()}]}))
-            return await collect_turn(c, sub.task)
-
     # The first runs are asked; the workers forked while they ran had nothing to copy yet; later ones have.
     started: list = []
     for _ in range(6):
         wait_until(lambda: daemon.status().warm_workers == 2, 60, "the pool to be refilled")
-        events = arun(turn())
+        events = arun(_delegating_turn(daemon, project))
         assert [e.data["status"] for e in of_type(events, EventType.RUN_FINISHED.value)] == ["done", "done"]
         started += of_type(events, EventType.RUN_STARTED.value)
         if any(e.data["prefaulted"] for e in started):
