@@ -18,7 +18,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import msgpack
@@ -68,7 +68,7 @@ from yagent.ipc.messages import (
     UserAnswer,
     WorkerHello,
 )
-from yagent.ipc.pending_replies import PendingReplies
+from yagent.ipc.pending_replies import AwaitedReply, PendingReplies
 from yagent.ipc.records import MAX_FRAME_BYTES, Message, cut_to_frame, decode, encode
 from yagent.ipc.run_secret import hello_proof
 from yagent.ipc.sockets import connect_dealer, random_identity
@@ -113,6 +113,9 @@ class DaemonChannel:
         # Set while a send is pending: a frame left in this loop iteration, and the next one flushes what came since.
         self._window: asyncio.Handle | None = None
         self._pending = PendingReplies()
+        # A lease asked for ahead of its call (`lease_ahead`) and not yet taken, and the task whose call may take it.
+        self._ahead: AwaitedReply | None = None
+        self._ahead_task: asyncio.Task[Any] | None = None
         self._start: asyncio.Future[RunSpec] | None = None
         self._ack: asyncio.Future[None] | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -308,10 +311,19 @@ class DaemonChannel:
 
     @contextlib.asynccontextmanager
     async def hold_lease(self) -> AsyncIterator[None]:
-        """Hold one in-flight LLM slot for the duration of the block (the engines' InFlightGate)."""
-        request = LeaseRequest(id=0)
+        """Hold one in-flight LLM slot for the duration of the block (the engines' InFlightGate); a lease asked
+        for ahead (`lease_ahead`) is taken over instead of asking again."""
+        ahead = self._ahead
+        if ahead is not None and self._ahead_task is asyncio.current_task():
+            self._ahead = None
+        else:
+            ahead = None  # another task's call (a tool's, a background one) asks for a slot of its own
+        request = ahead.request if ahead is not None else LeaseRequest(id=0)
         try:
-            await self._request(request, LeaseGrant)
+            if ahead is not None:
+                await ahead.get(LeaseGrant)
+            else:
+                await self._request(request, LeaseGrant)
         except asyncio.CancelledError:
             # The grant may already be on its way: releasing by id covers both a queued and a granted lease.
             if not self.lost:
@@ -322,6 +334,27 @@ class DaemonChannel:
         finally:
             if not self.lost:
                 self._send(encode(LeaseRelease(id=request.id)))
+
+    @contextlib.contextmanager
+    def lease_ahead(self) -> Iterator[None]:
+        """Ask for the next model call's slot now, while the step still gets its request ready: the daemon's
+        answer travels meanwhile instead of after. The first `hold_lease` in the block takes it over; if none
+        does (the step ended without a call), it is given back on leaving the block."""
+        if self.lost or self.failure is not None or self._ahead is not None:
+            yield
+            return
+        request = LeaseRequest(id=0)
+        with self._pending.expect(request) as reply:
+            # Not behind the events batched so far: the daemon hears the request first; their order is no matter.
+            self._send(encode(request))
+            self._ahead, self._ahead_task = reply, asyncio.current_task()
+            try:
+                yield
+            finally:
+                if self._ahead is reply:
+                    self._ahead = None
+                    if not self.lost:
+                        self._send(encode(LeaseRelease(id=request.id)))
 
     def hold(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self.hold_lease()

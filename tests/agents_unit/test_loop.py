@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from tests.agent_harness import MARKERS
 from tests.fake_provider import Failure, FakeProvider, Step, ToolCallSpec
 from yagent.ipc.provider_config import parse_llm_config
 from yagent.ipc.vocabulary import EventType, StopReason
+from yagent.workers.agents.circuit_breaker import ProviderBreakers
 from yagent.workers.agents.loop import LoopConfig, LoopPolicy, run_agent_loop
 from yagent.workers.agents.subagents import AGENT_SPECS, DELIVER_NOW, KEEP_WORKING, ReminderPolicy
 from yagent.workers.llm import Message, build_engine
@@ -380,3 +382,46 @@ def test_a_run_that_ignores_the_wrap_up_is_stopped_with_max_steps_after_that_one
         "question": "q"})]) for _ in range(2)])
     cfg2, _ = _config(fake, tmp_path, "chat", LoopPolicy(), max_steps=1)
     assert asyncio.run(run_agent_loop(cfg2)).steps == 1
+
+
+def test_each_steps_slot_is_asked_for_before_its_request_is_made_and_a_step_without_a_call_gives_it_back(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    fake.script("chat", MARKERS["chat"], [Step(tool_calls=[ToolCallSpec("list_directory", {"path": "."})]),
+                                          Step(text="done")])
+    seen: list[str] = []
+
+    class Gate:
+        @contextlib.asynccontextmanager
+        async def hold(self) -> AsyncIterator[None]:
+            seen.append("hold")
+            yield
+
+    @contextlib.contextmanager
+    def lease_ahead() -> Iterator[None]:
+        seen.append("ahead")
+        try:
+            yield
+        finally:
+            seen.append("back")
+
+    def call_context() -> list[Message]:
+        seen.append("context")
+        return []
+
+    config = {"global": {"llm": {"use_provider": "fake", "providers": {"fake": fake.provider_table()}}},
+              "llm": {"max_retries": 0}}
+    cfg, _ = _config(fake, tmp_path, "chat", LoopPolicy(), lease_ahead=lease_ahead, call_context=call_context)
+    cfg.engine = build_engine(parse_llm_config(config, {}), agent="chat", gate=Gate())
+    assert asyncio.run(run_agent_loop(cfg)).output == "done"
+    # Asked for before the step's own work (its call context, compaction), taken by the call, left after it.
+    assert seen == ["ahead", "context", "hold", "back"] * 2
+
+    # A step that ends without a call (its provider's breaker open) still leaves the block: the slot goes back.
+    seen.clear()
+    breakers = ProviderBreakers(threshold=1, directory=tmp_path / "breakers")
+    breakers.for_provider("fake").record_failure()
+    cfg2, _ = _config(fake, tmp_path, "chat", LoopPolicy(), lease_ahead=lease_ahead, call_context=call_context,
+                      breaker=breakers)
+    assert asyncio.run(run_agent_loop(cfg2)).stop_reason == StopReason.CIRCUIT_BREAKER_OPEN
+    assert seen == ["ahead", "context", "back"]

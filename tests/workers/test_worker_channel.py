@@ -20,6 +20,8 @@ from yagent.ipc.messages import (
     AskUser,
     EventBatch,
     LeaseGrant,
+    LeaseRelease,
+    LeaseRequest,
     ListTasks,
     ResultAck,
     RunControl,
@@ -513,3 +515,86 @@ def test_a_burst_past_the_batch_cap_goes_in_frames_of_at_most_the_cap(tmp_path: 
         ctx.term()
     assert max(len(f) for f in frames) <= BATCH_MAX and len(frames) < total / 100
     assert [e[2]["i"] for f in frames for e in f] == list(range(total))
+
+
+async def _recv_lease_frames(router: zmq.asyncio.Socket, count: int) -> list:
+    """The next `count` lease requests and releases the worker sent (other frames skipped)."""
+    got: list = []
+    while len(got) < count:
+        _, frame = await asyncio.wait_for(router.recv_multipart(), 10.0)
+        msg = decode(frame)
+        if isinstance(msg, (LeaseRequest, LeaseRelease)):
+            got.append(msg)
+    return got
+
+
+def test_a_lease_asked_for_ahead_is_taken_over_by_the_steps_call_and_no_second_one_is_asked(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _started_channel(tmp_path, "r-ahead") as (channel, router, identity):
+            with channel.lease_ahead():
+                # Out before anything awaits: the daemon's answer travels while the step makes its request.
+                [asked] = await _recv_lease_frames(router, 1)
+                assert isinstance(asked, LeaseRequest)
+                await router.send_multipart([identity, encode(LeaseGrant(id=asked.id))])
+                async with channel.hold():
+                    channel.emit(CHUNK, {"text": "streaming"})  # a frame that is no lease, to be sure none is
+                [released] = await _recv_lease_frames(router, 1)
+            assert isinstance(released, LeaseRelease) and released.id == asked.id
+            # The block's end gives nothing back twice, and the next call asks anew.
+            async def call() -> None:
+                async with channel.hold():
+                    pass
+            task = asyncio.create_task(call())
+            [fresh] = await _recv_lease_frames(router, 1)
+            assert isinstance(fresh, LeaseRequest) and fresh.id != asked.id
+            await router.send_multipart([identity, encode(LeaseGrant(id=fresh.id))])
+            await asyncio.wait_for(task, 10.0)
+
+    asyncio.run(main())
+
+
+def test_a_lease_asked_for_ahead_that_no_call_took_is_given_back_when_the_step_ends(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _started_channel(tmp_path, "r-unused") as (channel, router, _identity):
+            with channel.lease_ahead():
+                [asked] = await _recv_lease_frames(router, 1)
+            [released] = await _recv_lease_frames(router, 1)
+            assert isinstance(asked, LeaseRequest)
+            assert isinstance(released, LeaseRelease) and released.id == asked.id
+
+            # Given back also when the step is cancelled while its call waits for the slot ahead.
+            async def step() -> None:
+                with channel.lease_ahead():
+                    async with channel.hold():
+                        pass
+            task = asyncio.create_task(step())
+            [waited] = await _recv_lease_frames(router, 1)
+            task.cancel()
+            [back] = await _recv_lease_frames(router, 1)
+            assert isinstance(back, LeaseRelease) and back.id == waited.id
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(main())
+
+
+def test_a_call_of_another_task_inside_the_block_asks_for_a_slot_of_its_own(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _started_channel(tmp_path, "r-other") as (channel, router, identity):
+            with channel.lease_ahead():
+                [asked] = await _recv_lease_frames(router, 1)
+
+                async def tool_call() -> None:  # a tool's or a background call, in a task of its own
+                    async with channel.hold():
+                        pass
+                other = asyncio.create_task(tool_call())
+                [own] = await _recv_lease_frames(router, 1)
+                assert isinstance(own, LeaseRequest) and own.id != asked.id
+                await router.send_multipart([identity, encode(LeaseGrant(id=own.id))])
+                await asyncio.wait_for(other, 10.0)
+                [own_back] = await _recv_lease_frames(router, 1)
+                assert isinstance(own_back, LeaseRelease) and own_back.id == own.id
+            [back] = await _recv_lease_frames(router, 1)
+            assert isinstance(back, LeaseRelease) and back.id == asked.id
+
+    asyncio.run(main())

@@ -26,9 +26,11 @@ answer in `output`, the hand-off in `handoff`, the other `agent_exit` arguments 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -158,6 +160,9 @@ class LoopConfig:
     # Asked when the run would finish (plain text or agent_exit): a text keeps it going with that text as a
     # user message (a Director with background sub-agents it must await); None lets it finish.
     before_finish: Callable[[], Awaitable[str | None]] | None = None
+    # Asks for the in-flight slot of the step's model call before its request is made (the worker's channel); the
+    # call takes it over, and a step that ends without one gives it back. None: each call asks when it is made.
+    lease_ahead: Callable[[], AbstractContextManager[None]] | None = None
 
 
 @dataclass
@@ -404,26 +409,28 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
                 "info", f"{cfg.agent}: reached its step budget ({cfg.max_steps}); asked to wrap up and hand off "
                         "in one more step"))
         state.step += 1
-        extra = cfg.call_context() if cfg.call_context is not None else []
-        if pending_reminder is not None:
-            extra = [*extra, Message.user(pending_reminder)]
-        if cfg.compactor is not None:
-            await cfg.compactor.before_call(cfg, messages, state.step, extra)
-        call_messages = [*messages, *extra] if extra else messages
-        pending_reminder = None
-        # The breaker of the provider the engine resolves to now, i.e. after routing.
-        breaker = cfg.breaker.for_provider(cfg.engine.provider) if cfg.breaker is not None else None
-        if breaker is not None and not breaker.allow():
-            return finish(StopReason.CIRCUIT_BREAKER_OPEN,
-                          f"the model provider {cfg.engine.provider!r} failed repeatedly; the circuit breaker is "
-                          "open — try again later")
-        try:
-            response = await call_model_with_retries(cfg, state, call_messages)
-        except LLMError as exc:
-            if breaker is not None:
-                breaker.record_failure()
-            cfg.emit(EventType.CONVERSATION_ERROR, event_data.conversation_error(str(exc)))
-            return finish(StopReason.LLM_ERROR, str(exc))
+        # The slot for this step's call is asked for now: the daemon's answer travels while the request is made.
+        with cfg.lease_ahead() if cfg.lease_ahead is not None else contextlib.nullcontext():
+            extra = cfg.call_context() if cfg.call_context is not None else []
+            if pending_reminder is not None:
+                extra = [*extra, Message.user(pending_reminder)]
+            if cfg.compactor is not None:
+                await cfg.compactor.before_call(cfg, messages, state.step, extra)
+            call_messages = [*messages, *extra] if extra else messages
+            pending_reminder = None
+            # The breaker of the provider the engine resolves to now, i.e. after routing.
+            breaker = cfg.breaker.for_provider(cfg.engine.provider) if cfg.breaker is not None else None
+            if breaker is not None and not breaker.allow():
+                return finish(StopReason.CIRCUIT_BREAKER_OPEN,
+                              f"the model provider {cfg.engine.provider!r} failed repeatedly; the circuit breaker is "
+                              "open — try again later")
+            try:
+                response = await call_model_with_retries(cfg, state, call_messages)
+            except LLMError as exc:
+                if breaker is not None:
+                    breaker.record_failure()
+                cfg.emit(EventType.CONVERSATION_ERROR, event_data.conversation_error(str(exc)))
+                return finish(StopReason.LLM_ERROR, str(exc))
         if breaker is not None:
             breaker.record_success()
         if cfg.compactor is not None:

@@ -464,6 +464,7 @@ class AgentRun:
             thinklink=self.thinklink,
             compactor=compactor if compactor is not None else self.compactor(messages),
             refresh_tools=self.refresh_mcp if self._mcp is not None else None,
+            lease_ahead=getattr(self.ctx.channel, "lease_ahead", None),
         )
 
     def _call_context(self) -> list[Message]:
