@@ -18,7 +18,6 @@ step whatever the measure. After it, a `context_status` event says how full the 
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -36,9 +35,11 @@ from yagent.workers.context.thinklink import ThinkLink
 from yagent.workers.context.thought import strip_thought
 from yagent.workers.context.threshold import Threshold, resolve_threshold
 from yagent.workers.context.token_ledger import TokenLedger
-from yagent.workers.context.tokens import count_tokens, estimate_messages_tokens
+from yagent.workers.context.tokens import estimate_messages_tokens
 from yagent.workers.context.ultimate import rebuilt_text
-from yagent.workers.llm import CallOptions, LLMError, Message, ToolDefinition, lookup_model
+from yagent.workers.llm import CallOptions, LLMError, Message, lookup_model
+
+from .call_tools import call_tools, call_tools_tokens
 
 if TYPE_CHECKING:
     from .loop import LoopConfig
@@ -88,7 +89,6 @@ class ContextCompactor:
         self.compactions = 0
         self._summary_again_at = 0  # after a failed summary, the step from which one is asked for again
         self._thresholds: dict[str, Threshold] = {}
-        self._tool_tokens: tuple[tuple[str, ...], int] = ((), 0)
 
     # -- the two hooks the loop calls --------------------------------------------------------------
 
@@ -216,25 +216,19 @@ class ContextCompactor:
         parts = context_breakdown(messages, self.ledger,
                                   instructions=self.instructions.block() if self.instructions else "",
                                   call_context=estimate_messages_tokens(extra) if extra else 0,
-                                  tools=self._tools_tokens(cfg))
+                                  tools=call_tools_tokens(cfg.surface))
         cfg.emit(EventType.CONTEXT_STATUS, event_data.context_status(
             # The gauge's window: the provider's configured context_window first, else the catalog's (pitfall 3:
             # the configured one sizes the gauge only, never the threshold).
             step, used, threshold.tokens, source=threshold.source, window=cfg.engine.context_window or threshold.window,
             measured=self.prefix.valid, parts=parts))
 
-    def _tools_tokens(self, cfg: LoopConfig) -> int:
-        definitions = cfg.surface.tool_definitions()
-        names = tuple(d["name"] for d in definitions)
-        if names != self._tool_tokens[0]:
-            self._tool_tokens = (names, count_tokens(json.dumps(definitions, separators=(",", ":"))))
-        return self._tool_tokens[1]
 
 
 async def _summarise(cfg: LoopConfig, step: int, head: list[Message]) -> str:
     """The summary of `head` by the run's own model, through its engine and lease like any call. The tool
     definitions go along (a provider refuses tool calls in a history without them) and are not used."""
-    tools = [ToolDefinition(d["name"], d["description"], d["parameters"]) for d in cfg.surface.tool_definitions()]
+    tools = call_tools(cfg.surface)
     engine = cfg.engine
     started = time.monotonic()
     cfg.emit(EventType.LLM_CALL_START, event_data.llm_call_start(step, engine.provider, engine.model))

@@ -49,13 +49,13 @@ from yagent.workers.llm import (
     StreamRestart,
     TextDelta,
     ToolCallDelta,
-    ToolDefinition,
     Usage,
     with_unique_call_ids,
 )
 from yagent.workers.tools import Surface, ToolBatch, ToolCall, ToolContext, ToolResult
 from yagent.workers.tools.handoff import handoff_problems
 
+from .call_tools import call_tools
 from .circuit_breaker import ProviderBreakers
 from .compaction import ContextCompactor
 
@@ -245,7 +245,7 @@ def _step_is_retried(exc: LLMError, retries_left: int) -> bool:
 
 async def _call_model(cfg: LoopConfig, state: LoopState, messages: list[Message], *,
                       retries_left: int = 0) -> Response:
-    tools = [ToolDefinition(d["name"], d["description"], d["parameters"]) for d in cfg.surface.tool_definitions()]
+    tools = call_tools(cfg.surface)
     emit = cfg.emit
     engine = cfg.engine
     started = time.monotonic()

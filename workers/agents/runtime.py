@@ -212,7 +212,7 @@ class AgentRun:
         restores loaded tools)."""
         names = self.surface.names()
         delegates = sorted(n for n in names if n.startswith("delegate_"))
-        return {"loaded_tools": [d["name"] for d in self.surface.tool_definitions()],
+        return {"loaded_tools": self.surface.loaded_names(),
                 "roster": [{"agent": name.removeprefix("delegate_"), "state": "available"} for name in delegates],
                 "loaded_skills": self.skills.loaded_record() if self.skills is not None else [],
                 "mcp_servers": mcp_servers_of(names)}

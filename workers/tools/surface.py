@@ -40,6 +40,13 @@ class Surface:
         self._static = {s.name: s for s in static}
         self._extra: dict[str, ToolSpec] = {}
         self._loaded: set[str] = set()
+        self._version = 0  # bumped by every change that can change the definitions
+
+    @property
+    def version(self) -> int:
+        """A number that changes whenever the definitions sent to the model may have (what they are derived from
+        can be cached against it)."""
+        return self._version
 
     @property
     def agent(self) -> str:
@@ -60,6 +67,7 @@ class Surface:
             if self.profile.admits(spec) and _allowed_at(spec, self.yolo) and _allowed_for(spec, self.delegated):
                 self._extra[spec.name] = spec
                 admitted.append(spec.name)
+        self._version += 1
         return admitted
 
     def rejoin(self, prefix: str, specs: Iterable[ToolSpec]) -> list[str]:
@@ -70,7 +78,7 @@ class Surface:
         for name in [n for n in self._extra if n.startswith(prefix) and n not in keep]:
             del self._extra[name]
             self._loaded.discard(name)
-        return self.join(specs)
+        return self.join(specs)  # a new version
 
     def annotate(self, names: Iterable[str], note: str) -> None:
         """Say `note` in the descriptions of the static tools `names` this surface holds (a capability that cannot
@@ -79,6 +87,7 @@ class Surface:
             spec = self._static.get(name)
             if spec is not None:
                 self._static[name] = dataclasses.replace(spec, description=f"UNAVAILABLE: {note}. {spec.description}")
+                self._version += 1
 
     def _all(self) -> dict[str, ToolSpec]:
         tools = {**self._static, **self._extra}
@@ -112,6 +121,10 @@ class Surface:
         if not spec.is_read_only:
             return False
         return not spec.is_delegation or self.profile.parallel_delegations
+
+    def loaded_names(self) -> list[str]:
+        """The names of the tools whose definitions go with a model call, sorted (without making them)."""
+        return [s.name for s in self.specs() if self.is_loaded(s.name)]
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         """Definitions to send with this step's LLM call, sorted by name so the prompt prefix stays stable."""
@@ -149,6 +162,7 @@ class Surface:
             else:
                 self._loaded.add(name)
                 loaded.append(name)
+                self._version += 1
         return LoadOutcome(tuple(loaded), tuple(already), tuple(unknown))
 
     def materialized(self) -> frozenset[str]:
