@@ -46,6 +46,7 @@ from . import sandbox
 from .channel import DaemonChannel, DaemonLost
 from .daemon_watch import WRAP_UP_GRACE, DaemonWatch, daemon_liveness_fd
 from .kinds import RunContext, known_kinds, resolve_kind
+from .late_sync import LATE_SYNC
 from .page_warmth import PageMap, prefault
 from .tools.processes import kill_descendants
 
@@ -62,6 +63,8 @@ _PR_SET_NAME = 15
 EXIT_OK = 0
 EXIT_DAEMON_LOST = 3
 EXIT_NO_START = 4
+# How long a finished run waits on its way out for its files to reach the disk (its result is already delivered).
+LATE_SYNC_GRACE = 5.0  # below the 3 × [daemon] stop_grace the daemon gives a run between its result and its exit
 
 
 def _libc_prctl() -> Callable[..., int] | None:
@@ -263,6 +266,9 @@ def _run(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ...], sec
                                           warmth=warmth))
     if code == EXIT_DAEMON_LOST:
         kill_descendants()  # with yagentd gone nobody else sweeps what the run's tools left running
+    # After the result went out: the files the run wrote are made durable on its way out, not before its result.
+    if not LATE_SYNC.wait(LATE_SYNC_GRACE):
+        log.warning("the run's files were not all synced to disk within %.0fs; leaving anyway", LATE_SYNC_GRACE)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

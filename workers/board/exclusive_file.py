@@ -1,12 +1,15 @@
-"""Placing a new file under a name no other writer can take: written whole to an exclusive temporary name,
-fsynced, then hard-linked to its final name — the link fails when the name exists, which is what keeps
-concurrent writers (other processes of the task) apart. Readers never see a half-written file."""
+"""Placing a new file under a name no other writer can take: written whole to an exclusive temporary name, then
+hard-linked to its final name — the link fails when the name exists, which is what keeps concurrent writers (other
+processes of the task) apart. Readers never see a half-written file. The fsync comes after, off the writer's way
+(`workers/late_sync.py`): the parent waiting for a delegation's result does not wait for the disk."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 from pathlib import Path
+
+from yagent.workers.late_sync import LATE_SYNC
 
 __all__ = ["place_exclusive"]
 
@@ -17,11 +20,11 @@ def place_exclusive(tmp: Path, final: Path, data: bytes) -> bool:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except FileExistsError:
         return False
+    placed = False
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
         try:
             os.link(tmp, final)  # fails if the name is taken: the exclusion between writers
         except FileExistsError:
@@ -30,7 +33,12 @@ def place_exclusive(tmp: Path, final: Path, data: bytes) -> bool:
             if os.path.lexists(final):
                 return False
             os.replace(tmp, final)  # a file system without hard links; the names are random and exclusive
+        placed = True
         return True
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if placed:
+            LATE_SYNC.add(fd)  # the same inode as `final`: syncing it makes the placed file durable
+        else:
+            os.close(fd)

@@ -3,7 +3,8 @@
 The agent loop must never wait on the disk, and must never fail because of it: a write error is reported
 once through `on_error` (and kept in `error`), the records that could not be written are dropped, and the
 loop goes on. `drain` waits until everything enqueued so far is in the file (read-back safe); `close`
-drains, fsyncs and stops the thread. Each batch is written and flushed in one go, so a `kill -9` loses at
+drains and stops the thread, and hands the file to `workers/late_sync.py` to be fsynced off the run's way out.
+Each batch is written and flushed in one go, so a `kill -9` loses at
 most the batch in flight and leaves at worst a torn last line, which the reader tolerates.
 """
 
@@ -17,6 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from yagent.workers.late_sync import LATE_SYNC
 
 from .rollout_records import json_safe
 
@@ -85,7 +88,8 @@ class RolloutWriter:
         return marker.done.wait(timeout)
 
     def close(self, timeout: float | None = None) -> bool:
-        """Write what is queued, fsync, stop the thread. Idempotent; False if the thread did not end in time."""
+        """Write what is queued, stop the thread (the fsync comes later: `LATE_SYNC`). Idempotent; False if the thread
+        did not end in time."""
         if not self._closed:
             self._closed = True
             self._queue.put(_STOP)
@@ -144,7 +148,8 @@ class RolloutWriter:
         if fh is not None:
             try:
                 fh.flush()
-                os.fsync(fh.fileno())
+                # Durable later, off the run's way out (its result waits for this thread's end, not for the disk).
+                LATE_SYNC.add(os.dup(fh.fileno()))
             except (OSError, ValueError) as exc:
                 self._report("syncing", exc)
             finally:
