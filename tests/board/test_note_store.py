@@ -124,3 +124,54 @@ def test_a_written_note_reads_back_whole(tmp_path: Path) -> None:
     artifact = ("20261203-120000-0a0b0c0d",)
     assert (note.handoff, note.body, note.task, note.artifacts) == (handoff, body, "look", artifact)
     assert (os.stat(store.path(ref)).st_mode & 0o777) == 0o600
+
+
+def _counting_reads(monkeypatch) -> list[str]:
+    from yagent.workers.board import note_store
+    opened: list[str] = []
+    real = note_store._read_regular
+
+    def counted(directory: str, name: str, limit: int, identity=None):
+        opened.append(name)
+        return real(directory, name, limit, identity)
+
+    monkeypatch.setattr(note_store, "_read_regular", counted)
+    return opened
+
+
+def test_front_matters_read_before_are_kept_while_their_files_stay_the_same(tmp_path: Path, monkeypatch) -> None:
+    store = NoteStore(tmp_path / "notes")
+    refs = [store.write("repo", Handoff(f"conclusion {i}"), f"body {i}") for i in range(5)]
+    opened = _counting_reads(monkeypatch)
+    first = store.heads(refs)
+    assert [n.handoff.conclusion for n in first] == [f"conclusion {i}" for i in range(5)]
+    assert len(opened) == 5
+    again = store.heads(refs)
+    assert len(opened) == 5 and again == first  # every file unchanged: none opened again
+    later = store.write("repo", Handoff("conclusion 5"), "body 5")
+    assert [n.handoff.conclusion for n in store.heads([*refs, later])][-1] == "conclusion 5"
+    assert len(opened) == 6  # only the new note was read
+
+
+def test_a_note_replaced_rewritten_or_swapped_for_a_link_is_read_anew(tmp_path: Path, monkeypatch) -> None:
+    store = NoteStore(tmp_path / "notes")
+    replaced, rewritten, linked = (store.write("repo", Handoff(f"old {i}"), "body") for i in range(3))
+    refs = [replaced, rewritten, linked]
+    assert [n.handoff.conclusion for n in store.heads(refs)] == ["old 0", "old 1", "old 2"]
+    opened = _counting_reads(monkeypatch)
+    # Another file put under the same name (another inode); the same file written over in place (another size);
+    # and a link to a file outside the board.
+    other = tmp_path / "other.md"
+    other.write_text('---\n{"schema": 2, "handoff": {"conclusion": "new 0", "status": "ok"}}\n---\nb')
+    os.replace(other, store.path(replaced))
+    store.path(rewritten).write_text('---\n{"schema": 2, "handoff": {"conclusion": "new 1, longer", '
+                                     '"status": "ok"}}\n---\nb')
+    secret = tmp_path / "secret.md"
+    secret.write_text('---\n{"schema": 2, "handoff": {"conclusion": "secret", "status": "ok"}}\n---\ns')
+    store.path(linked).unlink()
+    store.path(linked).symlink_to(secret)
+    notes = store.heads(refs)
+    assert [n.handoff.conclusion if n else None for n in notes] == ["new 0", "new 1, longer", None]
+    assert len(opened) == 3
+    store.path(linked).unlink()  # gone: neither the old note nor the link's target comes back
+    assert store.heads([linked]) == [None]

@@ -47,12 +47,10 @@ def build_index(store: NoteStore, options: IndexOptions) -> list[IndexEntry]:
     """The newest `max_notes` notes, oldest first; an unreadable one still appears (as degraded)."""
     if options.max_notes <= 0:
         return []
-    entries = []
-    for ref in store.refs()[-options.max_notes:]:
-        note = store.read(ref, head_only=True)
-        if note is not None:  # gone or swapped for a link between the listing and the read
-            entries.append(IndexEntry(ref, note.handoff, note.artifacts))
-    return entries
+    refs = store.refs()[-options.max_notes:]
+    # None: gone or swapped for a link between the listing and the read.
+    return [IndexEntry(ref, note.handoff, note.artifacts) for ref, note in zip(refs, store.heads(refs), strict=True)
+            if note is not None]
 
 
 def format_index_line(entry: IndexEntry, line_chars: int) -> str:

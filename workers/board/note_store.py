@@ -85,9 +85,10 @@ def _split(raw: bytes) -> tuple[Any, str, str]:
     return front, text[end + len(_FENCE) + 2:], ""
 
 
-def _read_regular(directory: str, name: str, limit: int) -> bytes | None:
+def _read_regular(directory: str, name: str, limit: int, identity: list[tuple[int, ...]] | None = None) -> bytes | None:
     """At most `limit` bytes of `directory/name` if it is a regular file and neither it nor `directory` is a
-    link (opened beneath the directory's descriptor: a swap after the listing cannot redirect it)."""
+    link (opened beneath the directory's descriptor: a swap after the listing cannot redirect it). `identity`
+    receives the file's (device, inode, size, mtime) as read from the open file."""
     try:
         dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -99,8 +100,11 @@ def _read_regular(directory: str, name: str, limit: int) -> bytes | None:
     finally:
         os.close(dir_fd)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             return None
+        if identity is not None:
+            identity.append(_identity(st))
         chunks, size = [], 0
         while size < limit and (chunk := os.read(fd, min(limit - size, 1 << 20))):
             chunks.append(chunk)
@@ -112,11 +116,17 @@ def _read_regular(directory: str, name: str, limit: int) -> bytes | None:
         os.close(fd)
 
 
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
 class NoteStore:
     """The notes of one board (a task): `root` is `state_layout.notes_dir(home, task)`."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        # Front-matters read before, by the identity of the file they were read from (`head`).
+        self._heads: dict[NoteRef, tuple[tuple[int, ...], Note | None]] = {}
 
     # -- writing ----------------------------------------------------------------------------------------
 
@@ -174,12 +184,40 @@ class NoteStore:
     def path(self, ref: NoteRef) -> Path:
         return self.root / ref.agent / (ref.stem + NOTE_SUFFIX)
 
+    def heads(self, refs: list[NoteRef]) -> list[Note | None]:
+        """`read(ref, head_only=True)` of each of `refs`, a note read before taken from memory while its file is
+        the same one (same inode, size and time: a note is placed whole and never rewritten), which costs a
+        `stat` instead of two opens, a read and a parse. The index reads them at every model call."""
+        kept: dict[NoteRef, tuple[tuple[int, ...], Note | None]] = {}
+        notes = []
+        for ref in refs:
+            note: Note | None = None
+            known = self._heads.get(ref)
+            try:
+                now = _identity(os.lstat(self.path(ref)))
+            except (OSError, ValueError):
+                now = None
+            if known is not None and now is not None and known[0] == now:
+                note = known[1]
+                kept[ref] = known
+            else:
+                identity: list[tuple[int, ...]] = []
+                note = self._read(ref, head_only=True, identity=identity)
+                if identity:  # what was read, by the file it was read from: a swap since the stat is not cached wrong
+                    kept[ref] = (identity[0], note)
+            notes.append(note)
+        self._heads = kept  # notes no longer listed (removed by the count cap) are forgotten
+        return notes
+
     def read(self, ref: NoteRef, *, head_only: bool = False) -> Note | None:
         """The note, or None when there is no such regular file. `head_only` reads the front-matter only."""
+        return self._read(ref, head_only=head_only)
+
+    def _read(self, ref: NoteRef, *, head_only: bool, identity: list[tuple[int, ...]] | None = None) -> Note | None:
         if not _STEM.match(ref.stem) or agent_dir_name(ref.agent) != ref.agent:
             return None
         raw = _read_regular(os.path.join(self.root, ref.agent), ref.stem + NOTE_SUFFIX,
-                            FRONT_MAX_BYTES if head_only else BODY_MAX_BYTES)
+                            FRONT_MAX_BYTES if head_only else BODY_MAX_BYTES, identity)
         if raw is None:
             return None
         front, body, damaged = _split(raw)
