@@ -65,8 +65,14 @@ def _thought(goal: str, doing: str, done: str = "") -> str:
 
 
 def _run(fake: FakeProvider, root: Path, settings: CompressionSettings, *,
-         requested: Callable[[], bool] = lambda: False) -> tuple[Any, list[tuple[str, dict]], _Recorder, LoopConfig]:
+         requested: Callable[[], bool] = lambda: False,
+         seen: Callable[[str, dict], None] = lambda _t, _d: None) -> tuple[Any, list[tuple[str, dict]], _Recorder,
+                                                                           LoopConfig]:
     events: list[tuple[str, dict]] = []
+
+    def emit(type_: str, data: dict) -> None:
+        seen(type_, data)
+        events.append((type_, data))
     config = {"global": {"llm": {"use_provider": "fake", "providers": {"fake": fake.provider_table()}}},
               "llm": {"max_retries": 0}}
     surface = build_surface("coding")
@@ -80,7 +86,7 @@ def _run(fake: FakeProvider, root: Path, settings: CompressionSettings, *,
         agent="coding", engine=build_engine(parse_llm_config(config, {}), agent="coding"), surface=surface,
         tool_ctx=ToolContext(project_root=root, run_id="r-test", emit=lambda t, d: events.append((t, dict(d)))),
         messages=[Message.system(MARKERS["coding"] + " (test)"), Message.user(REQUEST)], max_steps=8,
-        emit=lambda t, d: events.append((t, d)), step_boundary=boundary, policy=LoopPolicy(), step_retries=0,
+        emit=emit, step_boundary=boundary, policy=LoopPolicy(), step_retries=0,
         thinklink=link, recorder=recorder,
         compactor=ContextCompactor(settings, link, request=REQUEST, requested=requested,
                                    priority_of=lambda name: result_priority(surface.resolve(name))))
@@ -117,6 +123,51 @@ def test_tier_one_cuts_the_oldest_read_result_and_the_measure_uses_the_providers
     assert statuses[2]["used"] < 6_000 and statuses[2]["threshold"] == 6_000 and statuses[2]["source"] == "config"
     assert set(statuses[2]["parts"]) == {"system", "instructions", "history", "tool_results", "call_context", "tools"}
     fake.assert_no_problems()
+
+
+def test_a_steps_context_report_is_made_once_its_request_is_out_and_before_its_answer(
+        fake: FakeProvider, tmp_path: Path) -> None:
+    _files(tmp_path)
+    fake.script("coding", MARKERS["coding"], [*_reads(1_000, 4_000), Step(text="520 lines.")])
+    arrived: list[int] = []
+
+    def seen(type_: str, data: dict) -> None:
+        if type_ == EventType.CONTEXT_STATUS:
+            # The loop is held here: had the report come before the send, this step's request could not arrive.
+            arrived.append(len(fake.wait_for_requests(data["step"], timeout=30)))
+
+    outcome, events, _recorder, _cfg = _run(fake, tmp_path, CompressionSettings(threshold=60_000), seen=seen)
+    assert outcome.stop_reason == StopReason.PLAIN_TEXT and arrived == [1, 2, 3]
+    kinds = [t for t, _d in events if t in (EventType.LLM_CALL_START, EventType.CONTEXT_STATUS, EventType.AI_CHUNK,
+                                            EventType.LLM_CALL_END)]
+    first_step = kinds[:kinds.index(EventType.LLM_CALL_END)]
+    assert first_step[:2] == [EventType.LLM_CALL_START, EventType.CONTEXT_STATUS]  # before any of its answer
+    assert EventType.AI_CHUNK in first_step
+    statuses = _of(events, EventType.CONTEXT_STATUS)
+    assert [s["step"] for s in statuses] == [1, 2, 3] and statuses[0]["used"] > 0
+    fake.assert_no_problems()
+
+
+def test_a_call_that_never_gets_its_request_out_still_reports_its_context(tmp_path: Path) -> None:
+    with FakeProvider() as gone:
+        table = gone.provider_table()  # its port, closed again: nobody listens there
+    events: list[tuple[str, dict]] = []
+
+    async def boundary() -> None:
+        pass
+
+    config = {"global": {"llm": {"use_provider": "fake", "providers": {"fake": table}}}, "llm": {"max_retries": 0}}
+    link = ThinkLink()
+    cfg = LoopConfig(
+        agent="coding", engine=build_engine(parse_llm_config(config, {}), agent="coding"),
+        surface=build_surface("coding"), tool_ctx=ToolContext(project_root=tmp_path, run_id="r-test"),
+        messages=[Message.system(MARKERS["coding"] + " (test)"), Message.user(REQUEST)], max_steps=2,
+        emit=lambda t, d: events.append((t, d)), step_boundary=boundary, policy=LoopPolicy(), step_retries=0,
+        thinklink=link, recorder=_Recorder(), compactor=ContextCompactor(CompressionSettings(), link, request=REQUEST))
+    outcome = asyncio.run(run_agent_loop(cfg))
+    assert outcome.stop_reason == StopReason.LLM_ERROR
+    (status,) = _of(events, EventType.CONTEXT_STATUS)
+    assert status["step"] == 1 and status["used"] > 0
 
 
 def test_tier_two_summarises_with_the_runs_own_model_and_keeps_goal_plan_item_and_request_word_for_word(
@@ -255,7 +306,10 @@ def test_the_gauges_window_is_the_providers_context_window_when_set_and_the_thre
         cfg = LoopConfig(agent="coding", engine=run_engine, surface=build_surface("coding"),
                          tool_ctx=ToolContext(project_root=Path("/")), messages=[], max_steps=1,
                          emit=lambda t, d, events=events: events.append((t, d)), step_boundary=_no_boundary)
-        asyncio.run(compactor.before_call(cfg, [Message.system("s"), Message.user(REQUEST)], 1, []))
+        report = asyncio.run(compactor.before_call(cfg, [Message.system("s"), Message.user(REQUEST)], 1, []))
+        assert not [d for t, d in events if t == EventType.CONTEXT_STATUS]  # made when the caller says
+        report()
+        report()  # once only
         (status,) = [d for t, d in events if t == EventType.CONTEXT_STATUS]
         windows.append((status["window"], status["threshold"]))
     assert windows == [(262_144, 96_000), (128_000, 96_000)]  # the catalog's 128k × 0.75 either way

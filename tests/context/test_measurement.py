@@ -3,14 +3,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from yagent.ipc.compression_settings import CompressionSettings
-from yagent.workers.context.measurement import Prefix, measure, over_threshold
+from yagent.workers.context.measurement import Prefix, measure, over_threshold, surely_under
 from yagent.workers.context.threshold import DEFAULT_THRESHOLD, resolve_threshold
 from yagent.workers.context.token_ledger import TokenLedger
-from yagent.workers.context.tokens import estimate_message_tokens, estimate_messages_tokens
-from yagent.workers.llm import Message, lookup_model
+from yagent.workers.context.tokens import (
+    EXACT_LIMIT,
+    count_tokens,
+    estimate_message_tokens,
+    estimate_messages_tokens,
+    message_token_bound,
+    text_token_bound,
+)
+from yagent.workers.llm import Message, ToolCall, lookup_model
 
 
 def _windows(model: str) -> int | None:
@@ -89,3 +100,40 @@ def test_the_ledger_recounts_only_messages_new_at_their_place() -> None:
     messages[9] = Message.user("changed behind the ledger's back")  # a message put in place by someone else
     messages[10] = Message.user(messages[10].content)  # another object saying the same: the same count
     assert ledger.total(messages) == estimate_messages_tokens(messages) and ledger.recounts in (204, 205)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=())), st.integers(min_value=0, max_value=3))
+def test_the_byte_bound_is_never_below_the_count(text: str, images: int) -> None:
+    # Any code point, lone surrogates included (the tokenizer sees U+FFFD for those).
+    message = Message.assistant(text, reasoning=text[::-1], tool_calls=[ToolCall(id="c", name="x" + text[:3],
+                                                                                 arguments=text)])
+    message = dataclasses.replace(message, images=("shot.png",) * images) if images else message
+    assert text_token_bound(text) >= count_tokens(text)
+    assert message_token_bound(message) >= estimate_message_tokens(message)
+
+
+def test_the_byte_bound_holds_for_sampled_texts_dense_or_not() -> None:
+    dense = "".join(chr(0x4E00 + (i * 7919) % 20_000) for i in range(EXACT_LIMIT + 5_000))  # CJK: sampled
+    mixed = ("plain words " * 20_000) + dense[:30_000] + "\udc80" * 100
+    for text in (dense, mixed):
+        assert len(text) > EXACT_LIMIT and text_token_bound(text) >= count_tokens(text)
+
+
+def test_surely_under_counts_nothing_and_is_never_wrong() -> None:
+    messages = _conversation(30)
+    exact = estimate_messages_tokens(messages)
+    ledger, prefix = TokenLedger(), Prefix()
+    assert surely_under(messages, prefix, ledger, exact * 5) and ledger.recounts == 0  # far under: no tokenizer
+    assert not surely_under(messages, prefix, ledger, exact - 1)  # over: it cannot say "under"
+    ledger.total(messages)
+    prefix.record(10_000, estimated=False, covers=len(messages))
+    messages.append(Message.tool("c1", "é" * 3_000))
+    near = measure(messages, prefix, ledger)
+    fresh = TokenLedger()
+    for threshold in (near - 1, near, near + 10, near + 6_000, near * 2):
+        under = surely_under(messages, prefix, fresh, threshold)
+        assert not under or not over_threshold(messages, prefix, ledger, threshold)
+    assert surely_under(messages, prefix, ledger, near + 6_001)  # the counted part exactly, the new one by bytes
+    # A ledger with an estimate of its own has no bound: it always measures.
+    assert not surely_under(_conversation(2), Prefix(), TokenLedger(lambda _m: 1), 10**9)

@@ -28,7 +28,7 @@ from yagent.ipc.compression_settings import CompressionSettings
 from yagent.ipc.vocabulary import EventType
 from yagent.workers.context.breakdown import context_breakdown
 from yagent.workers.context.emergency import KEEP_LAST, SUMMARY_REQUEST, compacted_text, plan_digest
-from yagent.workers.context.measurement import Prefix, measure, over_threshold
+from yagent.workers.context.measurement import Prefix, measure, over_threshold, surely_under
 from yagent.workers.context.project_instructions import ProjectInstructions
 from yagent.workers.context.rule_truncation import CHEAP, truncate_tool_results
 from yagent.workers.context.thinklink import ThinkLink
@@ -92,16 +92,20 @@ class ContextCompactor:
 
     # -- the two hooks the loop calls --------------------------------------------------------------
 
-    async def before_call(self, cfg: LoopConfig, messages: list[Message], step: int, extra: list[Message]) -> None:
-        """Compact `messages` in place when they are over the threshold (or `/compact` asked), then report."""
+    async def before_call(self, cfg: LoopConfig, messages: list[Message], step: int,
+                          extra: list[Message]) -> Callable[[], None]:
+        """Compact `messages` in place when they are over the threshold (or `/compact` asked); returns the step's
+        context report, for the caller to run once its request is out (`CallOptions.sent`) — counting what the
+        step added is then done while the model works — and at the latest when the call ends."""
         threshold = self.threshold(cfg.engine.model)
         forced = self.requested()
         if forced:
             _note(cfg, "info", f"{cfg.agent}: compacting the context now, as asked (/compact)")
         if forced or (self.settings.enabled
+                      and not surely_under(messages, self.prefix, self.ledger, threshold.tokens)
                       and over_threshold(messages, self.prefix, self.ledger, threshold.tokens)):
             await self._compact(cfg, messages, step, threshold.tokens, forced=forced)
-        self._report(cfg, messages, step, threshold, extra)
+        return _once(self._report, cfg, list(messages), step, threshold, list(extra))
 
     def after_call(self, input_tokens: int, estimated: bool, covers: int) -> None:
         """The provider's count of the request just made, which held the first `covers` messages."""
@@ -248,6 +252,20 @@ async def _summarise(cfg: LoopConfig, step: int, head: list[Message]) -> str:
         time.monotonic() - started, stop_reason=str(response.finish_reason),
         cost_usd=cfg.cost_of(response.provider, response.model, usage), tool=COMPACTION_CALL))
     return strip_thought(response.text).strip()
+
+
+def _once(report: Callable[..., None], *args: Any) -> Callable[[], None]:
+    """`report(*args)` the first time it is called, nothing after; a failure is logged, never raised into the call
+    whose send it rides on."""
+    pending = [args]
+
+    def run() -> None:
+        if pending:
+            try:
+                report(*pending.pop())
+            except Exception:
+                log.exception("the context report failed")
+    return run
 
 
 def _note(cfg: Any, level: str, text: str) -> None:

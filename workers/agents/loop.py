@@ -244,7 +244,7 @@ def _step_is_retried(exc: LLMError, retries_left: int) -> bool:
 
 
 async def _call_model(cfg: LoopConfig, state: LoopState, messages: list[Message], *,
-                      retries_left: int = 0) -> Response:
+                      retries_left: int = 0, sent: Callable[[], None] | None = None) -> Response:
     tools = call_tools(cfg.surface)
     emit = cfg.emit
     engine = cfg.engine
@@ -252,7 +252,7 @@ async def _call_model(cfg: LoopConfig, state: LoopState, messages: list[Message]
     emit(EventType.LLM_CALL_START, event_data.llm_call_start(state.step, engine.provider, engine.model))
     emit(EventType.AI_STREAM_START, event_data.ai_stream_start(state.step, engine.model))
     try:
-        async with engine.complete(messages, tools, CallOptions()) as stream:
+        async with engine.complete(messages, tools, CallOptions(sent=sent)) as stream:
             async for delta in stream:
                 if isinstance(delta, TextDelta):
                     emit(EventType.AI_CHUNK, event_data.ai_chunk(delta.text))
@@ -292,11 +292,13 @@ async def _call_model(cfg: LoopConfig, state: LoopState, messages: list[Message]
     return response
 
 
-async def call_model_with_retries(cfg: LoopConfig, state: LoopState, messages: list[Message]) -> Response:
+async def call_model_with_retries(cfg: LoopConfig, state: LoopState, messages: list[Message], *,
+                                  sent: Callable[[], None] | None = None) -> Response:
+    """`sent`: run once the first attempt's request is out (`CallOptions.sent`)."""
     attempt = 0
     while True:
         try:
-            return await _call_model(cfg, state, messages, retries_left=cfg.step_retries - attempt)
+            return await _call_model(cfg, state, messages, retries_left=cfg.step_retries - attempt, sent=sent)
         except LLMError as exc:
             if not _step_is_retried(exc, cfg.step_retries - attempt):
                 raise
@@ -414,23 +416,27 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
             extra = cfg.call_context() if cfg.call_context is not None else []
             if pending_reminder is not None:
                 extra = [*extra, Message.user(pending_reminder)]
-            if cfg.compactor is not None:
-                await cfg.compactor.before_call(cfg, messages, state.step, extra)
+            # The context report is made once the request is out, while the model works (at the latest here).
+            report = await cfg.compactor.before_call(cfg, messages, state.step, extra) if cfg.compactor else None
             call_messages = [*messages, *extra] if extra else messages
             pending_reminder = None
-            # The breaker of the provider the engine resolves to now, i.e. after routing.
-            breaker = cfg.breaker.for_provider(cfg.engine.provider) if cfg.breaker is not None else None
-            if breaker is not None and not breaker.allow():
-                return finish(StopReason.CIRCUIT_BREAKER_OPEN,
-                              f"the model provider {cfg.engine.provider!r} failed repeatedly; the circuit breaker is "
-                              "open — try again later")
             try:
-                response = await call_model_with_retries(cfg, state, call_messages)
-            except LLMError as exc:
-                if breaker is not None:
-                    breaker.record_failure()
-                cfg.emit(EventType.CONVERSATION_ERROR, event_data.conversation_error(str(exc)))
-                return finish(StopReason.LLM_ERROR, str(exc))
+                # The breaker of the provider the engine resolves to now, i.e. after routing.
+                breaker = cfg.breaker.for_provider(cfg.engine.provider) if cfg.breaker is not None else None
+                if breaker is not None and not breaker.allow():
+                    return finish(StopReason.CIRCUIT_BREAKER_OPEN,
+                                  f"the model provider {cfg.engine.provider!r} failed repeatedly; the circuit breaker "
+                                  "is open — try again later")
+                try:
+                    response = await call_model_with_retries(cfg, state, call_messages, sent=report)
+                except LLMError as exc:
+                    if breaker is not None:
+                        breaker.record_failure()
+                    cfg.emit(EventType.CONVERSATION_ERROR, event_data.conversation_error(str(exc)))
+                    return finish(StopReason.LLM_ERROR, str(exc))
+            finally:
+                if report is not None:
+                    report()
         if breaker is not None:
             breaker.record_success()
         if cfg.compactor is not None:

@@ -6,7 +6,7 @@ count of the last request (`Prefix`) plus the local estimate of the messages app
 covered. It falls back to the local estimate of the whole conversation when there is no report yet, when
 the provider sent none (the engine estimated it), or when a compression tier rewrote the list (tiers 2 and 3
 invalidate it; tier 1 deducts what it saved). `over_threshold` is the one test every compression decision
-makes.
+makes; `surely_under` spares it the tokenizer when a bound of bytes already shows the request fits.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from .token_ledger import TokenLedger
 
-__all__ = ["Prefix", "measure", "over_threshold"]
+__all__ = ["Prefix", "measure", "over_threshold", "surely_under"]
 
 
 @dataclass
@@ -52,3 +52,14 @@ def measure(messages: Sequence[Any], prefix: Prefix, ledger: TokenLedger) -> int
 
 def over_threshold(messages: Sequence[Any], prefix: Prefix, ledger: TokenLedger, threshold: int) -> bool:
     return measure(messages, prefix, ledger) > threshold
+
+
+def surely_under(messages: Sequence[Any], prefix: Prefix, ledger: TokenLedger, threshold: int) -> bool:
+    """True when `measure` cannot be over `threshold`, known without the tokenizer (a message's tokens are at most
+    its bytes); False says only that it has to be measured. Most steps are far from the threshold: they need not
+    count what they add before their request goes out."""
+    if prefix.valid and prefix.covers <= len(messages):
+        bound = ledger.upper_bound(messages, start=prefix.covers)
+        return bound is not None and prefix.tokens + bound <= threshold
+    bound = ledger.upper_bound(messages)
+    return bound is not None and bound <= threshold

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .tokens import estimate_message_tokens
+from .tokens import estimate_message_tokens, message_token_bound
 
 __all__ = ["TokenLedger"]
 
@@ -20,8 +20,11 @@ class TokenLedger:
     """`estimate` counts one message (the default includes reasoning and tool calls); `recounts` says how many
     messages it has counted so far."""
 
-    def __init__(self, estimate: Callable[[Any], int] = estimate_message_tokens) -> None:
+    def __init__(self, estimate: Callable[[Any], int] = estimate_message_tokens,
+                 bound: Callable[[Any], int] | None = None) -> None:
         self._estimate = estimate
+        # What bounds `estimate` from above without counting; the default estimate has one of its own.
+        self._bound = bound if bound is not None or estimate is not estimate_message_tokens else message_token_bound
         self._seen: list[Any] = []
         self._counts: list[int] = []
         self._total = 0
@@ -61,6 +64,21 @@ class TokenLedger:
         if start <= 0:
             return self._total
         return sum(self._counts[start:])
+
+    def upper_bound(self, messages: Sequence[Any], start: int = 0) -> int | None:
+        """At least `total(messages, start)`, counting nothing: the counts it holds for messages it saw at their
+        place, the bound for the others (the ledger is left as it was). None when its estimate has no bound."""
+        if self._bound is None:
+            return None
+        seen, counts, bound = self._seen, self._counts, self._bound
+        known = len(seen)
+        if start <= 0 and known <= len(messages) and seen == messages[:known]:
+            return self._total + sum(bound(m) for m in messages[known:])
+        total = 0
+        for index in range(max(start, 0), len(messages)):
+            message = messages[index]
+            total += counts[index] if index < known and seen[index] is message else bound(message)
+        return total
 
     def count(self, messages: Sequence[Any], index: int) -> int:
         self.sync(messages)

@@ -30,6 +30,8 @@ __all__ = [
     "count_tokens_exact",
     "estimate_message_tokens",
     "estimate_messages_tokens",
+    "message_token_bound",
+    "text_token_bound",
 ]
 
 EXACT_LIMIT = 131_072
@@ -122,6 +124,29 @@ def estimate_message_tokens(message: MessageLike | Mapping[str, Any]) -> int:
     for call in _field(message, "tool_calls") or ():
         total += TOOL_CALL_OVERHEAD + count_tokens(_field(call, "name") or "")
         total += count_tokens(_field(call, "arguments") or "")
+    return total
+
+
+def text_token_bound(text: str) -> int:
+    """At least `count_tokens(text)`, without the tokenizer: every cl100k token is one byte or more of UTF-8.
+
+    A lone surrogate is 3 bytes here and becomes U+FFFD (3 bytes) for the tokenizer; a sampled count scales windows of
+    at most 4 bytes a character, so 4 a character (and one for the rounding) bounds it."""
+    if not text:
+        return 0
+    if len(text) > EXACT_LIMIT:
+        return 4 * len(text) + 1
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def message_token_bound(message: MessageLike | Mapping[str, Any]) -> int:
+    """At least `estimate_message_tokens(message)`, in microseconds: what a check far from any limit needs."""
+    total = MESSAGE_OVERHEAD + text_token_bound(_field(message, "content") or "")
+    total += text_token_bound(_field(message, "reasoning") or "")
+    total += IMAGE_TOKENS * len(_field(message, "images") or ())
+    for call in _field(message, "tool_calls") or ():
+        total += TOOL_CALL_OVERHEAD + text_token_bound(_field(call, "name") or "")
+        total += text_token_bound(_field(call, "arguments") or "")
     return total
 
 

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import replace
 from typing import Any, Self
 
@@ -223,7 +223,7 @@ class HTTPEngine(Engine):
             if options.timeout and options.timeout > 0:
                 budget = min(budget, options.timeout)
             deadline = clock() + budget
-            context = _CallContext(self, repaired, tools, deadline, budget)
+            context = _CallContext(self, repaired, tools, deadline, budget, sent=options.sent)
             attempt = 0
             while True:
                 attempt += 1
@@ -368,7 +368,8 @@ class HTTPEngine(Engine):
         if remaining <= 0:
             raise self.budget_error(context.budget)
         request = self._client.build_request("POST", self.url(), content=payload, headers=self.headers(),
-                                             timeout=self._timeout(remaining))
+                                             timeout=self._timeout(remaining),
+                                             extensions={"trace": context.trace} if context.sent else None)
         try:
             return await self._client.send(request, stream=True)
         except httpx.TimeoutException as exc:
@@ -495,15 +496,22 @@ class StreamParser(ABC):
 class _CallContext:
     """What a parser needs besides the events: the deadline and the inputs of a usage estimate."""
 
-    __slots__ = ("budget", "deadline", "engine", "messages", "tools")
+    __slots__ = ("budget", "deadline", "engine", "messages", "sent", "tools")
 
     def __init__(self, engine: HTTPEngine, messages: Sequence[Message], tools: Sequence[ToolDefinition],
-                 deadline: float, budget: float | None = None) -> None:
+                 deadline: float, budget: float | None = None, sent: Callable[[], None] | None = None) -> None:
         self.engine = engine
         self.messages = messages
         self.tools = tools
         self.deadline = deadline
         self.budget = budget
+        self.sent = sent
+
+    async def trace(self, name: str, info: dict[str, Any]) -> None:
+        """httpcore's trace hook: the first request body written out (HTTP/1.1 or 2) fires `sent`, once."""
+        if self.sent is not None and name.endswith("send_request_body.complete"):
+            sent, self.sent = self.sent, None
+            sent()
 
     def estimate_usage(self, text: str, reasoning: str, calls: Sequence[ToolCall]) -> Usage:
         """A local estimate for servers that never report usage (llama.cpp ignores include_usage)."""

@@ -146,6 +146,10 @@ class CallOptions:
     # A budget for this call tighter than `[llm] timeout` (seconds). Like that one, its clock starts once
     # the in-flight lease is held: time queued for a slot is not the provider being slow.
     timeout: float | None = None
+    # Called once, when the request's body has been written to the connection (before any answer): work the
+    # caller owes but the request need not wait for (the step's context report). It must not raise. A call that
+    # never got its request out does not call it.
+    sent: Callable[[], None] | None = None
 
 
 Deliver = Callable[[Response], None]
