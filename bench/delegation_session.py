@@ -6,7 +6,9 @@ time. The Director delegates to Chat 20 times in a row, so the model's time is o
 end to end. Baseline, measured in the same run against the same server: the very request bodies the
 session sent, replayed one after another by a bare httpx loop and answered with the same scripted
 responses (the model plus HTTP, without yagent).
-Overhead = session wall − baseline wall. Target: overhead ≤ 5 % of wall time.
+Overhead = session wall − baseline wall. Target: overhead ≤ 5 % of wall time. Also printed, from the provider's
+own clock: the time it sat idle per delegation (from an answer's end to the next request, over both hops), in the
+session and in the bare replay; their difference is the orchestration without the noise of two wall clocks.
 The daemon first serves one warm-up turn (a direct answer), as a long-lived daemon has: the first worker
 after a daemon start waits for the forkserver to finish preloading. That cold start is printed on its own.
 Also prints CPU seconds of the daemon and of all workers.
@@ -54,7 +56,8 @@ def start_provider(scripts: list[Script], root: Path) -> tuple[subprocess.Popen[
     return proc, line.split("=", 1)[1]
 
 
-def bare_baseline(base_url: str, replay: list[Step], skip: int) -> float:
+def bare_baseline(base_url: str, replay: list[Step], skip: int) -> tuple[float, list[dict]]:
+    """The bare loop's wall time, and every request the provider saw (the session's, then the loop's)."""
     with httpx.Client() as client:
         bodies = [r["body"] for r in client.get(f"{base_url}/_fake/requests").json()][skip:]
         # The session's scripts are exhausted now; this one answers every replayed body, in order.
@@ -66,7 +69,22 @@ def bare_baseline(base_url: str, replay: list[Step], skip: int) -> float:
                                headers={"Authorization": "Bearer fake-key"}) as response:
                 for _line in response.iter_lines():
                     pass
-        return time.perf_counter() - started
+        wall = time.perf_counter() - started
+        return wall, client.get(f"{base_url}/_fake/requests").json()
+
+
+def provider_gaps(requests: list[dict], skip: int, n: int) -> tuple[list[float], list[float]]:
+    """Per delegation, in ms, the provider's idle time between the Director's answer and the Chat's request plus
+    between the Chat's answer and the Director's next request: in the session, and in the bare replay of the same
+    bodies. Both are the provider's own clock, so no client-side scheduling enters the figure."""
+    total = 2 * n + 1
+    session_requests, bare_requests = requests[skip:skip + total], requests[skip + total:skip + 2 * total]
+
+    def per_delegation(reqs: list[dict]) -> list[float]:
+        gaps = [(reqs[i + 1]["received_at"] - reqs[i]["finished_at"]) * 1000 for i in range(len(reqs) - 1)]
+        return [gaps[2 * d] + gaps[2 * d + 1] for d in range(n)]
+
+    return per_delegation(session_requests), per_delegation(bare_requests)
 
 
 PHASES = ("director: answer → tool call", "request to daemon (→ run queued)", "admission (queued for a slot)",
@@ -142,7 +160,7 @@ def session(n: int, model_time: float, warm_workers: int | None) -> dict:
             daemon_cpu = sum(proc.cpu_times()[:2]) - cpu0
         finally:
             daemon.close()
-        baseline = bare_baseline(base_url, bare, skip=1)
+        baseline, requests = bare_baseline(base_url, bare, skip=1)
     finally:
         provider.communicate("")
     worker_cpu = sum(e.data.get("cpu_seconds", 0.0) for e in of_type(events, "run_finished"))
@@ -151,7 +169,7 @@ def session(n: int, model_time: float, warm_workers: int | None) -> dict:
     ahead = [e.data.get("prefaulted", 0) for e in of_type(events, "run_started") if e.data.get("parent")]
     return {"cold": cold, "status": status, "requests": len(bare), "wall": wall, "baseline": baseline,
             "daemon_cpu": daemon_cpu, "worker_cpu": worker_cpu, "rows": breakdown(events), "warm": warm,
-            "ahead": ahead}
+            "ahead": ahead, "gaps": provider_gaps(requests, 1, n)}
 
 
 def report(name: str, n: int, got: dict) -> float:
@@ -165,6 +183,10 @@ def report(name: str, n: int, got: dict) -> float:
     print(f"wall {wall:.2f} s; baseline (same responses, bare httpx loop) {baseline:.2f} s")
     print(f"orchestration overhead {overhead:.2f} s = {overhead / wall:.1%} of wall (target ≤ 5 %); "
           f"{overhead / n * 1000:.1f} ms per delegation")
+    gaps, bare_gaps = got["gaps"]
+    idle, bare_idle = statistics.median(gaps), statistics.median(bare_gaps)
+    print(f"at the provider, idle per delegation (answer → next request, both hops), p50: {idle:.2f} ms in the "
+          f"session, {bare_idle:.2f} ms in the bare replay → {idle - bare_idle:.2f} ms of orchestration")
     print(f"CPU: daemon {got['daemon_cpu']:.2f} s, workers {got['worker_cpu']:.2f} s "
           f"({got['worker_cpu'] / (n + 1):.3f} s per run)")
     rows = got["rows"]
