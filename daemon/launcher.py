@@ -425,16 +425,46 @@ def run_processes(run_id: str, pid: int | None) -> list[psutil.Process]:
                 found[child.pid] = child
         except psutil.Error:
             pass
-    me = os.getpid()
-    for proc in psutil.process_iter(["pid"]):
-        if proc.pid in found or proc.pid == me:
-            continue
+    for other in _carrying_run_id(run_id, skip={*found, os.getpid()}):
         try:
-            if proc.environ().get(RUN_ENV) == run_id:
+            proc = psutil.Process(other)
+            if proc.environ().get(RUN_ENV) == run_id:  # read again through the handle: the pid was not reused
                 found[proc.pid] = proc
         except psutil.Error:
             continue
     return list(found.values())
+
+
+def _carrying_run_id(run_id: str, skip: set[int]) -> list[int]:
+    """Pids, other than `skip`, whose environment says `YAGENT_RUN_ID=run_id`.
+
+    Every run's end looks, so /proc is read directly, a byte search per process: a psutil handle and a parsed
+    environment per process cost ~1.8 ms on 66 processes here, and a desktop runs hundreds."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:  # no procfs: ask psutil, which knows the platform's way
+        return [p.pid for p in psutil.process_iter(["pid"]) if p.pid not in skip and _environ_has(p, run_id)]
+    entry = f"{RUN_ENV}={run_id}\0".encode()
+    inner = b"\0" + entry
+    pids = []
+    for name in names:
+        if not name.isdigit() or int(name) in skip:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as file:
+                data = file.read()
+        except OSError:  # gone meanwhile, a kernel thread, or another user's
+            continue
+        if data.startswith(entry) or inner in data:
+            pids.append(int(name))
+    return pids
+
+
+def _environ_has(proc: psutil.Process, run_id: str) -> bool:
+    try:
+        return proc.environ().get(RUN_ENV) == run_id
+    except psutil.Error:
+        return False
 
 
 def kill_run_tree(run_id: str, pid: int | None, sig: int = signal.SIGKILL) -> int:

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from tests.daemon_harness import DaemonProcess, arun, script, submit
-from yagent.daemon.launcher import RUN_ENV
+from yagent.daemon.launcher import RUN_ENV, run_processes
 from yagent.daemon.recovery import kill_leftover_workers
 from yagent.daemon.registry import LeftoverRun
 from yagent.ipc import EventStream
@@ -77,6 +77,25 @@ def test_a_tool_process_carrying_the_run_id_is_killed_though_its_worker_is_gone(
     assert kill_leftover_workers([LeftoverRun("rtool0000001", dead_pid, 1.0)]) == [tool.pid]
     assert _gone(tool.pid)
     assert bystander.is_running() and bystander.status() != psutil.STATUS_ZOMBIE
+
+
+def test_a_run_id_is_matched_whole_wherever_it_stands_in_the_environment() -> None:
+    run_id = "rwhole000001"
+    envs = {
+        "first": {RUN_ENV: run_id},  # the very first entry of the block: no NUL before it
+        "later": {"A_BEFORE": "x", RUN_ENV: run_id, "Z_AFTER": "y"},
+        "longer id": {"A_BEFORE": "x", RUN_ENV: run_id + "2"},
+        "other variable": {"A_BEFORE": "x", "X" + RUN_ENV: run_id},
+        "in a value": {"A_BEFORE": f"{RUN_ENV}={run_id}"},
+    }
+    sleepers = {name: subprocess.Popen(["sleep", "600"], env=env) for name, env in envs.items()}
+    try:
+        found = {proc.pid for proc in run_processes(run_id, None)}
+        assert found == {sleepers["first"].pid, sleepers["later"].pid}
+    finally:
+        for proc in sleepers.values():
+            proc.kill()
+            proc.wait()
 
 
 @pytest.mark.e2e
