@@ -125,6 +125,7 @@ class NoteStore:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._root_text = os.fspath(root)  # `heads` stats every listed note at every model call: no Path per note
         # Front-matters read before, by the identity of the file they were read from (`head`).
         self._heads: dict[NoteRef, tuple[tuple[int, ...], Note | None]] = {}
 
@@ -194,7 +195,7 @@ class NoteStore:
             note: Note | None = None
             known = self._heads.get(ref)
             try:
-                now = _identity(os.lstat(self.path(ref)))
+                now = _identity(os.lstat(f"{self._root_text}/{ref.agent}/{ref.stem}{NOTE_SUFFIX}"))
             except (OSError, ValueError):
                 now = None
             if known is not None and now is not None and known[0] == now:
