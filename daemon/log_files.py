@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from yagent.ipc.http_request_logs import quiet_request_lines
+
 __all__ = ["reopen_log_files", "setup_logging"]
 
 
@@ -23,6 +25,7 @@ def setup_logging(home: Path, level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [stderr, filelog]
     root.setLevel(getattr(logging, level.upper(), logging.INFO))
+    quiet_request_lines(root.level)
 
 
 class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):

@@ -38,6 +38,7 @@ from multiprocessing.connection import Connection
 
 from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.errors import MalformedMessage
+from yagent.ipc.http_request_logs import quiet_request_lines
 from yagent.ipc.messages import RunOutcome, RunResult
 from yagent.ipc.private_files import keep_private
 from yagent.ipc.vocabulary import RunStatus, StopReason
@@ -235,6 +236,7 @@ def _log_as(run_id: str) -> None:
     """Log to stderr (the daemon's log) with the run's id on every line; a warm worker has none yet."""
     if not logging.root.handlers:
         logging.basicConfig(level=logging.INFO)
+    quiet_request_lines(logging.root.level)
     line = logging.Formatter(f"%(asctime)s worker {run_id or '(warm)'} %(levelname)s %(name)s: %(message)s")
     for handler in logging.root.handlers:
         handler.setFormatter(line)
