@@ -15,6 +15,8 @@ import json
 import re
 from typing import Any
 
+from yagent.ipc.shown_url import shown_url
+
 __all__ = ["LISTING_TIMEOUT", "MAX_LISTING_BYTES", "ModelLister", "ModelListingError", "first_chat_model"]
 
 LISTING_TIMEOUT = 10.0
@@ -59,6 +61,7 @@ async def first_chat_model(base_url: str, api_format: str, key: str, *, timeout:
     headers = ({"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION} if api_format == "anthropic"
                else {"Authorization": f"Bearer {key}"})
     advice = "set YAGENT_MODEL to the model to use"
+    shown = shown_url(url)  # in what the user reads; the request goes to `url`
     try:
         async with (asyncio.timeout(timeout),
                     httpx.AsyncClient(transport=transport, follow_redirects=False) as client,
@@ -67,24 +70,24 @@ async def first_chat_model(base_url: str, api_format: str, key: str, *, timeout:
             async for chunk in response.aiter_bytes():
                 raw += chunk
                 if len(raw) > MAX_LISTING_BYTES:
-                    raise ModelListingError(f"{url} answered with more than {MAX_LISTING_BYTES // 1024} KiB; "
+                    raise ModelListingError(f"{shown} answered with more than {MAX_LISTING_BYTES // 1024} KiB; "
                                             f"{advice}")
             status = response.status_code
     except TimeoutError:
-        raise ModelListingError(f"{url} did not answer within {timeout:g}s; is the server running? Or {advice}") \
+        raise ModelListingError(f"{shown} did not answer within {timeout:g}s; is the server running? Or {advice}") \
             from None
     except httpx.HTTPError as exc:
-        raise ModelListingError(f"cannot reach {url} ({type(exc).__name__}); is the server running? Or {advice}") \
+        raise ModelListingError(f"cannot reach {shown} ({type(exc).__name__}); is the server running? Or {advice}") \
             from None
     if status != 200:
-        raise ModelListingError(f"{url} answered HTTP {status} when asked which models it has; {advice}")
+        raise ModelListingError(f"{shown} answered HTTP {status} when asked which models it has; {advice}")
     try:
         body = json.loads(bytes(raw))
     except ValueError:
-        raise ModelListingError(f"{url} answered with something other than a JSON model list; {advice}") from None
+        raise ModelListingError(f"{shown} answered with something other than a JSON model list; {advice}") from None
     chat = [model for model in _ids(body) if not _NOT_CHAT.search(model)]
     if not chat:
-        raise ModelListingError(f"{url} lists no chat model; pull or load one on the server, or {advice}")
+        raise ModelListingError(f"{shown} lists no chat model; pull or load one on the server, or {advice}")
     return chat[0]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from yagent.ipc.caller_keys import CallerKeysError, accepted, variables_to_send, with_caller_keys
 from yagent.ipc.config import Settings
 from yagent.ipc.provider_config import LLMConfig
+from yagent.ipc.shown_url import shown_url
 from yagent.ipc.vocabulary import ErrorCode
 from yagent.ipc.zero_config import (
     ZERO_CONFIG_VARIABLES,
@@ -89,8 +90,9 @@ class TurnKeySource:
             try:
                 zero = zero.with_model(await self.lister.model_for(provider.api_base_url, provider.api_format, key))
             except ModelListingError as exc:
-                raise TurnKeyError(ErrorCode.BAD_CONFIG, f"no provider is configured and the model for "
-                                                         f"{provider.api_base_url} is not known: {exc}") from None
+                raise TurnKeyError(ErrorCode.BAD_CONFIG,
+                                   f"no provider is configured and the model for "
+                                   f"{shown_url(provider.api_base_url)} is not known: {exc}") from None
         line = zero.describe()
         if line not in self._said:
             self._said.add(line)

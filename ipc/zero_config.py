@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from .provider_config import NO_PROVIDER_ADVICE, ProviderConfig
+from .shown_url import shown_url
 
 __all__ = [
     "DEFAULT_BASE_URLS",
@@ -78,7 +79,7 @@ class ZeroConfig:
                      "listed": "the first chat model the server lists; YAGENT_MODEL picks another",
                      }.get(self.model_from, "")
         key = "no key" if p.api_key == LOCAL_KEY_PLACEHOLDER and not p.api_key_env else p.api_key_env
-        return (f"no provider is configured, so yagent uses the {kind} endpoint {p.api_base_url} ({where}, "
+        return (f"no provider is configured, so yagent uses the {kind} endpoint {shown_url(p.api_base_url)} ({where}, "
                 f"{key}; from {whose}) with model {p.model} ({model_why}); `yagent setup` makes a provider permanent")
 
 

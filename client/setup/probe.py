@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from yagent.ipc.shown_url import shown_url
+
 __all__ = ["PROBE_SYSTEM_PROMPT", "ProbeResult", "probe_provider"]
 
 PROBE_SYSTEM_PROMPT = "yagent connectivity probe"
@@ -96,7 +98,7 @@ async def probe_provider(table: Mapping[str, Any], *, environ: Mapping[str, str]
     fmt, url = _endpoint(table)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        return ProbeResult(False, f"{table.get('api_base_url')!r} is not an http(s) URL")
+        return ProbeResult(False, f"{shown_url(str(table.get('api_base_url')))!r} is not an http(s) URL")
     key, problem = _key(table, env)
     if problem:
         return ProbeResult(False, problem)
@@ -112,7 +114,7 @@ async def probe_provider(table: Mapping[str, Any], *, environ: Mapping[str, str]
         body = {"model": model, "max_tokens": 1, "stream": False,
                 "messages": [{"role": "system", "content": PROBE_SYSTEM_PROMPT},
                              {"role": "user", "content": "ping"}]}
-    host = parts.netloc
+    host = parts.netloc.rpartition("@")[2]  # what the user reads names the server, never a user:password in the URL
     started = time.monotonic()
     try:
         async with httpx.AsyncClient(timeout=timeout, transport=transport, follow_redirects=False) as client:
@@ -132,7 +134,8 @@ async def probe_provider(table: Mapping[str, Any], *, environ: Mapping[str, str]
                                200, latency, response.text.strip()[:300])
         return ProbeResult(True, f"{model} answered in {latency} ms (HTTP 200 from {host})", 200, latency)
     words = _provider_words(response)
-    summary = _explain(response.status_code, url, words, model, response.headers.get("location", ""))
+    summary = _explain(response.status_code, shown_url(url), words, model,
+                       shown_url(response.headers.get("location", "")))
     return ProbeResult(False, summary, response.status_code, latency, words)
 
 

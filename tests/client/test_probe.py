@@ -70,6 +70,21 @@ def test_nobody_listening_is_a_connection_refused() -> None:
                               "and the URL right?")
 
 
+def test_a_password_in_the_url_is_never_in_the_report(fake: FakeProvider) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    refused = arun(probe_provider({"api_base_url": f"http://corp:s3cret-pw@127.0.0.1:{port}/v1", "api_key": "k",
+                                   "model": "m"}))
+    assert refused.summary.startswith(f"could not connect to 127.0.0.1:{port}: ")
+    fake.script("probe", PROBE_SYSTEM_PROMPT, [Step(failure=Failure.http(404, message="no route"))])
+    base = fake.provider_table("openai")["api_base_url"].replace("://", "://corp:s3cret-pw@", 1)
+    missing = arun(probe_provider(fake.provider_table("openai") | {"api_base_url": base}))
+    assert missing.status == 404 and "corp:***@" in missing.summary
+    for result in (refused, missing):
+        assert "s3cret-pw" not in result.summary
+
+
 def test_an_unset_key_variable_is_reported_before_any_request(fake: FakeProvider) -> None:
     table = fake.provider_table("openai")
     del table["api_key"]

@@ -98,3 +98,13 @@ def test_nothing_listening_is_an_error_saying_so() -> None:
         port = s.getsockname()[1]  # closed again: nothing listens there
     with pytest.raises(ModelListingError, match=r"cannot reach .*is the server running"):
         asyncio.run(first_chat_model(f"http://127.0.0.1:{port}/v1", "openai", "k"))
+
+
+def test_a_password_in_the_url_is_masked_in_the_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ModelListingError) as info:
+        asyncio.run(first_chat_model(f"http://corp:s3cret-pw@127.0.0.1:{port}/v1", "openai", "k"))
+    assert f"cannot reach http://corp:***@127.0.0.1:{port}/v1/models" in str(info.value)
+    assert "s3cret-pw" not in str(info.value)

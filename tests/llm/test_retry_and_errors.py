@@ -218,6 +218,27 @@ def test_connection_refused_is_a_network_error_naming_the_url(fake: FakeProvider
     assert info.value.attempts == 3
 
 
+def test_a_password_in_the_base_url_is_masked_in_the_network_error(fake: FakeProvider) -> None:
+    # The error text travels into events, the rollout and a parent's tool result, so to a model provider.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = provider_config(fake)
+    config = type(config)(name="proxied", model="m1", api_base_url=f"http://corp:s3cret-pw@127.0.0.1:{port}/v1",
+                          api_key="k")
+
+    async def main() -> None:
+        retry = RetryPolicy(max_retries=0, jitter=0.0, sleep=RecordingSleep(), clock=FakeClock())
+        async with OpenAIEngine(config, settings=LLMSettings(timeout=60), retry=retry) as engine:
+            await engine.complete(MESSAGES).final()
+
+    with pytest.raises(LLMNetworkError) as info:
+        asyncio.run(main())
+    message = str(info.value)
+    assert f"corp:***@127.0.0.1:{port}" in message
+    assert "s3cret-pw" not in message
+
+
 def test_parse_retry_after_forms() -> None:
     assert parse_retry_after({"retry-after": "12"}) == 12.0
     assert parse_retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5

@@ -13,6 +13,7 @@ from typing import Any, Self
 import httpx
 
 from yagent.ipc.provider_config import LLMSettings, ProviderConfig
+from yagent.ipc.shown_url import shown_url
 from yagent.workers.context import count_tokens, estimate_messages_tokens
 
 from ._catalog import lookup_model
@@ -378,7 +379,7 @@ class HTTPEngine(Engine):
             raise LLMTimeoutError(f"no response within the timeout ({type(exc).__name__})",
                                   provider=self.provider, model=self.model) from exc
         except httpx.TransportError as exc:
-            raise LLMNetworkError(f"cannot reach {self.url()}: {exc or type(exc).__name__}",
+            raise LLMNetworkError(f"cannot reach {shown_url(self.url())}: {exc or type(exc).__name__}",
                                   provider=self.provider, model=self.model) from exc
 
     async def _whole_body(self, response: httpx.Response, context: _CallContext) -> Response:
@@ -402,14 +403,14 @@ class HTTPEngine(Engine):
         content_type = response.headers.get("content-type") or "no content type"
         excerpt = " ".join(raw[:300].decode("utf-8", "replace").split())
         error = LLMNetworkError(f"the answer is not from the {self.api_format} API ({content_type}): {excerpt!r}; "
-                                f"check that api_base_url {self.config.api_base_url!r} is the API's address "
+                                f"check that api_base_url {shown_url(self.config.api_base_url)!r} is the API's address "
                                 f"(OpenAI-compatible ones usually end in /v1) and that no proxy answers instead",
                                 provider=self.provider, model=self.model, status=response.status_code)
         error.retryable = False
         return error
 
     def redirected(self, response: httpx.Response) -> LLMNetworkError:
-        location = response.headers.get("location") or "an address it did not name"
+        location = shown_url(response.headers.get("location") or "an address it did not name")
         error = LLMNetworkError(f"the server redirects to {location}; set api_base_url to the final address "
                                 f"(redirects are not followed, so the API key is never sent elsewhere)",
                                 provider=self.provider, model=self.model, status=response.status_code)
