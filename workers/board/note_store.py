@@ -183,7 +183,10 @@ class NoteStore:
         return found
 
     def path(self, ref: NoteRef) -> Path:
-        return self.root / ref.agent / (ref.stem + NOTE_SUFFIX)
+        return Path(self._path_text(ref))
+
+    def _path_text(self, ref: NoteRef) -> str:
+        return f"{self._root_text}/{ref.agent}/{ref.stem}{NOTE_SUFFIX}"
 
     def heads(self, refs: list[NoteRef]) -> list[Note | None]:
         """`read(ref, head_only=True)` of each of `refs`, a note read before taken from memory while its file is
@@ -195,7 +198,7 @@ class NoteStore:
             note: Note | None = None
             known = self._heads.get(ref)
             try:
-                now = _identity(os.lstat(f"{self._root_text}/{ref.agent}/{ref.stem}{NOTE_SUFFIX}"))
+                now = _identity(os.lstat(self._path_text(ref)))
             except (OSError, ValueError):
                 now = None
             if known is not None and now is not None and known[0] == now:
