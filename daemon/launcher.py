@@ -38,7 +38,7 @@ from typing import SupportsIndex
 import psutil
 
 from yagent.ipc.confinement import ConfinementSpec
-from yagent.ipc.messages import BlueprintViewSpec, CheckpointJob, ResumeInspectionSpec
+from yagent.ipc.messages import BlueprintViewSpec, CheckpointJob, ResumeInspectionSpec, RunSpec
 from yagent.ipc.process_entry import call_entry, forkserver_process
 
 from .page_profile import PageProfile
@@ -98,10 +98,11 @@ class Launcher(abc.ABC):
 
     def begin_launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes, *,
                      confinement: ConfinementSpec | None, done: Callable[[RunHandle | Exception], None],
-                     cold: bool = False) -> None:
+                     cold: bool = False, spec: RunSpec | None = None) -> None:
         """Start the run's worker as `launch` does and hand `done` the handle, or the exception the start
-        raised, on the event loop's thread; `cold`: in a new process, never a warm one. This default calls
-        `done` before it returns."""
+        raised, on the event loop's thread; `cold`: in a new process, never a warm one; `spec`: the run's spec,
+        which a launcher may hand the worker ahead of its start message. This default calls `done` before it
+        returns."""
         try:
             handle = self.launch(run_id, agent, workers_endpoint, secret, confinement=confinement)
         except Exception as exc:
@@ -305,12 +306,12 @@ class MultiprocessingLauncher(Launcher):
         return handle or self._launch_cold(run_id, agent, workers_endpoint, secret, confinement)
 
     def _launch_warm(self, run_id: str, workers_endpoint: str, secret: bytes,
-                     confinement: ConfinementSpec | None) -> RunHandle | None:
+                     confinement: ConfinementSpec | None, spec: RunSpec | None = None) -> RunHandle | None:
         """The run handed to a warm worker; None when none is ready (or the run's spec does not fit its pipe).
         Never blocks: a worker met dead, or whose pipe broke, is ended on the launcher's thread."""
         self.warm.started()
         learn = bool(self.warm.ready()) and self.pages.ask()
-        assignment = assignment_bytes(run_id, workers_endpoint, confinement, learn=learn)
+        assignment = assignment_bytes(run_id, workers_endpoint, confinement, learn=learn, spec=spec)
         if assignment is None:  # too large to go down a pipe at once: this run starts cold
             return None
         while (worker := self.warm.take()) is not None:
@@ -342,11 +343,14 @@ class MultiprocessingLauncher(Launcher):
 
     def begin_launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes, *,
                      confinement: ConfinementSpec | None, done: Callable[[RunHandle | Exception], None],
-                     cold: bool = False) -> None:
+                     cold: bool = False, spec: RunSpec | None = None) -> None:
         loop = asyncio.get_running_loop()
         # None admitted before it still waits: a warm start here keeps the order of starts.
         if not cold and self._starts_queued == self._starts_begun:
-            warm = self._launch_warm(run_id, workers_endpoint, secret, confinement)
+            # Only here does the worker get its spec ahead: `done` runs before the loop can read its hello, so what
+            # the worker sends before its start message finds the run launched (a start on the launcher's thread
+            # is reported later, and its worker waits for the start message as a cold one does).
+            warm = self._launch_warm(run_id, workers_endpoint, secret, confinement, spec)
             if warm is not None:  # a write to a pipe, so here on the loop: no hop to the launcher's thread
                 loop.call_later(REFILL_DELAY, self._refill)
                 done(warm)

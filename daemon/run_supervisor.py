@@ -262,7 +262,7 @@ class RunSupervisor:
         self._move(RunPhase.LAUNCHING)
         self._started[1] = self._now()
         self.services.launcher.begin_launch(self.id, self.agent, self.services.workers_endpoint, self._secret,
-                                            confinement=self.confinement, done=self._launched)
+                                            confinement=self.confinement, done=self._launched, spec=self.spec)
 
     async def _checkpoint_then_launch(self) -> None:
         checkpoints = self.services.checkpoints

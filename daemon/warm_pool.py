@@ -4,9 +4,10 @@ A warm worker (`yagent.workers.entry.warm_worker_main`) has done only what belon
 let go of the forkserver's pipe, is non-dumpable, in its own process group, with the parent-death signal armed.
 It has no thread, no secret, no socket, no lease and no confinement: it blocks on its assignment pipe, having copied
 the pages the daemon's page profile names (`page_profile.py`). `assign`
-writes the run's id, endpoint and confinement, then its secret, on that pipe; the worker confines itself (the
-`.git` view first, then Landlock, still single-threaded), takes the secret, and only then opens its socket and
-says hello — the same order as a cold start.
+writes the run's id, endpoint and confinement, then its secret, then its spec, on that pipe; the worker confines
+itself (the `.git` view first, then Landlock, still single-threaded), takes the secret and the spec, and only then
+opens its socket and says hello — the same order as a cold start. With the spec in hand it builds its run while the
+hello travels; the daemon's start message then only says whether the run starts paused.
 
 The pool is one for every agent kind: the kind, its confinement and its secret are all decided at assignment, so
 its size bounds warm workers per kind and overall alike, with the fewest idle processes. It is filled one fork
@@ -31,8 +32,9 @@ from multiprocessing.reduction import ForkingPickler
 
 from yagent.ipc.config import MAX_WARM_WORKERS
 from yagent.ipc.confinement import ConfinementSpec
+from yagent.ipc.messages import RunSpec
 
-__all__ = ["MAX_WARM_WORKERS", "WARM_IDLE_SECONDS", "WarmPool", "WarmWorker"]
+__all__ = ["MAX_WARM_WORKERS", "WARM_IDLE_SECONDS", "Assignment", "WarmPool", "WarmWorker", "assignment_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +62,15 @@ class WarmWorker:
     def alive(self) -> bool:
         return self.process.exitcode is None
 
-    def assign(self, assignment: bytes, secret: bytes) -> bool:
-        """Hand the worker its run (`assignment`, from `assignment_bytes`) and then its secret; False when it is
-        gone or its pipe broke, and it must not be used."""
+    def assign(self, assignment: Assignment, secret: bytes) -> bool:
+        """Hand the worker its run (`assignment`, from `assignment_bytes`): its head, its secret, then its spec;
+        False when it is gone or its pipe broke, and it must not be used."""
         try:
             if not self.alive():
                 return False
-            self.pipe.send_bytes(assignment)
+            self.pipe.send_bytes(assignment.head)
             self.pipe.send_bytes(secret)
+            self.pipe.send_bytes(assignment.spec)
             return True
         except OSError:
             return False
@@ -88,12 +91,28 @@ class WarmWorker:
             log.error("warm worker %d survived SIGKILL", self.pid)
 
 
+@dataclass(frozen=True)
+class Assignment:
+    """What a warm worker reads at assignment: `head` (run id, endpoint, confinement, whether to report its pages)
+    before its secret, `spec` (the run's spec, or None) after it — the spec holds the provider keys, which are read
+    only where the secret is: untraced and non-dumpable."""
+
+    head: bytes
+    spec: bytes
+
+
 def assignment_bytes(run_id: str, workers_endpoint: str, confinement: ConfinementSpec | None, *,
-                     learn: bool = False) -> bytes | None:
-    """What a warm worker reads first at assignment (`learn`: report the pages the run copies on write); None when
-    it would not fit the pipe at once."""
-    data = bytes(ForkingPickler.dumps((run_id, workers_endpoint, confinement, learn)))
-    return data if len(data) <= _ASSIGNMENT_MAX_BYTES else None
+                     learn: bool = False, spec: RunSpec | None = None) -> Assignment | None:
+    """A run's assignment (`learn`: report the pages the run copies on write; `spec`: the run's spec, so that it
+    builds its run while its hello travels); None when it would not fit the pipe at once. A spec that would not
+    fit is left out: the worker then waits for it in the start message, as a cold one does."""
+    head = bytes(ForkingPickler.dumps((run_id, workers_endpoint, confinement, learn)))
+    if len(head) > _ASSIGNMENT_MAX_BYTES:
+        return None
+    ahead = bytes(ForkingPickler.dumps(spec)) if spec is not None else b""
+    if not ahead or len(head) + len(ahead) > _ASSIGNMENT_MAX_BYTES:
+        ahead = bytes(ForkingPickler.dumps(None))
+    return Assignment(head, ahead)
 
 
 class WarmPool:

@@ -120,6 +120,7 @@ class DaemonChannel:
         self._ack: asyncio.Future[None] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._watchdog: asyncio.Task[None] | None = None
+        self._awaiting_start: asyncio.Task[None] | None = None  # a run built ahead of its start message
         self._resume = asyncio.Event()
         self._resume.set()
         self._last_heartbeat = 0.0
@@ -137,9 +138,15 @@ class DaemonChannel:
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
-    async def open(self, timeout: float = 30.0, *, hello_sent: Callable[[], object] | None = None) -> RunSpec:
+    async def open(self, timeout: float = 30.0, *, hello_sent: Callable[[], object] | None = None,
+                   spec: RunSpec | None = None) -> RunSpec:
         """Say hello and wait for the start message with the run's spec; `hello_sent` is called in between (what
-        may wait while the daemon answers)."""
+        may wait while the daemon answers).
+
+        `spec`: the run's spec, already in hand (a warm worker's assignment carries it). Then this returns at once
+        and the run is built while the hello travels; its first pass through the pause gate waits for the start
+        message, which alone says whether the run starts paused. No start in `timeout`, or a refusal: the daemon
+        is lost to this run."""
         loop = asyncio.get_running_loop()
         self._start = loop.create_future()
         self._reader = self._owned(loop.create_task(self._read_loop(), name=f"channel-reader-{self.run_id}"))
@@ -147,15 +154,34 @@ class DaemonChannel:
                                       prefaulted=self._prefaulted)))
         if hello_sent is not None:
             hello_sent()
-        try:
-            async with asyncio.timeout(timeout):
-                spec = await self._start
-        except TimeoutError:
-            raise DaemonLost(f"no start message from yagentd within {timeout:.0f}s") from None
+        if spec is None:
+            spec = await self._started(timeout)
+        else:
+            self._awaiting_start = self._owned(loop.create_task(self._start_or_lost(timeout),
+                                                                name=f"channel-start-{self.run_id}"))
         self.spec = spec
         self._watchdog = self._owned(loop.create_task(self._watch_daemon(spec.daemon_loss_timeout),
                                                       name=f"channel-watchdog-{self.run_id}"))
         return spec
+
+    async def _started(self, timeout: float) -> RunSpec:
+        assert self._start is not None
+        try:
+            async with asyncio.timeout(timeout):
+                return await asyncio.shield(self._start)
+        except TimeoutError:
+            raise DaemonLost(f"no start message from yagentd within {timeout:.0f}s") from None
+
+    async def _start_or_lost(self, timeout: float) -> None:
+        """A run built ahead of its start message: the daemon is lost to it when that message does not come."""
+        try:
+            await self._started(timeout)
+        except DaemonLost as exc:
+            self.daemon_lost(str(exc))  # a no-op when a loss is what failed it
+        except ChannelFailed:
+            return  # the failure has cancelled the run already
+        except RemoteError as exc:
+            self.daemon_lost(f"yagentd refused the run's start: {exc}")
 
     def _owned(self, task: asyncio.Task[None]) -> asyncio.Task[None]:
         """The channel's background tasks end only when it closes; one that dies of an error fails the run."""
@@ -190,7 +216,7 @@ class DaemonChannel:
             self._window = None
         if self._sends and not self.lost:
             await asyncio.wait(list(self._sends), timeout=2.0)
-        for task in (self._reader, self._watchdog):
+        for task in (self._reader, self._watchdog, self._awaiting_start):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -502,6 +528,9 @@ class DaemonChannel:
     async def pause_gate(self) -> None:
         if self.cancel_reason is not None:
             raise asyncio.CancelledError(self.cancel_reason)
+        if self._start is not None and not self._start.done():  # built ahead: the start says if it is paused
+            with contextlib.suppress(Exception):  # a start that failed has lost the daemon: the checks below say so
+                await asyncio.shield(self._start)
         if not self._resume.is_set():
             self.flush()
             self._at_gate = True

@@ -39,7 +39,7 @@ from multiprocessing.connection import Connection
 from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.errors import MalformedMessage
 from yagent.ipc.http_request_logs import quiet_request_lines
-from yagent.ipc.messages import RunOutcome, RunResult
+from yagent.ipc.messages import RunOutcome, RunResult, RunSpec
 from yagent.ipc.private_files import keep_private
 from yagent.ipc.vocabulary import RunStatus, StopReason
 
@@ -84,8 +84,10 @@ def _prctl(option: int, arg: int | bytes) -> None:
         _PRCTL(option, arg, 0, 0, 0)
 
 
-def _take_run_secret(pipe: Connection | None) -> bytes:
-    """The run's secret, read once from the launcher's pipe, which is then closed; b"" without one.
+def _take_run_secret(pipe: Connection | None, *, spec_follows: bool = False) -> tuple[bytes, RunSpec | None]:
+    """The run's secret, read once from the launcher's pipe, which is then closed; b"" without one. With
+    `spec_follows` (a warm worker's assignment), the run's spec comes after it (None: it did not fit the pipe, and
+    comes with the start message).
 
     Non-dumpable first: no ptrace attach and no /proc/PID/mem (nor environ, fds...) for other processes of the
     user, so the secret and the keys in the start message stay in this process. What it costs: no core dumps
@@ -96,7 +98,7 @@ def _take_run_secret(pipe: Connection | None) -> bytes:
     """
     _prctl(_PR_SET_DUMPABLE, 0)
     if pipe is None:
-        return b""
+        return b"", None
     tracer = _tracer()
     if tracer:
         pipe.close()
@@ -104,11 +106,17 @@ def _take_run_secret(pipe: Connection | None) -> bytes:
                     "its run's secret\n".encode())
         os._exit(EXIT_NO_START)
     try:
-        return pipe.recv_bytes(256)
+        secret = pipe.recv_bytes(256)
     except (OSError, EOFError):  # no secret: the hello cannot prove anything and the daemon refuses the run
-        return b""
+        pipe.close()
+        return b"", None
+    try:
+        spec = pipe.recv() if spec_follows else None  # the daemon's launcher wrote it: trusted
+    except (OSError, EOFError):  # not there after all: the start message brings it
+        spec = None
     finally:
         pipe.close()
+    return secret, spec if isinstance(spec, RunSpec) else None
 
 
 def _tracer() -> int:
@@ -166,7 +174,7 @@ def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ..
                 secret_pipe: Connection | None = None, confinement: ConfinementSpec | None = None) -> None:
     # Before anything else: unshare needs a single thread, and the uid map is written while still dumpable.
     git_refusal = sandbox.protect_git_dir(confinement)
-    secret = _take_run_secret(secret_pipe)
+    secret, _ = _take_run_secret(secret_pipe)
     _leave_the_forkserver()
     _keep_state_private()
     _become_run_process(run_id, "worker")
@@ -204,11 +212,12 @@ def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = ()
     if confinement is not None and confinement.git_namespace:
         _prctl(_PR_SET_DUMPABLE, 1)  # the uid map of the .git view is written while dumpable, as in a cold start
     git_refusal = sandbox.protect_git_dir(confinement)
-    secret = _take_run_secret(assignment)  # non-dumpable again, and untraced, before the secret is read
+    # Non-dumpable again, and untraced, before the secret and the spec (which holds the provider keys) are read.
+    secret, spec = _take_run_secret(assignment, spec_follows=True)
     os.environ[RUN_ENV] = run_id
     _prctl(_PR_SET_NAME, b"yagent:worker")
     _run(run_id, workers_endpoint, agent_modules, secret, confinement, git_refusal, loop,
-         warmth=_Warmth(prefaulted, page_map))
+         warmth=_Warmth(prefaulted, page_map), spec=spec)
 
 
 @dataclasses.dataclass
@@ -254,7 +263,7 @@ def _event_loop() -> asyncio.AbstractEventLoop:
 
 def _run(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ...], secret: bytes,
          confinement: ConfinementSpec | None, git_refusal: str, loop: asyncio.AbstractEventLoop | None = None,
-         warmth: _Warmth | None = None) -> None:
+         warmth: _Warmth | None = None, spec: RunSpec | None = None) -> None:
     # Order matters: everything that needs a right the sandbox takes away (inherited fds are kept) goes above,
     # every thread below.
     refusal = _confine(confinement) or git_refusal
@@ -265,7 +274,7 @@ def _run(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ...], sec
         loop = _event_loop()
     code = loop.run_until_complete(_serve(run_id, workers_endpoint, liveness_fd=daemon_liveness_fd(),
                                           give_up=_abandon_run, secret=secret, refusal=refusal,
-                                          warmth=warmth))
+                                          warmth=warmth, spec=spec))
     if code == EXIT_DAEMON_LOST:
         kill_descendants()  # with yagentd gone nobody else sweeps what the run's tools left running
     # After the result went out: the files the run wrote are made durable on its way out, not before its result.
@@ -304,10 +313,11 @@ def _outcome_from_exception(exc: BaseException) -> RunOutcome:
 
 async def _serve(run_id: str, endpoint: str, *, liveness_fd: int | None = None,
                  give_up: Callable[[], None] | None = None, secret: bytes = b"",
-                 refusal: str = "", warmth: _Warmth | None = None) -> int:
+                 refusal: str = "", warmth: _Warmth | None = None, spec: RunSpec | None = None) -> int:
     """Run one agent kind for the daemon at `endpoint`; `liveness_fd` is the read end of the run's pipe to the
     daemon (EOF = the daemon is gone), `give_up` what to do if the run has not wrapped up in time after that,
-    `secret` what the hello proves."""
+    `secret` what the hello proves, `spec` the run's spec when it came with the assignment (the start message
+    is then not waited for before the run is built)."""
     warmth = warmth or _Warmth()
     channel = DaemonChannel(run_id, endpoint, secret=secret, prefaulted=warmth.prefaulted)
     watch = None
@@ -322,16 +332,17 @@ async def _serve(run_id: str, endpoint: str, *, liveness_fd: int | None = None,
         watch = DaemonWatch(liveness_fd, on_gone=gone, give_up=give_up)
     try:
         return await _serve_run(run_id, channel, refusal, hello_sent=watch.start if watch is not None else None,
-                                page_map=warmth.page_map)
+                                page_map=warmth.page_map, spec=spec)
     finally:
         if watch is not None:
             watch.stop()
 
 
 async def _serve_run(run_id: str, channel: DaemonChannel, refusal: str = "",
-                     hello_sent: Callable[[], object] | None = None, page_map: PageMap | None = None) -> int:
+                     hello_sent: Callable[[], object] | None = None, page_map: PageMap | None = None,
+                     spec: RunSpec | None = None) -> int:
     try:
-        spec = await channel.open(hello_sent=hello_sent)
+        spec = await channel.open(hello_sent=hello_sent, spec=spec)
     except (DaemonLost, Exception) as exc:
         log.error("run %s: could not start: %s", run_id, exc)
         await channel.close()

@@ -73,7 +73,7 @@ class ScriptedLauncher(Launcher):
 
     def begin_launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes, *,
                      confinement: ConfinementSpec | None, done: Callable[[RunHandle | Exception], None],
-                     cold: bool = False) -> None:
+                     cold: bool = False, spec: object = None) -> None:
         if not self.defer:
             super().begin_launch(run_id, agent, workers_endpoint, secret, confinement=confinement, done=done)
             return

@@ -95,6 +95,10 @@ def test_a_daemon_keeps_its_warm_workers_starts_runs_on_them_and_leaves_none_aft
     started = of_type(events, EventType.RUN_STARTED.value)
     assert len(started) == 2 and all(e.data["warm"] for e in started)
     assert all(e.data["hello_ms"] >= e.data["forked_ms"] >= 0 for e in started)
+    # A warm worker builds its run from the spec its assignment carried, yet nothing of it is seen before its start.
+    for run in {e.run for e in started}:
+        kinds = [e.type for e in events if e.run == run]
+        assert set(kinds[:kinds.index(EventType.RUN_STARTED.value)]) <= {EventType.TURN_STARTED.value}, kinds
     wait_until(lambda: len(_warm_pids(daemon)) == 2, 60, "the pool to be refilled")
     warm = [psutil.Process(pid) for pid in _warm_pids(daemon)]
     daemon.proc.kill()
@@ -199,3 +203,43 @@ def test_a_warm_worker_is_held_to_its_runs_confinement_exactly_as_a_cold_one(mak
     assert seen[2] == seen[0]  # the same rules, to the errno
     assert [ok for ok, _ in seen[2]] == [False, True, not user_namespaces(), False, False, False, True], seen
     assert not (outside / "by-worker").exists() and not (outside / "by-shell").exists()
+
+
+def test_an_assignment_carries_the_runs_spec_after_the_secret_unless_it_would_not_fit_the_pipe() -> None:
+    import pickle
+
+    from yagent.daemon.warm_pool import assignment_bytes
+    from yagent.ipc.messages import RunSpec
+
+    def spec(size: int) -> RunSpec:
+        return RunSpec(run="r1", task="t", turn=1, project="p", project_root="/", agent="chat", input="x" * size,
+                       home="/nonexistent")
+
+    small = assignment_bytes("r1", "ipc:///w.sock", None, spec=spec(100))
+    assert small is not None and pickle.loads(small.head) == ("r1", "ipc:///w.sock", None, False)
+    assert pickle.loads(small.spec) == spec(100)
+    # A spec that would overfill the pipe is left out (the start message brings it); the run still goes warm.
+    large = assignment_bytes("r1", "ipc:///w.sock", None, spec=spec(60_000))
+    assert large is not None and pickle.loads(large.spec) is None
+    assert len(large.head) + len(large.spec) < 48 * 1024
+    assert pickle.loads(assignment_bytes("r1", "ipc:///w.sock", None).spec) is None
+
+
+def test_a_warm_run_whose_spec_is_too_large_for_the_pipe_gets_it_whole_with_its_start_message(
+        make_daemon, project: Path) -> None:
+    daemon = make_daemon("[daemon]\nwarm_workers = 1\n")
+    wait_until(lambda: daemon.status().warm_workers == 1, 60, "a warm worker")
+    name = "n" * 60_000  # the task, and so the spec, is over the 48 KiB an assignment may take
+
+    async def turn() -> list:
+        async with daemon.client() as c:
+            sub = await submit(c, project, script({"mark": name}, output="served"))
+            return await collect_turn(c, sub.task)
+
+    events = arun(turn())
+    (started,) = of_type(events, EventType.RUN_STARTED.value)
+    assert started.data["warm"] is True
+    (mark,) = of_type(events, "mark")
+    assert mark.data["name"] == name
+    (finished,) = of_type(events, EventType.RUN_FINISHED.value)
+    assert finished.data["status"] == "done" and finished.data["output"] == "served"

@@ -331,26 +331,32 @@ def test_the_secret_reaches_the_worker_through_its_pipe_and_never_its_environmen
     assert not bytes.fromhex(seen["identity"]).startswith(b"r-probe")  # a random identity, not the run id
 
 
-def test_a_worker_takes_its_secret_once_closes_the_pipe_and_is_not_dumpable() -> None:
+@pytest.mark.parametrize("spec_follows", [False, True])
+def test_a_worker_takes_its_secret_once_closes_the_pipe_and_is_not_dumpable(spec_follows: bool) -> None:
     import subprocess
     import sys
 
-    probe = """
+    # A warm worker's pipe holds the run's spec after the secret: read after it, under the same protection.
+    probe = f"""
 import ctypes, multiprocessing, os
+from yagent.ipc.messages import RunSpec
 from yagent.workers.entry import _take_run_secret
 reader, writer = multiprocessing.Pipe(duplex=False)
 writer.send_bytes(b"s" * 32)
+if {spec_follows}:
+    writer.send(RunSpec(run="r-spec", task="t", turn=1, project="p", project_root="/", agent="chat", input="x",
+                        home="/nonexistent"))
 writer.close()
 fd = reader.fileno()
-secret = _take_run_secret(reader)
+secret, spec = _take_run_secret(reader, spec_follows={spec_follows})
 libc = ctypes.CDLL(None, use_errno=True)
 try:
     os.fstat(fd)
     closed = False
 except OSError:
     closed = True
-print(secret == b"s" * 32, closed, libc.prctl(3, 0, 0, 0, 0))  # PR_GET_DUMPABLE
+print(secret == b"s" * 32, closed, libc.prctl(3, 0, 0, 0, 0), spec.run if spec else None)  # PR_GET_DUMPABLE
 """
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "True", "0"]
+    assert done.stdout.split() == ["True", "True", "0", "r-spec" if spec_follows else "None"]

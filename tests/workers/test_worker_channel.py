@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +19,7 @@ import zmq.asyncio
 
 from yagent.ipc.messages import (
     AskUser,
+    ErrorReply,
     EventBatch,
     LeaseGrant,
     LeaseRelease,
@@ -32,7 +34,7 @@ from yagent.ipc.messages import (
     WorkerHello,
 )
 from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode
-from yagent.ipc.vocabulary import ControlAction, EventType, RunStatus, StopReason
+from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus, StopReason
 from yagent.workers import entry
 from yagent.workers.channel import BATCH_MAX, DaemonChannel
 from yagent.workers.kinds import RunContext, agent_kind
@@ -598,3 +600,114 @@ def test_a_call_of_another_task_inside_the_block_asks_for_a_slot_of_its_own(tmp_
             assert isinstance(back, LeaseRelease) and back.id == asked.id
 
     asyncio.run(main())
+
+
+# -- a spec in hand ahead of the start message (a warm worker's assignment carries it) -------------------
+
+
+@agent_kind("test-marks-then-passes-the-gate")
+async def _marks_then_passes_the_gate(ctx: RunContext) -> RunOutcome:
+    ctx.emit("mark", {"name": "built"})
+    ctx.channel.flush()
+    await ctx.channel.pause_gate()
+    ctx.emit("mark", {"name": "past the gate"})
+    return RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, output="done")
+
+
+async def _marks(router: zmq.asyncio.Socket, until: type) -> tuple[list[str], Any]:
+    """The names of the worker's `mark` events up to its first `until` message, and that message."""
+    marks: list[str] = []
+    while True:
+        _, frame = await asyncio.wait_for(router.recv_multipart(), 10.0)
+        msg = decode(frame)
+        if isinstance(msg, EventBatch):
+            marks += [data["name"] for type_, _ts, data in msg.events if type_ == "mark"]
+        if isinstance(msg, until):
+            return marks, msg
+
+
+def test_a_run_whose_spec_came_ahead_is_built_before_its_start_message_and_passes_the_gate_only_after_it(
+        tmp_path: Path) -> None:
+    async def main() -> tuple[list[str], RunResult, int]:
+        ctx, router, endpoint = await _router(tmp_path)
+        spec = _spec("r-ahead-spec", agent="test-marks-then-passes-the-gate")
+        served = asyncio.create_task(entry._serve("r-ahead-spec", endpoint, spec=spec))
+        try:
+            identity, _ = await _recv(router, WorkerHello)
+            # No start message yet: the run is built all the same, and then waits at its gate.
+            _, batch = await _recv(router, EventBatch)
+            assert [data["name"] for type_, _ts, data in batch.events if type_ == "mark"] == ["built"]
+            assert await router.poll(300) == 0  # held at the gate: past it, the run would send its result at once
+            await router.send_multipart([identity, encode(StartRun(spec=spec))])
+            marks, result = await _marks(router, RunResult)
+            await router.send_multipart([identity, encode(ResultAck())])
+            return marks, result, await asyncio.wait_for(served, 10.0)
+        finally:
+            served.cancel()  # a no-op when it ended; else it wraps up without an acknowledgement
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(served, 10.0)
+            router.close(0)
+            ctx.term()
+
+    marks, result, code = asyncio.run(main())
+    assert marks == ["past the gate"] and result.outcome.output == "done" and code == entry.EXIT_OK
+
+
+@contextlib.asynccontextmanager
+async def _opened_ahead(tmp_path: Path, run: str, timeout: float = 10.0
+                        ) -> AsyncIterator[tuple[DaemonChannel, Any, bytes]]:
+    """A channel opened with its spec in hand against a fake daemon's ROUTER that has sent no start message yet."""
+    ctx, router, endpoint = await _router(tmp_path)
+    channel = DaemonChannel(run, endpoint)
+    try:
+        spec = await asyncio.wait_for(channel.open(timeout=timeout, spec=_spec(run)), 5.0)
+        assert spec.run == run and channel.spec is spec  # at once: no start message was sent
+        identity, _ = await _recv(router, WorkerHello)
+        yield channel, router, identity
+    finally:
+        await channel.close()
+        router.close(0)
+        ctx.term()
+
+
+def test_a_run_built_ahead_whose_start_message_says_paused_waits_for_the_continue(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _opened_ahead(tmp_path, "r-paused-ahead") as (channel, router, identity):
+            gate = asyncio.create_task(channel.pause_gate())
+            done, _ = await asyncio.wait({gate}, timeout=0.3)
+            assert not done  # the start message alone says whether the run may go on
+            # The turn was paused between the launch and the hello: the start says so; the spec in hand did not.
+            await router.send_multipart([identity, encode(StartRun(spec=_spec("r-paused-ahead", paused=True)))])
+            done, _ = await asyncio.wait({gate}, timeout=0.3)
+            assert not done and channel.paused
+            await router.send_multipart([identity, encode(RunControl(action=ControlAction.CONTINUE))])
+            await asyncio.wait_for(gate, 5.0)
+            assert not channel.paused and not channel.lost
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("daemon_answers", ["nothing", "a refusal"])
+def test_a_run_built_ahead_whose_start_never_comes_loses_its_daemon_and_is_stopped(
+        tmp_path: Path, daemon_answers: str, caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> tuple[bool, list[str], BaseException | None]:
+        timeout = 0.5 if daemon_answers == "nothing" else 30.0
+        async with _opened_ahead(tmp_path, "r-never-started", timeout) as (channel, router, identity):
+            stopped: list[str] = []
+            channel.on_cancel = stopped.append
+            if daemon_answers == "a refusal":
+                await router.send_multipart([identity, encode(ErrorReply(
+                    id=0, code=ErrorCode.PROTOCOL_MISMATCH, message="worker speaks protocol 0; restart yagentd"))])
+            raised: BaseException | None = None
+            try:
+                await asyncio.wait_for(channel.pause_gate(), 10.0)
+            except asyncio.CancelledError as exc:
+                raised = exc
+            return channel.lost, stopped, raised
+
+    with caplog.at_level(logging.WARNING, logger="yagent.workers.channel"):
+        lost, stopped, raised = asyncio.run(main())
+    assert lost and stopped == ["interrupted"] and raised is not None
+    why = ("no start message from yagentd within 0s" if daemon_answers == "nothing"
+           else "yagentd refused the run's start: worker speaks protocol 0; restart yagentd")
+    assert any(why in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
