@@ -32,7 +32,7 @@ import select
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from multiprocessing import forkserver
 from multiprocessing.connection import Connection
 
@@ -66,6 +66,8 @@ EXIT_DAEMON_LOST = 3
 EXIT_NO_START = 4
 # How long a finished run waits on its way out for its files to reach the disk (its result is already delivered).
 LATE_SYNC_GRACE = 5.0  # below the 3 × [daemon] stop_grace the daemon gives a run between its result and its exit
+# What a run left for after its result (closing its model clients) may take at most this long, each.
+WRAP_UP_AFTER_RESULT = 2.0
 
 
 def _libc_prctl() -> Callable[..., int] | None:
@@ -372,7 +374,9 @@ async def _serve_run(run_id: str, channel: DaemonChannel, refusal: str = "",
         return EXIT_OK
 
     loop = asyncio.get_running_loop()
-    agent_task = loop.create_task(kind(RunContext(spec, channel)), name=f"agent-{spec.agent}")
+    after_result: list[Callable[[], Awaitable[None]]] = []
+    agent_task = loop.create_task(kind(RunContext(spec, channel, after_result=after_result)),
+                                  name=f"agent-{spec.agent}")
     channel.on_cancel = lambda reason: agent_task.cancel(reason)
     if channel.cancel_reason is not None:  # the cancel arrived with the start message, before on_cancel
         agent_task.cancel(channel.cancel_reason)
@@ -396,10 +400,21 @@ async def _serve_run(run_id: str, channel: DaemonChannel, refusal: str = "",
         result = dataclasses.replace(result, page_runs=[list(r) for r in page_map.owned()], page_parent=os.getppid())
         page_map.close()
     delivered = await channel.finish(result, timeout=1.0 if channel.lost else 5.0)
+    await _wrap_up(after_result)
     await channel.close()
     if channel.lost or not delivered:
         return EXIT_DAEMON_LOST
     return EXIT_OK
+
+
+async def _wrap_up(after_result: list[Callable[[], Awaitable[None]]]) -> None:
+    """What the run left for after its result: each bounded, and one that fails is logged, not the run's end."""
+    for wrap_up in after_result:
+        try:
+            async with asyncio.timeout(WRAP_UP_AFTER_RESULT):
+                await wrap_up()
+        except Exception:
+            log.exception("wrapping up after the run's result failed (%s)", getattr(wrap_up, "__qualname__", wrap_up))
 
 
 def _channel_failed(returned: object, why: str) -> RunOutcome:

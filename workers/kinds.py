@@ -26,12 +26,26 @@ __all__ = ["AgentFn", "RunContext", "agent_kind", "known_kinds", "resolve_kind"]
 
 
 class RunContext:
-    """The run's view of the world: its spec and its channel to the daemon."""
+    """The run's view of the world: its spec and its channel to the daemon.
 
-    def __init__(self, spec: RunSpec, channel: DaemonChannel) -> None:
+    `after_result`: where the worker keeps what a kind leaves for after its result is delivered (None: this
+    context's caller keeps nothing, and the kind does it before it returns)."""
+
+    def __init__(self, spec: RunSpec, channel: DaemonChannel, *,
+                 after_result: list[Callable[[], Awaitable[None]]] | None = None) -> None:
         self.spec = spec
         self.channel = channel
         self.log = logging.getLogger(f"yagent.run.{spec.agent}")
+        self._after_result = after_result
+
+    def after_result(self, wrap_up: Callable[[], Awaitable[None]]) -> bool:
+        """Leave `wrap_up` (what nobody waits for: closing the model clients) for after the run's result has reached
+        the daemon, so that the parent resumes without waiting for it; False when this context cannot, and the
+        caller must do it now."""
+        if self._after_result is None:
+            return False
+        self._after_result.append(wrap_up)
+        return True
 
     @property
     def project_root(self) -> Path:

@@ -11,6 +11,7 @@ from yagent.workers.agents.configuration_signature import (
     SubagentConfiguration,
     configuration_parts,
     configuration_signature,
+    signed,
     tool_entries,
 )
 
@@ -63,3 +64,12 @@ def test_the_parts_name_what_changed() -> None:
     changed = configuration_parts(dataclasses.replace(BASE, model="m-2", prompt="other"))
     base = configuration_parts(BASE)
     assert sorted(k for k in base if base[k] != changed[k]) == ["model", "role prompt"]
+
+
+def test_a_signature_written_by_an_earlier_version_is_the_one_made_now() -> None:
+    # Pinned: a sub-agent recorded with this signature is continued only while the same make-up gives the same one.
+    # A change of what the signature covers bumps its version instead of moving this silently.
+    signature, parts = signed(BASE)
+    assert signature == configuration_signature(BASE) == "164b867eb39c3ec5fcc99db5d441b21a"
+    assert parts == configuration_parts(BASE)
+    assert (parts["role prompt"], parts["tool list"]) == ("072a4bf6811d", "58da2b95bbcc")

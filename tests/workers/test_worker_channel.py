@@ -711,3 +711,56 @@ def test_a_run_built_ahead_whose_start_never_comes_loses_its_daemon_and_is_stopp
     why = ("no start message from yagentd within 0s" if daemon_answers == "nothing"
            else "yagentd refused the run's start: worker speaks protocol 0; restart yagentd")
     assert any(why in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
+# -- what a run leaves for after its result ---------------------------------------------------------------
+
+_wrap_up_log: list[str] = []
+_result_heard: list[asyncio.Event] = []
+
+
+@agent_kind("test-leaves-wrap-up-for-after-its-result")
+async def _leaves_wrap_up(ctx: RunContext) -> RunOutcome:
+    async def closes_clients() -> None:
+        # Waits for the fake daemon to have the result: run before the result, it would never let it go out.
+        await _result_heard[0].wait()
+        _wrap_up_log.append("closed")
+
+    async def breaks() -> None:
+        raise OSError("the client was closed already")
+
+    assert ctx.after_result(breaks) and ctx.after_result(closes_clients)
+    return RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, output="answered")
+
+
+def test_what_a_run_leaves_for_after_its_result_runs_after_the_daemon_has_it_and_a_failure_there_is_only_logged(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> tuple[RunResult, int]:
+        _wrap_up_log.clear()
+        _result_heard[:] = [asyncio.Event()]
+        ctx, router, endpoint = await _router(tmp_path)
+        served = asyncio.create_task(entry._serve("r-wrap-up", endpoint))
+        try:
+            identity, _ = await _recv(router, WorkerHello)
+            await router.send_multipart([identity, encode(StartRun(
+                spec=_spec("r-wrap-up", agent="test-leaves-wrap-up-for-after-its-result")))])
+            _, result = await _recv(router, RunResult)
+            assert _wrap_up_log == []
+            _result_heard[0].set()
+            await router.send_multipart([identity, encode(ResultAck())])
+            return result, await asyncio.wait_for(served, 10.0)
+        finally:
+            _result_heard[0].set()
+            router.close(0)
+            ctx.term()
+
+    with caplog.at_level(logging.ERROR, logger="yagent.workers.entry"):
+        result, code = asyncio.run(main())
+    assert result.outcome.output == "answered" and code == entry.EXIT_OK
+    assert _wrap_up_log == ["closed"]  # after the one that failed
+    assert any("wrapping up after the run's result failed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_context_that_keeps_nothing_for_after_the_result_says_so() -> None:
+    ctx = RunContext(_spec("r-direct"), channel=None)  # type: ignore[arg-type]
+    assert ctx.after_result(asyncio.sleep) is False  # its caller closes what it opened itself

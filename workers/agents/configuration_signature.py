@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SubagentConfiguration", "configuration_parts", "configuration_signature", "tool_entries"]
+__all__ = ["SubagentConfiguration", "configuration_parts", "configuration_signature", "signed", "tool_entries"]
 
 # Bumped when what the signature covers changes: an older sub-agent is then never continued by mistake.
 _VERSION = 1
@@ -42,29 +42,37 @@ class SubagentConfiguration:
 
 def configuration_signature(config: SubagentConfiguration) -> str:
     """A hex digest of `config`; the order tools are listed in does not count, their content does."""
+    return signed(config)[0]
+
+
+def configuration_parts(config: SubagentConfiguration) -> dict[str, str]:
+    """A short digest per input, recorded beside the signature so a refused follow-up can say what changed."""
+    return signed(config)[1]
+
+
+def signed(config: SubagentConfiguration) -> tuple[str, dict[str, str]]:
+    """`configuration_signature` and `configuration_parts` at once: each tool is made canonical text once for both
+    (a sub-agent's start pays for it before its first model request)."""
+    tools = sorted(_canonical(t) for t in config.tools)
     body = {
         "v": _VERSION,
         "prompt": config.prompt,
         "provider": config.provider,
         "model": config.model,
         "reasoning_effort": config.reasoning_effort,
-        "tools": sorted((_canonical(t) for t in config.tools), key=lambda text: text),
+        "tools": tools,
         "profile": config.profile,
         "switches": {str(k): str(v) for k, v in sorted(config.switches.items())},
     }
-    return hashlib.sha256(_canonical(body).encode("utf-8")).hexdigest()[:32]
+    signature = hashlib.sha256(_canonical(body).encode("utf-8")).hexdigest()[:32]
 
-
-def configuration_parts(config: SubagentConfiguration) -> dict[str, str]:
-    """A short digest per input, recorded beside the signature so a refused follow-up can say what changed."""
     def short(value: Any) -> str:
         return hashlib.sha256(_canonical(value).encode("utf-8")).hexdigest()[:12]
 
     parts = {"role prompt": short(config.prompt), "provider": config.provider, "model": config.model,
-             "reasoning effort": config.reasoning_effort,
-             "tool list": short(sorted(_canonical(t) for t in config.tools)), "profile": config.profile}
+             "reasoning effort": config.reasoning_effort, "tool list": short(tools), "profile": config.profile}
     parts.update({f"switch {k}": str(v) for k, v in sorted(config.switches.items())})
-    return parts
+    return signature, parts
 
 
 def tool_entries(definitions: Iterable[Mapping[str, Any]], deferred: Iterable[str]) -> tuple[dict[str, Any], ...]:

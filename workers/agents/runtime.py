@@ -59,12 +59,7 @@ from yagent.workers.tools.read_log import ReadLog
 from .background_work import ChannelSubagents
 from .circuit_breaker import ProviderBreakers
 from .compaction import ContextCompactor
-from .configuration_signature import (
-    SubagentConfiguration,
-    configuration_parts,
-    configuration_signature,
-    tool_entries,
-)
+from .configuration_signature import SubagentConfiguration, signed, tool_entries
 from .loop import LoopConfig, LoopPolicy, run_agent_loop
 from .ports import ChannelAsker, ChannelAuthorizer, EngineTextLLM
 
@@ -372,9 +367,7 @@ class AgentRun:
 
     def sign(self, prompt: str) -> str:
         """Take the configuration signature of this run given the stable prompt `prompt`; returns it."""
-        configuration = self.configuration(prompt)
-        self.signature = configuration_signature(configuration)
-        self.configuration_parts = configuration_parts(configuration)
+        self.signature, self.configuration_parts = signed(self.configuration(prompt))
         return self.signature
 
     def breakers(self) -> ProviderBreakers | None:

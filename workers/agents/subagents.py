@@ -158,7 +158,8 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
         if spec.role == "repo":
             result = _with_blueprint_account(ctx, run, result)
     finally:
-        await run.close()
+        if not ctx.after_result(run.close):  # its rollout is closed already: only the model clients are left
+            await run.close()
     return dataclasses.replace(result, signature=run.signature, continued=continued or replaying)
 
 
