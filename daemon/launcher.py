@@ -42,7 +42,7 @@ from yagent.ipc.messages import BlueprintViewSpec, CheckpointJob, ResumeInspecti
 from yagent.ipc.process_entry import call_entry, forkserver_process
 
 from .page_profile import PageProfile
-from .warm_pool import WARM_IDLE_SECONDS, WarmPool, WarmWorker, assignment_bytes
+from .warm_pool import WARM_IDLE_SECONDS, WarmPool, WarmWorker, assignment_bytes, pipe_capacity
 
 __all__ = ["MultiprocessingLauncher", "RunHandle", "kill_run_tree", "run_processes"]
 
@@ -291,7 +291,7 @@ class MultiprocessingLauncher(Launcher):
             raise
         finally:
             reader.close()  # the worker has its own copy: ours would keep its pipe from reporting EOF
-        return WarmWorker(process, writer)
+        return WarmWorker(process, writer, capacity=pipe_capacity(writer))
 
     def launch(self, run_id: str, agent: str, workers_endpoint: str, secret: bytes, *,
                confinement: ConfinementSpec | None = None, cold: bool = False) -> RunHandle:
@@ -310,7 +310,9 @@ class MultiprocessingLauncher(Launcher):
         """The run handed to a warm worker; None when none is ready (or the run's spec does not fit its pipe).
         Never blocks: a worker met dead, or whose pipe broke, is ended on the launcher's thread."""
         self.warm.started()
-        learn = bool(self.warm.ready()) and self.pages.ask()
+        if not self.warm.ready():  # nothing to hand the run to: its spec is not made ready for a pipe for nothing
+            return None
+        learn = self.pages.ask()
         assignment = assignment_bytes(run_id, workers_endpoint, confinement, learn=learn, spec=spec)
         if assignment is None:  # too large to go down a pipe at once: this run starts cold
             return None

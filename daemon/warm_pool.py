@@ -20,6 +20,7 @@ pipe), and the forkserver's exit sends it the parent-death signal besides.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import threading
 import time
@@ -34,7 +35,8 @@ from yagent.ipc.config import MAX_WARM_WORKERS
 from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.messages import RunSpec
 
-__all__ = ["MAX_WARM_WORKERS", "WARM_IDLE_SECONDS", "Assignment", "WarmPool", "WarmWorker", "assignment_bytes"]
+__all__ = ["MAX_WARM_WORKERS", "WARM_IDLE_SECONDS", "Assignment", "WarmPool", "WarmWorker", "assignment_bytes",
+           "pipe_capacity"]
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +50,13 @@ _EXIT_WAIT = 2.0
 
 @dataclass
 class WarmWorker:
-    """One pre-forked worker and the write end of its assignment pipe (held by the daemon alone)."""
+    """One pre-forked worker and the write end of its assignment pipe (held by the daemon alone); `capacity`: what
+    that pipe holds unread (its size, which a user past `pipe-user-pages-soft` gets cut to a page)."""
 
     process: BaseProcess
     pipe: Connection
     born: float = field(default_factory=time.monotonic)
+    capacity: int = _ASSIGNMENT_MAX_BYTES + 1024
 
     @property
     def pid(self) -> int:
@@ -63,14 +67,21 @@ class WarmWorker:
         return self.process.exitcode is None
 
     def assign(self, assignment: Assignment, secret: bytes) -> bool:
-        """Hand the worker its run (`assignment`, from `assignment_bytes`): its head, its secret, then its spec;
-        False when it is gone or its pipe broke, and it must not be used."""
+        """Hand the worker its run (`assignment`, from `assignment_bytes`): its head, its secret, then its spec (left
+        out when the pipe could not take it at once: the start message brings it); False when it is gone, its pipe
+        broke, or the pipe is too small for even the rest, and it must not be used."""
+        spec = assignment.spec
+        if _written(assignment.head, secret, spec) > self.capacity:
+            spec = _NO_SPEC
+        if _written(assignment.head, secret, spec) > self.capacity:  # the write could block the daemon's loop
+            self.pipe.close()
+            return False
         try:
             if not self.alive():
                 return False
             self.pipe.send_bytes(assignment.head)
             self.pipe.send_bytes(secret)
-            self.pipe.send_bytes(assignment.spec)
+            self.pipe.send_bytes(spec)
             return True
         except OSError:
             return False
@@ -105,14 +116,36 @@ def assignment_bytes(run_id: str, workers_endpoint: str, confinement: Confinemen
                      learn: bool = False, spec: RunSpec | None = None) -> Assignment | None:
     """A run's assignment (`learn`: report the pages the run copies on write; `spec`: the run's spec, so that it
     builds its run while its hello travels); None when it would not fit the pipe at once. A spec that would not
-    fit is left out: the worker then waits for it in the start message, as a cold one does."""
+    fit is left out: the worker then waits for it in the start message, as a cold one does. So is the spec of a run
+    with a `.git` view: its worker is dumpable while it writes its uid map, with what its pipe holds unread."""
     head = bytes(ForkingPickler.dumps((run_id, workers_endpoint, confinement, learn)))
     if len(head) > _ASSIGNMENT_MAX_BYTES:
         return None
-    ahead = bytes(ForkingPickler.dumps(spec)) if spec is not None else b""
-    if not ahead or len(head) + len(ahead) > _ASSIGNMENT_MAX_BYTES:
-        ahead = bytes(ForkingPickler.dumps(None))
+    ahead = _NO_SPEC
+    if spec is not None and not (confinement is not None and confinement.git_namespace):
+        try:
+            ahead = bytes(ForkingPickler.dumps(spec))
+        except Exception:  # the start message carries it anyway
+            log.exception("the spec of run %s could not go with its assignment", run_id)
+            ahead = _NO_SPEC
+        if len(head) + len(ahead) > _ASSIGNMENT_MAX_BYTES:
+            ahead = _NO_SPEC
     return Assignment(head, ahead)
+
+
+_NO_SPEC = bytes(ForkingPickler.dumps(None))
+
+
+def pipe_capacity(pipe: Connection) -> int:
+    """How many bytes `pipe` (a write end) holds before a write blocks; the usual 64 KiB where Linux cannot say."""
+    try:
+        return fcntl.fcntl(pipe.fileno(), fcntl.F_GETPIPE_SZ)
+    except (OSError, AttributeError):
+        return 64 * 1024
+
+
+def _written(*messages: bytes) -> int:
+    return sum(len(m) + 4 for m in messages)  # each goes with a 4-byte length (`Connection.send_bytes`)
 
 
 class WarmPool:

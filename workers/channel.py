@@ -170,6 +170,7 @@ class DaemonChannel:
             async with asyncio.timeout(timeout):
                 return await asyncio.shield(self._start)
         except TimeoutError:
+            self._start.cancel()  # a start that comes later is not taken, and no loss is left set on it unread
             raise DaemonLost(f"no start message from yagentd within {timeout:.0f}s") from None
 
     async def _start_or_lost(self, timeout: float) -> None:
@@ -529,8 +530,14 @@ class DaemonChannel:
         if self.cancel_reason is not None:
             raise asyncio.CancelledError(self.cancel_reason)
         if self._start is not None and not self._start.done():  # built ahead: the start says if it is paused
-            with contextlib.suppress(Exception):  # a start that failed has lost the daemon: the checks below say so
+            # A start that failed, or never came, has lost the daemon: the cancellation below says so.
+            try:
                 await asyncio.shield(self._start)
+            except asyncio.CancelledError:
+                if not self._start.cancelled():  # this task itself is being cancelled
+                    raise
+            except Exception:
+                pass
         if not self._resume.is_set():
             self.flush()
             self._at_gate = True

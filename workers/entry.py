@@ -67,7 +67,7 @@ EXIT_NO_START = 4
 # How long a finished run waits on its way out for its files to reach the disk (its result is already delivered).
 LATE_SYNC_GRACE = 5.0  # below the 3 × [daemon] stop_grace the daemon gives a run between its result and its exit
 # What a run left for after its result (closing its model clients) may take at most this long, each.
-WRAP_UP_AFTER_RESULT = 2.0
+WRAP_UP_AFTER_RESULT = 1.0
 
 
 def _libc_prctl() -> Callable[..., int] | None:

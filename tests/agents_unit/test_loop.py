@@ -167,6 +167,27 @@ def test_max_steps_and_the_pause_gate_run_before_each_step(fake: FakeProvider, t
     assert gates == [0, 1, 2, 3]  # the gate is passed before each step, and once more before stopping
 
 
+def test_the_routers_classification_waits_at_the_pause_gate_like_every_model_call(
+        fake: FakeProvider, tmp_path: Path) -> None:
+    fake.script("devops", MARKERS["devops"], [Step(text="done")])
+    cfg, _ = _config(fake, tmp_path, "devops", LoopPolicy(), max_steps=1, route_task="Rework the deploy scripts")
+    order: list[str] = []
+    inner, route = cfg.step_boundary, cfg.engine.route
+
+    async def gate() -> None:
+        order.append("gate")
+        await inner()
+
+    async def classify(task: str):  # a paused run is held at the gate: a classification before it would be a call
+        order.append("route")
+        return await route(task)
+
+    cfg.step_boundary = gate
+    cfg.engine.route = classify  # type: ignore[method-assign]
+    asyncio.run(run_agent_loop(cfg))
+    assert order[:2] == ["gate", "route"]
+
+
 EXIT_THOUGHT = "<thought>\ngoal: g\nreason: r\n</thought>"
 
 

@@ -243,3 +243,59 @@ def test_a_warm_run_whose_spec_is_too_large_for_the_pipe_gets_it_whole_with_its_
     assert mark.data["name"] == name
     (finished,) = of_type(events, EventType.RUN_FINISHED.value)
     assert finished.data["status"] == "done" and finished.data["output"] == "served"
+
+
+def _confinement(**kw: object):
+    from yagent.ipc.confinement import ConfinementSpec
+
+    return ConfinementSpec(abi=0, agent="coding", project_root="/p", home="/h", runtime_dir="/r", task_dir="/t",
+                           scratch_dir="/s", **kw)
+
+
+def test_the_spec_of_a_run_with_a_git_view_never_waits_in_its_workers_pipe() -> None:
+    import pickle
+
+    from yagent.daemon.warm_pool import assignment_bytes
+    from yagent.ipc.messages import RunSpec
+
+    spec = RunSpec(run="r1", task="t", turn=1, project="p", project_root="/p", agent="coding", input="x",
+                   home="/h")
+    # Its worker is dumpable while it writes its uid map: what its pipe holds unread could be read by the user's others.
+    viewed = assignment_bytes("r1", "ipc:///w.sock", _confinement(git_namespace=True), spec=spec)
+    assert viewed is not None and pickle.loads(viewed.spec) is None
+    plain = assignment_bytes("r1", "ipc:///w.sock", _confinement(), spec=spec)
+    assert plain is not None and pickle.loads(plain.spec) == spec
+
+
+def test_an_assignment_is_cut_to_what_the_workers_pipe_holds_so_the_write_never_blocks() -> None:
+    import fcntl
+    import multiprocessing
+    import pickle
+    import types
+
+    from yagent.daemon.warm_pool import WarmWorker, assignment_bytes, pipe_capacity
+    from yagent.ipc.messages import RunSpec
+
+    spec = RunSpec(run="r1", task="t", turn=1, project="p", project_root="/p", agent="chat", input="x" * 20_000,
+                   home="/h")
+    alive = types.SimpleNamespace(exitcode=None, pid=1)  # the process's part here is only to be alive
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    # A user past pipe-user-pages-soft gets pipes of one page: the spec cannot go, the rest still can.
+    fcntl.fcntl(writer.fileno(), fcntl.F_SETPIPE_SZ, 4096)
+    assert pipe_capacity(writer) == 4096
+    assignment = assignment_bytes("r1", "ipc:///w.sock", None, spec=spec)
+    assert assignment is not None and pickle.loads(assignment.spec) == spec  # it would fit the usual 64 KiB
+    assert WarmWorker(alive, writer, capacity=pipe_capacity(writer)).assign(assignment, b"s" * 32)  # type: ignore[arg-type]
+    assert pickle.loads(reader.recv_bytes()) == ("r1", "ipc:///w.sock", None, False)
+    assert reader.recv_bytes() == b"s" * 32 and reader.recv() is None
+    reader.close()
+    # A pipe that cannot take even the head and the secret at once is not written to at all.
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    big_head = assignment_bytes("r1", "ipc:///" + "w" * 6000, None, spec=spec)
+    assert big_head is not None
+    fcntl.fcntl(writer.fileno(), fcntl.F_SETPIPE_SZ, 4096)
+    assert not WarmWorker(alive, writer, capacity=pipe_capacity(writer)).assign(big_head, b"s" * 32)  # type: ignore[arg-type]
+    assert writer.closed
+    with pytest.raises(EOFError):  # closed with nothing in it: the worker leaves, as one reaped
+        reader.recv_bytes()
+    reader.close()

@@ -381,6 +381,7 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
         cfg.thinklink.record_input(cfg.compactor.request, state.step)
     pending_reminder: str | None = None
     if cfg.route_task:
+        await cfg.step_boundary()  # the router's classification is a model call too: never made while paused
         decision = await cfg.engine.route(cfg.route_task)
         cfg.emit(EventType.MODEL_ROUTED, event_data.model_routed(decision.tier or "", decision.provider,
                                                                  decision.model, decision.reason))

@@ -98,15 +98,24 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
     except ProviderConfigError as exc:
         return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
                             error=f"no usable LLM provider for {ctx.spec.agent}: {exc}")  # it says what to do
+    # Its model clients are closed after its result has reached the daemon, on every way out (where the worker
+    # can: else here, before the result).
+    closed_later = ctx.after_result(run.close)
+    try:
+        return await _run_subagent(ctx, spec, run, system_prompt)
+    finally:
+        if not closed_later:
+            await run.close()
+
+
+async def _run_subagent(ctx: RunContext, spec: AgentSpec, run: AgentRun, system_prompt: str | None) -> RunOutcome:
     replaying = REPLAY_OPTION in ctx.spec.options
     start = find_replay_start(ctx, spec.role) if replaying else None
     if isinstance(start, RunOutcome):
-        await run.close()
         return start
     try:  # a replay waits for the MCP servers its stopped run used: the tools it had loaded are theirs
         await run.attach_mcp(start.mcp_servers if start is not None else None)
     except McpRequiredMissing as exc:
-        await run.close()
         return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC, error=str(exc))
     prompt = system_prompt or render_prompt(spec.prompt, lang=run.lang, code_tools=code_tools_passage(
         set(run.surface.names()), {s.name for s in run.surface.deferred()}))
@@ -133,7 +142,6 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
         goes_on = continue_subagent(ctx, run.signature, run.configuration_parts, Message.system(prompt),
                                     task_text(ctx))
         if isinstance(goes_on, RunOutcome):  # it cannot be continued, and its parent said not to start anew
-            await run.close()
             return dataclasses.replace(goes_on, signature=run.signature)
         if isinstance(goes_on, FollowupStart):
             messages, continued = goes_on.messages, True
@@ -147,19 +155,15 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
     config.stop_on_exit = spec.stop_on_exit
     # The soft cap is registered before the first step: the step that reaches the budget already knows it.
     config.wrap_up = WRAP_UP.format(steps=config.max_steps)
-    try:
-        if replaying:
-            # Its own delegations cut off by the stop (Repo → DevOps) are replayed too, one level down.
-            replayed = await replay_interrupted_delegations(
-                messages, run.surface, run.tool_ctx, max_parallel=run.settings.max_parallel_readonly_tools)
-            if replayed:
-                ctx.log.info("replayed %d interrupted delegations of the stopped run", replayed)
-        result = await run.run_loop(config)
-        if spec.role == "repo":
-            result = _with_blueprint_account(ctx, run, result)
-    finally:
-        if not ctx.after_result(run.close):  # its rollout is closed already: only the model clients are left
-            await run.close()
+    if replaying:
+        # Its own delegations cut off by the stop (Repo → DevOps) are replayed too, one level down.
+        replayed = await replay_interrupted_delegations(
+            messages, run.surface, run.tool_ctx, max_parallel=run.settings.max_parallel_readonly_tools)
+        if replayed:
+            ctx.log.info("replayed %d interrupted delegations of the stopped run", replayed)
+    result = await run.run_loop(config)
+    if spec.role == "repo":
+        result = _with_blueprint_account(ctx, run, result)
     return dataclasses.replace(result, signature=run.signature, continued=continued or replaying)
 
 
