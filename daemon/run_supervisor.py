@@ -384,7 +384,8 @@ class RunSupervisor:
         if self.turn.paused:
             self.clock.freeze("paused", now)
         self.spec.paused = self.turn.paused
-        self.send(StartRun(spec=self.spec))
+        # Not the whole spec again (its provider keys included) to a worker that has it: only whether it is paused.
+        self.send(StartRun(spec=None if msg.spec_in_hand else self.spec, paused=self.spec.paused))
         if self._compaction_asked:
             self._compaction_asked = False
             self.send(CompactNow())

@@ -606,11 +606,16 @@ class WorkerHello(Message):
     pid: int
     proof: bytes = b""  # `run_secret.hello_proof` of the run's secret for this connection's identity
     prefaulted: int = 0  # pages a warm worker copied before its assignment (`yagent.workers.page_warmth`)
+    spec_in_hand: bool = False  # its assignment carried the run's spec: the start message need not
 
 
 @message("start")
 class StartRun(Message):
-    spec: RunSpec
+    """The run may start. `spec`: None for a worker that has it already (its hello said so); `paused`: whether the
+    run starts paused (also in the spec when it is sent)."""
+
+    spec: RunSpec | None = None
+    paused: bool = False
 
 
 @message("events")

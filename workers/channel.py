@@ -151,7 +151,7 @@ class DaemonChannel:
         self._start = loop.create_future()
         self._reader = self._owned(loop.create_task(self._read_loop(), name=f"channel-reader-{self.run_id}"))
         self._send(encode(WorkerHello(version=PROTOCOL_VERSION, run=self.run_id, pid=os.getpid(), proof=self._proof,
-                                      prefaulted=self._prefaulted)))
+                                      prefaulted=self._prefaulted, spec_in_hand=spec is not None)))
         if hello_sent is not None:
             hello_sent()
         if spec is None:
@@ -592,10 +592,15 @@ class DaemonChannel:
             return
         if isinstance(msg, StartRun):
             if self._start is not None and not self._start.done():
-                # Applied here, in arrival order: a CONTINUE read in the same wake-up must win over it.
-                if msg.spec.paused:
+                spec = msg.spec or self.spec
+                if spec is None:  # a worker that said it had no spec must get one
+                    self._start.set_exception(RemoteError("bad_request", "yagentd started the run without its spec"))
+                    return
+                # Applied here, in arrival order: a CONTINUE read in the same wake-up must win over it. The spec in
+                # hand says how things were at the launch; the message, how they are now.
+                if msg.spec.paused if msg.spec is not None else msg.paused:
                     self._resume.clear()
-                self._start.set_result(msg.spec)
+                self._start.set_result(spec)
             return
         if isinstance(msg, RunControl):
             if msg.action == ControlAction.PAUSE:

@@ -633,12 +633,13 @@ def test_a_run_whose_spec_came_ahead_is_built_before_its_start_message_and_passe
         spec = _spec("r-ahead-spec", agent="test-marks-then-passes-the-gate")
         served = asyncio.create_task(entry._serve("r-ahead-spec", endpoint, spec=spec))
         try:
-            identity, _ = await _recv(router, WorkerHello)
+            identity, hello = await _recv(router, WorkerHello)
+            assert hello.spec_in_hand
             # No start message yet: the run is built all the same, and then waits at its gate.
             _, batch = await _recv(router, EventBatch)
             assert [data["name"] for type_, _ts, data in batch.events if type_ == "mark"] == ["built"]
             assert await router.poll(300) == 0  # held at the gate: past it, the run would send its result at once
-            await router.send_multipart([identity, encode(StartRun(spec=spec))])
+            await router.send_multipart([identity, encode(StartRun(paused=False))])  # the spec is not sent again
             marks, result = await _marks(router, RunResult)
             await router.send_multipart([identity, encode(ResultAck())])
             return marks, result, await asyncio.wait_for(served, 10.0)
@@ -677,7 +678,7 @@ def test_a_run_built_ahead_whose_start_message_says_paused_waits_for_the_continu
             done, _ = await asyncio.wait({gate}, timeout=0.3)
             assert not done  # the start message alone says whether the run may go on
             # The turn was paused between the launch and the hello: the start says so; the spec in hand did not.
-            await router.send_multipart([identity, encode(StartRun(spec=_spec("r-paused-ahead", paused=True)))])
+            await router.send_multipart([identity, encode(StartRun(paused=True))])
             done, _ = await asyncio.wait({gate}, timeout=0.3)
             assert not done and channel.paused
             await router.send_multipart([identity, encode(RunControl(action=ControlAction.CONTINUE))])
@@ -685,6 +686,41 @@ def test_a_run_built_ahead_whose_start_message_says_paused_waits_for_the_continu
             assert not channel.paused and not channel.lost
 
     asyncio.run(main())
+
+
+def test_a_run_built_ahead_of_a_pause_that_ended_before_its_start_goes_on(tmp_path: Path) -> None:
+    async def main() -> None:
+        ctx, router, endpoint = await _router(tmp_path)
+        channel = DaemonChannel("r-resumed", endpoint)
+        try:
+            # Paused when it was launched, continued before its hello: the start message is what counts.
+            await channel.open(timeout=10, spec=_spec("r-resumed", paused=True))
+            identity, _ = await _recv(router, WorkerHello)
+            await router.send_multipart([identity, encode(StartRun(paused=False))])
+            await asyncio.wait_for(channel.pause_gate(), 5.0)
+            assert not channel.paused
+        finally:
+            await channel.close()
+            router.close(0)
+            ctx.term()
+
+    asyncio.run(main())
+
+
+def test_a_worker_without_a_spec_whose_start_message_has_none_does_not_start(tmp_path: Path) -> None:
+    async def main() -> int:
+        ctx, router, endpoint = await _router(tmp_path)
+        served = asyncio.create_task(entry._serve("r-no-spec", endpoint))
+        try:
+            identity, hello = await _recv(router, WorkerHello)
+            assert not hello.spec_in_hand
+            await router.send_multipart([identity, encode(StartRun(paused=False))])
+            return await asyncio.wait_for(served, 10.0)
+        finally:
+            router.close(0)
+            ctx.term()
+
+    assert asyncio.run(main()) == entry.EXIT_NO_START
 
 
 @pytest.mark.parametrize("daemon_answers", ["nothing", "a refusal"])
