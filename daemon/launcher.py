@@ -317,6 +317,10 @@ class MultiprocessingLauncher(Launcher):
         if assignment is None:  # too large to go down a pipe at once: this run starts cold
             return None
         while (worker := self.warm.take()) is not None:
+            if not worker.holds(assignment, secret):  # a pipe cut small (pipe-user-pages-soft): this run goes cold
+                if not self.warm.give_back(worker):
+                    self._on_starter(worker.release)
+                return None
             if worker.assign(assignment, secret):
                 self.warm.assigned += 1
                 return _ProcessHandle(worker.process, warm=True, learning=learn)

@@ -55,8 +55,8 @@ class WarmWorker:
 
     process: BaseProcess
     pipe: Connection
+    capacity: int
     born: float = field(default_factory=time.monotonic)
-    capacity: int = _ASSIGNMENT_MAX_BYTES + 1024
 
     @property
     def pid(self) -> int:
@@ -66,16 +66,16 @@ class WarmWorker:
     def alive(self) -> bool:
         return self.process.exitcode is None
 
+    def holds(self, assignment: Assignment, secret: bytes) -> bool:
+        """Whether its pipe takes the assignment's head and the secret at once (the spec may be left out), so that
+        writing them can never block the daemon's loop."""
+        return _written(assignment.head, secret, _NO_SPEC) <= self.capacity
+
     def assign(self, assignment: Assignment, secret: bytes) -> bool:
-        """Hand the worker its run (`assignment`, from `assignment_bytes`): its head, its secret, then its spec (left
-        out when the pipe could not take it at once: the start message brings it); False when it is gone, its pipe
-        broke, or the pipe is too small for even the rest, and it must not be used."""
-        spec = assignment.spec
-        if _written(assignment.head, secret, spec) > self.capacity:
-            spec = _NO_SPEC
-        if _written(assignment.head, secret, spec) > self.capacity:  # the write could block the daemon's loop
-            self.pipe.close()
-            return False
+        """Hand the worker its run (`assignment`, from `assignment_bytes`, which its pipe `holds`): its head, its
+        secret, then its spec (left out when the pipe could not take it at once: the start message brings it); False
+        when it is gone or its pipe broke, and it must not be used."""
+        spec = assignment.spec if _written(assignment.head, secret, assignment.spec) <= self.capacity else _NO_SPEC
         try:
             if not self.alive():
                 return False
@@ -185,6 +185,15 @@ class WarmPool:
         """The oldest warm worker, or None (it may have died meanwhile: `WarmWorker.assign` says so)."""
         with self._lock:
             return self._ready.popleft() if self._ready else None
+
+    def give_back(self, worker: WarmWorker) -> bool:
+        """Put back a worker taken for a run it could not be handed: first in line again. False when the pool was
+        closed or shrunk meanwhile: the caller ends the worker (`release` waits for it)."""
+        with self._lock:
+            keep = not self._closed and len(self._ready) < self._size
+            if keep:
+                self._ready.appendleft(worker)
+        return keep
 
     def resize(self, size: int) -> None:
         """A new size (0: off); workers above it are ended."""

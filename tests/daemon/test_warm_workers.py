@@ -285,17 +285,47 @@ def test_an_assignment_is_cut_to_what_the_workers_pipe_holds_so_the_write_never_
     assert pipe_capacity(writer) == 4096
     assignment = assignment_bytes("r1", "ipc:///w.sock", None, spec=spec)
     assert assignment is not None and pickle.loads(assignment.spec) == spec  # it would fit the usual 64 KiB
-    assert WarmWorker(alive, writer, capacity=pipe_capacity(writer)).assign(assignment, b"s" * 32)  # type: ignore[arg-type]
+    worker = WarmWorker(alive, writer, capacity=pipe_capacity(writer))  # type: ignore[arg-type]
+    assert worker.holds(assignment, b"s" * 32) and worker.assign(assignment, b"s" * 32)
     assert pickle.loads(reader.recv_bytes()) == ("r1", "ipc:///w.sock", None, False)
     assert reader.recv_bytes() == b"s" * 32 and reader.recv() is None
     reader.close()
-    # A pipe that cannot take even the head and the secret at once is not written to at all.
+    # A pipe that cannot take even the head and the secret at once is not written to: the run goes cold, and the
+    # worker, kept, waits for one whose head fits.
     reader, writer = multiprocessing.Pipe(duplex=False)
     big_head = assignment_bytes("r1", "ipc:///" + "w" * 6000, None, spec=spec)
     assert big_head is not None
     fcntl.fcntl(writer.fileno(), fcntl.F_SETPIPE_SZ, 4096)
-    assert not WarmWorker(alive, writer, capacity=pipe_capacity(writer)).assign(big_head, b"s" * 32)  # type: ignore[arg-type]
-    assert writer.closed
-    with pytest.raises(EOFError):  # closed with nothing in it: the worker leaves, as one reaped
-        reader.recv_bytes()
+    small = WarmWorker(alive, writer, capacity=pipe_capacity(writer))  # type: ignore[arg-type]
+    assert not small.holds(big_head, b"s" * 32) and small.holds(assignment, b"s" * 32)
+    assert not writer.closed and not reader.poll(0)
     reader.close()
+    writer.close()
+
+
+def test_a_worker_given_back_is_first_in_line_again_unless_the_pool_shrank_meanwhile() -> None:
+    import types
+
+    from yagent.daemon.warm_pool import WarmPool, WarmWorker
+
+    released: list[int] = []
+
+    def fork() -> WarmWorker:
+        n = len(forked) + 1
+        worker = WarmWorker(types.SimpleNamespace(exitcode=None, pid=n), None, capacity=65536)  # type: ignore[arg-type]
+        worker.release = lambda: released.append(n)  # type: ignore[method-assign]
+        forked.append(worker)
+        return worker
+
+    forked: list[WarmWorker] = []
+    pool = WarmPool(fork)
+    pool.resize(2)
+    pool.started()
+    while pool.refill_one():
+        pass
+    first = pool.take()
+    assert first is forked[0] and pool.ready() == 1
+    assert pool.give_back(first) and pool.ready() == 2 and pool.take() is first
+    pool.resize(1)  # one left in the pool: the taken one has no place to go back to
+    assert not pool.give_back(first) and pool.ready() == 1
+    assert released == []  # ending it is the caller's, off the daemon's loop

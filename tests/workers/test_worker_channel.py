@@ -320,12 +320,15 @@ def test_a_worker_whose_daemon_is_gone_exits_even_with_a_thread_stuck_in_a_tool(
     assert asyncio.run(main()) == entry.EXIT_DAEMON_LOST
 
 
+@pytest.mark.parametrize("spec_in_hand", [False, True])
 def test_a_daemon_that_dies_before_starting_the_run_is_noticed_at_once_through_the_runs_pipe(
-        tmp_path: Path) -> None:
+        tmp_path: Path, spec_in_hand: bool) -> None:
     async def main() -> int:
         ctx, router, endpoint = await _router(tmp_path)
         liveness_r, liveness_w = os.pipe()
-        served = asyncio.create_task(entry._serve("r8", endpoint, liveness_fd=liveness_r))
+        # With its spec in hand (a warm worker's), the run is being built when the daemon dies.
+        spec = _spec("r8", agent="test-marks-then-passes-the-gate") if spec_in_hand else None
+        served = asyncio.create_task(entry._serve("r8", endpoint, liveness_fd=liveness_r, spec=spec))
         try:
             await _recv(router, WorkerHello)
             os.close(liveness_w)  # the daemon dies between the hello and the start: no StartRun ever comes
@@ -655,13 +658,13 @@ def test_a_run_whose_spec_came_ahead_is_built_before_its_start_message_and_passe
 
 
 @contextlib.asynccontextmanager
-async def _opened_ahead(tmp_path: Path, run: str, timeout: float = 10.0
+async def _opened_ahead(tmp_path: Path, run: str, timeout: float = 10.0, **spec_fields: Any
                         ) -> AsyncIterator[tuple[DaemonChannel, Any, bytes]]:
     """A channel opened with its spec in hand against a fake daemon's ROUTER that has sent no start message yet."""
     ctx, router, endpoint = await _router(tmp_path)
     channel = DaemonChannel(run, endpoint)
     try:
-        spec = await asyncio.wait_for(channel.open(timeout=timeout, spec=_spec(run)), 5.0)
+        spec = await asyncio.wait_for(channel.open(timeout=timeout, spec=_spec(run, **spec_fields)), 5.0)
         assert spec.run == run and channel.spec is spec  # at once: no start message was sent
         identity, _ = await _recv(router, WorkerHello)
         yield channel, router, identity
@@ -690,19 +693,11 @@ def test_a_run_built_ahead_whose_start_message_says_paused_waits_for_the_continu
 
 def test_a_run_built_ahead_of_a_pause_that_ended_before_its_start_goes_on(tmp_path: Path) -> None:
     async def main() -> None:
-        ctx, router, endpoint = await _router(tmp_path)
-        channel = DaemonChannel("r-resumed", endpoint)
-        try:
-            # Paused when it was launched, continued before its hello: the start message is what counts.
-            await channel.open(timeout=10, spec=_spec("r-resumed", paused=True))
-            identity, _ = await _recv(router, WorkerHello)
+        # Paused when it was launched, continued before its hello: the start message is what counts.
+        async with _opened_ahead(tmp_path, "r-resumed", paused=True) as (channel, router, identity):
             await router.send_multipart([identity, encode(StartRun(paused=False))])
             await asyncio.wait_for(channel.pause_gate(), 5.0)
             assert not channel.paused
-        finally:
-            await channel.close()
-            router.close(0)
-            ctx.term()
 
     asyncio.run(main())
 
