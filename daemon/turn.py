@@ -392,8 +392,7 @@ class TurnController:
         if not live:
             self._state_after_background = None
         running = [self.subagents.info(row) for r in live if (row := self.subagents.rows.get(r.subagent))]
-        self.row.state = state
-        self.services.registry.set_task_state(self.id, state)
+        self._write_state(self._kept_state() if live else state)
         self.services.publish(self.id, BackgroundWork(running=running, state=state))
 
     def _finish(self, outcome: RunOutcome) -> None:
@@ -409,8 +408,8 @@ class TurnController:
         registry.finish_turn(self.id, self.turn, state, outcome.output or outcome.error)
         kept = self.background_runs
         task_state = TaskState.BACKGROUND if kept else state
-        registry.set_task_state(self.id, task_state)
-        self.row.state = task_state
+        # What `ps` shows: a question a kept run asked before the turn ended still waits for its answer.
+        self._write_state(self._kept_state() if kept else task_state)
         if not self.paused or not kept:
             self.paused = False
         self.keys = TurnKeys()  # the caller's keys are kept no longer than the turn that needs them
@@ -431,14 +430,20 @@ class TurnController:
 
     def _sync_state(self) -> None:
         if not self.in_flight:
-            if self.background_runs:  # kept background work: paused, waiting for an answer, or working
-                state = TaskState.PAUSED if self.paused else (
-                    TaskState.WAITING if self.questions else TaskState.BACKGROUND)
-                if self.row.state != state:
-                    self.row.state = state
-                    self.services.registry.set_task_state(self.id, state)
+            if self.background_runs:
+                self._set_row_state(self._kept_state())
             return
-        state = TaskState.PAUSED if self.paused else (TaskState.WAITING if self.questions else TaskState.RUNNING)
+        self._set_row_state(TaskState.PAUSED if self.paused else (
+            TaskState.WAITING if self.questions else TaskState.RUNNING))
+
+    def _kept_state(self) -> str:
+        """The task's state while only kept background work lives: paused, waiting for an answer, or working."""
+        return TaskState.PAUSED if self.paused else (TaskState.WAITING if self.questions else TaskState.BACKGROUND)
+
+    def _set_row_state(self, state: str) -> None:
         if self.row.state != state:
-            self.row.state = state
-            self.services.registry.set_task_state(self.id, state)
+            self._write_state(state)
+
+    def _write_state(self, state: str) -> None:
+        self.row.state = state
+        self.services.registry.set_task_state(self.id, state)

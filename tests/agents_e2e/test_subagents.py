@@ -177,6 +177,41 @@ def test_a_wait_sub_agent_still_working_when_the_director_answers_is_awaited_and
     fake.assert_no_problems()
 
 
+def test_a_question_a_kept_sub_agent_asked_before_its_turn_ended_keeps_the_task_waiting(
+        fake, agent_daemon, project: Path) -> None:
+    import threading
+
+    director_may_finish = threading.Event()  # the Director's last answer waits for the sub-agent's question
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("spawn_agent", {"agent": "chat", "task": "Audit the cache.",
+                                                      "at_turn_end": "keep"}, id="s1")]),
+        Step(text="The audit runs in the background.", gate=director_may_finish),
+    ])
+    fake.script("chat", MARKERS["chat"], [
+        Step(tool_calls=[ToolCallSpec("ask_user_for_help", {"kind": "input", "question": "Which cache?"})]),
+    ])
+
+    async def turn() -> tuple[str, list]:
+        async with agent_daemon.client() as c:
+            sub = await submit(c, project, "Audit the cache in the background.", agent="director")
+
+            def asked(ev) -> None:
+                if ev.type == EventType.USER_HELP_NEEDED:
+                    director_may_finish.set()
+
+            return sub.task, await collect_turn(c, sub.task, turn=1, on_event=asked)
+
+    try:
+        task, events = arun(turn(), 90)
+    finally:
+        director_may_finish.set()
+    assert of_type(events, EventType.TURN_FINISHED)[0].data["state"] == TaskState.BACKGROUND
+    # The turn ended after the question: the task is not merely working in the background, it waits for an answer.
+    ps = next(t for t in json.loads(agent_daemon.cli("ps", "--json").stdout) if t["task"] == task)
+    assert ps["state"] == TaskState.WAITING and [q["prompt"] for q in ps["questions"]] == ["Which cache?"]
+    agent_daemon.cli("cancel", task)
+
+
 def test_a_kept_sub_agent_outlives_its_turn_shows_in_ps_and_its_result_goes_to_the_next_turn(
         fake, agent_daemon, project: Path) -> None:
     fake.script("director", MARKERS["director"], [
