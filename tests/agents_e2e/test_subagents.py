@@ -209,7 +209,6 @@ def test_a_question_a_kept_sub_agent_asked_before_its_turn_ended_keeps_the_task_
     # The turn ended after the question: the task is not merely working in the background, it waits for an answer.
     ps = next(t for t in json.loads(agent_daemon.cli("ps", "--json").stdout) if t["task"] == task)
     assert ps["state"] == TaskState.WAITING and [q["prompt"] for q in ps["questions"]] == ["Which cache?"]
-    agent_daemon.cli("cancel", task)
 
 
 def test_a_kept_sub_agent_outlives_its_turn_shows_in_ps_and_its_result_goes_to_the_next_turn(
