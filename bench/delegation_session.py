@@ -16,11 +16,13 @@ Also prints CPU seconds of the daemon and of all workers.
 The session runs twice, each with a daemon of its own: with `[daemon] warm_workers = 0` (every delegation forks
 its worker: the baseline) and with the default pool (a delegation takes a warm worker; once the first runs have
 reported the pages they copy on write, the warm worker has copied those before its run, `workers/page_warmth.py`).
-For each, the time of every delegation is broken into phases from the timestamps of the events it produced (the
-worker's and the daemon's clocks are the same system clock): the Director's tool call after its model answered, the
-request to the daemon, admission, the fork or assignment, the hello, the start message with settings, tool surface
-and prompt assembly up to the first model request, and after the model's answer the result back to the daemon and
-the parent resuming up to its next model request.
+For each, the time of every delegation is broken into phases from the timestamps of the events it produced and of
+the provider's record of each request (the workers', the daemon's and the provider's clocks are the same system
+clock): the Director reading its model's answer and making the tool call, the request to the daemon, admission, the
+fork or assignment, the hello, the start message with settings, tool surface and prompt assembly up to the first model
+request, that request reaching the provider; after the sub-agent's answer was read, its result back to the daemon, the
+parent resuming, and its next request reaching the provider. The phases add up to the provider's idle time per
+delegation; the bare replay's is the part any HTTP client pays.
 Usage: python bench/delegation_session.py [DELEGATIONS] [MODEL_SECONDS]
 """
 
@@ -87,21 +89,25 @@ def provider_gaps(requests: list[dict], skip: int, n: int) -> tuple[list[float],
     return per_delegation(session_requests), per_delegation(bare_requests)
 
 
-PHASES = ("director: answer → tool call", "request to daemon (→ run queued)", "admission (queued for a slot)",
-          "fork / warm assignment", "launch → hello", "start message, settings, surface, prompt → first request",
-          "result back (agent_exit → run finished)", "parent resumes (→ tool result)", "parent → next model request")
+PHASES = ("director: model's last byte → answer", "director: answer → tool call", "request to daemon (→ run queued)",
+          "admission (queued for a slot)", "fork / warm assignment", "launch → hello",
+          "start message, settings, surface, prompt → first request", "sub-agent: call start → request at the model",
+          "sub-agent: model's last byte → answer", "sub-agent: answer → agent_exit's result",
+          "result back (agent_exit → run finished)", "parent resumes (→ tool result)", "parent → next model request",
+          "director: call start → request at the model")
 
 
-def breakdown(events: list) -> list[list[float]]:
-    """Per delegation, each of `PHASES` in milliseconds, from the session's events."""
+def breakdown(events: list, requests: list[dict]) -> list[list[float]]:
+    """Per delegation, each of `PHASES` in milliseconds, from the session's events and the provider's record of the
+    session's requests (its wall-clock stamps: the same clock as the events'). Together the phases cover the provider's
+    idle time per delegation; its part spent in HTTP alone is the bare replay's."""
     by_run: dict[str, list] = {}
     for e in events:
         by_run.setdefault(e.run, []).append(e)
     rows = []
-    for started in of_type(events, "run_started"):
+    delegations = [e for e in of_type(events, "run_started") if e.data.get("parent")]
+    for d, started in enumerate(delegations):
         data = started.data
-        if not data.get("parent"):
-            continue
         parent, child, call = by_run[data["parent"]], by_run[started.run], data["call_id"]
 
         def first(evs: list, type_: str, after: float = 0.0, **match: object) -> float:
@@ -113,15 +119,21 @@ def breakdown(events: list) -> list[list[float]]:
         t_queued = first(parent, "run_queued", call_id=call)
         t_hello = started.ts
         t_request = first(child, "llm_call_start")  # the daemon may publish its hello after the worker went on
+        t_child_answer = first(child, "ai_response", t_request)
         t_exit = max(e.ts for e in child if e.type == "tool_call_result")
         t_finished = first(child, "run_finished")
         t_back = first(parent, "tool_call_result", call_id=call)
         t_next = first(parent, "llm_call_start", t_back)
         forked, hello = data["forked_ms"], data["hello_ms"]
         queued = (t_hello - t_queued) * 1000 - hello  # from its queueing to its launch
-        rows.append([(t_call - t_answer) * 1000, (t_queued - t_call) * 1000, queued, forked, hello - forked,
-                     (t_request - t_hello) * 1000, (t_finished - t_exit) * 1000, (t_back - t_finished) * 1000,
-                     (t_next - t_back) * 1000])
+        asked, answered, next_asked = requests[2 * d], requests[2 * d + 1], requests[2 * d + 2]
+        seconds = [t_answer - asked["finished_wall"], t_call - t_answer, t_queued - t_call, None, None, None,
+                   t_request - t_hello, answered["received_wall"] - t_request,
+                   t_child_answer - answered["finished_wall"], t_exit - t_child_answer, t_finished - t_exit,
+                   t_back - t_finished, t_next - t_back, next_asked["received_wall"] - t_next]
+        row = [s * 1000 if s is not None else 0.0 for s in seconds]
+        row[3:6] = [queued, forked, hello - forked]  # the daemon reports these in milliseconds
+        rows.append(row)
     return rows
 
 
@@ -168,8 +180,8 @@ def session(n: int, model_time: float, warm_workers: int | None) -> dict:
     warm = sum(1 for e in of_type(events, "run_started") if e.data.get("parent") and e.data.get("warm"))
     ahead = [e.data.get("prefaulted", 0) for e in of_type(events, "run_started") if e.data.get("parent")]
     return {"cold": cold, "status": status, "requests": len(bare), "wall": wall, "baseline": baseline,
-            "daemon_cpu": daemon_cpu, "worker_cpu": worker_cpu, "rows": breakdown(events), "warm": warm,
-            "ahead": ahead, "gaps": provider_gaps(requests, 1, n)}
+            "daemon_cpu": daemon_cpu, "worker_cpu": worker_cpu, "rows": breakdown(events, requests[1:2 * n + 2]),
+            "warm": warm, "ahead": ahead, "gaps": provider_gaps(requests, 1, n)}
 
 
 def report(name: str, n: int, got: dict) -> float:

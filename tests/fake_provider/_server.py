@@ -44,7 +44,9 @@ _REASONS = {200: "OK", 301: "Moved Permanently", 302: "Found", 307: "Temporary R
 @dataclass
 class RecordedRequest:
     """One request as the server saw it. `disconnected` turns true if the client hung up mid-response;
-    `received_at` / `finished_at` are `time.monotonic()` readings (to check ordering, not durations)."""
+    `received_at` / `finished_at` are `time.monotonic()` readings (to check ordering, not durations);
+    `received_wall` / `finished_wall` are the same moments by the wall clock, to set beside the timestamps of yagent's
+    events (a bench's breakdown)."""
 
     serial: int
     method: str
@@ -62,12 +64,15 @@ class RecordedRequest:
     disconnected: bool = False
     received_at: float = field(default_factory=time.monotonic)
     finished_at: float | None = None
+    received_wall: float = field(default_factory=time.time)
+    finished_wall: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"serial": self.serial, "method": self.method, "path": self.path, "headers": self.headers,
                 "body": self.body, "api_format": self.api_format, "identity": self.identity,
                 "step": self.step, "status": self.status, "completed": self.completed,
-                "disconnected": self.disconnected, "received_at": self.received_at, "finished_at": self.finished_at}
+                "disconnected": self.disconnected, "received_at": self.received_at, "finished_at": self.finished_at,
+                "received_wall": self.received_wall, "finished_wall": self.finished_wall}
 
 
 @dataclass
@@ -467,6 +472,7 @@ class FakeProvider:
             record.completed = not disconnected
             record.disconnected = disconnected
             record.finished_at = time.monotonic()
+            record.finished_wall = time.time()
             self._cond.notify_all()
 
     async def _write_json(self, conn: _Connection, status: int, body: Any,

@@ -90,6 +90,8 @@ class AgentRun:
         self._factory = EngineFactory(self._llm_config, gate=ctx.channel)
         self.engine: RoutingEngine = build_engine(self._llm_config, agent=self.model_role, gate=ctx.channel,
                                                   override=override, factory=self._factory)
+        # Its handshakes travel while the rest of the run is built: the first request finds the connection open.
+        self.engine.open_ahead()
         self._tool_engines: dict[str, Engine] = {}
         # Tools a design picked that this run may not hold (ask_user_for_help under --full-yolo, a tool
         # gone from the palette) are left out and reported, rather than failing the run.

@@ -18,6 +18,7 @@ from yagent.ipc.provider_config import (
 
 from ._anthropic import AnthropicEngine
 from ._catalog import ModelCatalog
+from ._connect_ahead import ConnectAheadTransport, connects_ahead
 from ._engine import Engine, HTTPEngine
 from ._fallback import FallbackEngine
 from ._gate import UNLIMITED_GATE, InFlightGate
@@ -52,8 +53,13 @@ class EngineFactory:
                  idle_timeout: float | None = None) -> None:
         self.config = config
         self._gate = gate
-        self._client = client if client is not None else httpx.AsyncClient(verify=shared_ssl_context())
+        # A client of its own can open a run's first connection while the run is still being built (`open_ahead`).
+        self._ahead: ConnectAheadTransport | None = None
         self._owns_client = client is None
+        if client is None and connects_ahead():
+            self._ahead = ConnectAheadTransport(shared_ssl_context())
+            client = httpx.AsyncClient(transport=self._ahead)
+        self._client = client if client is not None else httpx.AsyncClient(verify=shared_ssl_context())
         self._retry = replace(retry or RetryPolicy(), max_retries=config.settings.max_retries)
         self._idle_timeout = config.settings.stall_timeout if idle_timeout is None else idle_timeout
         self._cache: dict[str, Engine] = {}
@@ -84,6 +90,15 @@ class EngineFactory:
                                         fallback_max_retries=self.config.settings.fallback_max_retries)
             self._cache[name] = engine
         return engine
+
+    def open_ahead(self, engine: Engine) -> bool:
+        """Start opening the connection `engine`'s next request will use (one this factory made); False if there is
+        nothing to open here: a client passed in, proxies in the environment, an engine of no HTTP provider."""
+        if isinstance(engine, FallbackEngine):
+            engine = engine.primary
+        if self._ahead is None or not isinstance(engine, HTTPEngine):
+            return False
+        return self._ahead.open_ahead(engine.url(), engine.connect_timeout)
 
     async def aclose(self) -> None:
         if self._owns_client:

@@ -155,6 +155,10 @@ class HTTPEngine(Engine):
     def context_window(self) -> int:
         return self.config.context_window
 
+    @property
+    def connect_timeout(self) -> float:
+        return self._connect_timeout
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(provider={self.provider!r}, model={self.model!r})"
 

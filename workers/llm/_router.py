@@ -140,6 +140,12 @@ class RoutingEngine(Engine):
             return self._engines(self.tiers[self._tier])
         return self._engines(self.configured)
 
+    def open_ahead(self) -> bool:
+        """Start opening the connection the next call will use, while the caller gets its request ready (see
+        `EngineFactory.open_ahead`); False if nothing was started."""
+        opener = getattr(self._engines, "open_ahead", None)
+        return bool(opener is not None and opener(self.resolve()))
+
     @property
     def provider(self) -> str:
         return self.resolve().provider
