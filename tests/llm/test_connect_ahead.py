@@ -192,7 +192,7 @@ def test_a_connection_opened_too_long_ago_is_closed_instead_of_used() -> None:
             transport = ConnectAheadTransport(ssl.create_default_context(), clock=clock)
             async with httpx.AsyncClient(transport=transport) as client:
                 transport.open_ahead(f"http://127.0.0.1:{port}", 5.0)
-                await origin.wait_for(lambda: origin.accepted == 1)
+                await transport.backend._ahead[("127.0.0.1", port)].task  # open: its age counts from now
                 clock.advance(MAX_AGE + 0.5)  # the run waited (paused at its start): a server may drop it any moment
                 response = await client.get(f"http://127.0.0.1:{port}/")
                 await origin.wait_for(lambda: 1 in origin.closed_by_client)
@@ -253,6 +253,34 @@ def test_a_run_engine_opens_its_provider_connection_ahead() -> None:
             await origin.wait_for(lambda: origin.closed_by_client == [1])
 
     asyncio.run(main())
+
+
+def test_a_request_waits_for_the_connection_opened_ahead_no_longer_than_its_own_connect_timeout(
+        certificate: tuple[Path, Path]) -> None:
+    """A server that accepts and then never answers the TLS handshake: the request gives up after its own connect
+    timeout, with httpx's error, instead of waiting out the minute the connection ahead was given."""
+    async def main() -> None:
+        accepted: list[asyncio.StreamWriter] = []
+        server = await asyncio.start_server(lambda _r, w: accepted.append(w), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            transport = ConnectAheadTransport(client_tls(certificate))
+            async with httpx.AsyncClient(transport=transport) as client:
+                transport.open_ahead(f"https://localhost:{port}", 60.0)
+                with pytest.raises(httpx.ConnectTimeout):
+                    await client.get(f"https://localhost:{port}/", timeout=httpx.Timeout(60.0, connect=0.5))
+            assert len(accepted) == 1  # no second connection: the one opened ahead was the request's own attempt
+            for writer in accepted:
+                writer.close()
+
+    asyncio.run(main())
+
+
+def test_no_proxy_alone_keeps_connections_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    assert connects_ahead()
 
 
 def test_with_a_proxy_in_the_environment_the_client_is_httpx_default(monkeypatch: pytest.MonkeyPatch) -> None:

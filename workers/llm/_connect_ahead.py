@@ -50,17 +50,25 @@ SocketOptions = Iterable[tuple[int, int, int] | tuple[int, int, bytes | bytearra
 def connects_ahead() -> bool:
     """Whether a run's client may open connections ahead: not when the environment names a proxy, which httpx's
     default transport honours (per URL, with NO_PROXY) and a transport of our own would bypass."""
-    return not urllib.request.getproxies()
+    # `no` (NO_PROXY) names hosts to reach directly: alone it changes nothing.
+    return not any(scheme in urllib.request.getproxies() for scheme in ("http", "https", "all"))
+
+
+def _ip_version(host: str) -> int:
+    """4 or 6 for an IP address, 0 for a host name."""
+    try:
+        return ipaddress.ip_address(host).version
+    except ValueError:
+        return 0
 
 
 class _Ahead:
     """One connection being opened, or opened, ahead of the request that will use it."""
 
-    def __init__(self, task: asyncio.Task[httpcore.AsyncNetworkStream], tls: tuple[ssl.SSLContext, str] | None,
-                 opened_at: float) -> None:
-        self.task = task
-        self.tls = tls  # (context, server name) when the TLS handshake was made ahead too
-        self.opened_at = opened_at
+    task: asyncio.Task[httpcore.AsyncNetworkStream]
+
+    def __init__(self) -> None:
+        self.opened_at: float | None = None  # when it was open (TLS included); None while being opened, or failed
 
 
 class _OpenedAhead(httpcore.AsyncNetworkStream):
@@ -112,25 +120,32 @@ class AheadBackend(httpcore.AsyncNetworkBackend):
         if key in self._ahead:
             return False
         loop = asyncio.get_running_loop()
-        dial = _Dial(loop, host, port) if _SocketStream is not None else None
-        task = loop.create_task(self._open(dial, host, port, timeout, tls), name=f"connect-ahead-{host}:{port}")
-        task.add_done_callback(_forget_failure)
-        self._ahead[key] = _Ahead(task, tls, self._clock())
+        # A host name is left to httpcore's backend (anyio: resolved in a thread, its addresses tried in turn and, after
+        # 250 ms, side by side): it starts once the loop runs again.
+        version = _ip_version(host)
+        dial = _Dial(host, port, version) if version and _SocketStream is not None else None
+        ahead = _Ahead()
+        ahead.task = loop.create_task(self._open(ahead, dial, host, port, timeout, tls),
+                                      name=f"connect-ahead-{host}:{port}")
+        ahead.task.add_done_callback(lambda task: _opened(task, dial))
+        self._ahead[key] = ahead
         return True
 
-    async def _open(self, dial: _Dial | None, host: str, port: int, timeout: float,
+    async def _open(self, ahead: _Ahead, dial: _Dial | None, host: str, port: int, timeout: float,
                     tls: tuple[ssl.SSLContext, str] | None) -> httpcore.AsyncNetworkStream:
         if dial is None:
             stream = await self._inner.connect_tcp(host, port, timeout=timeout)
         else:
             assert _SocketStream is not None
+            async with asyncio.timeout(timeout):
+                sock = await dial.connected()
             try:
-                async with asyncio.timeout(timeout):
-                    sock = await dial.connected()
-            finally:
-                dial.close()
-            stream = _SocketStream(await anyio.abc.SocketStream.from_socket(sock))
+                stream = _SocketStream(await anyio.abc.SocketStream.from_socket(sock))
+            except BaseException:
+                sock.close()
+                raise
         if tls is None:
+            ahead.opened_at = self._clock()
             return stream
         context, name = tls
         try:
@@ -138,26 +153,30 @@ class AheadBackend(httpcore.AsyncNetworkBackend):
         except BaseException:
             await stream.aclose()
             raise
+        ahead.opened_at = self._clock()  # its age counts from the handshakes' end, not from their start
         return _OpenedAhead(secured, tls, lambda: self._inner.connect_tcp(host, port, timeout=timeout))
 
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
                           socket_options: SocketOptions | None = None) -> httpcore.AsyncNetworkStream:
         ahead = self._ahead.pop((host, port), None)
         if ahead is not None and local_address is None and not socket_options:
-            stream = await self._take(ahead)
+            stream = await self._take(ahead, timeout)
             if stream is not None:
                 return stream
         return await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
 
-    async def _take(self, ahead: _Ahead) -> httpcore.AsyncNetworkStream | None:
+    async def _take(self, ahead: _Ahead, timeout: float | None) -> httpcore.AsyncNetworkStream | None:
         """The connection opened ahead if it is usable: still being opened is waited for (it is nearer done than a
-        new one), failed or stale is left for a new connection."""
+        new one) within the request's connect `timeout`; failed or stale is left for a new connection."""
         try:
-            stream = await asyncio.shield(ahead.task)
-        except asyncio.CancelledError:
-            # The request was cancelled, not the connect: what it was opening is not left behind.
+            async with asyncio.timeout(timeout):
+                stream = await asyncio.shield(ahead.task)
+        except (asyncio.CancelledError, TimeoutError) as exc:
+            # The request was cancelled, or its time to connect is up: what was being opened is not left behind.
             ahead.task.cancel()
             ahead.task.add_done_callback(_close_opened)
+            if isinstance(exc, TimeoutError):
+                raise httpcore.ConnectTimeout(f"no connection within {timeout:g}s") from exc
             raise
         except Exception as exc:
             log.debug("the connection opened ahead failed (%s); connecting anew", exc)
@@ -165,7 +184,7 @@ class AheadBackend(httpcore.AsyncNetworkBackend):
         # A server that closed a plain connection (an idle timeout) made it readable: it would fail the request. A TLS
         # one is readable anyway once the server sent its session tickets after the handshake: only its age counts.
         closed = not isinstance(stream, _OpenedAhead) and stream.get_extra_info("is_readable")
-        if closed or self._clock() - ahead.opened_at > MAX_AGE:
+        if closed or ahead.opened_at is None or self._clock() - ahead.opened_at > MAX_AGE:
             await stream.aclose()
             return None
         return stream
@@ -189,45 +208,27 @@ class AheadBackend(httpcore.AsyncNetworkBackend):
 
 
 class _Dial:
-    """A TCP connection started at once: with an IP address its handshake begins before the caller's next await; a
-    host name is resolved in a thread meanwhile (its connect then waits for the event loop)."""
+    """A TCP connection to an IP address started at once: its handshake begins before the caller's next await."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, host: str, port: int) -> None:
-        self._loop = loop
-        self._host = host
+    def __init__(self, host: str, port: int, version: int) -> None:
         self._sock: socket.socket | None = None
         self._error: OSError | None = None
-        self._resolving: asyncio.Future[list[typing.Any]] | None = None
-        try:
-            address = ipaddress.ip_address(host)
-        except ValueError:
-            self._resolving = loop.run_in_executor(None, socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
-            self._resolving.add_done_callback(_forget_failure)
-            return
-        family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+        family = socket.AF_INET6 if version == 6 else socket.AF_INET
         try:
             self._sock = _dialled(family, (host, port))
         except OSError as exc:
             self._error = exc
 
     async def connected(self) -> socket.socket:
-        """The socket once its handshake is done (the first of the name's addresses that answers)."""
+        """The socket once its handshake is done; its error otherwise."""
         if self._error is not None:
             raise self._error
-        if self._sock is not None:
-            sock, self._sock = self._sock, None
-            return await _handshake_done(self._loop, sock)
-        assert self._resolving is not None
-        error = OSError(f"{self._host} has no address")
-        for family, _kind, _proto, _name, address in await self._resolving:
-            try:
-                return await _handshake_done(self._loop, _dialled(family, address))
-            except OSError as exc:
-                error = exc
-        raise error
+        assert self._sock is not None
+        sock, self._sock = self._sock, None
+        return await _handshake_done(asyncio.get_running_loop(), sock)
 
     def close(self) -> None:
-        """Close the socket if `connected` did not hand it over (the wait was cancelled, or never made)."""
+        """Close the socket if `connected` did not take it (its task was cancelled before it ran)."""
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -265,6 +266,12 @@ async def _handshake_done(loop: asyncio.AbstractEventLoop, sock: socket.socket) 
         sock.close()
         raise
     return sock
+
+
+def _opened(task: asyncio.Task[httpcore.AsyncNetworkStream], dial: _Dial | None) -> None:
+    if dial is not None:
+        dial.close()  # a task cancelled before it ran never took its socket
+    _forget_failure(task)
 
 
 def _forget_failure(task: asyncio.Future[typing.Any]) -> None:
