@@ -158,8 +158,9 @@ class AheadBackend(httpcore.AsyncNetworkBackend):
 
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
                           socket_options: SocketOptions | None = None) -> httpcore.AsyncNetworkStream:
-        ahead = self._ahead.pop((host, port), None)
-        if ahead is not None and local_address is None and not socket_options:
+        # A connection asked for with options of its own is not the one opened ahead (which stays for the next).
+        ahead = self._ahead.pop((host, port), None) if local_address is None and not socket_options else None
+        if ahead is not None:
             stream = await self._take(ahead, timeout)
             if stream is not None:
                 return stream
