@@ -129,17 +129,23 @@ def test_the_tcp_handshake_with_an_ip_address_starts_before_the_event_loop_runs_
     asyncio.run(main())
 
 
+async def tls_request_after_ahead(certificate: tuple[Path, Path], origin: Origin,
+                                  **extensions: str) -> httpx.Response:
+    """A connection to localhost opened ahead (TLS included) and, once the server has it, one request."""
+    async with serving(origin, server_tls(certificate)) as port:
+        transport = ConnectAheadTransport(client_tls(certificate))
+        async with httpx.AsyncClient(transport=transport) as client:
+            assert transport.open_ahead(f"https://localhost:{port}/v1", 5.0)
+            await origin.wait_for(lambda: origin.accepted == 1)
+            return await client.get(f"https://localhost:{port}/v1/models", extensions=extensions)
+
+
 def test_the_tls_handshake_is_made_ahead_too(certificate: tuple[Path, Path]) -> None:
     async def main() -> None:
         origin = Origin()
-        async with serving(origin, server_tls(certificate)) as port:
-            transport = ConnectAheadTransport(client_tls(certificate))
-            async with httpx.AsyncClient(transport=transport) as client:
-                assert transport.open_ahead(f"https://localhost:{port}/v1", 5.0)
-                await origin.wait_for(lambda: origin.accepted == 1)
-                response = await client.get(f"https://localhost:{port}/v1/models")
-            assert response.text == "ok"
-            assert origin.accepted == 1 and origin.served == [1]
+        response = await tls_request_after_ahead(certificate, origin)
+        assert response.text == "ok"
+        assert origin.accepted == 1 and origin.served == [1]
 
     asyncio.run(main())
 
@@ -148,17 +154,11 @@ def test_a_request_for_another_server_name_does_not_take_the_tls_connection_made
         certificate: tuple[Path, Path]) -> None:
     async def main() -> None:
         origin = Origin()
-        async with serving(origin, server_tls(certificate)) as port:
-            transport = ConnectAheadTransport(client_tls(certificate))
-            async with httpx.AsyncClient(transport=transport) as client:
-                assert transport.open_ahead(f"https://localhost:{port}/v1", 5.0)
-                await origin.wait_for(lambda: origin.accepted == 1)
-                response = await client.get(f"https://localhost:{port}/v1/models",
-                                            extensions={"sni_hostname": "127.0.0.1"})
-            assert response.text == "ok"
-            # The one made ahead for "localhost" was closed; the request made its own, for the name it asked.
-            assert origin.accepted == 2 and origin.served == [2]
-            await origin.wait_for(lambda: 1 in origin.closed_by_client)
+        response = await tls_request_after_ahead(certificate, origin, sni_hostname="127.0.0.1")
+        assert response.text == "ok"
+        # The one made ahead for "localhost" was closed; the request made its own, for the name it asked.
+        assert origin.accepted == 2 and origin.served == [2]
+        await origin.wait_for(lambda: 1 in origin.closed_by_client)
 
     asyncio.run(main())
 
