@@ -4,6 +4,7 @@ replay that rebuilds exactly the messages the loop held."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,15 +12,18 @@ import pytest
 
 from tests.agent_harness import MARKERS
 from tests.fake_provider import FakeProvider, Step, ToolCallSpec
+from yagent.ipc.messages import FOLLOWUP_OPTION, RunSpec
 from yagent.ipc.provider_config import parse_llm_config
 from yagent.ipc.vocabulary import EventType, StopReason
+from yagent.workers.agents.followup import previous_conversation_written
 from yagent.workers.agents.loop import LoopConfig, LoopPolicy, run_agent_loop
+from yagent.workers.kinds import RunContext
 from yagent.workers.llm import Message, ToolCall, build_engine
 from yagent.workers.memory import rollout_records as records
 from yagent.workers.memory.git_identity import read_git_identity
 from yagent.workers.memory.replay import assess_replay, load_for_replay
 from yagent.workers.memory.rollout_reader import read_rollout
-from yagent.workers.memory.rollout_recorder import RunRecorder
+from yagent.workers.memory.rollout_recorder import RunRecorder, open_recorder
 from yagent.workers.memory.rollout_records import RolloutRecord
 from yagent.workers.memory.rollout_writer import RolloutWriter
 from yagent.workers.tools import ToolContext, build_surface
@@ -144,3 +148,21 @@ def test_a_tool_that_loads_a_cold_tool_re_records_the_turn_context_a_resume_rest
     assert "delegate_meta" not in contexts[0]["loaded_tools"]
     assert len(contexts) == 2 and "delegate_meta" in contexts[-1]["loaded_tools"]
     assert load_for_replay(rollout).turn_context["loaded_tools"] == contexts[-1]["loaded_tools"]
+
+
+def test_a_follow_up_waits_on_the_rollout_of_the_run_it_continues_and_says_when_it_gave_up(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    recorder, _ = open_recorder(home=tmp_path, task="t1", run="rprev1", agent="repo", turn=1, parent_run="rdir",
+                                delegation_id="c1", depth=1, project_root=tmp_path, yolo="none", model=lambda: "m",
+                                tier=lambda: "", stop_reason_of_cancel=lambda: StopReason.CANCELLED)
+    assert recorder is not None
+    spec = RunSpec(run="rnext2", task="t1", turn=1, project="p", input="and then?", home=str(tmp_path), agent="repo",
+                   project_root=str(tmp_path), options={FOLLOWUP_OPTION: {"subagent": "a1", "run": "rprev1"}})
+    ctx = RunContext(spec, channel=None)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(previous_conversation_written(ctx, timeout=0))  # its worker still writes its end
+        assert any("the rollout of run rprev1 was still being written" in r.getMessage() for r in caplog.records)
+        caplog.clear()
+        assert recorder.writer.close(10)
+        asyncio.run(previous_conversation_written(ctx, timeout=0))
+        assert caplog.records == []

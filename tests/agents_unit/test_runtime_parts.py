@@ -370,3 +370,36 @@ def test_a_confirm_with_its_own_wording_is_answered_with_the_option_picked() -> 
     assert [confirm_value(plain, v) for v in ("yes", "Y", "ok", "no", "nope")] == ["yes", "yes", "yes", "no", "no"]
     pick = AskRequest(kind=QuestionKind.SELECT, prompt="Which?", options=("a", "b"))
     assert confirm_value(pick, "b") == "b"
+
+
+def test_a_sub_agents_rollout_gets_its_end_after_its_result_when_its_run_can_leave_work_for_then(
+        tmp_path: Path) -> None:
+    from tests.agent_harness import MARKERS
+    from tests.fake_provider import FakeProvider, Step, ToolCallSpec
+    from yagent.workers.agents.subagents import run_subagent
+    from yagent.workers.memory.replay import load_for_replay, rollout_of_run
+    from yagent.workers.memory.rollout_writer import wait_for_writer
+
+    with FakeProvider() as fake:
+        fake.script("chat", MARKERS["chat"], [Step(text="the answer", tool_calls=[
+            ToolCallSpec("agent_exit", {"summary": "the answer"})])])
+        config = {"global": {"llm": {"use_provider": "f", "providers": {"f": fake.provider_table("openai")}}}}
+        after_result: list = []
+        ctx = RunContext(_run_spec(tmp_path, "chat", config, run="rchat1"), _Channel(),  # type: ignore[arg-type]
+                         after_result=after_result)
+
+        async def go() -> tuple[RunOutcome, bool, StopReason | None, bool, StopReason | None]:
+            outcome = await run_subagent(ctx, AGENT_SPECS["chat"])  # the result, as the worker sends it
+            path = rollout_of_run(task_dir(tmp_path, "t"), "rchat1")
+            assert path is not None
+            before = load_for_replay(path).stop_reason
+            unlocked_before = await wait_for_writer(path, 0)
+            for wrap_up in after_result:  # what the worker runs once the daemon has the result
+                await wrap_up()
+            return outcome, unlocked_before, before, await wait_for_writer(path, 0), load_for_replay(path).stop_reason
+
+        outcome, unlocked_before, before, unlocked_after, after = asyncio.run(go())
+        fake.assert_no_problems()
+    assert outcome.stop_reason == StopReason.AGENT_EXIT
+    assert (unlocked_before, before) == (False, None)  # a follow-up started now would wait for the end
+    assert (unlocked_after, after) == (True, StopReason.AGENT_EXIT)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
 from tests.memory.rollout_fixtures import GIT, SlowDisk, conversation, write_rollout
+from yagent.ipc.messages import RunOutcome
 from yagent.ipc.resume_switch import RESUME_ENV
 from yagent.ipc.state_layout import rollout_dir, rollout_name, task_dir
-from yagent.ipc.vocabulary import StopReason
+from yagent.ipc.vocabulary import RunStatus, StopReason
 from yagent.workers.llm import Message, ToolCall
 from yagent.workers.memory import rollout_records as records
 from yagent.workers.memory.git_identity import GitIdentity
@@ -23,8 +25,9 @@ from yagent.workers.memory.replay import (
 )
 from yagent.workers.memory.resume_repair import INTERRUPTED_TOOL_RESULT, pairing_problems, repair_for_resume
 from yagent.workers.memory.rollout_checkpoint import CheckpointFacts, write_checkpoint
-from yagent.workers.memory.rollout_reader import digest_messages
-from yagent.workers.memory.rollout_writer import RolloutWriter
+from yagent.workers.memory.rollout_reader import digest_messages, read_rollout
+from yagent.workers.memory.rollout_recorder import RunRecorder
+from yagent.workers.memory.rollout_writer import RolloutWriter, wait_for_writer
 
 
 def test_the_checkpoint_digest_is_the_readers_after_a_drain_even_on_a_slow_disk(tmp_path: Path) -> None:
@@ -184,3 +187,41 @@ def test_resume_repair_answers_a_dangling_call_as_interrupted_and_checks_order()
     assert pairing_problems(repaired) == []
     assert pairing_problems(history)  # the checker itself sees the dangling call
     assert repair_for_resume(repaired) == repaired
+
+
+def _recorder(path: Path) -> RunRecorder:
+    return RunRecorder(RolloutWriter(path), project_root=path.parent, delegation_id="call_c", model=lambda: "m",
+                       tier=lambda: "", stop_reason_of_cancel=lambda: StopReason.CANCELLED)
+
+
+def test_a_run_that_returns_has_its_rollouts_end_written_when_asked_after_its_result(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    recorder = _recorder(path)
+    recorder.end_after_result()
+    recorder.begin(records.turn_context(model="m", tier="", cwd=str(tmp_path), yolo="none"), [Message.user("go")])
+    recorder.appended(Message.assistant("the answer"), 1)
+    recorder.finished(1, RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, output="the answer"))
+    assert recorder.writer.drain(10)
+    replay = load_for_replay(path)
+    assert replay.checkpoint is None and replay.stop_reason is None  # its end waits for the result to be out
+    assert asyncio.run(wait_for_writer(path, 0)) is False  # and a follow-up waits for it
+    recorder.finish_returned()
+    replay = load_for_replay(path)
+    assert replay.stop_reason == StopReason.AGENT_EXIT and replay.checkpoint is not None
+    assert replay.checkpoint["digest"] == digest_messages(replay.messages) and recorder.checkpoints == 1
+    assert asyncio.run(wait_for_writer(path, 0)) is True
+    recorder.finish_returned()  # once only
+    assert [r["type"] for r in read_rollout(path).records].count(records.RolloutRecord.AGENT_CHECKPOINT) == 1
+
+
+def test_a_run_that_did_not_return_ends_its_rollout_at_once_even_when_its_end_was_left_for_later(
+        tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    recorder = _recorder(path)
+    recorder.end_after_result()
+    recorder.begin(records.turn_context(model="m", tier="", cwd=str(tmp_path), yolo="none"), [Message.user("go")])
+    recorder.finished(1, None, RuntimeError("the loop broke"))
+    assert asyncio.run(wait_for_writer(path, 0)) is True  # closed: nothing is left for after a result
+    assert load_for_replay(path).stop_reason == StopReason.PANIC
+    recorder.finish_returned()  # nothing was left for it
+    assert [r["type"] for r in read_rollout(path).records].count(records.RolloutRecord.AGENT_CHECKPOINT) == 1

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 from typing import BinaryIO
 
 from tests.memory.rollout_fixtures import SlowDisk
 from yagent.workers.memory import rollout_records as records
-from yagent.workers.memory.rollout_writer import BATCH_RECORDS, RolloutWriter
+from yagent.workers.memory.rollout_writer import BATCH_RECORDS, RolloutWriter, wait_for_writer
 
 
 def _lines(path: Path) -> list[dict]:
@@ -105,3 +108,81 @@ def test_nan_huge_and_odd_values_are_written_as_strict_json(tmp_path: Path) -> N
     payload = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))["payload"]
     assert payload["nan"] == "nan" and payload["inf"] == "-inf" and payload["big"] == 10**400
     assert payload["huge"].startswith("[an integer of") and payload["set"] == [1] and payload["path"] == "/x"
+
+
+# -- the writer's lock: a reader that needs the whole file waits for the writer's end ----------------------------
+
+def _events(path: Path) -> list[str]:
+    return [rec["payload"]["event"] for rec in _lines(path)]
+
+
+def test_a_reader_waits_for_the_writers_end_and_then_finds_its_last_records(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    writer = RolloutWriter(path)
+    writer.enqueue(records.event_msg("first"))
+    assert writer.drain(10)
+    assert asyncio.run(wait_for_writer(path, 0)) is False  # held from the opening on
+    naps: list[float] = []
+
+    async def nap(seconds: float) -> None:  # the writer's end comes while the reader waits
+        naps.append(seconds)
+        if len(naps) == 2:
+            writer.enqueue(records.event_msg("last"))
+            assert writer.close(10)
+
+    assert asyncio.run(wait_for_writer(path, 30, sleep=nap)) is True
+    assert naps == [0.001, 0.002]  # it waited, in growing naps, and went on at the first try after the close
+    assert _events(path) == ["first", "last"]
+
+
+def test_a_reader_gives_up_at_its_timeout_while_the_writer_holds_on(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    writer = RolloutWriter(path)
+    now = [100.0]
+    naps: list[float] = []
+
+    async def nap(seconds: float) -> None:
+        naps.append(seconds)
+        now[0] += seconds
+
+    try:
+        assert asyncio.run(wait_for_writer(path, 0.5, sleep=nap, clock=lambda: now[0])) is False
+    finally:
+        assert writer.close(10)
+    assert math.isclose(sum(naps), 0.5) and max(naps) <= 0.05  # never slept past its deadline, nor in long naps
+    assert asyncio.run(wait_for_writer(path, 0)) is True
+
+
+def test_a_writer_killed_with_sigkill_leaves_no_lock_behind(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    holds = ("import sys; from pathlib import Path; from yagent.workers.memory.rollout_writer import RolloutWriter; "
+             "w = RolloutWriter(Path(sys.argv[1])); print('open', flush=True); sys.stdin.read()")
+    proc = subprocess.Popen([sys.executable, "-c", holds, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "open"
+        assert asyncio.run(wait_for_writer(path, 0)) is False
+        proc.kill()
+        proc.wait(30)
+        assert asyncio.run(wait_for_writer(path, 0)) is True
+    finally:
+        proc.kill()
+        proc.wait(30)
+
+
+def test_a_path_swapped_for_a_link_or_gone_is_not_waited_on(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    writer = RolloutWriter(path)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(path)
+    naps: list[float] = []
+
+    async def nap(seconds: float) -> None:
+        naps.append(seconds)
+
+    try:
+        assert asyncio.run(wait_for_writer(link, 30, sleep=nap)) is False  # never followed, never waited on
+        assert asyncio.run(wait_for_writer(tmp_path / "missing.jsonl", 30, sleep=nap)) is False
+    finally:
+        assert writer.close(10)
+    assert naps == []

@@ -22,6 +22,7 @@ from yagent.workers.kinds import RunContext
 from yagent.workers.llm import Message
 from yagent.workers.memory.replay import load_for_replay, rollout_of_run
 from yagent.workers.memory.rollout_reader import RolloutReadError
+from yagent.workers.memory.rollout_writer import wait_for_writer
 
 __all__ = ["FollowupStart", "continue_subagent", "not_continued_report"]
 
@@ -33,6 +34,21 @@ class FollowupStart:
     messages: list[Message]
     loaded_tools: list[str] = field(default_factory=list)
     loaded_skills: list[Any] = field(default_factory=list)
+
+
+# The previous run's worker writes its rollout's end after its result (`RunRecorder.end_after_result`), within its
+# own bounds (5 s to drain, 5 s to close): a follow-up started meanwhile waits for it at most this long.
+ROLLOUT_END_WAIT = 10.0
+
+
+async def previous_conversation_written(ctx: RunContext, *, timeout: float = ROLLOUT_END_WAIT) -> None:
+    """Wait until the rollout a follow-up continues has its end written (its worker may still be writing it)."""
+    option = ctx.spec.options.get(FOLLOWUP_OPTION)
+    previous = str(option.get("run", "")) if isinstance(option, dict) else ""
+    path = rollout_of_run(task_dir(ctx.home, ctx.spec.task), previous) if previous else None
+    if path is not None and not await wait_for_writer(path, timeout):
+        ctx.log.warning("the rollout of run %s was still being written after %.0fs; continuing from what it holds",
+                        previous, timeout)
 
 
 def continue_subagent(ctx: RunContext, signature: str, parts: dict[str, str], system: Message,

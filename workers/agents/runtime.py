@@ -483,6 +483,7 @@ class AgentRun:
 
     async def close(self) -> None:
         if self.recorder is not None:
+            self.recorder.finish_returned()  # the rollout's end, when it was left for after the result
             self.recorder.writer.close(1.0)  # a run whose loop never started still lets its writer go
         await self._factory.aclose()
 

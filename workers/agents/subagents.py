@@ -27,7 +27,7 @@ from yagent.workers.tools.validation import CUSTOM_TARGET_PREFIX
 
 from .custom_agents import CustomAgentRegistry
 from .delegation_replay import ReplayStart, assess_delegation, degraded_report, finished_steps, stopped_record
-from .followup import FollowupStart, continue_subagent
+from .followup import FollowupStart, continue_subagent, previous_conversation_written
 from .loop import LoopPolicy, LoopState
 from .prompts import code_tools_passage, render_prompt
 from .runtime import AgentRun, McpRequiredMissing
@@ -101,6 +101,8 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
     # Its model clients are closed after its result has reached the daemon, on every way out (where the worker
     # can: else here, before the result).
     closed_later = ctx.after_result(run.close)
+    if closed_later and run.recorder is not None:
+        run.recorder.end_after_result()  # so is its rollout's end (checkpoint, terminal record): `close` writes it
     try:
         return await _run_subagent(ctx, spec, run, system_prompt)
     finally:
@@ -139,6 +141,7 @@ async def _run_subagent(ctx: RunContext, spec: AgentSpec, run: AgentRun, system_
         run.surface.restore_materialized(start.loaded_tools)  # the model need not load them a second time
         run.restore_skills(start.loaded_skills, messages)  # nor the skills it had loaded
     elif FOLLOWUP_OPTION in ctx.spec.options:
+        await previous_conversation_written(ctx)
         goes_on = continue_subagent(ctx, run.signature, run.configuration_parts, Message.system(prompt),
                                     task_text(ctx))
         if isinstance(goes_on, RunOutcome):  # it cannot be continued, and its parent said not to start anew

@@ -46,6 +46,9 @@ class RunRecorder:
         self._cancel_reason = stop_reason_of_cancel
         self._on_problem = on_problem
         self._finished = False
+        # A run whose result goes out before its rollout's end is written (`end_after_result`): the end it returned.
+        self._end_later = False
+        self._returned: tuple[int, RunOutcome] | None = None
         self._context: dict[str, Any] | None = None  # the turn context's payload, re-recorded when it changes
         self._delegations: dict[str, dict[str, str]] = {}  # call id -> {agent, call_id, state}
         self._returned_in_step: dict[str, int] = {}
@@ -119,9 +122,26 @@ class RunRecorder:
         """The context issue's hook: the whole replacement history after a compression."""
         self.writer.enqueue(records.compacted(messages, step))
 
+    def end_after_result(self) -> None:
+        """Write the end of a run that returns (checkpoint, terminal event, close) when `finish_returned` is called,
+        after its result went out, instead of in `finished`: the read-back and digest of the checkpoint are then off
+        the delegation's way. The writer's lock keeps a follow-up from reading the rollout before its end is in
+        (`wait_for_writer`). A run that did not return (cancelled, failed) ends at once as before."""
+        self._end_later = True
+
+    def finish_returned(self) -> None:
+        """Write the end `finished` left for later (see `end_after_result`); nothing when it left none."""
+        returned, self._returned = self._returned, None
+        if returned is not None:
+            self._end_later = False
+            self.finished(*returned)
+
     def finished(self, step: int, outcome: RunOutcome | None, error: BaseException | None = None) -> None:
         """Checkpoint, terminal event, close — once. `outcome` is None when the loop did not return."""
         if self._finished:
+            return
+        if outcome is not None and self._end_later:
+            self._returned = (step, outcome)
             return
         self._finished = True
         if outcome is not None:

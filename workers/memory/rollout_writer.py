@@ -4,18 +4,25 @@ The agent loop must never wait on the disk, and must never fail because of it: a
 once through `on_error` (and kept in `error`), the records that could not be written are dropped, and the
 loop goes on. `drain` waits until everything enqueued so far is in the file (read-back safe); `close`
 drains and stops the thread, and hands the file to `workers/late_sync.py` to be fsynced off the run's way out.
+From its opening to its close the file is under an exclusive `flock`: a reader that needs the whole of it (a
+follow-up continuing the conversation, which may start while the run's end is still being written after its
+result went out) waits for the lock with `wait_for_writer`; the kernel drops the lock if the writer dies.
 Each batch is written and flushed in one go, so a `kill -9` loses at
 most the batch in flight and leaves at worst a torn last line, which the reader tolerates.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import errno
+import fcntl
 import json
 import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -23,7 +30,7 @@ from yagent.workers.late_sync import LATE_SYNC
 
 from .rollout_records import json_safe
 
-__all__ = ["BATCH_RECORDS", "BATCH_SECONDS", "RolloutWriter"]
+__all__ = ["BATCH_RECORDS", "BATCH_SECONDS", "RolloutWriter", "wait_for_writer"]
 
 BATCH_RECORDS = 32
 BATCH_SECONDS = 0.020
@@ -51,6 +58,42 @@ def encode(rec: dict[str, Any]) -> bytes:
     return text.encode("utf-8", errors="replace") + b"\n"
 
 
+async def wait_for_writer(path: Path, timeout: float, *,
+                          sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+                          clock: Callable[[], float] = time.monotonic) -> bool:
+    """Wait until no `RolloutWriter` has `path` open (its last records are in the file); False when one still had
+    it after `timeout` seconds, or the file cannot be opened. `sleep` and `clock` are the time seams."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        deadline = clock() + timeout
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    return True  # a file system without flock: there is no lock to wait for
+            else:
+                return True
+            left = deadline - clock()
+            if left <= 0:
+                return False
+            # flock has no timed wait: the writer's end takes a millisecond or two, so short naps, growing.
+            await sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
+    finally:
+        os.close(fd)  # the shared lock, if taken, goes with it
+
+
+def _flock(fh: BinaryIO, operation: int) -> None:
+    # Nobody else takes the exclusive lock: only a file system without flock (or a seam's file) says no.
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fcntl.flock(fh.fileno(), operation)
+
+
 class RolloutWriter:
     """Appends records to one rollout file from a thread of its own. `open_file` is the disk seam."""
 
@@ -60,12 +103,19 @@ class RolloutWriter:
         self.path = path
         self.error = ""
         self._on_error = on_error
-        self._open_file = open_file
         self._batch_records = batch_records
         self._batch_seconds = batch_seconds
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closed = False
         self._written = 0
+        # Opened and locked here, not on the thread: the lock is held before anything the run does next.
+        self._fh: BinaryIO | None = None
+        try:
+            self._fh = open_file(path)
+        except OSError as exc:
+            self._report("opening", exc)
+        else:
+            _flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._thread = threading.Thread(target=self._run, name=f"rollout-{path.name}", daemon=True)
         self._thread.start()
 
@@ -109,11 +159,7 @@ class RolloutWriter:
                 pass
 
     def _run(self) -> None:
-        fh: BinaryIO | None = None
-        try:
-            fh = self._open_file(self.path)
-        except OSError as exc:
-            self._report("opening", exc)
+        fh = self._fh
         stop = False
         while not stop:
             batch: list[bytes] = []
@@ -148,7 +194,8 @@ class RolloutWriter:
         if fh is not None:
             try:
                 fh.flush()
-                # Durable later, off the run's way out (its result waits for this thread's end, not for the disk).
+                _flock(fh, fcntl.LOCK_UN)  # the last records are in: readers waiting for them go on
+                # Durable later, off the run's way out (its end waits for this thread, not for the disk).
                 LATE_SYNC.add(os.dup(fh.fileno()))
             except (OSError, ValueError) as exc:
                 self._report("syncing", exc)
