@@ -43,20 +43,24 @@ ROLLOUT_END_WAIT = 10.0
 
 async def previous_conversation_written(ctx: RunContext, *, timeout: float = ROLLOUT_END_WAIT) -> None:
     """Wait until the rollout a follow-up continues has its end written (its worker may still be writing it)."""
-    option = ctx.spec.options.get(FOLLOWUP_OPTION)
-    previous = str(option.get("run", "")) if isinstance(option, dict) else ""
+    previous = str(_followup_option(ctx).get("run", ""))
     path = rollout_of_run(task_dir(ctx.home, ctx.spec.task), previous) if previous else None
     if path is not None and not await wait_for_writer(path, timeout):
         ctx.log.warning("the rollout of run %s was still being written after %.0fs; continuing from what it holds",
                         previous, timeout)
 
 
+def _followup_option(ctx: RunContext) -> dict[str, Any]:
+    """What the daemon said of the follow-up (the sub-agent, its previous run, `fresh_if_changed`); {} for none."""
+    option = ctx.spec.options.get(FOLLOWUP_OPTION)
+    return option if isinstance(option, dict) else {}
+
+
 def continue_subagent(ctx: RunContext, signature: str, parts: dict[str, str], system: Message,
                       followup: str) -> FollowupStart | RunOutcome | None:
     """The conversation to go on with, or — when it cannot be continued — None to start anew
     (`fresh_if_changed`), else the report saying why."""
-    option = ctx.spec.options.get(FOLLOWUP_OPTION)
-    info = option if isinstance(option, dict) else {}
+    info = _followup_option(ctx)
     subagent, previous = str(info.get("subagent", "")), str(info.get("run", ""))
     reason, start = _conversation(ctx, previous, signature, parts, system, followup)
     if start is not None:

@@ -46,9 +46,8 @@ class RunRecorder:
         self._cancel_reason = stop_reason_of_cancel
         self._on_problem = on_problem
         self._finished = False
-        # A run whose result goes out before its rollout's end is written (`end_after_result`): the end it returned.
-        self._end_later = False
-        self._returned: tuple[int, RunOutcome] | None = None
+        self._end_later = False  # `end_after_result`: a returned run's end waits for `finish_returned`
+        self._returned: tuple[int, RunOutcome] | None = None  # the end it left for then
         self._context: dict[str, Any] | None = None  # the turn context's payload, re-recorded when it changes
         self._delegations: dict[str, dict[str, str]] = {}  # call id -> {agent, call_id, state}
         self._returned_in_step: dict[str, int] = {}
@@ -133,8 +132,7 @@ class RunRecorder:
         """Write the end `finished` left for later (see `end_after_result`); nothing when it left none."""
         returned, self._returned = self._returned, None
         if returned is not None:
-            self._end_later = False
-            self.finished(*returned)
+            self._end(*returned)
 
     def finished(self, step: int, outcome: RunOutcome | None, error: BaseException | None = None) -> None:
         """Checkpoint, terminal event, close — once. `outcome` is None when the loop did not return."""
@@ -143,6 +141,9 @@ class RunRecorder:
         if outcome is not None and self._end_later:
             self._returned = (step, outcome)
             return
+        self._end(step, outcome, error)
+
+    def _end(self, step: int, outcome: RunOutcome | None, error: BaseException | None = None) -> None:
         self._finished = True
         if outcome is not None:
             reason, why = outcome.stop_reason, outcome.error

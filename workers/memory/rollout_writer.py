@@ -62,11 +62,12 @@ async def wait_for_writer(path: Path, timeout: float, *,
                           sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
                           clock: Callable[[], float] = time.monotonic) -> bool:
     """Wait until no `RolloutWriter` has `path` open (its last records are in the file); False when one still had
-    it after `timeout` seconds, or the file cannot be opened. `sleep` and `clock` are the time seams."""
+    it after `timeout` seconds. A file that cannot be opened (gone, a link) is not waited on: True, and the reader
+    that opens it next says what is wrong. `sleep` and `clock` are the time seams."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
-        return False
+        return True
     try:
         deadline = clock() + timeout
         pause = 0.001
