@@ -27,6 +27,8 @@ class LeaseHolder(Protocol):
 
     def lease_granted(self, lease_id: int) -> None: ...  # tell the worker; its idle clock runs again
 
+    def recall_lease(self, lease_id: int) -> None: ...  # ask the worker for a slot handed over ahead back
+
     def slot_wait_changed(self, *, waiting: bool) -> None: ...  # publish that the run waits, or no longer does
 
 
@@ -50,6 +52,7 @@ class RunLeases:
         self._usage = usage
         self.waiting: dict[int, float] = {}  # requests not granted yet: since when
         self._held: set[int] = set()  # of those, the ones a spending limit holds back
+        self._last_ahead_id = 0  # slots granted ahead count down from -1: a worker's own requests count up from 1
 
     def request(self, lease_id: int) -> None:
         if self._budget.over_budget:  # no new model call past a spending limit until the user says so
@@ -59,10 +62,24 @@ class RunLeases:
             return
         self._ask(lease_id)
 
-    def release(self, lease_id: int) -> bool:
-        """The worker gave the lease back, or withdrew its request; True when it had still been waiting."""
+    def grant_ahead(self) -> int:
+        """A slot for the run's next model call, granted now to go with the message that lets the run go on (its
+        start, its child's result), so that the call need not ask: its id, or 0 when none is free, another run
+        waits for one, or a spending limit stands."""
+        if self._budget.over_budget:
+            return 0
+        lease_id = self._last_ahead_id - 1
+        if not self._services.leases.grant_if_free(self._budget.project_id, self._holder.id, lease_id,
+                                                   lambda: self._holder.recall_lease(lease_id)):
+            return 0
+        self._last_ahead_id = lease_id
+        return lease_id
+
+    def release(self, lease_id: int, *, unused: bool = False) -> bool:
+        """The worker gave the lease back (`unused`: one granted ahead that no call took), or withdrew its
+        request; True when it had still been waiting."""
         self._held.discard(lease_id)
-        self._services.leases.release(self._holder.id, lease_id)
+        self._services.leases.release(self._holder.id, lease_id, unused=unused)
         if lease_id not in self.waiting:
             return False
         self._stop_waiting(lease_id)

@@ -42,6 +42,7 @@ from yagent.ipc.messages import (
     EventBatch,
     Heartbeat,
     LeaseGrant,
+    LeaseRecall,
     LeaseRelease,
     LeaseRequest,
     McpCall,
@@ -186,6 +187,8 @@ class RunSupervisor:
         self._escalation: asyncio.Task[None] | None = None
         self._early_hello: WorkerHello | None = None  # a hello that beat the launcher's report of the pid
         self._prefaulted = 0  # what its hello said its warm worker copied ahead: shown, never acted on
+        # Its hello said its agent works in model steps: a model slot may go with its start and a child's result.
+        self._model_loop = False
         self._compaction_asked = False  # `/compact` came before the worker's hello: sent right after its start
         self._stop_on_start: tuple[StopReason, str] | None = None  # asked for while it was launching
         self._started = [services.clock(), 0.0, 0.0]  # when it was queued, its launch began, its pid was known
@@ -379,13 +382,19 @@ class RunSupervisor:
         if self._hello_timer is not None:
             self._hello_timer.cancel()
         self._prefaulted = min(max(msg.prefaulted, 0), MAX_PREFAULT_PAGES)
+        self._model_loop = msg.model_loop
         now = self._now()
         self.clock = RunClock(now)
         if self.turn.paused:
             self.clock.freeze("paused", now)
         self.spec.paused = self.turn.paused
         # Not the whole spec again (its provider keys included) to a worker that has it: only whether it is paused.
-        self.send(StartRun(spec=None if msg.spec_in_hand else self.spec, paused=self.spec.paused))
+        # A worker with its spec in hand builds its run while the hello travels, and one whose agent works in model
+        # steps calls the model first: that call takes a slot granted with the start, when one is free, and need
+        # not ask (a cold worker builds after the start: a slot granted now would sit idle meanwhile).
+        lease = self.leases.grant_ahead() if (msg.spec_in_hand and msg.model_loop and not self.spec.paused
+                                              and self.phase is RunPhase.STARTING) else 0
+        self.send(StartRun(spec=None if msg.spec_in_hand else self.spec, paused=self.spec.paused, lease=lease))
         if self._compaction_asked:
             self._compaction_asked = False
             self.send(CompactNow())
@@ -416,13 +425,18 @@ class RunSupervisor:
 
     @_handles(LeaseRelease)
     def _on_lease_release(self, msg: LeaseRelease) -> None:
-        if self.leases.release(msg.id):  # withdrawn while it waited: the run is no longer waiting on it
+        # True: withdrawn while it waited, so the run is no longer waiting on it.
+        if self.leases.release(msg.id, unused=msg.unused):
             self._unfreeze("lease")
 
     def lease_granted(self, lease_id: int) -> None:
         self.send(LeaseGrant(id=lease_id))  # first: the freed slot is idle until the worker hears
         if self.clock is not None:
             self._unfreeze("lease")
+
+    def recall_lease(self, lease_id: int) -> None:
+        if not self.ended:
+            self.send(LeaseRecall(id=lease_id))
 
     def slot_wait_changed(self, *, waiting: bool) -> None:
         self.services.publish(self.turn.id, LlmSlotWait(waiting=waiting, limit=self.services.leases.limit), self)
@@ -749,7 +763,17 @@ class RunSupervisor:
         if self.clock is not None and child.background is None:
             self._unfreeze("delegation")
         if not self.ended and child.reply_to is not None:
-            self.send(DelegateResult(id=child.reply_to, outcome=outcome))
+            self.send(DelegateResult(id=child.reply_to, outcome=outcome, lease=self._lease_with_result()))
+
+    def _lease_with_result(self) -> int:
+        """A slot for the model call a parent that works in model steps makes once its last running child has
+        answered (its step is over), or 0: it is paused or being stopped, or other children of its step still work
+        (the call waits for them)."""
+        if not self._model_loop or self.phase is not RunPhase.RUNNING or self.turn.paused:
+            return 0
+        if any(not c.ended and c.background is None for c in self.children.values()):
+            return 0
+        return self.leases.grant_ahead()
 
     def _on_process_exit(self) -> None:
         assert self.handle is not None

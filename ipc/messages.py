@@ -77,6 +77,7 @@ __all__ = [
     "HelloReply",
     "InterruptedChild",
     "LeaseGrant",
+    "LeaseRecall",
     "LeaseRelease",
     "LeaseRequest",
     "ListResumeCandidates",
@@ -607,15 +608,20 @@ class WorkerHello(Message):
     proof: bytes = b""  # `run_secret.hello_proof` of the run's secret for this connection's identity
     prefaulted: int = 0  # pages a warm worker copied before its assignment (`yagent.workers.page_warmth`)
     spec_in_hand: bool = False  # its assignment carried the run's spec: the start message need not
+    # Its run's agent works in model steps (`agent_kind(model_loop=True)`): a slot may come with its start and with
+    # a child's result. Known only with the spec in hand.
+    model_loop: bool = False
 
 
 @message("start")
 class StartRun(Message):
     """The run may start. `spec`: None for a worker that has it already (its hello said so); `paused`: whether the
-    run starts paused (also in the spec when it is sent)."""
+    run starts paused (also in the spec when it is sent); `lease`: a model slot already granted for its first call
+    (its id, given back with `LeaseRelease` as any other), 0 for none."""
 
     spec: RunSpec | None = None
     paused: bool = False
+    lease: int = 0
 
 
 @message("events")
@@ -645,9 +651,19 @@ class LeaseGrant(Message):
     id: int
 
 
+@message("lease_recall")
+class LeaseRecall(Message):
+    """A slot handed over ahead is wanted by a run that would wait: give it back (`unused`) unless a call took it."""
+
+    id: int
+
+
 @message("lease_release")
 class LeaseRelease(Message):
+    """`unused`: a slot handed over ahead (`StartRun.lease`, `DelegateResult.lease`) that no model call took."""
+
     id: int
+    unused: bool = False
 
 
 @message("delegate")
@@ -669,8 +685,11 @@ class DelegateRequest(Message):
 
 @message("delegate_result")
 class DelegateResult(Message):
+    """`lease`: a model slot already granted for the parent's next call, as in `StartRun`; 0 for none."""
+
     id: int
     outcome: RunOutcome
+    lease: int = 0
 
 
 @message("delegate_accepted")

@@ -47,6 +47,7 @@ from yagent.ipc.messages import (
     EventBatch,
     Heartbeat,
     LeaseGrant,
+    LeaseRecall,
     LeaseRelease,
     LeaseRequest,
     McpCall,
@@ -116,6 +117,10 @@ class DaemonChannel:
         # A lease asked for ahead of its call (`lease_ahead`) and not yet taken, and the task whose call may take it.
         self._ahead: AwaitedReply | None = None
         self._ahead_task: asyncio.Task[Any] | None = None
+        # A slot the daemon granted with the message that let the run go on (`StartRun`, `DelegateResult`), for the
+        # next model call: taken by the next `lease_ahead` or `hold_lease`; given back at a pause, or when the
+        # daemon recalls it for a run that would wait (until the call takes it, it is only lent).
+        self._handed = 0
         self._start: asyncio.Future[RunSpec] | None = None
         self._ack: asyncio.Future[None] | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -139,19 +144,21 @@ class DaemonChannel:
     # -- lifecycle ----------------------------------------------------------------------------------
 
     async def open(self, timeout: float = 30.0, *, hello_sent: Callable[[], object] | None = None,
-                   spec: RunSpec | None = None) -> RunSpec:
+                   spec: RunSpec | None = None, model_loop: bool = False) -> RunSpec:
         """Say hello and wait for the start message with the run's spec; `hello_sent` is called in between (what
         may wait while the daemon answers).
 
         `spec`: the run's spec, already in hand (a warm worker's assignment carries it). Then this returns at once
         and the run is built while the hello travels; its first pass through the pause gate waits for the start
-        message, which alone says whether the run starts paused. No start in `timeout`, or a refusal: the daemon
-        is lost to this run."""
+        message, which alone says whether the run starts paused. `model_loop`: the hello says the run's agent
+        works in model steps (see `WorkerHello`). No start in `timeout`, or a refusal: the daemon is lost to this
+        run."""
         loop = asyncio.get_running_loop()
         self._start = loop.create_future()
         self._reader = self._owned(loop.create_task(self._read_loop(), name=f"channel-reader-{self.run_id}"))
         self._send(encode(WorkerHello(version=PROTOCOL_VERSION, run=self.run_id, pid=os.getpid(), proof=self._proof,
-                                      prefaulted=self._prefaulted, spec_in_hand=spec is not None)))
+                                      prefaulted=self._prefaulted, spec_in_hand=spec is not None,
+                                      model_loop=model_loop and spec is not None)))
         if hello_sent is not None:
             hello_sent()
         if spec is None:
@@ -344,7 +351,8 @@ class DaemonChannel:
         if ahead is not None and self._ahead_task is asyncio.current_task():
             self._ahead = None
         else:
-            ahead = None  # another task's call (a tool's, a background one) asks for a slot of its own
+            # Another task's call (a tool's, a background one) asks for a slot of its own, unless one was handed over.
+            ahead = self._take_handed()
         request = ahead.request if ahead is not None else LeaseRequest(id=0)
         try:
             if ahead is not None:
@@ -370,6 +378,16 @@ class DaemonChannel:
         if self.lost or self.failure is not None or self._ahead is not None:
             yield
             return
+        handed = self._take_handed()
+        if handed is not None:  # granted with the message that let the run go on: nothing to ask
+            self._ahead, self._ahead_task = handed, asyncio.current_task()
+            try:
+                yield
+            finally:
+                if self._ahead is handed:
+                    self._ahead = None
+                    self._give_back(handed.id)
+            return
         request = LeaseRequest(id=0)
         with self._pending.expect(request) as reply:
             # Not behind the events batched so far: the daemon hears the request first; their order is no matter.
@@ -382,6 +400,33 @@ class DaemonChannel:
                     self._ahead = None
                     if not self.lost:
                         self._send(encode(LeaseRelease(id=request.id)))
+
+    def _take_handed(self) -> AwaitedReply | None:
+        """The slot the daemon handed over ahead, as a reply already in (then no longer kept here), or None."""
+        lease, self._handed = self._handed, 0
+        if not lease:
+            return None
+        granted: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        granted.set_result(LeaseGrant(id=lease))
+        return AwaitedReply(lease, LeaseRequest(id=lease), granted)
+
+    def _keep_handed(self, lease: int) -> None:
+        """Keep a slot handed over with a message for the next model call (one at a time: another goes back)."""
+        if self._handed or self.cancel_reason is not None:
+            self._give_back(lease)
+        else:
+            self._handed = lease
+
+    def _give_back_handed(self, lease: int | None = None) -> None:
+        """Give the handed-over slot back untaken (only if it is `lease`, when given): the daemon recalled it, or
+        the run stops at its pause gate."""
+        if self._handed and lease in (None, self._handed):
+            lease, self._handed = self._handed, 0
+            self._give_back(lease)
+
+    def _give_back(self, lease: int) -> None:
+        if not self.lost:
+            self._send(encode(LeaseRelease(id=lease, unused=True)))
 
     def hold(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self.hold_lease()
@@ -539,6 +584,7 @@ class DaemonChannel:
             except Exception:
                 pass
         if not self._resume.is_set():
+            self._give_back_handed()  # a paused run holds no slot: its call asks again once it goes on
             self.flush()
             self._at_gate = True
             try:
@@ -600,7 +646,14 @@ class DaemonChannel:
                 # hand says how things were at the launch; the message, how they are now.
                 if msg.spec.paused if msg.spec is not None else msg.paused:
                     self._resume.clear()
+                if msg.lease:
+                    self._keep_handed(msg.lease)
                 self._start.set_result(spec)
+            elif msg.lease:  # a start nobody waits for (a second one): its slot goes straight back
+                self._give_back(msg.lease)
+            return
+        if isinstance(msg, LeaseRecall):  # another run would wait: the slot goes back unless a call took it
+            self._give_back_handed(msg.id)
             return
         if isinstance(msg, RunControl):
             if msg.action == ControlAction.PAUSE:
@@ -619,6 +672,8 @@ class DaemonChannel:
             if self._ack is not None and not self._ack.done():
                 self._ack.set_result(None)
             return
+        if isinstance(msg, DelegateResult) and msg.lease:  # kept here: the delegation may no longer wait for it
+            self._keep_handed(msg.lease)
         if self._pending.resolve(msg):
             return
         if isinstance(msg, ErrorReply) and self._start is not None and not self._start.done():

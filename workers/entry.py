@@ -46,7 +46,7 @@ from yagent.ipc.vocabulary import RunStatus, StopReason
 from . import sandbox
 from .channel import DaemonChannel, DaemonLost
 from .daemon_watch import WRAP_UP_GRACE, DaemonWatch, daemon_liveness_fd
-from .kinds import RunContext, known_kinds, resolve_kind
+from .kinds import RunContext, known_kinds, resolve_kind, works_in_model_steps
 from .late_sync import LATE_SYNC
 from .page_warmth import PageMap, prefault
 from .tools.processes import kill_descendants
@@ -344,7 +344,8 @@ async def _serve_run(run_id: str, channel: DaemonChannel, refusal: str = "",
                      hello_sent: Callable[[], object] | None = None, page_map: PageMap | None = None,
                      spec: RunSpec | None = None) -> int:
     try:
-        spec = await channel.open(hello_sent=hello_sent, spec=spec)
+        spec = await channel.open(hello_sent=hello_sent, spec=spec,
+                                  model_loop=spec is not None and works_in_model_steps(spec.agent))
     except (DaemonLost, Exception) as exc:
         log.error("run %s: could not start: %s", run_id, exc)
         await channel.close()

@@ -83,24 +83,38 @@ class RunContext:
 AgentFn = Callable[[RunContext], Awaitable[RunOutcome]]
 
 _KINDS: dict[str, AgentFn] = {}
+_MODEL_LOOPS: set[str] = set()  # kinds that work in model steps (`agent_kind(model_loop=True)`)
 
 
-def agent_kind(name: str) -> Callable[[AgentFn], AgentFn]:
+def agent_kind(name: str, *, model_loop: bool = False) -> Callable[[AgentFn], AgentFn]:
+    """Register an agent kind under `name`. `model_loop`: the kind works in model steps — its first act and its
+    act after each tool's result is a model call — so the daemon may hand it a model slot with its start and
+    with a child's result (a slot handed to a kind that does not call at once would sit idle)."""
     def register(fn: AgentFn) -> AgentFn:
         if name in _KINDS and _KINDS[name] is not fn:
             raise ValueError(f"agent kind {name!r} registered twice")
         _KINDS[name] = fn
+        if model_loop:
+            _MODEL_LOOPS.add(name)
         return fn
 
     return register
 
 
-def resolve_kind(name: str) -> AgentFn | None:
+def _registered_name(name: str) -> str:
     """Exact names first; `family:instance` names (e.g. `custom:reviewer`) fall back to `family:`."""
-    found = _KINDS.get(name)
-    if found is None and ":" in name:
-        found = _KINDS.get(name.split(":", 1)[0] + ":")
-    return found
+    if name not in _KINDS and ":" in name:
+        return name.split(":", 1)[0] + ":"
+    return name
+
+
+def resolve_kind(name: str) -> AgentFn | None:
+    return _KINDS.get(_registered_name(name))
+
+
+def works_in_model_steps(name: str) -> bool:
+    """Whether the kind `name` resolves to was registered with `model_loop` (False for an unknown one)."""
+    return _registered_name(name) in _MODEL_LOOPS
 
 
 def known_kinds() -> list[str]:

@@ -1,5 +1,6 @@
 """The in-flight limit as the provider sees it: with `[llm] max_in_flight_requests = 1` and several runs at once,
-never two requests open at the provider, even when every response takes its time over its last bytes."""
+never two requests open at the provider, even when every response takes its time over its last bytes; and a slot
+handed over with a run's start or a child's result stands for a request to the daemon."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent_harness import MARKERS
-from tests.daemon_harness import arun, collect_turn, submit
+from tests.agent_harness import MARKERS, run_turn
+from tests.daemon_harness import arun, collect_turn, of_type, submit, wait_until
 from tests.fake_provider import Step, ToolCallSpec
 from yagent.ipc.vocabulary import EventType
 
@@ -41,3 +42,24 @@ def test_one_slot_means_one_request_open_at_the_provider_across_concurrent_runs(
     fake.assert_no_problems()
     assert len(fake.requests) == RUNS and all(r.completed for r in fake.requests)
     assert fake.most_open_at_once() == 1
+
+
+def test_a_delegation_on_warm_workers_makes_every_call_in_a_slot_handed_over_without_asking(
+        make_agent_daemon, fake, project: Path) -> None:
+    # The Director's first call takes the slot that came with its start, the child's the one that came with its own,
+    # the Director's next one the slot that came with the child's result: none of the three asks the daemon.
+    daemon = make_agent_daemon("[daemon]\nwarm_workers = 2\n")
+    wait_until(lambda: daemon.status().warm_workers == 2, 60, "two warm workers")
+    fake.script("director", MARKERS["director"], [
+        Step(tool_calls=[ToolCallSpec("delegate_chat", {"task": "What is 2+2?"})]),
+        Step(text="It is 4.", tool_calls=[ToolCallSpec("agent_exit", {"summary": "It is 4."})]),
+    ])
+    fake.script("chat", MARKERS["chat"], [Step(text="4", tool_calls=[ToolCallSpec("agent_exit", {"summary": "4"})])])
+    _, events = run_turn(daemon, project, "What is 2+2?")
+    assert of_type(events, EventType.TURN_FINISHED)[0].data["status"] == "done"
+    assert [e.data["warm"] for e in of_type(events, EventType.RUN_STARTED)] == [True, True]
+    fake.assert_no_problems()
+    leases = daemon.status().leases
+    assert len(fake.requests) == 3
+    assert (leases["granted_total"], leases["handed_total"]) == (3, 3)
+    assert (leases["in_use"], leases["waiting"]) == (0, 0)

@@ -153,6 +153,64 @@ def test_unfreezing_a_reason_never_frozen_is_harmless() -> None:
     assert clock.idle_for(10.0) == 10.0
 
 
+def test_a_repeated_request_under_a_held_or_waiting_id_takes_no_second_slot() -> None:
+    # A forged or replayed frame: the slot it would take twice could never be given back (one release per id).
+    leases = LeaseManager(1)
+    granted: list[str] = []
+    assert leases.request("A", "r1", 1, lambda: granted.append("r1"))
+    assert leases.request("A", "r1", 1, lambda: granted.append("r1 again"))  # answered again, no new slot
+    assert leases.in_use == 1 and leases.granted_total == 1
+    assert not leases.request("A", "r2", 5, lambda: granted.append("r2"))
+    assert not leases.request("A", "r2", 5, lambda: granted.append("r2 twice"))
+    assert leases.waiting == 1
+    assert leases.release("r1", 1)
+    assert granted == ["r1", "r1 again", "r2"] and leases.in_use == 1
+    assert leases.drop_run("r2") == 1
+    assert leases.in_use == 0 and leases.waiting == 0
+
+
+def test_a_slot_is_handed_over_ahead_only_when_free_and_nobody_waits() -> None:
+    leases = LeaseManager(2)
+    recalled: list[str] = []
+    assert leases.grant_if_free("A", "r1", -1, lambda: recalled.append("r1"))
+    assert leases.request("A", "r2", 1, lambda: None)
+    assert not leases.grant_if_free("A", "r3", -1, lambda: recalled.append("r3"))  # both slots held
+    assert leases.in_use == 2 and leases.peak == 2
+    assert not leases.request("B", "r4", 1, lambda: None)  # waits: the slot lent to r1 is asked back, once
+    assert recalled == ["r1"]
+    assert not leases.request("B", "r5", 1, lambda: None)
+    assert recalled == ["r1"]
+    assert leases.release("r2", 1)  # r4 gets r2's slot; r5 still waits
+    assert not leases.grant_if_free("A", "r2", -1, lambda: None)  # r5 waits: no slot is free for it
+    assert leases.waiting == 1
+
+
+def test_a_handed_slot_counts_as_granted_only_when_a_call_took_it() -> None:
+    leases = LeaseManager(0)
+    for run in ("taken", "unused", "dead"):
+        assert leases.grant_if_free("A", run, -1, lambda: None)
+    assert leases.in_use == 3 and leases.granted_total == 0
+    assert leases.release("taken", -1)
+    assert leases.release("unused", -1, unused=True)
+    assert leases.drop_run("dead") == 1
+    assert leases.in_use == 0
+    assert leases.granted_total == 1 and leases.handed_total == 1
+    assert leases.stats()["handed_total"] == 1
+    assert leases.request("A", "taken", -1, lambda: None)  # an id may come again once given back: counted anew
+    assert leases.release("taken", -1)
+    assert leases.granted_total == 2 and leases.handed_total == 1
+
+
+def test_a_recall_that_ends_a_run_leaves_the_table_whole() -> None:
+    leases = LeaseManager(2)
+    # A worker whose recall cannot be sent ends its run at once: its slots come back inside the recall.
+    assert leases.grant_if_free("A", "r1", -1, lambda: leases.drop_run("r1"))
+    assert leases.grant_if_free("A", "r2", -1, lambda: leases.drop_run("r2"))
+    granted: list[str] = []
+    assert leases.request("B", "r3", 1, lambda: granted.append("r3"))  # granted within the request: it says so
+    assert granted == ["r3"] and leases.in_use == 1 and leases.waiting == 0
+
+
 class _Clock:
     def __init__(self) -> None:
         self.now = 0.0

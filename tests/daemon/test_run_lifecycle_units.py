@@ -47,6 +47,7 @@ from yagent.ipc.messages import (
     EventBatch,
     Heartbeat,
     LeaseGrant,
+    LeaseRecall,
     LeaseRelease,
     LeaseRequest,
     McpCall,
@@ -133,12 +134,14 @@ async def _until(predicate, what: str, timeout: float = 5.0) -> None:
     assert predicate(), what
 
 
-def _hello(run: RunSupervisor) -> None:
-    """What the arbiter does with a worker's first hello: bind the run to its connection, then hand it the hello."""
+def _hello(run: RunSupervisor, *, warm_model_loop: bool = False) -> None:
+    """What the arbiter does with a worker's first hello: bind the run to its connection, then hand it the hello.
+    `warm_model_loop`: the hello of a warm worker with its spec in hand whose agent works in model steps."""
     peer = b"worker-of-" + run.id.encode()
     secret = run.services.launcher.secrets[run.id]  # type: ignore[attr-defined]
     assert run.bind(peer, hello_proof(secret, run.id, peer)) is None
-    run.receive(WorkerHello(version=PROTOCOL_VERSION, run=run.id, pid=run.pid, proof=hello_proof(secret, run.id, peer)))
+    run.receive(WorkerHello(version=PROTOCOL_VERSION, run=run.id, pid=run.pid, proof=hello_proof(secret, run.id, peer),
+                            spec_in_hand=warm_model_loop, model_loop=warm_model_loop))
 
 
 def _done(output: str = "ok") -> RunResult:
@@ -608,6 +611,93 @@ def test_a_lease_withdrawn_while_queued_ends_the_slot_wait(tmp_path: Path) -> No
             assert b.usage.slot_wait_seconds > 0
             waits = [e[5]["waiting"] for e in w.events(turn.id) if e[3] == EventType.LLM_SLOT_WAIT]
             assert waits == [True, False]
+
+    asyncio.run(main())
+
+
+def _start_of(w: _World, run: RunSupervisor) -> StartRun:
+    (start,) = [m for m in w.to(run) if isinstance(m, StartRun)]
+    return start
+
+
+def test_a_warm_model_loop_gets_a_free_slot_with_its_start_and_gives_it_back_when_another_run_would_wait(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:  # one slot in all
+            turn = w.turn()
+            a = turn.start("go", "scripted", yolo="none", options={})
+            b = turn.create_run("scripted", "other")
+            b.admit()
+            _hello(a, warm_model_loop=True)
+            assert _start_of(w, a).lease == -1 and w.services.leases.in_use == 1
+            _hello(b, warm_model_loop=True)
+            assert _start_of(w, b).lease == 0  # none free: it asks when it calls
+            b.receive(LeaseRequest(id=1))
+            assert set(b.leases.waiting) == {1}
+            assert LeaseRecall(id=-1) in w.to(a)  # lent, not yet taken: asked back
+            a.receive(LeaseRelease(id=-1, unused=True))
+            assert LeaseGrant(id=1) in w.to(b) and not b.leases.waiting
+            b.receive(LeaseRelease(id=1))
+            stats = w.services.leases.stats()
+            assert (stats["in_use"], stats["granted_total"], stats["handed_total"]) == (0, 1, 0)
+            # Taken by its call before the recall came: counted as granted, and as handed over.
+            c = turn.create_run("scripted", "third")
+            c.admit()
+            _hello(c, warm_model_loop=True)
+            assert _start_of(w, c).lease == -1
+            c.receive(LeaseRelease(id=-1))
+            stats = w.services.leases.stats()
+            assert (stats["in_use"], stats["granted_total"], stats["handed_total"]) == (0, 2, 1)
+
+    asyncio.run(main())
+
+
+def test_no_slot_comes_with_the_start_of_a_cold_worker_a_kind_without_model_steps_or_a_paused_turn(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            cold = turn.start("go", "scripted", yolo="none", options={})
+            _hello(cold)  # no spec in hand, no model loop said
+            assert _start_of(w, cold).lease == 0
+            peer = b"worker-of-x"
+            other = turn.create_run("scripted", "other")
+            other.admit()
+            secret = w.launcher.secrets[other.id]
+            assert other.bind(peer, hello_proof(secret, other.id, peer)) is None
+            other.receive(WorkerHello(version=PROTOCOL_VERSION, run=other.id, pid=other.pid,
+                                      proof=hello_proof(secret, other.id, peer), spec_in_hand=True))
+            assert _start_of(w, other).lease == 0
+            turn.pause()
+            paused = turn.create_run("scripted", "third")
+            paused.admit()
+            _hello(paused, warm_model_loop=True)
+            assert _start_of(w, paused).paused and _start_of(w, paused).lease == 0
+            assert w.services.leases.in_use == 0
+
+    asyncio.run(main())
+
+
+def test_a_parent_gets_a_slot_with_the_result_of_its_last_running_child_only(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path, max_parallel_delegations=2) as w:
+            turn = w.turn()
+            root = turn.start("go", "scripted", yolo="none", options={})
+            _hello(root, warm_model_loop=True)
+            root.receive(LeaseRelease(id=-1))  # its first call took the slot that came with its start
+            root.receive(DelegateRequest(id=5, agent="scripted", task="one"))
+            root.receive(DelegateRequest(id=6, agent="scripted", task="two"))
+            first, second = root.children.values()
+            _hello(first)
+            _hello(second)
+            first.receive(_done("one"))
+            (reply,) = [m for m in w.to(root) if isinstance(m, DelegateResult)]
+            assert reply.lease == 0  # the other child still works: the parent's next call waits for it
+            second.receive(_done("two"))
+            last = [m for m in w.to(root) if isinstance(m, DelegateResult)][-1]
+            assert last.id == 6 and last.lease == -2 and w.services.leases.in_use == 1
+            root.receive(LeaseRelease(id=-2))
+            assert w.services.leases.stats()["handed_total"] == 2
 
     asyncio.run(main())
 

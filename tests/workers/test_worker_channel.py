@@ -19,9 +19,12 @@ import zmq.asyncio
 
 from yagent.ipc.messages import (
     AskUser,
+    DelegateRequest,
+    DelegateResult,
     ErrorReply,
     EventBatch,
     LeaseGrant,
+    LeaseRecall,
     LeaseRelease,
     LeaseRequest,
     ListTasks,
@@ -31,6 +34,8 @@ from yagent.ipc.messages import (
     RunResult,
     RunSpec,
     StartRun,
+    SubagentsReply,
+    SubagentsRequest,
     WorkerHello,
 )
 from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode
@@ -601,6 +606,133 @@ def test_a_call_of_another_task_inside_the_block_asks_for_a_slot_of_its_own(tmp_
                 assert isinstance(own_back, LeaseRelease) and own_back.id == own.id
             [back] = await _recv_lease_frames(router, 1)
             assert isinstance(back, LeaseRelease) and back.id == asked.id
+
+    asyncio.run(main())
+
+
+# -- a slot handed over with the message that lets the run go on (its start, a child's result) ------------
+
+
+@contextlib.asynccontextmanager
+async def _started_with_a_slot(tmp_path: Path, run: str, lease: int = -1
+                               ) -> AsyncIterator[tuple[DaemonChannel, Any, bytes]]:
+    """A channel whose start message (as to a warm worker with its spec in hand) carries the slot `lease`."""
+    async with _opened_ahead(tmp_path, run) as (channel, router, identity):
+        await router.send_multipart([identity, encode(StartRun(paused=False, lease=lease))])
+        await asyncio.wait_for(channel.pause_gate(), 5.0)  # past the gate: the start message was read
+        yield channel, router, identity
+
+
+def test_a_slot_that_came_with_the_start_is_taken_by_the_first_call_without_asking(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _started_with_a_slot(tmp_path, "r-handed") as (channel, router, identity):
+            with channel.lease_ahead():
+                async with channel.hold():
+                    channel.emit(CHUNK, {"text": "streaming"})
+            # The first lease frame is the slot's release after the call, as used: no request went out before.
+            [first] = await _recv_lease_frames(router, 1)
+            assert isinstance(first, LeaseRelease) and (first.id, first.unused) == (-1, False)
+            # Taken once: the next call asks as always.
+            task = asyncio.create_task(_one_call(channel))
+            [asked] = await _recv_lease_frames(router, 1)
+            assert isinstance(asked, LeaseRequest) and asked.id > 0
+            await router.send_multipart([identity, encode(LeaseGrant(id=asked.id))])
+            await asyncio.wait_for(task, 10.0)
+
+    asyncio.run(main())
+
+
+async def _one_call(channel: DaemonChannel) -> None:
+    async with channel.hold():
+        pass
+
+
+async def _read_before_a_reply(channel: DaemonChannel, router: zmq.asyncio.Socket, identity: bytes,
+                               message: Any) -> None:
+    """Send `message` right before the reply to a request of the worker's, and return once that reply is in: the
+    channel reads in order, so `message` has been handled by then."""
+    listing = asyncio.create_task(channel.subagents([]))
+    _, asked = await _recv(router, SubagentsRequest)
+    await router.send_multipart([identity, encode(message)])
+    await router.send_multipart([identity, encode(SubagentsReply(id=asked.id))])
+    await asyncio.wait_for(listing, 10.0)
+
+
+def test_a_handed_slot_no_call_took_goes_back_unused_when_the_step_ends(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _started_with_a_slot(tmp_path, "r-handed-unused") as (channel, router, _identity):
+            with channel.lease_ahead():
+                pass
+            [back] = await _recv_lease_frames(router, 1)
+            assert isinstance(back, LeaseRelease) and (back.id, back.unused) == (-1, True)
+
+    asyncio.run(main())
+
+
+def test_a_recalled_slot_goes_back_unless_a_call_took_it(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _started_with_a_slot(tmp_path, "r-recalled") as (channel, router, identity):
+            await router.send_multipart([identity, encode(LeaseRecall(id=-1))])
+            [back] = await _recv_lease_frames(router, 1)
+            assert isinstance(back, LeaseRelease) and (back.id, back.unused) == (-1, True)
+            task = asyncio.create_task(_one_call(channel))  # no longer held: the call asks
+            [asked] = await _recv_lease_frames(router, 1)
+            assert isinstance(asked, LeaseRequest) and asked.id > 0
+            await router.send_multipart([identity, encode(LeaseGrant(id=asked.id))])
+            await asyncio.wait_for(task, 10.0)
+            [released] = await _recv_lease_frames(router, 1)
+            assert released.id == asked.id
+
+        async with _started_with_a_slot(tmp_path, "r-recalled-late", lease=-3) as (channel, router, identity):
+            async with channel.hold():  # took the slot: the recall comes too late and changes nothing
+                other = asyncio.create_task(_one_call(channel))
+                [asked] = await _recv_lease_frames(router, 1)
+                # The recall is read before this grant, which is how the test knows the worker has seen it.
+                await router.send_multipart([identity, encode(LeaseRecall(id=-3))])
+                await router.send_multipart([identity, encode(LeaseGrant(id=asked.id))])
+                await asyncio.wait_for(other, 10.0)
+            frames = await _recv_lease_frames(router, 2)
+            assert [(f.id, f.unused) for f in frames] == [(asked.id, False), (-3, False)]
+
+    asyncio.run(main())
+
+
+def test_a_run_that_pauses_gives_its_handed_slot_back_and_asks_again_once_it_goes_on(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _started_with_a_slot(tmp_path, "r-handed-paused") as (channel, router, identity):
+            await _read_before_a_reply(channel, router, identity, RunControl(action=ControlAction.PAUSE))
+            assert channel.paused
+            gate = asyncio.create_task(channel.pause_gate())
+            [back] = await _recv_lease_frames(router, 1)  # at the gate, before it waits for the continue
+            assert isinstance(back, LeaseRelease) and (back.id, back.unused) == (-1, True)
+            await router.send_multipart([identity, encode(RunControl(action=ControlAction.CONTINUE))])
+            await asyncio.wait_for(gate, 5.0)
+            task = asyncio.create_task(_one_call(channel))
+            [asked] = await _recv_lease_frames(router, 1)
+            assert isinstance(asked, LeaseRequest)
+            await router.send_multipart([identity, encode(LeaseGrant(id=asked.id))])
+            await asyncio.wait_for(task, 10.0)
+
+    asyncio.run(main())
+
+
+def test_a_slot_that_came_with_a_childs_result_is_kept_even_when_the_delegation_no_longer_waits(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _started_channel(tmp_path, "r-parent") as (channel, router, identity):
+            delegation = asyncio.create_task(channel.run_child("chat", "look", "call-1", ""))
+            _, request = await _recv(router, DelegateRequest)
+            delegation.cancel()  # the parent's step was cut short while its child worked
+            with pytest.raises(asyncio.CancelledError):
+                await delegation
+            outcome = RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, output="late")
+            await _read_before_a_reply(channel, router, identity,
+                                       DelegateResult(id=request.id, outcome=outcome, lease=-2))
+            with channel.lease_ahead():
+                async with channel.hold():
+                    pass
+            [first] = await _recv_lease_frames(router, 1)
+            assert isinstance(first, LeaseRelease) and (first.id, first.unused) == (-2, False)
 
     asyncio.run(main())
 

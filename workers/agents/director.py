@@ -148,7 +148,7 @@ def _system_prompt(run: AgentRun, registry: CustomAgentRegistry) -> str:
     return prompt
 
 
-@agent_kind("director")
+@agent_kind("director", model_loop=True)
 async def director(ctx: RunContext) -> RunOutcome:
     registry = CustomAgentRegistry(ctx.home, ctx.spec.task)
     memory = load_memory(memory_path(ctx.home, ctx.spec.task))

@@ -41,7 +41,7 @@ def _palette_text(yolo: YoloLevel) -> str:
     return "\n".join(f"- {spec.name}: {spec.description.splitlines()[0]}" for spec in palette("custom", yolo=yolo))
 
 
-@agent_kind("meta")
+@agent_kind("meta", model_loop=True)
 async def meta(ctx: RunContext) -> RunOutcome:
     designed = designed_before_the_stop(ctx)
     if designed is not None:

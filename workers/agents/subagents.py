@@ -222,7 +222,7 @@ def replay_role(agent: str) -> str | None:
 def _register(name: str) -> None:
     spec = AGENT_SPECS[name]
 
-    @agent_kind(name)
+    @agent_kind(name, model_loop=True)
     async def kind(ctx: RunContext) -> RunOutcome:
         return await run_subagent(ctx, spec)
 
@@ -231,7 +231,7 @@ for _name in ("coding", "repo", "chat", "devops", "browser"):
     _register(_name)
 
 
-@agent_kind("custom:")
+@agent_kind("custom:", model_loop=True)
 async def custom(ctx: RunContext) -> RunOutcome:
     """A Meta-designed agent; its kind is `custom:<name>` and its design lives in the task's registry."""
     name = ctx.spec.agent.split(":", 1)[1]

@@ -36,7 +36,7 @@ def node_kind(workflow: str, role: str) -> str:
     return f"{NODE_PREFIX}{workflow}:{role}"
 
 
-@agent_kind(NODE_PREFIX)
+@agent_kind(NODE_PREFIX, model_loop=True)
 async def role_node(ctx: RunContext) -> RunOutcome:
     """A workflow's role node: a delegated agent whose prompt and model are its role's."""
     _, workflow, role = [*ctx.spec.agent.split(":", 2), "", ""][:3]
