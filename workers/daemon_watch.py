@@ -17,6 +17,8 @@ import select
 import threading
 from collections.abc import Callable
 
+from .quick_thread import QuickThread
+
 __all__ = ["WRAP_UP_GRACE", "DaemonWatch", "daemon_liveness_fd"]
 
 log = logging.getLogger(__name__)
@@ -50,7 +52,7 @@ class DaemonWatch:
         self._stopped = threading.Event()
         self._wake_r, self._wake_w = os.pipe()
         self.gone = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="daemon-watch", daemon=True)
+        self._thread = QuickThread(self._watch, name="daemon-watch")  # started on the run's way: not waited for
 
     def start(self) -> DaemonWatch:
         self._thread.start()
@@ -62,8 +64,7 @@ class DaemonWatch:
             return
         self._stopped.set()
         os.write(self._wake_w, b"x")
-        if self._thread.ident is not None:  # started
-            self._thread.join(1.0)
+        self._thread.join(1.0)
         os.close(self._wake_r)
         os.close(self._wake_w)
 

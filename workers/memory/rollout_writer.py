@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from yagent.workers.late_sync import LATE_SYNC
+from yagent.workers.quick_thread import QuickThread
 
 from .rollout_records import json_safe
 
@@ -117,7 +118,8 @@ class RolloutWriter:
             self._report("opening", exc)
         else:
             _flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        self._thread = threading.Thread(target=self._run, name=f"rollout-{path.name}", daemon=True)
+        # Not waited for: a run starts it on its way to its first model request.
+        self._thread = QuickThread(self._run, name=f"rollout-{path.name}")
         self._thread.start()
 
     @property
@@ -144,8 +146,7 @@ class RolloutWriter:
         if not self._closed:
             self._closed = True
             self._queue.put(_STOP)
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        return self._thread.join(timeout)
 
     # -- the writer thread ------------------------------------------------------------------------------
 
