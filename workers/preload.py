@@ -26,10 +26,12 @@ from yagent.ipc.sandbox_settings import DEFAULT_DENY_READ
 from . import agents, sandbox, workflows  # noqa: F401 - registers the agent kinds (workflows: their engine and nodes)
 from .context.tokens import count_tokens_exact
 from .llm import default_catalog, shared_ssl_context
+from .llm._connect_ahead import connects_ahead
 
 count_tokens_exact("warm up the tokenizer")
 # The daemon's defaults: a run with other [sandbox] deny_read works its listing out itself.
 sandbox.policy.warm(str(yagent_home()), str(resolve_runtime_dir()),
                     [os.path.join(os.path.expanduser("~"), p[2:]) for p in DEFAULT_DENY_READ])
 shared_ssl_context()
+connects_ahead()  # the environment's proxies, read once for every worker (they inherit the forkserver's environment)
 default_catalog()  # the shipped model catalog, read and parsed: every run's engine looks its model up

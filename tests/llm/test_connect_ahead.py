@@ -12,7 +12,7 @@ import shutil
 import socket
 import ssl
 import subprocess
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -276,14 +276,33 @@ def test_a_request_waits_for_the_connection_opened_ahead_no_longer_than_its_own_
     asyncio.run(main())
 
 
-def test_no_proxy_alone_keeps_connections_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def proxies_read_anew() -> Iterator[None]:
+    """`connects_ahead` reads the environment once per process: these tests change it, before and after."""
+    connects_ahead.cache_clear()
+    yield
+    connects_ahead.cache_clear()
+
+
+def test_the_proxies_are_read_once_per_process(monkeypatch: pytest.MonkeyPatch, proxies_read_anew: None) -> None:
+    monkeypatch.delenv("HTTPS_PROXY", raising=False)
+    monkeypatch.delenv("https_proxy", raising=False)
+    first = connects_ahead()
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    assert connects_ahead() is first  # what the forkserver read holds for its workers
+    connects_ahead.cache_clear()
+    assert not connects_ahead()
+
+
+def test_no_proxy_alone_keeps_connections_ahead(monkeypatch: pytest.MonkeyPatch, proxies_read_anew: None) -> None:
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
     assert connects_ahead()
 
 
-def test_with_a_proxy_in_the_environment_the_client_is_httpx_default(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_with_a_proxy_in_the_environment_the_client_is_httpx_default(monkeypatch: pytest.MonkeyPatch,
+                                                                    proxies_read_anew: None) -> None:
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     assert not connects_ahead()
 
