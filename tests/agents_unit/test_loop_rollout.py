@@ -166,3 +166,99 @@ def test_a_follow_up_waits_on_the_rollout_of_the_run_it_continues_and_says_when_
         assert recorder.writer.close(10)
         asyncio.run(previous_conversation_written(ctx, timeout=0))
         assert caplog.records == []
+
+
+def _opened_soon(tmp_path: Path, problems: list[str] | None = None) -> tuple[RunRecorder, Path]:
+    path = tmp_path / "soon.jsonl"
+    recorder = RunRecorder(RolloutWriter(path), project_root=tmp_path, delegation_id=None, model=lambda: "m",
+                           tier=lambda: "", stop_reason_of_cancel=lambda: StopReason.CANCELLED,
+                           on_problem=problems.append if problems is not None else None)
+    return recorder, path
+
+
+def test_an_opening_left_for_later_comes_before_any_other_record_with_the_messages_it_was_given(
+        tmp_path: Path) -> None:
+    recorder, path = _opened_soon(tmp_path)
+    made: list[str] = []
+
+    def context() -> dict:
+        made.append("context")
+        return records.turn_context(model="m", tier="", cwd=str(tmp_path), yolo="none")
+
+    messages = [Message.system("you are"), Message.user("go")]
+    recorder.begin_soon(context, messages)
+    messages.append(Message.assistant("appended by the loop meanwhile"))  # the opening keeps its own copy
+    assert made == []
+    recorder.appended(messages[-1], 1)  # before `begin_now`: the opening is written first
+    recorder.begin_now()  # nothing left to do
+    assert made == ["context"] and recorder.writer.close(10)
+    rows = read_rollout(path).records
+    assert [r["type"] for r in rows] == [RolloutRecord.TURN_CONTEXT] + [RolloutRecord.RESPONSE_ITEM] * 3
+    assert [r["payload"]["message"]["content"] for r in rows[1:]] == ["you are", "go", "appended by the loop meanwhile"]
+
+
+def test_an_opening_whose_context_cannot_be_made_still_records_the_messages_and_says_so(tmp_path: Path) -> None:
+    problems: list[str] = []
+    recorder, path = _opened_soon(tmp_path, problems)
+
+    def context() -> dict:
+        raise ValueError("no model")
+
+    recorder.begin_soon(context, [Message.user("go")])
+    recorder.begin_now()
+    recorder.finished(1, None)
+    rows = read_rollout(path).records
+    assert RolloutRecord.TURN_CONTEXT not in [r["type"] for r in rows]
+    assert rows[0]["payload"]["message"]["content"] == "go"
+    assert problems and "its turn context could not be made (ValueError: no model)" in problems[0]
+
+
+def test_what_follows_the_first_request_runs_once_while_the_model_answers(fake: FakeProvider, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("a\n")
+    fake.script("devops", MARKERS["devops"], [
+        Step(text="looking", tool_calls=[ToolCallSpec("list_dir", {"path": "."})]),
+        Step(text="all done, nothing else to say")])
+    cfg, _recorder, events = _config(fake, tmp_path, tmp_path / "rollout.jsonl")
+    seen: list[list[str]] = []
+    cfg.on_first_request = lambda: seen.append([t for t, _ in events])
+    result = asyncio.run(run_agent_loop(cfg))
+    assert result.stop_reason == StopReason.PLAIN_TEXT and result.steps == 2
+    assert len(seen) == 1  # once, not once per step
+    # Out with the request: nothing of the answer had streamed in yet.
+    assert EventType.LLM_CALL_START in seen[0] and EventType.AI_CHUNK not in seen[0]
+
+
+def test_what_follows_the_first_request_still_runs_when_that_request_never_went_out(tmp_path: Path) -> None:
+    with FakeProvider() as fake:
+        fake.script("devops", MARKERS["devops"], [Step(text="never")])
+        cfg, _recorder, _ = _config(fake, tmp_path, tmp_path / "rollout.jsonl")
+    ran: list[str] = []
+    cfg.on_first_request = lambda: ran.append("ran")  # the provider is gone: the connection is refused
+    result = asyncio.run(run_agent_loop(cfg))
+    assert result.stop_reason == StopReason.LLM_ERROR and ran == ["ran"]
+
+
+def test_a_run_that_ends_before_its_first_request_still_opens_its_rollout(tmp_path: Path) -> None:
+    recorder, path = _opened_soon(tmp_path)
+    recorder.begin_soon(lambda: records.turn_context(model="m", tier="", cwd=str(tmp_path), yolo="none"),
+                        [Message.user("go")])
+    recorder.finished(0, None)  # stopped at its first gate: no request ever went out
+    kinds = [r["type"] for r in read_rollout(path).records]
+    assert kinds[:2] == [RolloutRecord.TURN_CONTEXT, RolloutRecord.RESPONSE_ITEM]
+    assert load_for_replay(path).stop_reason == StopReason.CANCELLED
+
+
+def test_what_follows_the_first_request_may_fail_without_failing_the_call(
+        fake: FakeProvider, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    fake.script("devops", MARKERS["devops"], [Step(text="answered anyway")])
+    cfg, _recorder, _ = _config(fake, tmp_path, tmp_path / "rollout.jsonl")
+
+    def broken() -> None:
+        raise RuntimeError("broken on purpose")
+
+    cfg.on_first_request = broken
+    with caplog.at_level(logging.ERROR):
+        result = asyncio.run(run_agent_loop(cfg))
+    assert (result.stop_reason, result.output) == (StopReason.PLAIN_TEXT, "answered anyway")
+    assert "what its first model request was to be followed by failed" in caplog.text
+    assert "broken on purpose" in caplog.text

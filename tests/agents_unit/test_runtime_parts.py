@@ -403,3 +403,19 @@ def test_a_sub_agents_rollout_gets_its_end_after_its_result_when_its_run_can_lea
     assert outcome.stop_reason == StopReason.AGENT_EXIT
     assert (unlocked_before, before) == (False, None)  # a follow-up started now would wait for the end
     assert (unlocked_after, after) == (True, StopReason.AGENT_EXIT)
+
+
+def test_the_signature_is_of_the_run_as_it_was_signed_though_digested_later(tmp_path: Path) -> None:
+    from yagent.workers.agents.configuration_signature import configuration_signature
+    from yagent.workers.agents.runtime import AgentRun
+
+    config = {"global": {"llm": {"use_provider": "f", "providers": {"f": {
+        "api_format": "openai", "api_base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "m"}}}}}
+    run = AgentRun(RunContext(_run_spec(tmp_path, "director", config), _Channel()), "director")
+    assert run.signature == "" and run.configuration_parts == {}
+    run.sign("the stable prompt")
+    signed_then = configuration_signature(run.configuration("the stable prompt"))
+    cold = run.surface.deferred()[0].name
+    run.surface.materialize([cold])  # a follow-up restores what its conversation had loaded, after the signing
+    assert configuration_signature(run.configuration("the stable prompt")) != signed_then  # that changes it
+    assert run.signature == signed_then and run.configuration_parts["tool list"]

@@ -163,6 +163,9 @@ class LoopConfig:
     # Asks for the in-flight slot of the step's model call before its request is made (the worker's channel); the
     # call takes it over, and a step that ends without one gives it back. None: each call asks when it is made.
     lease_ahead: Callable[[], AbstractContextManager[None]] | None = None
+    # Run once, as soon as the run's first model request is out (while the model works), and at the latest when
+    # that call ends: what the run leaves off its way to its first request (its rollout's opening records).
+    on_first_request: Callable[[], None] | None = None
 
 
 @dataclass
@@ -241,6 +244,26 @@ def _step_is_retried(exc: LLMError, retries_left: int) -> bool:
     # An error the engine already retried to its limit (a server that is down) would only be retried
     # `[llm] max_retries` times more per step retry: minutes of waiting for the same answer.
     return retries_left > 0 and exc.retryable and exc.attempts <= 1
+
+
+def _with_first_request(cfg: LoopConfig, report: Callable[[], None] | None) -> Callable[[], None] | None:
+    """What runs once this step's request is out: the context report and, the first time, `on_first_request`.
+    Safe to call again (the step's end calls it at the latest)."""
+    first, cfg.on_first_request = cfg.on_first_request, None
+    if first is None:
+        return report
+
+    def out() -> None:
+        nonlocal first
+        if first is not None:
+            run, first = first, None
+            try:
+                run()
+            except Exception:  # it rides on the request's send: a failure there must not fail the call
+                log.exception("%s: what its first model request was to be followed by failed", cfg.agent)
+        if report is not None:
+            report()
+    return out
 
 
 async def _call_model(cfg: LoopConfig, state: LoopState, messages: list[Message], *,
@@ -421,6 +444,7 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
             report = await cfg.compactor.before_call(cfg, messages, state.step, extra) if cfg.compactor else None
             call_messages = [*messages, *extra] if extra else messages
             pending_reminder = None
+            sent = _with_first_request(cfg, report)
             try:
                 # The breaker of the provider the engine resolves to now, i.e. after routing.
                 breaker = cfg.breaker.for_provider(cfg.engine.provider) if cfg.breaker is not None else None
@@ -429,15 +453,15 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
                                   f"the model provider {cfg.engine.provider!r} failed repeatedly; the circuit breaker "
                                   "is open — try again later")
                 try:
-                    response = await call_model_with_retries(cfg, state, call_messages, sent=report)
+                    response = await call_model_with_retries(cfg, state, call_messages, sent=sent)
                 except LLMError as exc:
                     if breaker is not None:
                         breaker.record_failure()
                     cfg.emit(EventType.CONVERSATION_ERROR, event_data.conversation_error(str(exc)))
                     return finish(StopReason.LLM_ERROR, str(exc))
             finally:
-                if report is not None:
-                    report()
+                if sent is not None:
+                    sent()
         if breaker is not None:
             breaker.record_success()
         if cfg.compactor is not None:

@@ -121,8 +121,9 @@ class AgentRun:
         # The built-in code server answers the code tools through the same channel, whatever [mcp] says.
         holds_code_tools = any(Effect.CODE_INDEX in s.effects for s in self.surface.specs())
         code_port = ctx.channel if holds_code_tools and isinstance(ctx.channel, McpPort) else None
-        self.signature = ""  # a sub-agent's configuration signature, set once its prompt is written (`sign`)
-        self.configuration_parts: dict[str, str] = {}
+        # What a sub-agent is made of, taken once its prompt is written (`sign`); digested when first read.
+        self._configuration: SubagentConfiguration | None = None
+        self._signed: tuple[str, dict[str, str]] | None = None
         # The browser tools reach the project's browser through the same channel; when it cannot work here (no
         # Chromium, turned off) they and delegate_browser stay, saying why.
         holds_browser = any(Effect.BROWSER in s.effects for s in self.surface.specs())
@@ -194,14 +195,16 @@ class AgentRun:
         self.ctx.emit(EventType.LOG, event_data.log("warning", f"{self.ctx.spec.agent}: {text}"))
 
     def _begin_rollout(self, messages: list[Message]) -> None:
-        if self.recorder is None:
-            return
+        if self.recorder is not None:  # its context is made once the first request is out (`on_first_request`)
+            self.recorder.begin_soon(self._turn_context, messages, surface=self._surface_context)
+
+    def _turn_context(self) -> dict[str, Any]:
         context = turn_context(model=self.engine.model, tier=self.engine.tier or "", cwd=str(self.ctx.project_root),
                                yolo=self.yolo.value, **self._surface_context())
         if self.signature:  # what a follow-up compares its own with before it continues this conversation
             context["payload"]["signature"] = self.signature
             context["payload"]["configuration"] = self.configuration_parts
-        self.recorder.begin(context, messages, surface=self._surface_context)
+        return context
 
     def _surface_context(self) -> dict[str, Any]:
         """The turn context's tool fields: what the model is offered now, the agents it can delegate to, and the
@@ -367,10 +370,27 @@ class AgentRun:
             switches={"lang": self.lang, "yolo": self.yolo.value, "blackboard": str(blackboard_enabled()),
                       "artifacts": str(artifacts_enabled())})
 
-    def sign(self, prompt: str) -> str:
-        """Take the configuration signature of this run given the stable prompt `prompt`; returns it."""
-        self.signature, self.configuration_parts = signed(self.configuration(prompt))
-        return self.signature
+    def sign(self, prompt: str) -> None:
+        """Take what this run is made of, given the stable prompt `prompt`, for its configuration signature: now,
+        before a follow-up or replay changes its surface; the digest is made when first read (`signature`), which
+        for a new sub-agent is once its first request is out."""
+        self._configuration = self.configuration(prompt)
+        self._signed = None
+
+    @property
+    def signature(self) -> str:
+        """The configuration signature ("" before `sign`)."""
+        return self._digested()[0]
+
+    @property
+    def configuration_parts(self) -> dict[str, str]:
+        """A short digest per input of the signature, for a refused follow-up to say what changed."""
+        return self._digested()[1]
+
+    def _digested(self) -> tuple[str, dict[str, str]]:
+        if self._signed is None:
+            self._signed = signed(self._configuration) if self._configuration is not None else ("", {})
+        return self._signed
 
     def breakers(self) -> ProviderBreakers | None:
         """The breakers, one per provider: the loop picks the one of the provider each call resolves to,
@@ -460,6 +480,7 @@ class AgentRun:
             compactor=compactor if compactor is not None else self.compactor(messages),
             refresh_tools=self.refresh_mcp if self._mcp is not None else None,
             lease_ahead=getattr(self.ctx.channel, "lease_ahead", None),
+            on_first_request=self.recorder.begin_now if self.recorder is not None else None,
         )
 
     def _call_context(self) -> list[Message]:

@@ -52,6 +52,9 @@ class RunRecorder:
         self._delegations: dict[str, dict[str, str]] = {}  # call id -> {agent, call_id, state}
         self._returned_in_step: dict[str, int] = {}
         self._surface: Callable[[], dict[str, Any]] | None = None
+        # `begin_soon`: the opening records, made when first needed (`begin_now`).
+        self._opening: tuple[Callable[[], dict[str, Any]], list[Message], Callable[[], dict[str, Any]] | None] | None
+        self._opening = None
 
     @property
     def path(self) -> Path:
@@ -68,7 +71,33 @@ class RunRecorder:
         for message in messages:
             self.writer.enqueue(records.response_item(message, 0))
 
+    def begin_soon(self, make_context: Callable[[], dict[str, Any]], messages: list[Message], *,
+                   surface: Callable[[], dict[str, Any]] | None = None) -> None:
+        """`begin`, with its context made later: at `begin_now` (once the run's first model request is out, while
+        the model works), or before any other record at the latest. The context carries the run's configuration
+        signature, a digest of every tool definition, which a sub-agent made on its way to its first request.
+        `messages` are the ones the run starts from now (copied: the loop appends to its list)."""
+        self._opening = (make_context, list(messages), surface)
+
+    def begin_now(self) -> None:
+        """Write the opening records `begin_soon` left for later (nothing when there are none); never raises."""
+        opening, self._opening = self._opening, None
+        if opening is None:
+            return
+        make_context, messages, surface = opening
+        try:
+            context = make_context()
+        except Exception as exc:  # the run goes on, its messages recorded; only its context is missing
+            if self._on_problem is not None:
+                self._on_problem(f"rollout {self.writer.path}: its turn context could not be made "
+                                 f"({type(exc).__name__}: {exc})")
+            for message in messages:
+                self.writer.enqueue(records.response_item(message, 0))
+            return
+        self.begin(context, messages, surface=surface)
+
     def appended(self, message: Message, step: int) -> None:
+        self.begin_now()
         self.writer.enqueue(records.response_item(message, step))
         if self._context is not None and self._context_changed(message, step):
             self.writer.enqueue(records.record(records.RolloutRecord.TURN_CONTEXT, {
@@ -119,6 +148,7 @@ class RunRecorder:
 
     def compacted(self, messages: list[Message], step: int) -> None:
         """The context issue's hook: the whole replacement history after a compression."""
+        self.begin_now()
         self.writer.enqueue(records.compacted(messages, step))
 
     def end_after_result(self) -> None:
@@ -145,6 +175,7 @@ class RunRecorder:
 
     def _end(self, step: int, outcome: RunOutcome | None, error: BaseException | None = None) -> None:
         self._finished = True
+        self.begin_now()  # a run that ended before its first request was out still opens its rollout
         if outcome is not None:
             reason, why = outcome.stop_reason, outcome.error
         elif isinstance(error, Exception):
