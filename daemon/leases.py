@@ -68,7 +68,7 @@ class LeaseManager:
         self._pump()
         if self._queues:
             self._recall_lent()
-        return waiter.granted  # a recalled slot may have come back at once (a run that ended on its recall)
+        return waiter.granted  # True only if a recall gave a slot back within this call (not through the network)
 
     def grant_if_free(self, project: str, run: str, lease_id: int, recall: Callable[[], None]) -> bool:
         """Grant at once when a slot is free and nobody waits for one (True); else change nothing (False). For a

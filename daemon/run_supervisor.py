@@ -419,6 +419,10 @@ class RunSupervisor:
 
     @_handles(LeaseRequest)
     def _on_lease_request(self, msg: LeaseRequest) -> None:
+        if msg.id <= 0:  # a worker's own requests count up from 1; the ids below are the daemon's (`grant_ahead`)
+            self.send(ErrorReply(id=msg.id, code=ErrorCode.BAD_REQUEST,
+                                 message=f"lease request id {msg.id} is not a worker's: they count up from 1"))
+            return
         assert self.clock is not None
         self.clock.freeze("lease", self._now())
         self.leases.request(msg.id)
@@ -767,8 +771,10 @@ class RunSupervisor:
 
     def _lease_with_result(self) -> int:
         """A slot for the model call a parent that works in model steps makes once its last running child has
-        answered (its step is over), or 0: it is paused or being stopped, or other children of its step still work
-        (the call waits for them)."""
+        answered, or 0: it is paused or being stopped, or other children of its step still work (the call waits for
+        them). Other tools of its step may still run meanwhile: the slot is only lent until the call takes it,
+        recalled if another run waits. A parent on a cold worker never gets one (its hello could not say what its
+        agent is: it had no spec yet)."""
         if not self._model_loop or self.phase is not RunPhase.RUNNING or self.turn.paused:
             return 0
         if any(not c.ended and c.background is None for c in self.children.values()):

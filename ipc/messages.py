@@ -566,7 +566,9 @@ class DaemonStatus(Message):
     live_workers: int
     max_workers: int
     tasks_running: int
-    leases: dict  # limit, in_use, peak, waiting, granted_total
+    # limit, in_use (held: a slot lent with a start or a result counts until it comes back), peak, waiting,
+    # granted_total (slots model calls used), handed_total (of those, ones handed over ahead)
+    leases: dict
     runs_started: int = 0
     warm_workers: int = 0  # worker processes forked ahead of demand, ready for a run now
     shutting_down: bool = False

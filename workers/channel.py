@@ -373,8 +373,9 @@ class DaemonChannel:
     @contextlib.contextmanager
     def lease_ahead(self) -> Iterator[None]:
         """Ask for the next model call's slot now, while the step still gets its request ready: the daemon's
-        answer travels meanwhile instead of after. The first `hold_lease` in the block takes it over; if none
-        does (the step ended without a call), it is given back on leaving the block."""
+        answer travels meanwhile instead of after; a slot the daemon handed over ahead is taken instead of asking.
+        The first `hold_lease` in the block takes it over; if none does (the step ended without a call), it is given
+        back on leaving the block."""
         if self.lost or self.failure is not None or self._ahead is not None:
             yield
             return
@@ -402,9 +403,10 @@ class DaemonChannel:
                         self._send(encode(LeaseRelease(id=request.id)))
 
     def _take_handed(self) -> AwaitedReply | None:
-        """The slot the daemon handed over ahead, as a reply already in (then no longer kept here), or None."""
+        """The slot the daemon handed over ahead, as a reply already in (then no longer kept here), or None (also
+        once the daemon is lost or the channel failed: the call then raises as any other would)."""
         lease, self._handed = self._handed, 0
-        if not lease:
+        if not lease or self.lost or self.failure is not None:
             return None
         granted: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         granted.set_result(LeaseGrant(id=lease))
@@ -605,6 +607,7 @@ class DaemonChannel:
         if first:
             self.cancel_reason = reason
             self.cancelled_while_paused = self._at_gate
+            self._give_back_handed()  # a run being stopped makes no new call: the slot goes to whoever waits
         self._resume.set()  # a paused run must wake up to notice it was cancelled
         if (first or again) and self.on_cancel is not None:
             self.on_cancel(reason)

@@ -30,12 +30,8 @@ class QuickThread:
     def start(self) -> None:
         if self._started:
             raise RuntimeError(f"thread {self.name} started twice")
+        _thread.start_new_thread(self._main, ())  # raises when no thread can be made: then it was never started
         self._started = True
-        _thread.start_new_thread(self._main, ())
-
-    @property
-    def started(self) -> bool:
-        return self._started
 
     def is_alive(self) -> bool:
         """Started and not ended yet (True from `start` on, even before the thread has run)."""
@@ -47,6 +43,7 @@ class QuickThread:
         return not self._started or self._ended.wait(timeout)
 
     def _main(self) -> None:
+        threading.current_thread().name = self.name  # what log records of this thread name it by
         try:
             self._target()
         except BaseException:  # nothing above this frame would say it: `_thread` reports to stderr only

@@ -419,3 +419,45 @@ def test_the_signature_is_of_the_run_as_it_was_signed_though_digested_later(tmp_
     run.surface.materialize([cold])  # a follow-up restores what its conversation had loaded, after the signing
     assert configuration_signature(run.configuration("the stable prompt")) != signed_then  # that changes it
     assert run.signature == signed_then and run.configuration_parts["tool list"]
+
+
+def test_a_run_whose_first_request_waits_has_its_rollout_opened_all_the_same(tmp_path: Path) -> None:
+    from yagent.workers.agents.loop import LoopPolicy
+    from yagent.workers.agents.runtime import AgentRun
+
+    config = {"global": {"llm": {"use_provider": "f", "providers": {"f": {
+        "api_format": "openai", "api_base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "m"}}}}}
+    run = AgentRun(RunContext(_run_spec(tmp_path, "chat", config), _Channel()), "chat")
+    assert run.recorder is not None
+    loop_config = run.loop_config([Message.system("you chat"), Message.user("hello")], LoopPolicy())
+
+    async def go() -> None:
+        opened = asyncio.Event()
+        begin_now = run.recorder.begin_now
+
+        def opening() -> None:
+            begin_now()
+            opened.set()
+
+        run.recorder.begin_now = opening  # type: ignore[method-assign]
+        held = asyncio.Event()
+
+        async def paused_gate() -> None:  # the run waits at its first gate: no request goes out
+            await held.wait()
+
+        loop_config.step_boundary = paused_gate
+        task = asyncio.create_task(run.run_loop(loop_config))
+        await asyncio.wait_for(opened.wait(), 10.0)  # written without the first request
+        assert run.recorder.writer.drain(10)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await run.close()
+
+    asyncio.run(go())
+    from yagent.workers.memory.replay import rollout_of_run
+    from yagent.workers.memory.rollout_reader import read_rollout
+    path = rollout_of_run(task_dir(tmp_path, "t"), "r")
+    assert path is not None
+    kinds = [r["type"] for r in read_rollout(path).records]
+    assert kinds[:4] == ["session_meta", "turn_context", "response_item", "response_item"]

@@ -203,7 +203,8 @@ def test_a_handed_slot_counts_as_granted_only_when_a_call_took_it() -> None:
 
 def test_a_recall_that_ends_a_run_leaves_the_table_whole() -> None:
     leases = LeaseManager(2)
-    # A worker whose recall cannot be sent ends its run at once: its slots come back inside the recall.
+    # Recalls that free their slots within the call (the network never does): the table stays whole, and the
+    # request that caused them says it was granted.
     assert leases.grant_if_free("A", "r1", -1, lambda: leases.drop_run("r1"))
     assert leases.grant_if_free("A", "r2", -1, lambda: leases.drop_run("r2"))
     granted: list[str] = []

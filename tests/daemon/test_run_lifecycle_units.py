@@ -652,6 +652,21 @@ def test_a_warm_model_loop_gets_a_free_slot_with_its_start_and_gives_it_back_whe
     asyncio.run(main())
 
 
+def test_a_lease_request_under_an_id_of_the_daemons_own_is_refused(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _world(tmp_path) as w:
+            turn = w.turn()
+            a = turn.start("go", "scripted", yolo="none", options={})
+            _hello(a)
+            for forged in (-1, 0):  # the ids slots handed over ahead get, and one nobody uses
+                a.receive(LeaseRequest(id=forged))
+            refused = [m for m in w.to(a) if isinstance(m, ErrorReply)]
+            assert [(m.id, m.code) for m in refused] == [(-1, ErrorCode.BAD_REQUEST), (0, ErrorCode.BAD_REQUEST)]
+            assert w.services.leases.in_use == 0 and not a.leases.waiting
+
+    asyncio.run(main())
+
+
 def test_no_slot_comes_with_the_start_of_a_cold_worker_a_kind_without_model_steps_or_a_paused_turn(
         tmp_path: Path) -> None:
     async def main() -> None:

@@ -697,6 +697,17 @@ def test_a_recalled_slot_goes_back_unless_a_call_took_it(tmp_path: Path) -> None
     asyncio.run(main())
 
 
+def test_a_run_being_stopped_gives_its_handed_slot_back_at_once(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _started_with_a_slot(tmp_path, "r-handed-cancel") as (channel, router, identity):
+            await router.send_multipart([identity, encode(RunControl(action=ControlAction.CANCEL, reason="cancelled"))])
+            [back] = await _recv_lease_frames(router, 1)
+            assert isinstance(back, LeaseRelease) and (back.id, back.unused) == (-1, True)
+            assert channel.cancel_reason == "cancelled"
+
+    asyncio.run(main())
+
+
 def test_a_run_that_pauses_gives_its_handed_slot_back_and_asks_again_once_it_goes_on(tmp_path: Path) -> None:
     async def main() -> None:
         async with _started_with_a_slot(tmp_path, "r-handed-paused") as (channel, router, identity):

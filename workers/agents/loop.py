@@ -171,6 +171,7 @@ class LoopConfig:
 @dataclass
 class LoopState:
     step: int = 0
+    first_request_made: bool = False  # `on_first_request` is taken care of
     plain_text_replies: int = 0
     reminders_sent: int = 0
     delegations: int = 0
@@ -246,12 +247,14 @@ def _step_is_retried(exc: LLMError, retries_left: int) -> bool:
     return retries_left > 0 and exc.retryable and exc.attempts <= 1
 
 
-def _with_first_request(cfg: LoopConfig, report: Callable[[], None] | None) -> Callable[[], None] | None:
+def _with_first_request(cfg: LoopConfig, state: LoopState, report: Callable[[], None] | None
+                        ) -> Callable[[], None] | None:
     """What runs once this step's request is out: the context report and, the first time, `on_first_request`.
     Safe to call again (the step's end calls it at the latest)."""
-    first, cfg.on_first_request = cfg.on_first_request, None
+    first = cfg.on_first_request if not state.first_request_made else None
     if first is None:
         return report
+    state.first_request_made = True
 
     def out() -> None:
         nonlocal first
@@ -444,7 +447,7 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
             report = await cfg.compactor.before_call(cfg, messages, state.step, extra) if cfg.compactor else None
             call_messages = [*messages, *extra] if extra else messages
             pending_reminder = None
-            sent = _with_first_request(cfg, report)
+            sent = _with_first_request(cfg, state, report)
             try:
                 # The breaker of the provider the engine resolves to now, i.e. after routing.
                 breaker = cfg.breaker.for_provider(cfg.engine.provider) if cfg.breaker is not None else None

@@ -6,6 +6,7 @@ project root, the yolo level, per-submit options) and its channel (events, lease
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import json
@@ -64,6 +65,10 @@ from .loop import LoopConfig, LoopPolicy, run_agent_loop
 from .ports import ChannelAsker, ChannelAuthorizer, EngineTextLLM
 
 __all__ = ["AgentRun", "McpRequiredMissing", "result_priority"]
+
+# A run's rollout opening is made once its first request is out (while the model works), or this long after its loop
+# began: a request that waits for a slot or a pause must not leave the rollout without it should the worker be killed.
+OPENING_AT_THE_LATEST = 0.05
 
 # What a model or the agent itself made: never cut by the first compression tier (not cheap to make again).
 _MADE_BY_A_MODEL = Effect.LLM | Effect.REFLECT | Effect.DRAFT
@@ -494,11 +499,16 @@ class AgentRun:
     async def run_loop(self, config: LoopConfig, *, rollout: bool | None = None) -> RunOutcome:
         """Run the loop; `rollout` opens this run's rollout with the loop's starting messages (by default
         when the config's recorder is this run's own; a caller that wraps it says True)."""
+        opening = None
         if rollout if rollout is not None else config.recorder is self.recorder:
             self._begin_rollout(config.messages)
+            if self.recorder is not None:  # a first request that waits (a slot, a pause) does not keep it unwritten
+                opening = asyncio.get_running_loop().call_later(OPENING_AT_THE_LATEST, self.recorder.begin_now)
         try:
             return await run_agent_loop(config)
         finally:
+            if opening is not None:
+                opening.cancel()
             self.tool_ctx.processes.kill_all()
             self.save_session_grants()
 

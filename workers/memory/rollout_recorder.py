@@ -30,6 +30,10 @@ __all__ = ["RunRecorder", "open_recorder"]
 CLOSE_TIMEOUT = 5.0
 
 
+# What `begin_soon` keeps: how to make the turn context, the starting messages, the surface's fields.
+_Opening = tuple[Callable[[], dict[str, Any]], list[Message], Callable[[], dict[str, Any]] | None]
+
+
 class RunRecorder:
     """One run's rollout. `stop_reason_of_cancel` says why a cancelled run stopped (paused, interrupted...)."""
 
@@ -52,9 +56,7 @@ class RunRecorder:
         self._delegations: dict[str, dict[str, str]] = {}  # call id -> {agent, call_id, state}
         self._returned_in_step: dict[str, int] = {}
         self._surface: Callable[[], dict[str, Any]] | None = None
-        # `begin_soon`: the opening records, made when first needed (`begin_now`).
-        self._opening: tuple[Callable[[], dict[str, Any]], list[Message], Callable[[], dict[str, Any]] | None] | None
-        self._opening = None
+        self._opening: _Opening | None = None  # `begin_soon`: the opening records, made when first needed
 
     @property
     def path(self) -> Path:
@@ -175,7 +177,6 @@ class RunRecorder:
 
     def _end(self, step: int, outcome: RunOutcome | None, error: BaseException | None = None) -> None:
         self._finished = True
-        self.begin_now()  # a run that ended before its first request was out still opens its rollout
         if outcome is not None:
             reason, why = outcome.stop_reason, outcome.error
         elif isinstance(error, Exception):
@@ -183,6 +184,7 @@ class RunRecorder:
         else:  # cancelled (CancelledError is no Exception): paused, interrupted or cancelled, the run says which
             reason, why = self._cancel_reason(), "the run was stopped before it finished"
         try:
+            self.begin_now()  # a run that ended before its first request was out still opens its rollout
             if outcome is None:
                 self._mark_interrupted(step)
             problem = write_checkpoint(self.writer, CheckpointFacts(
