@@ -379,28 +379,24 @@ class DaemonChannel:
         if self.lost or self.failure is not None or self._ahead is not None:
             yield
             return
-        handed = self._take_handed()
-        if handed is not None:  # granted with the message that let the run go on: nothing to ask
-            self._ahead, self._ahead_task = handed, asyncio.current_task()
+        with contextlib.ExitStack() as stack:
+            ahead = self._take_handed()
+            if ahead is not None:  # granted with the message that let the run go on: nothing to ask
+                back = LeaseRelease(id=ahead.id, unused=True)
+            else:
+                request = LeaseRequest(id=0)
+                ahead = stack.enter_context(self._pending.expect(request))
+                back = LeaseRelease(id=request.id)
+                # Not behind the events batched so far: the daemon hears the request first; their order is no matter.
+                self._send(encode(request))
+            self._ahead, self._ahead_task = ahead, asyncio.current_task()
             try:
                 yield
             finally:
-                if self._ahead is handed:
-                    self._ahead = None
-                    self._give_back(handed.id)
-            return
-        request = LeaseRequest(id=0)
-        with self._pending.expect(request) as reply:
-            # Not behind the events batched so far: the daemon hears the request first; their order is no matter.
-            self._send(encode(request))
-            self._ahead, self._ahead_task = reply, asyncio.current_task()
-            try:
-                yield
-            finally:
-                if self._ahead is reply:
+                if self._ahead is ahead:  # no call took it
                     self._ahead = None
                     if not self.lost:
-                        self._send(encode(LeaseRelease(id=request.id)))
+                        self._send(encode(back))
 
     def _take_handed(self) -> AwaitedReply | None:
         """The slot the daemon handed over ahead, as a reply already in (then no longer kept here), or None (also
