@@ -75,7 +75,7 @@ class LeaseManager:
         slot handed over with a message that lets the run go on, before it asks: never ahead of a waiter, and
         recalled (`recall` is called, once) as soon as another run has to wait."""
         # A free slot means nobody waits (`_pump` hands each out as it frees): this never overtakes a waiter.
-        if not (self.limit == 0 or self.in_use < self.limit) or lease_id in self._held.get(run, ()):
+        if not (self.limit == 0 or self.in_use < self.limit):
             return False
         self._run_project[run] = project
         self._handed[(run, lease_id)] = recall

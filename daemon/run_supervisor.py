@@ -187,7 +187,8 @@ class RunSupervisor:
         self._escalation: asyncio.Task[None] | None = None
         self._early_hello: WorkerHello | None = None  # a hello that beat the launcher's report of the pid
         self._prefaulted = 0  # what its hello said its warm worker copied ahead: shown, never acted on
-        # Its hello said its agent works in model steps: a model slot may go with its start and a child's result.
+        # Its hello said it has its spec and its agent works in model steps: a slot may go with its start and a
+        # child's result (a cold worker builds after its start: a slot granted then would sit idle meanwhile).
         self._model_loop = False
         self._compaction_asked = False  # `/compact` came before the worker's hello: sent right after its start
         self._stop_on_start: tuple[StopReason, str] | None = None  # asked for while it was launching
@@ -382,17 +383,16 @@ class RunSupervisor:
         if self._hello_timer is not None:
             self._hello_timer.cancel()
         self._prefaulted = min(max(msg.prefaulted, 0), MAX_PREFAULT_PAGES)
-        self._model_loop = msg.model_loop
+        self._model_loop = msg.model_loop and msg.spec_in_hand
         now = self._now()
         self.clock = RunClock(now)
         if self.turn.paused:
             self.clock.freeze("paused", now)
         self.spec.paused = self.turn.paused
         # Not the whole spec again (its provider keys included) to a worker that has it: only whether it is paused.
-        # A worker with its spec in hand builds its run while the hello travels, and one whose agent works in model
-        # steps calls the model first: that call takes a slot granted with the start, when one is free, and need
-        # not ask (a cold worker builds after the start: a slot granted now would sit idle meanwhile).
-        lease = self.leases.grant_ahead() if (msg.spec_in_hand and msg.model_loop and not self.spec.paused
+        # Such a worker has built its run while the hello travelled and calls the model first: that call takes a slot
+        # granted with the start, when one is free, and need not ask.
+        lease = self.leases.grant_ahead() if (self._model_loop and not self.spec.paused
                                               and self.phase is RunPhase.STARTING) else 0
         self.send(StartRun(spec=None if msg.spec_in_hand else self.spec, paused=self.spec.paused, lease=lease))
         if self._compaction_asked:

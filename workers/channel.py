@@ -158,7 +158,7 @@ class DaemonChannel:
         self._reader = self._owned(loop.create_task(self._read_loop(), name=f"channel-reader-{self.run_id}"))
         self._send(encode(WorkerHello(version=PROTOCOL_VERSION, run=self.run_id, pid=os.getpid(), proof=self._proof,
                                       prefaulted=self._prefaulted, spec_in_hand=spec is not None,
-                                      model_loop=model_loop and spec is not None)))
+                                      model_loop=model_loop)))
         if hello_sent is not None:
             hello_sent()
         if spec is None:
