@@ -135,6 +135,8 @@ _HANDLERS: dict[type[Message], tuple[Handler, bool]] = {}
 
 
 _LLM_CALL_END = EventType.LLM_CALL_END.value.encode()
+# More than a worker could add (one rule per path of its read and write sets): a hello's figure is shown, capped here.
+_MAX_RULES_SHOWN = 4096
 
 
 def _handles(kind: type[Message], *, after_hello: bool = True) -> Callable[[Handler], Handler]:
@@ -187,6 +189,7 @@ class RunSupervisor:
         self._escalation: asyncio.Task[None] | None = None
         self._early_hello: WorkerHello | None = None  # a hello that beat the launcher's report of the pid
         self._prefaulted = 0  # what its hello said its warm worker copied ahead: shown, never acted on
+        self._rules_ahead = 0  # what its hello said its warm worker added to its ruleset ahead: shown only
         # Its hello said it has its spec and its agent works in model steps: a slot may go with its start and a
         # child's result (a cold worker builds after its start: a slot granted then would sit idle meanwhile).
         self._model_loop = False
@@ -383,6 +386,7 @@ class RunSupervisor:
         if self._hello_timer is not None:
             self._hello_timer.cancel()
         self._prefaulted = min(max(msg.prefaulted, 0), MAX_PREFAULT_PAGES)
+        self._rules_ahead = min(max(msg.rules_ahead, 0), _MAX_RULES_SHOWN)
         self._model_loop = msg.model_loop and msg.spec_in_hand
         now = self._now()
         self.clock = RunClock(now)
@@ -415,7 +419,7 @@ class RunSupervisor:
         queued, launched, forked = self._started
         return {"queued_ms": round((launched - queued) * 1000, 2), "forked_ms": round((forked - launched) * 1000, 2),
                 "hello_ms": round((hello - launched) * 1000, 2), "warm": bool(self.handle and self.handle.warm),
-                "prefaulted": self._prefaulted}
+                "prefaulted": self._prefaulted, "rules_ahead": self._rules_ahead}
 
     @_handles(LeaseRequest)
     def _on_lease_request(self, msg: LeaseRequest) -> None:

@@ -109,6 +109,7 @@ class RunStarted(DaemonEvent):
     hello_ms: float = 0.0
     warm: bool = False  # its worker was forked before the run wanted it
     prefaulted: int = 0  # pages its warm worker copied on write before the run (`yagent.workers.page_warmth`)
+    rules_ahead: int = 0  # Landlock rules its warm worker added to its ruleset before the run
 
 
 @_daemon_event(EventType.RUN_FINISHED)

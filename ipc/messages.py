@@ -609,6 +609,7 @@ class WorkerHello(Message):
     pid: int
     proof: bytes = b""  # `run_secret.hello_proof` of the run's secret for this connection's identity
     prefaulted: int = 0  # pages a warm worker copied before its assignment (`yagent.workers.page_warmth`)
+    rules_ahead: int = 0  # Landlock rules a warm worker added to its ruleset before its assignment
     spec_in_hand: bool = False  # its assignment carried the run's spec: the start message need not
     # Its run's agent works in model steps (`agent_kind(model_loop=True)`): a slot may come with its start and with
     # a child's result. Known only with the spec in hand.

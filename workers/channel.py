@@ -100,9 +100,10 @@ class ChannelFailed(Exception):
 
 class DaemonChannel:
     def __init__(self, run_id: str, endpoint: str, *, context: zmq.asyncio.Context | None = None,
-                 secret: bytes = b"", prefaulted: int = 0) -> None:
+                 secret: bytes = b"", prefaulted: int = 0, rules_ahead: int = 0) -> None:
         self.run_id = run_id
         self._prefaulted = prefaulted  # said in the hello: the daemon shows it with the run's start times
+        self._rules_ahead = rules_ahead  # likewise
         self._ctx = context or zmq.asyncio.Context()
         self._owns_ctx = context is None
         identity = random_identity()  # not the run id: nobody may guess it and connect in this worker's place
@@ -157,7 +158,8 @@ class DaemonChannel:
         self._start = loop.create_future()
         self._reader = self._owned(loop.create_task(self._read_loop(), name=f"channel-reader-{self.run_id}"))
         self._send(encode(WorkerHello(version=PROTOCOL_VERSION, run=self.run_id, pid=os.getpid(), proof=self._proof,
-                                      prefaulted=self._prefaulted, spec_in_hand=spec is not None,
+                                      prefaulted=self._prefaulted, rules_ahead=self._rules_ahead,
+                                      spec_in_hand=spec is not None,
                                       model_loop=model_loop)))
         if hello_sent is not None:
             hello_sent()

@@ -201,6 +201,7 @@ def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = ()
     prefaulted = 0
     if pages is not None and pages[0] == os.getppid():
         prefaulted = prefault(pages[1], ranges=page_map.ranges if page_map is not None else None)
+    sandbox.prepare_shared_rules()  # a ruleset is no confinement until enforced: its run's rules come with it
     if not _assigned(assignment, daemon_liveness_fd()):
         os._exit(EXIT_OK)  # reaped, or the daemon is gone: there is nothing to clean up
     try:
@@ -321,7 +322,9 @@ async def _serve(run_id: str, endpoint: str, *, liveness_fd: int | None = None,
     `secret` what the hello proves, `spec` the run's spec when it came with the assignment (the start message
     is then not waited for before the run is built)."""
     warmth = warmth or _Warmth()
-    channel = DaemonChannel(run_id, endpoint, secret=secret, prefaulted=warmth.prefaulted)
+    confinement = sandbox.current()
+    channel = DaemonChannel(run_id, endpoint, secret=secret, prefaulted=warmth.prefaulted,
+                            rules_ahead=confinement.ahead if confinement is not None else 0)
     watch = None
     if liveness_fd is not None:
         loop = asyncio.get_running_loop()

@@ -95,6 +95,10 @@ def test_a_daemon_keeps_its_warm_workers_starts_runs_on_them_and_leaves_none_aft
     started = of_type(events, EventType.RUN_STARTED.value)
     assert len(started) == 2 and all(e.data["warm"] for e in started)
     assert all(e.data["hello_ms"] >= e.data["forked_ms"] >= 0 for e in started)
+    # Each confined one had the read rules every run shares in its ruleset before its run came.
+    confined = [e for e in started if not e.data["unconfined"]]
+    assert confined or landlock_abi() < 1
+    assert all(e.data["rules_ahead"] >= 10 for e in confined), [e.data for e in started]
     # A warm worker builds its run from the spec its assignment carried, yet nothing of it is seen before its start.
     for run in {e.run for e in started}:
         kinds = [e.type for e in events if e.run == run]

@@ -277,3 +277,126 @@ def test_an_approved_write_outside_the_rules_fails_saying_it_was_approved_and_ho
     assert "the user approved this, but the sandbox refused it" in text
     assert "[sandbox] writable_roots" in text and "--full-yolo" in text
     assert not (outside / "f.txt").exists() and (tmp_path / "project" / "ok.txt").exists()
+
+
+def _probe_after_confining(tmp_path: Path, spec: ConfinementSpec, agent: str, *, prepare: bool, abi: int = 0,
+                           between: str = "") -> dict:
+    """In a fresh process whose $HOME holds the state home (so the home is listed around it): warm the shared rules
+    as the forkserver does, fill a ruleset ahead as a warm worker does (`prepare`), run `between` (a change made while
+    it waits), confine for `spec` (under `abi` when given) and try each path. Returns what each try gave, the rules
+    added ahead, and whether the ruleset's descriptor was closed."""
+    home = Path(spec.home).parent
+    probes = {"home_file": ("read", home / "notes.txt"), "home_later": ("read", home / "later" / "f"),
+              "config": ("read", Path(spec.home) / "config" / "config.toml"),
+              "runtime": ("read", Path(spec.runtime_dir) / "control"),
+              "project_read": ("read", Path(spec.project_root) / "main.py"),
+              "project_write": ("write", Path(spec.project_root) / "new.py"),
+              "scratch_write": ("write", Path(spec.scratch_dir) / "s"),
+              "task_write": ("write", Path(spec.task_dir) / "t"),
+              "outside_read": ("read", tmp_path / "outside" / "secret"), "devnull": ("write", Path("/dev/null")),
+              "usr": ("read", Path(os.path.realpath(sys.executable)))}
+    wire = spec.to_wire() if not abi else {**spec.to_wire(), "abi": abi}
+    paths = {name: (how, str(path)) for name, (how, path) in probes.items()}
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import json, os
+        from yagent.ipc.confinement import ConfinementSpec
+        from yagent.workers import sandbox
+        from yagent.workers.sandbox import policy
+        policy.warm({spec.home!r}, {spec.runtime_dir!r}, [])
+        if {prepare!r}:
+            sandbox.prepare_shared_rules()
+            assert sandbox._prepared is not None, "nothing was prepared"
+            fd = sandbox._prepared.ruleset
+        {between}
+        state = sandbox.confine_worker(ConfinementSpec.read({wire!r}), {agent!r})
+        assert state is not None and not state.error, state
+        closed = True
+        if {prepare!r}:
+            try:
+                os.fstat(fd); closed = False
+            except OSError:
+                pass
+        def tried(how, path):
+            try:
+                if how == "read":
+                    open(path, "rb").read()
+                else:
+                    open(path, "ab").write(b"x")
+                return "ok"
+            except OSError as e:
+                return e.errno
+        probes = {{name: tried(how, path) for name, (how, path) in {paths!r}.items()}}
+        print(json.dumps({{"probes": probes, "ahead": state.ahead, "closed": closed}}))
+        """)], capture_output=True, text=True, timeout=60, cwd=str(tmp_path),
+        env={**os.environ, "HOME": str(home), "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _listed_home(tmp_path: Path) -> ConfinementSpec:
+    """A spec whose state home lies in the user's home (`tmp_path/u`), that home last changed a minute ago (a listing
+    of a fresher one is not kept), with a file in each place the probes try."""
+    spec = _spec(tmp_path / "u", project_root=str(tmp_path / "project"))
+    (tmp_path / "project").mkdir(exist_ok=True)
+    (tmp_path / "project" / "main.py").write_text("print()")
+    (tmp_path / "u" / "notes.txt").write_text("mine")
+    Path(spec.runtime_dir, "control").write_text("credential")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret").write_text("not for runs")
+    spec = ConfinementSpec.read({**spec.to_wire(), "project_root": str(tmp_path / "project")})
+    settled = time.time_ns() - 60 * 10**9
+    os.utime(tmp_path / "u", ns=(settled, settled))
+    return spec
+
+
+@needs_landlock
+@pytest.mark.parametrize("agent", ["chat", "coding"])
+def test_a_ruleset_filled_while_the_worker_waited_confines_exactly_as_one_built_whole(tmp_path: Path,
+                                                                                       agent: str) -> None:
+    spec = _listed_home(tmp_path)
+    whole = _probe_after_confining(tmp_path, spec, agent, prepare=False)
+    ahead = _probe_after_confining(tmp_path, spec, agent, prepare=True)
+    assert whole["ahead"] == 0 and ahead["ahead"] >= 10 and ahead["closed"]  # the shared read set went in ahead
+    assert ahead["probes"] == whole["probes"]
+    probes = ahead["probes"]
+    assert probes["home_file"] == probes["project_read"] == probes["usr"] == "ok"
+    assert probes["scratch_write"] == probes["task_write"] == probes["devnull"] == "ok"
+    assert probes["config"] == probes["runtime"] == probes["outside_read"] == 13  # EACCES
+    assert probes["project_write"] == ("ok" if agent == "coding" else 13)
+
+
+@needs_landlock
+def test_a_home_changed_while_the_worker_waited_makes_it_build_its_ruleset_whole(tmp_path: Path) -> None:
+    spec = _listed_home(tmp_path)
+    later = tmp_path / "u" / "later"
+    between = f"os.mkdir({str(later)!r}); open({str(later / 'f')!r}, 'w').write('new')"
+    seen = _probe_after_confining(tmp_path, spec, "chat", prepare=True, between=between)
+    # The rules filled ahead predate the new entry: not used, and the entry is readable as in a run built whole.
+    assert seen["ahead"] == 0 and seen["closed"]
+    assert seen["probes"]["home_later"] == "ok" and seen["probes"]["config"] == 13
+
+
+@needs_landlock
+@pytest.mark.skipif(landlock_abi() < 2, reason="needs a lower Landlock ABI to ask for")
+def test_a_run_under_another_abi_than_the_ruleset_filled_ahead_builds_its_own(tmp_path: Path) -> None:
+    spec = _listed_home(tmp_path)
+    seen = _probe_after_confining(tmp_path, spec, "chat", prepare=True, abi=landlock_abi() - 1)
+    assert seen["ahead"] == 0 and seen["closed"] and seen["probes"]["config"] == 13
+
+
+def test_an_unconfined_run_closes_the_ruleset_filled_ahead(tmp_path: Path) -> None:
+    from yagent.ipc.vocabulary import Unconfined
+    from yagent.workers import sandbox
+
+    read, write = os.pipe()
+    os.close(write)
+    sandbox._prepared = sandbox._Prepared(read, 1, [], 0)  # any descriptor stands for the ruleset here
+    spec = ConfinementSpec.read({**_spec(tmp_path).to_wire(), "unconfined": Unconfined.FULL_YOLO.value})
+    try:
+        state = sandbox.confine_worker(spec, "chat")
+        assert state is not None and state.unconfined == Unconfined.FULL_YOLO and sandbox._prepared is None
+        with pytest.raises(OSError):
+            os.fstat(read)
+    finally:
+        sandbox._prepared = None
+        sandbox._current = None

@@ -22,6 +22,9 @@ __all__ = [
     "WRITE",
     "LandlockError",
     "Rule",
+    "add_rules",
+    "create_ruleset",
+    "enforce",
     "handled_for",
     "kernel_abi",
     "load",
@@ -161,45 +164,69 @@ def set_no_new_privs() -> None:
 def restrict_self(abi: int, rules: list[Rule]) -> int:
     """Confine the calling thread to `rules` under every right `abi` knows, with its scopes; returns the number
     of rules added. Paths that do not exist are skipped (a rule needs an open file). Raises `LandlockError`."""
+    ruleset = create_ruleset(abi)
+    try:
+        added = add_rules(ruleset, abi, rules)
+        enforce(ruleset)
+    finally:
+        os.close(ruleset)
+    return added
+
+
+def create_ruleset(abi: int) -> int:
+    """A new, empty ruleset handling every right `abi` knows and its scopes: a descriptor (close-on-exec) the
+    caller closes. Creating one and adding rules to it confines nothing yet: only `enforce` does."""
     numbers = _numbers()
     if abi < 1 or numbers is None:
         raise LandlockError(errno.ENOSYS, "Landlock is not available on this system")
-    create, add, restrict = numbers
-    handled = handled_for(abi)
-    call = _syscall()
-    attr = _RulesetAttr(handled, 0, scopes_for(abi))
+    attr = _RulesetAttr(handled_for(abi), 0, scopes_for(abi))
     size = ctypes.sizeof(attr) if abi >= ABI_SCOPES else 8 if abi < 4 else 16
-    ruleset = call(create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    ruleset = _syscall()(numbers[0], ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:
         code = ctypes.get_errno()
         raise LandlockError(code, f"landlock_create_ruleset: {os.strerror(code)}")
+    return int(ruleset)
+
+
+def add_rules(ruleset: int, abi: int, rules: list[Rule]) -> int:
+    """Add `rules` to `ruleset` (made for `abi`); returns how many were added. Paths that do not exist are skipped
+    (a rule needs an open file); a rule on a file keeps only the rights a file can have."""
+    numbers = _numbers()
+    if numbers is None:
+        raise LandlockError(errno.ENOSYS, "Landlock is not available on this system")
+    handled = handled_for(abi)
+    call = _syscall()
     added = 0
     # One attribute record and one set of argument objects for every rule: a worker start runs this loop.
     beneath = _PathBeneathAttr(0, -1)
     args = (ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(beneath), ctypes.c_uint32(0))
-    try:
-        for rule in rules:
-            access = rule.access & handled
-            try:
-                fd = os.open(rule.path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue  # gone, or never there: nothing to allow
-            try:
-                if not stat.S_ISDIR(os.fstat(fd).st_mode):
-                    access &= FILE_RIGHTS
-                if not access:
-                    continue
-                beneath.allowed_access, beneath.parent_fd = access, fd
-                if call(add, *args) != 0:
-                    code = ctypes.get_errno()
-                    raise LandlockError(code, f"landlock_add_rule({rule.path}): {os.strerror(code)}")
-                added += 1
-            finally:
-                os.close(fd)
-        set_no_new_privs()
-        if call(restrict, args[0], args[3]) != 0:
-            code = ctypes.get_errno()
-            raise LandlockError(code, f"landlock_restrict_self: {os.strerror(code)}")
-    finally:
-        os.close(ruleset)
+    for rule in rules:
+        access = rule.access & handled
+        try:
+            fd = os.open(rule.path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue  # gone, or never there: nothing to allow
+        try:
+            if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                access &= FILE_RIGHTS
+            if not access:
+                continue
+            beneath.allowed_access, beneath.parent_fd = access, fd
+            if call(numbers[1], *args) != 0:
+                code = ctypes.get_errno()
+                raise LandlockError(code, f"landlock_add_rule({rule.path}): {os.strerror(code)}")
+            added += 1
+        finally:
+            os.close(fd)
     return added
+
+
+def enforce(ruleset: int) -> None:
+    """Confine the calling thread (and what it starts from now on) to `ruleset`, after no-new-privileges."""
+    numbers = _numbers()
+    if numbers is None:
+        raise LandlockError(errno.ENOSYS, "Landlock is not available on this system")
+    set_no_new_privs()
+    if _syscall()(numbers[2], ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+        code = ctypes.get_errno()
+        raise LandlockError(code, f"landlock_restrict_self: {os.strerror(code)}")

@@ -19,7 +19,8 @@ from ._landlock import IOCTL_DEV, READ, READ_FILE, WRITE, WRITE_FILE, Rule
 from ._landlock import load as load_landlock
 
 __all__ = ["SYSTEM_TREES", "approved_rules", "blueprint_view_rules", "checkpoint_rules", "code_server_rules",
-           "inspection_rules", "minimal", "rule_sets", "shell_rules", "warm", "worker_rules"]
+           "inspection_rules", "minimal", "rule_sets", "shared_read_rules", "shell_rules", "warm",
+           "warmed_shared_rules", "worker_rules"]
 
 # Read (and execute) everywhere beneath these; /run is listed around the runtime directory instead.
 SYSTEM_TREES = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
@@ -173,6 +174,22 @@ def _shared_read(user_home: str, hidden: list[str]) -> list[Rule]:
 _SHARED: dict[tuple[str, tuple[str, ...]], tuple[list[Rule], list[tuple[str, int]]]] = {}
 
 
+def shared_read_rules(spec: ConfinementSpec, *, home: str | None = None) -> list[Rule]:
+    """The part of `spec`'s read set every run of a daemon shares (`_shared_read`): the very list object handed
+    out before while no directory listed for it has changed, which is how a worker knows that rules it added to a
+    ruleset ahead of its run (`sandbox.prepare_shared_rules`) are still the right ones."""
+    hidden = [os.path.realpath(p) for p in (spec.home, spec.runtime_dir, *spec.deny_read)]
+    return _shared_read(os.path.normpath(home if home is not None else os.path.expanduser("~")), hidden)
+
+
+def warmed_shared_rules() -> list[Rule] | None:
+    """The shared read rules of the daemon's defaults that `warm` worked out in the forkserver (checked anew
+    now: a directory listed for them may have changed since); None where `warm` never ran."""
+    if _WARMED is None:
+        return None
+    return _shared_read(*_WARMED)
+
+
 def _skill_trees(spec: ConfinementSpec, hidden: list[str]) -> list[str]:
     """The skill directories (`spec.skill_dirs`), resolved, around what stays hidden. One beneath the state home is
     read only beneath `$YAGENT_HOME/skills`, and only while that is no link (which could lead to the config or
@@ -228,9 +245,15 @@ def _static_trees(user_home: str) -> list[tuple[str, str]]:
 def warm(home: str, runtime_dir: str, deny_read: Iterable[str]) -> None:
     """Work out what every run shares, in the forkserver before it forks workers: the system, Python and $PATH
     trees, and the listing of the user's home and /run around the state home, runtime dir and `deny_read`."""
+    global _WARMED
     user_home = os.path.normpath(os.path.expanduser("~"))
     load_landlock()
-    _shared_read(user_home, [os.path.realpath(p) for p in (home, runtime_dir, *deny_read)])
+    _WARMED = (user_home, [os.path.realpath(p) for p in (home, runtime_dir, *deny_read)])
+    _shared_read(*_WARMED)
+
+
+# What `warm` worked the shared read rules out for: (the user's home, the hidden paths).
+_WARMED: tuple[str, list[str]] | None = None
 
 
 def _command_trees(user_home: str) -> list[str]:
