@@ -52,6 +52,8 @@ def test_a_request_that_edits_its_definitions_leaves_the_registered_schema_alone
     assert registered is not None
     before = json.dumps(registered.parameters, sort_keys=True)
     definition.parameters["properties"]["injected"] = {"type": "string"}  # type: ignore[index]
+    definition.parameters["required"].append("injected")  # type: ignore[index]
+    definition.parameters["properties"]["path"]["type"] = "integer"  # type: ignore[index]
     assert json.dumps(registered.parameters, sort_keys=True) == before
 
 

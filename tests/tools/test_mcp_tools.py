@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from yagent.ipc.messages import McpTool, McpToolsReply
 from yagent.workers.tools import REGISTRY, AuthDecision, Effect, ToolCall, build_surface, invoke_tool
+from yagent.workers.tools.errors import ToolDeclarationError
 from yagent.workers.tools.mcp_tools import MCP_PREFIX, mcp_servers_of, mcp_specs, tool_name
 from yagent.workers.tools.validation import check_spec
 
@@ -64,6 +68,16 @@ def test_a_new_listing_replaces_the_old_one_and_unloads_what_left() -> None:
     assert {n for n in surface.names() if n.startswith(MCP_PREFIX)} == {"mcp__docs__search", "mcp__docs__new"}
     assert surface.is_loaded("mcp__docs__search") and not surface.is_loaded("mcp__docs__new")
     assert "mcp__docs__publish" not in surface.materialized()
+
+
+def test_a_listing_the_surface_refuses_still_takes_away_the_tools_that_left() -> None:
+    surface = build_surface("coding", extra_specs=mcp_specs(_tools()))
+    assert surface.resolve("mcp__docs__publish") is not None and "load_tool" in surface.names()
+    shadowing = dataclasses.replace(mcp_specs(_tools())[0], name="read_file")  # a static tool's name: refused
+    with pytest.raises(ToolDeclarationError):
+        surface.rejoin(MCP_PREFIX, [shadowing])
+    assert surface.resolve("mcp__docs__publish") is None and surface.resolve("mcp__docs__search") is None
+    assert not [n for n in surface.names() if n.startswith(MCP_PREFIX)]
 
 
 def test_a_write_asks_authorisation_naming_the_call_and_a_denial_calls_nothing(tmp_path: Path) -> None:

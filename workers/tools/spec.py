@@ -178,6 +178,13 @@ class Invocation:
 
 def _deep_copy(value: Any) -> Any:
     # Definitions leave the package; consumers must not be able to edit the registered schema.
+    kind = type(value)  # the plain JSON types first: an ABC check per node costs several times the copy
+    if kind is str or kind is bool or kind is int or kind is float or value is None:
+        return value
+    if kind is dict:
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if kind is list:
+        return [_deep_copy(v) for v in value]
     if isinstance(value, Mapping):
         return {k: _deep_copy(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

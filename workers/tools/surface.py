@@ -41,6 +41,10 @@ class Surface:
         self._extra: dict[str, ToolSpec] = {}
         self._loaded: set[str] = set()
         self._version = 0  # bumped by every change that can change the definitions
+        # Every tool by name and the sorted names, as of `_tools_version`: a model step resolves some thirty names.
+        self._tools: dict[str, ToolSpec] = {}
+        self._sorted: tuple[str, ...] = ()
+        self._tools_version = -1
 
     @property
     def version(self) -> int:
@@ -78,6 +82,7 @@ class Surface:
         for name in [n for n in self._extra if n.startswith(prefix) and n not in keep]:
             del self._extra[name]
             self._loaded.discard(name)
+            self._version += 1  # already, should `join` refuse the new ones
         return self.join(specs)  # a new version
 
     def annotate(self, names: Iterable[str], note: str) -> None:
@@ -90,18 +95,22 @@ class Surface:
                 self._version += 1
 
     def _all(self) -> dict[str, ToolSpec]:
-        tools = {**self._static, **self._extra}
-        if not any(s.is_cold for s in tools.values()):
-            tools.pop(LOAD_TOOL, None)  # nothing to load: keep the loader off the prompt
-        return tools
+        """Every tool by name (not to be changed by the caller), made again only once the version has moved."""
+        if self._tools_version != self._version:
+            tools = {**self._static, **self._extra}
+            if not any(s.is_cold for s in tools.values()):
+                tools.pop(LOAD_TOOL, None)  # nothing to load: keep the loader off the prompt
+            self._tools, self._sorted, self._tools_version = tools, tuple(sorted(tools)), self._version
+        return self._tools
 
     def names(self) -> list[str]:
         """Every tool on the surface, loaded or deferred, sorted."""
-        return sorted(self._all())
+        self._all()
+        return list(self._sorted)
 
     def specs(self) -> list[ToolSpec]:
         tools = self._all()
-        return [tools[n] for n in sorted(tools)]
+        return [tools[n] for n in self._sorted]
 
     def resolve(self, name: str) -> ToolSpec | None:
         return self._all().get(name)
