@@ -100,12 +100,14 @@ class ChannelFailed(Exception):
 
 class DaemonChannel:
     def __init__(self, run_id: str, endpoint: str, *, context: zmq.asyncio.Context | None = None,
-                 secret: bytes = b"", prefaulted: int = 0, rules_ahead: int = 0) -> None:
+                 owns_context: bool = False, secret: bytes = b"", prefaulted: int = 0, rules_ahead: int = 0) -> None:
+        """`context`: the ZeroMQ context to open the socket in (None: one of its own); `owns_context`: that one is
+        this channel's to end when it closes (a warm worker's, made ahead)."""
         self.run_id = run_id
         self._prefaulted = prefaulted  # said in the hello: the daemon shows it with the run's start times
         self._rules_ahead = rules_ahead  # likewise
         self._ctx = context or zmq.asyncio.Context()
-        self._owns_ctx = context is None
+        self._owns_ctx = context is None or owns_context
         identity = random_identity()  # not the run id: nobody may guess it and connect in this worker's place
         self._sock = connect_dealer(self._ctx, endpoint, identity=identity, linger_ms=2000)
         # Only the proof is kept: the secret itself has no further use in this process.

@@ -36,6 +36,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from multiprocessing import forkserver
 from multiprocessing.connection import Connection
 
+import zmq.asyncio
+
 from yagent.ipc.confinement import ConfinementSpec
 from yagent.ipc.errors import MalformedMessage
 from yagent.ipc.http_request_logs import quiet_request_lines
@@ -197,6 +199,7 @@ def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = ()
     _become_run_process("", "warm")
     _log_as("")
     loop = _event_loop()  # what a start pays for and needs no run: made while waiting
+    context = zmq.asyncio.Context()  # so is the channel's context: its I/O threads start with its first socket
     # Pages of another forkserver (one started since) are not this memory's: they are left alone.
     prefaulted = 0
     if pages is not None and pages[0] == os.getppid():
@@ -220,7 +223,7 @@ def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = ()
     os.environ[RUN_ENV] = run_id
     _prctl(_PR_SET_NAME, b"yagent:worker")
     _run(run_id, workers_endpoint, agent_modules, secret, confinement, git_refusal, loop,
-         warmth=_Warmth(prefaulted, page_map), spec=spec)
+         warmth=_Warmth(prefaulted, page_map, context), spec=spec)
 
 
 @dataclasses.dataclass
@@ -229,6 +232,7 @@ class _Warmth:
 
     prefaulted: int = 0
     page_map: PageMap | None = None
+    context: zmq.asyncio.Context | None = None  # the channel's, made while it waited (still without a thread)
 
 
 def _assigned(assignment: Connection, liveness_fd: int | None) -> bool:
@@ -323,7 +327,8 @@ async def _serve(run_id: str, endpoint: str, *, liveness_fd: int | None = None,
     is then not waited for before the run is built)."""
     warmth = warmth or _Warmth()
     confinement = sandbox.current()
-    channel = DaemonChannel(run_id, endpoint, secret=secret, prefaulted=warmth.prefaulted,
+    channel = DaemonChannel(run_id, endpoint, context=warmth.context, owns_context=True, secret=secret,
+                            prefaulted=warmth.prefaulted,
                             rules_ahead=confinement.ahead if confinement is not None else 0)
     watch = None
     if liveness_fd is not None:

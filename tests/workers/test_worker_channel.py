@@ -938,3 +938,27 @@ def test_what_a_run_leaves_for_after_its_result_runs_after_the_daemon_has_it_and
 def test_a_context_that_keeps_nothing_for_after_the_result_says_so() -> None:
     ctx = RunContext(_spec("r-direct"), channel=None)  # type: ignore[arg-type]
     assert ctx.after_result(asyncio.sleep) is False  # its caller closes what it opened itself
+
+
+def test_a_context_handed_in_is_ended_with_the_channel_only_when_it_is_the_channels_own(tmp_path: Path) -> None:
+    async def main() -> list[bool]:
+        ctx, router, endpoint = await _router(tmp_path)
+        ended = []
+        for owns in (True, False):
+            made_ahead = zmq.asyncio.Context()  # as a warm worker makes it while it waits
+            channel = DaemonChannel(f"r-{owns}", endpoint, context=made_ahead, owns_context=owns)
+            opened = asyncio.create_task(channel.open(timeout=10))
+            identity, hello = await _recv(router, WorkerHello)
+            assert hello.run == f"r-{owns}"
+            await router.send_multipart([identity, encode(StartRun(spec=_spec(f"r-{owns}")))])
+            await opened
+            await channel.close()
+            ended.append(made_ahead.closed)
+            if not made_ahead.closed:
+                made_ahead.term()
+        router.close(0)
+        ctx.term()
+        return ended
+
+    # Owned, it is ended as a context of its own would be (its socket's last frames go out before the worker leaves).
+    assert asyncio.run(main()) == [True, False]
