@@ -50,6 +50,7 @@ from .channel import DaemonChannel, DaemonLost
 from .daemon_watch import WRAP_UP_GRACE, DaemonWatch, daemon_liveness_fd
 from .kinds import RunContext, known_kinds, resolve_kind, works_in_model_steps
 from .late_sync import LATE_SYNC
+from .llm import make_client_ahead
 from .page_warmth import PageMap, prefault
 from .tools.processes import kill_descendants
 
@@ -200,6 +201,7 @@ def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = ()
     _log_as("")
     loop = _event_loop()  # what a start pays for and needs no run: made while waiting
     context = zmq.asyncio.Context()  # so is the channel's context: its I/O threads start with its first socket
+    make_client_ahead()  # and the provider client its run's engines share
     # Pages of another forkserver (one started since) are not this memory's: they are left alone.
     prefaulted = 0
     if pages is not None and pages[0] == os.getppid():

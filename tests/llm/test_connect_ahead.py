@@ -21,7 +21,7 @@ import pytest
 
 from tests.llm.seams import FakeClock
 from yagent.ipc.provider_config import LLMConfig, LLMSettings, ProviderConfig
-from yagent.workers.llm import EngineFactory, build_engine
+from yagent.workers.llm import EngineFactory, _build, build_engine, make_client_ahead
 from yagent.workers.llm._connect_ahead import MAX_AGE, ConnectAheadTransport, connects_ahead
 
 
@@ -315,3 +315,33 @@ def test_with_a_proxy_in_the_environment_the_client_is_httpx_default(monkeypatch
             await factory.aclose()
 
     asyncio.run(main())
+
+
+def test_the_client_a_warm_worker_made_while_it_waited_serves_its_runs_first_factory_only() -> None:
+    async def main() -> None:
+        origin = Origin()
+        async with serving(origin) as port:
+            make_client_ahead()  # as a warm worker does before its run comes, with no event loop of its own needed
+            made = _build._made_ahead
+            assert made is not None
+            first, second = EngineFactory(llm_config(port)), EngineFactory(llm_config(port))
+            try:
+                assert first._client is made[1] and first._ahead is made[0]  # the one made ahead, taken once
+                assert second._client is not made[1] and second._ahead is not None
+                assert first.open_ahead(first("local"))  # and it connects ahead like one made at the start
+                await origin.wait_for(lambda: origin.accepted == 1)
+            finally:
+                _build._made_ahead = None  # taken, or left by a failure: no later test's factory may get it
+                await first.aclose()
+                await second.aclose()
+            await origin.wait_for(lambda: origin.closed_by_client == [1])
+
+    asyncio.run(main())
+
+
+def test_behind_a_proxy_a_warm_worker_makes_no_client_ahead(monkeypatch: pytest.MonkeyPatch,
+                                                           proxies_read_anew: None) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.setattr(_build, "_made_ahead", None)
+    make_client_ahead()
+    assert _build._made_ahead is None

@@ -26,7 +26,7 @@ from ._openai import OpenAIEngine
 from ._retry import RetryPolicy
 from ._router import RoutingEngine, assign_tiers
 
-__all__ = ["EngineFactory", "build_engine", "engine_for_provider", "shared_ssl_context"]
+__all__ = ["EngineFactory", "build_engine", "engine_for_provider", "make_client_ahead", "shared_ssl_context"]
 
 
 @functools.cache
@@ -40,6 +40,30 @@ def engine_for_provider(provider: ProviderConfig, **kwargs: Any) -> HTTPEngine:
     """The wire-format engine for one provider (no routing, no fallback)."""
     cls = AnthropicEngine if provider.api_format == "anthropic" else OpenAIEngine
     return cls(provider, **kwargs)
+
+
+def _client_ahead() -> tuple[ConnectAheadTransport, httpx.AsyncClient]:
+    transport = ConnectAheadTransport(shared_ssl_context())
+    return transport, httpx.AsyncClient(transport=transport)
+
+
+# A client made while a warm worker waited, for its run's first `EngineFactory`.
+_made_ahead: tuple[ConnectAheadTransport, httpx.AsyncClient] | None = None
+
+
+def make_client_ahead() -> None:
+    """Make the HTTP client a run's first `EngineFactory` takes, in a warm worker while it waits: a client and its
+    transport are objects only (no socket, no thread, no event loop) until a request or `open_ahead`, and they are
+    the same for every provider. Nothing is made where a client cannot connect ahead (proxies)."""
+    global _made_ahead
+    if _made_ahead is None and connects_ahead():
+        _made_ahead = _client_ahead()
+
+
+def _take_client_ahead() -> tuple[ConnectAheadTransport, httpx.AsyncClient] | None:
+    global _made_ahead
+    made, _made_ahead = _made_ahead, None
+    return made
 
 
 class EngineFactory:
@@ -57,8 +81,7 @@ class EngineFactory:
         self._ahead: ConnectAheadTransport | None = None
         self._owns_client = client is None
         if client is None and connects_ahead():
-            self._ahead = ConnectAheadTransport(shared_ssl_context())
-            client = httpx.AsyncClient(transport=self._ahead)
+            self._ahead, client = _take_client_ahead() or _client_ahead()
         self._client = client if client is not None else httpx.AsyncClient(verify=shared_ssl_context())
         self._retry = replace(retry or RetryPolicy(), max_retries=config.settings.max_retries)
         self._idle_timeout = config.settings.stall_timeout if idle_timeout is None else idle_timeout
