@@ -8,7 +8,10 @@ for their own. httpcore is imported by httpx only when a client is first made.
 
 from __future__ import annotations
 
+import functools
 import importlib.resources.readers  # noqa: F401
+import itertools
+import operator
 import os
 
 # Imported lazily by httpx on a worker's first request otherwise — about 25 ms of CPU per run.
@@ -24,9 +27,12 @@ from yagent.ipc.runtime_dir import resolve_runtime_dir
 from yagent.ipc.sandbox_settings import DEFAULT_DENY_READ
 
 from . import agents, sandbox, workflows  # noqa: F401 - registers the agent kinds (workflows: their engine and nodes)
+from .agents.runtime import SWITCHED_OFF
 from .context.tokens import count_tokens_exact
 from .llm import default_catalog, shared_ssl_context
 from .llm._connect_ahead import connects_ahead
+from .tools.spec import Effect
+from .tools.surface import warm_surfaces
 
 count_tokens_exact("warm up the tokenizer")
 # The daemon's defaults: a run with other [sandbox] deny_read works its listing out itself.
@@ -35,3 +41,6 @@ sandbox.policy.warm(str(yagent_home()), str(resolve_runtime_dir()),
 shared_ssl_context()
 connects_ahead()  # the environment's proxies, read once for every worker (they inherit the forkserver's environment)
 default_catalog()  # the shipped model catalog, read and parsed: every run's engine looks its model up
+# What each profile admits of the static tools, with each combination of capabilities a configuration switches off.
+warm_surfaces([functools.reduce(operator.or_, chosen, Effect.NONE)
+               for count in range(len(SWITCHED_OFF) + 1) for chosen in itertools.combinations(SWITCHED_OFF, count)])

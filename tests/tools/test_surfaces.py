@@ -261,3 +261,27 @@ def test_extra_specs_replace_earlier_versions_of_themselves() -> None:
     spec = surface.resolve("mcp__a__b")
     assert spec is not None and spec.description == "second"
     assert "mcp__a__b" not in REGISTRY
+
+
+def test_a_registry_still_being_filled_shows_each_surface_what_it_holds_now_and_a_sealed_one_is_worked_out_once(
+        ) -> None:
+    from yagent.workers.tools.cognitive import thinking
+    from yagent.workers.tools.registry import Registry
+    from yagent.workers.tools.surface import _ADMITTED, warm_surfaces
+
+    def probe(name: str) -> ToolSpec:
+        return ToolSpec(name=name, description="A probe.", parameters={"type": "object", "properties": {}},
+                        effects=Effect.FS_READ, executor=thinking, auth=AuthPolicy.NEVER)
+
+    registry = Registry([probe("first")])
+    assert build_surface("repo", registry=registry).names() == ["first"]
+    registry.register(probe("second"))  # not sealed yet: nothing was kept from the first surface
+    assert build_surface("repo", registry=registry).names() == ["first", "second"]
+    assert registry not in _ADMITTED
+    registry.freeze()
+    warm_surfaces([Effect.NONE, Effect.CODE_INDEX], registry=registry)
+    kept = _ADMITTED[registry]
+    assert len(kept) == len(PROFILES) * 2 * 2  # every profile, root and delegated, with each set left out
+    surface = build_surface("repo", registry=registry, without=Effect.CODE_INDEX)
+    assert surface.names() == ["first", "second"] and len(_ADMITTED[registry]) == len(kept)
+    assert build_surface("repo", registry=registry, without=Effect.FS_READ).names() == []  # a new key, worked out

@@ -22,8 +22,7 @@ __all__ = ["call_tools", "call_tools_tokens"]
 class _Made:
     version: int
     definitions: tuple[ToolDefinition, ...]
-    text: str  # their JSON, as the gauge counts it
-    tokens: int = -1  # counted when first asked
+    tokens: int = -1  # counted when first asked (the gauge asks once the request is out: off a call's way)
 
 
 _made: weakref.WeakKeyDictionary[Surface, _Made] = weakref.WeakKeyDictionary()
@@ -34,7 +33,7 @@ def _current(surface: Surface) -> _Made:
     if made is None or made.version != surface.version:
         dicts = surface.tool_definitions()  # copies: what a provider request holds never aliases the registry
         made = _Made(surface.version, tuple(ToolDefinition(d["name"], d["description"], d["parameters"])
-                                            for d in dicts), json.dumps(dicts, separators=(",", ":")))
+                                            for d in dicts))
         _made[surface] = made
     return made
 
@@ -47,6 +46,8 @@ def call_tools(surface: Surface) -> tuple[ToolDefinition, ...]:
 def call_tools_tokens(surface: Surface) -> int:
     """Tokens the definitions take in a request, by the estimator the context gauge uses."""
     made = _current(surface)
-    if made.tokens < 0:
-        made.tokens = count_tokens(made.text)
+    if made.tokens < 0:  # their JSON as a request holds it
+        made.tokens = count_tokens(json.dumps([{"name": d.name, "description": d.description,
+                                                "parameters": d.parameters} for d in made.definitions],
+                                              separators=(",", ":")))
     return made.tokens

@@ -64,11 +64,14 @@ from .configuration_signature import SubagentConfiguration, signed, tool_entries
 from .loop import LoopConfig, LoopPolicy, run_agent_loop
 from .ports import ChannelAsker, ChannelAuthorizer, EngineTextLLM
 
-__all__ = ["AgentRun", "McpRequiredMissing", "result_priority"]
+__all__ = ["SWITCHED_OFF", "AgentRun", "McpRequiredMissing", "result_priority"]
 
 # A run's rollout opening is made once its first request is out (while the model works), or this long after its loop
 # began: a request that waits for a slot or a pause must not leave the rollout without it should the worker be killed.
 OPENING_AT_THE_LATEST = 0.05
+
+# The capabilities a run's configuration can take off its surface (`AgentRun.__init__`).
+SWITCHED_OFF = (Effect.CODE_INDEX, Effect.CHECKPOINT, Effect.BLUEPRINT)
 
 # What a model or the agent itself made: never cut by the first compression tier (not cheap to make again).
 _MADE_BY_A_MODEL = Effect.LLM | Effect.REFLECT | Effect.DRAFT
@@ -113,6 +116,7 @@ class AgentRun:
             off |= Effect.CHECKPOINT
         if not self.settings.blueprint.enabled:  # `[blueprint] enable = false`, YAGENT_BLUEPRINT=0
             off |= Effect.BLUEPRINT
+        # (SWITCHED_OFF names these three: the forkserver works out the surfaces of every combination of them.)
         delegated = ctx.spec.parent_run is not None
         self.surface: Surface = build_surface(role, yolo=self.yolo, extra_specs=extra_specs, pick=pick, without=off,
                                               delegated=delegated)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -202,13 +203,40 @@ def build_surface(
     profile = PROFILES.get(agent)
     if profile is None:
         raise SurfaceError(f"no capability profile for agent {agent!r}; known agents: {sorted(PROFILES)}")
-    static = [s for s in registry.specs() if profile.admits(s) and _allowed_at(s, yolo) and not s.effects & without
-              and _allowed_for(s, delegated)]
+    static = list(_admitted(registry, profile, yolo, without, delegated))
     if pick is not None:
         static = _narrow(profile, static, list(pick))
     surface = Surface(profile, static, yolo=yolo, delegated=delegated)
     surface.join(extra_specs)
     return surface
+
+
+# The static specs a profile admits, by (profile, yolo, without, delegated), for each sealed registry: the same for
+# every run, and some two hundred flag operations each time (the forkserver works out the usual ones, `warm_surfaces`).
+_ADMITTED: weakref.WeakKeyDictionary[Registry, dict[tuple[Profile, YoloLevel, Effect, bool], tuple[ToolSpec, ...]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _admitted(registry: Registry, profile: Profile, yolo: YoloLevel, without: Effect,
+              delegated: bool) -> tuple[ToolSpec, ...]:
+    known = _ADMITTED.get(registry) if registry.frozen else None  # one still being filled may change
+    key = (profile, yolo, without, delegated)
+    found = known.get(key) if known is not None else None
+    if found is None:
+        found = tuple(s for s in registry.specs() if profile.admits(s) and _allowed_at(s, yolo)
+                      and not s.effects & without and _allowed_for(s, delegated))
+        if registry.frozen:
+            _ADMITTED.setdefault(registry, {})[key] = found
+    return found
+
+
+def warm_surfaces(without: Iterable[Effect] = (Effect.NONE,), registry: Registry = REGISTRY) -> None:
+    """Work out, in the forkserver, what every profile admits of the static registry, root and delegated, with each
+    of `without` left out: every worker then finds its run's list made."""
+    for profile in PROFILES.values():
+        for delegated in (False, True):
+            for off in without:
+                _admitted(registry, profile, YoloLevel.NONE, off, delegated)
 
 
 def palette(agent: str = "custom", registry: Registry = REGISTRY, *, yolo: YoloLevel | None = None) -> list[ToolSpec]:
