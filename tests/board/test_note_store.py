@@ -139,17 +139,24 @@ def _counting_reads(monkeypatch) -> list[str]:
     return opened
 
 
-def test_front_matters_read_before_are_kept_while_their_files_stay_the_same(tmp_path: Path, monkeypatch) -> None:
-    store = NoteStore(tmp_path / "notes")
-    refs = [store.write("repo", Handoff(f"conclusion {i}"), f"body {i}") for i in range(5)]
+def test_front_matters_read_or_written_before_are_kept_while_their_files_stay_the_same(tmp_path: Path,
+                                                                                       monkeypatch) -> None:
+    writer = NoteStore(tmp_path / "notes")
+    refs = [writer.write("repo", Handoff(f"conclusion {i}"), f"body {i}") for i in range(4)]
+    refs.append(writer.write("chat", None, "no hand-off", task="t", artifacts=("a1",), summary="said", status="ok"))
     opened = _counting_reads(monkeypatch)
-    first = store.heads(refs)
-    assert [n.handoff.conclusion for n in first] == [f"conclusion {i}" for i in range(5)]
+    reader = NoteStore(tmp_path / "notes")  # another process's view of the board: it has read nothing yet
+    first = reader.heads(refs)
+    assert [n.handoff.conclusion for n in first[:4]] == [f"conclusion {i}" for i in range(4)]
     assert len(opened) == 5
-    again = store.heads(refs)
+    again = reader.heads(refs)
     assert len(opened) == 5 and again == first  # every file unchanged: none opened again
-    later = store.write("repo", Handoff("conclusion 5"), "body 5")
-    assert [n.handoff.conclusion for n in store.heads([*refs, later])][-1] == "conclusion 5"
+    # The writer kept what it wrote, exactly as a read gives it back (a note without a hand-off included).
+    assert writer.heads(refs) == first and len(opened) == 5
+    later = writer.write("repo", Handoff("conclusion 5"), "body 5")
+    assert [n.handoff.conclusion for n in writer.heads([*refs, later])][-1] == "conclusion 5"
+    assert len(opened) == 5
+    assert [n.handoff.conclusion for n in reader.heads([*refs, later])][-1] == "conclusion 5"
     assert len(opened) == 6  # only the new note was read
 
 

@@ -14,13 +14,14 @@ from yagent.workers.late_sync import LATE_SYNC
 __all__ = ["place_exclusive"]
 
 
-def place_exclusive(tmp: Path, final: Path, data: bytes) -> bool:
-    """Write `data` to `final` if that name is free; False when it, or `tmp`, is taken (try another name)."""
+def place_exclusive(tmp: Path, final: Path, data: bytes, placed: list[os.stat_result] | None = None) -> bool:
+    """Write `data` to `final` if that name is free; False when it, or `tmp`, is taken (try another name). `placed`
+    receives the file's status once written whole (what a later `lstat` of `final` shows while it is that file)."""
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except FileExistsError:
         return False
-    placed = False
+    kept = False
     try:
         view = memoryview(data)
         while view:
@@ -33,12 +34,15 @@ def place_exclusive(tmp: Path, final: Path, data: bytes) -> bool:
             if os.path.lexists(final):
                 return False
             os.replace(tmp, final)  # a file system without hard links; the names are random and exclusive
-        placed = True
+        kept = True
+        if placed is not None:
+            with contextlib.suppress(OSError):
+                placed.append(os.fstat(fd))
         return True
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        if placed:
+        if kept:
             LATE_SYNC.add(fd)  # the same inode as `final`: syncing it makes the placed file durable
         else:
             os.close(fd)

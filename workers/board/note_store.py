@@ -148,12 +148,16 @@ class NoteStore:
         data = f"{_FENCE}\n{json.dumps(front, ensure_ascii=False)}\n{_FENCE}\n{body}".encode("utf-8", "replace")
         for _ in range(_MAX_TRIES):
             stem = _new_stem()
-            if self._place(directory, stem, data):
-                return NoteRef(name, stem)
+            placed: list[os.stat_result] = []
+            if self._place(directory, stem, data, placed):
+                ref = NoteRef(name, stem)
+                if placed:  # its head as a read would make it, from the bytes written: the next index opens nothing
+                    self._heads[ref] = (_identity(placed[0]), _note_of(ref, data[:FRONT_MAX_BYTES], head_only=True))
+                return ref
         raise OSError(f"could not find a free note name in {directory} after {_MAX_TRIES} tries")
 
-    def _place(self, directory: Path, stem: str, data: bytes) -> bool:
-        return place_exclusive(directory / (stem + TMP_SUFFIX), directory / (stem + NOTE_SUFFIX), data)
+    def _place(self, directory: Path, stem: str, data: bytes, placed: list[os.stat_result] | None = None) -> bool:
+        return place_exclusive(directory / (stem + TMP_SUFFIX), directory / (stem + NOTE_SUFFIX), data, placed)
 
     # -- reading ----------------------------------------------------------------------------------------
 
@@ -222,18 +226,21 @@ class NoteStore:
             return None
         raw = _read_regular(os.path.join(self.root, ref.agent), ref.stem + NOTE_SUFFIX,
                             FRONT_MAX_BYTES if head_only else BODY_MAX_BYTES, identity)
-        if raw is None:
-            return None
-        front, body, damaged = _split(raw)
-        if head_only and damaged.startswith("the front-matter does not end") and len(raw) >= FRONT_MAX_BYTES:
-            damaged = "the front-matter is larger than a hand-off can be"
-        handoff = parse_handoff(front)
-        meta = front if isinstance(front, dict) else {}
-        artifacts = meta.get("artifacts")
-        task = meta.get("task")
-        return Note(ref, handoff, "" if head_only else body,
-                    tuple(a for a in artifacts if isinstance(a, str))[:16] if isinstance(artifacts, list) else (),
-                    task if isinstance(task, str) else "", damaged)
+        return None if raw is None else _note_of(ref, raw, head_only=head_only)
+
+
+def _note_of(ref: NoteRef, raw: bytes, *, head_only: bool) -> Note:
+    """The note `raw` (a file's first bytes, as many as a read takes) holds."""
+    front, body, damaged = _split(raw)
+    if head_only and damaged.startswith("the front-matter does not end") and len(raw) >= FRONT_MAX_BYTES:
+        damaged = "the front-matter is larger than a hand-off can be"
+    handoff = parse_handoff(front)
+    meta = front if isinstance(front, dict) else {}
+    artifacts = meta.get("artifacts")
+    task = meta.get("task")
+    return Note(ref, handoff, "" if head_only else body,
+                tuple(a for a in artifacts if isinstance(a, str))[:16] if isinstance(artifacts, list) else (),
+                task if isinstance(task, str) else "", damaged)
 
 
 def _new_stem() -> str:
