@@ -31,6 +31,7 @@ from .agents.runtime import SWITCHED_OFF
 from .context.tokens import count_tokens_exact
 from .llm import default_catalog, shared_ssl_context
 from .llm._connect_ahead import connects_ahead
+from .tools.guard import safe_system_trees
 from .tools.spec import Effect
 from .tools.surface import warm_surfaces
 
@@ -41,6 +42,7 @@ sandbox.policy.warm(str(yagent_home()), str(resolve_runtime_dir()),
 shared_ssl_context()
 connects_ahead()  # the environment's proxies, read once for every worker (they inherit the forkserver's environment)
 default_catalog()  # the shipped model catalog, read and parsed: every run's engine looks its model up
+safe_system_trees()  # where commands live, resolved: every run's workspace guard starts from them
 # What each profile admits of the static tools, with each combination of capabilities a configuration switches off.
 warm_surfaces([functools.reduce(operator.or_, chosen, Effect.NONE)
                for count in range(len(SWITCHED_OFF) + 1) for chosen in itertools.combinations(SWITCHED_OFF, count)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -49,8 +50,8 @@ class WorkspaceGuard:
         self.root = Path(_realpath(os.path.expanduser(str(project_root))))
         self.files = FileAccess(self.root, resolution=resolution)
         self.approvals = ApprovalStore(self.root, settings_path, session_grants)
-        trees = [*SAFE_SYSTEM_TREES, tempfile.gettempdir(), *(str(d) for d in safe_dirs)]
-        self._safe_trees = tuple(dict.fromkeys(Path(_realpath(t)) for t in trees))
+        trees = [tempfile.gettempdir(), *(str(d) for d in safe_dirs)]
+        self._safe_trees = tuple(dict.fromkeys([*safe_system_trees(), *(Path(_realpath(t)) for t in trees)]))
 
     def resolve(self, raw: str | Path, base: Path | None = None) -> Path:
         """The real absolute path `raw` names; relative paths start at `base` (default the project root)."""
@@ -219,6 +220,12 @@ class WorkspaceGuard:
                 if link.is_symlink() and link != resolved:
                     return f"{self.display(link)} (a link to {self.display(resolved)})"
         return self.display(resolved)
+
+
+@functools.cache
+def safe_system_trees() -> tuple[Path, ...]:
+    """`SAFE_SYSTEM_TREES` resolved: once per process (first in the forkserver), as only root can move them."""
+    return tuple(Path(_realpath(t)) for t in SAFE_SYSTEM_TREES)
 
 
 def _realpath(path: str | Path) -> str:
