@@ -15,7 +15,8 @@ Also prints CPU seconds of the daemon and of all workers.
 
 The session runs twice, each with a daemon of its own: with `[daemon] warm_workers = 0` (every delegation forks
 its worker: the baseline) and with the default pool (a delegation takes a warm worker; once the first runs have
-reported the pages they copy on write, the warm worker has copied those before its run, `workers/page_warmth.py`).
+reported the pages they copy on write, the warm worker has copied those before its run, `workers/page_warmth.py`, and
+it has added the Landlock rules every run shares to its ruleset, its channel's context and its provider client made).
 For each, the time of every delegation is broken into phases from the timestamps of the events it produced and of
 the provider's record of each request (the workers', the daemon's and the provider's clocks are the same system
 clock): the Director reading its model's answer and making the tool call, the request to the daemon, admission, the
@@ -179,9 +180,10 @@ def session(n: int, model_time: float, warm_workers: int | None) -> dict:
     status = of_type(events, "turn_finished")[0].data["status"]
     warm = sum(1 for e in of_type(events, "run_started") if e.data.get("parent") and e.data.get("warm"))
     ahead = [e.data.get("prefaulted", 0) for e in of_type(events, "run_started") if e.data.get("parent")]
+    rules = [e.data.get("rules_ahead", 0) for e in of_type(events, "run_started") if e.data.get("parent")]
     return {"cold": cold, "status": status, "requests": len(bare), "wall": wall, "baseline": baseline,
             "daemon_cpu": daemon_cpu, "worker_cpu": worker_cpu, "rows": breakdown(events, requests[1:2 * n + 2]),
-            "warm": warm, "ahead": ahead, "gaps": provider_gaps(requests, 1, n)}
+            "warm": warm, "ahead": ahead, "rules": rules, "gaps": provider_gaps(requests, 1, n)}
 
 
 def report(name: str, n: int, got: dict) -> float:
@@ -189,8 +191,9 @@ def report(name: str, n: int, got: dict) -> float:
     overhead = wall - baseline
     ahead = got["ahead"]
     print(f"\n== {name}: {n} delegations ({got['warm']} on a warm worker, {sum(1 for a in ahead if a)} of them with "
-          f"pages copied ahead, p50 {statistics.median(ahead) if ahead else 0:.0f} pages), {got['requests']} model "
-          f"requests, status {got['status']}")
+          f"pages copied ahead, p50 {statistics.median(ahead) if ahead else 0:.0f} pages; "
+          f"{sum(1 for r in got['rules'] if r)} with Landlock rules added ahead), {got['requests']} model requests, "
+          f"status {got['status']}")
     print(f"warm-up turn right after the daemon started (forkserver still preloading): {got['cold']:.2f} s")
     print(f"wall {wall:.2f} s; baseline (same responses, bare httpx loop) {baseline:.2f} s")
     print(f"orchestration overhead {overhead:.2f} s = {overhead / wall:.1%} of wall (target ≤ 5 %); "
