@@ -135,7 +135,7 @@ _HANDLERS: dict[type[Message], tuple[Handler, bool]] = {}
 
 
 _LLM_CALL_END = EventType.LLM_CALL_END.value.encode()
-# More than a worker could add (one rule per path of its read and write sets): a hello's figure is shown, capped here.
+# A hello's count of rules added ahead is only shown: capped here (a home of thousands of entries makes as many rules).
 _MAX_RULES_SHOWN = 4096
 
 

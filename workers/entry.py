@@ -11,9 +11,11 @@ dies, the run wraps up at once — cancelled, its tools stopped, its result and 
 
 A warm worker (`warm_worker_main`) is forked before any run wants it and does only what belongs to no run: it lets
 go of the forkserver's pipe, turns non-dumpable, takes its own process group and the parent-death signal, copies the
-pages earlier runs copied on write (`page_warmth.py`: their faults would otherwise fall in the run's start), then
-blocks on its assignment pipe — no thread, no secret, no socket, no confinement. The run's id, endpoint and
-confinement arrive on that pipe, followed by its secret; from there on it is started exactly as a cold worker.
+pages earlier runs copied on write (`page_warmth.py`: their faults would otherwise fall in the run's start), makes
+its channel's ZeroMQ context and its provider client (objects without a thread or a socket until used) and fills a
+Landlock ruleset with the read rules every run shares (not enforced: no confinement yet), then blocks on its
+assignment pipe — no thread, no secret, no socket, no confinement. The run's id, endpoint and confinement arrive on
+that pipe, followed by its secret; from there on it is started as a cold worker is, with what it made ahead.
 Its pipe closing (the daemon reaped it, or died) or its pipe to the daemon closing ends it.
 """
 
@@ -230,7 +232,8 @@ def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = ()
 
 @dataclasses.dataclass
 class _Warmth:
-    """What a warm worker did with its pages: how many it copied ahead, and its page map when asked to learn."""
+    """What a warm worker did while it waited: the pages it copied ahead, its page map when asked to learn, and the
+    channel's context it made."""
 
     prefaulted: int = 0
     page_map: PageMap | None = None

@@ -280,7 +280,8 @@ def test_an_approved_write_outside_the_rules_fails_saying_it_was_approved_and_ho
 
 
 def _probe_after_confining(tmp_path: Path, spec: ConfinementSpec, agent: str, *, prepare: bool, abi: int = 0,
-                           between: str = "") -> dict:
+                           between: str = "", extra: dict[str, tuple[str, Path]] | None = None,
+                           path_env: str = "") -> dict:
     """In a fresh process whose $HOME holds the state home (so the home is listed around it): warm the shared rules
     as the forkserver does, fill a ruleset ahead as a warm worker does (`prepare`), run `between` (a change made while
     it waits), confine for `spec` (under `abi` when given) and try each path. Returns what each try gave, the rules
@@ -294,7 +295,7 @@ def _probe_after_confining(tmp_path: Path, spec: ConfinementSpec, agent: str, *,
               "scratch_write": ("write", Path(spec.scratch_dir) / "s"),
               "task_write": ("write", Path(spec.task_dir) / "t"),
               "outside_read": ("read", tmp_path / "outside" / "secret"), "devnull": ("write", Path("/dev/null")),
-              "usr": ("read", Path(os.path.realpath(sys.executable)))}
+              "usr": ("read", Path(os.path.realpath(sys.executable))), **(extra or {})}
     wire = spec.to_wire() if not abi else {**spec.to_wire(), "abi": abi}
     paths = {name: (how, str(path)) for name, (how, path) in probes.items()}
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
@@ -328,7 +329,8 @@ def _probe_after_confining(tmp_path: Path, spec: ConfinementSpec, agent: str, *,
         probes = {{name: tried(how, path) for name, (how, path) in {paths!r}.items()}}
         print(json.dumps({{"probes": probes, "ahead": state.ahead, "closed": closed}}))
         """)], capture_output=True, text=True, timeout=60, cwd=str(tmp_path),
-        env={**os.environ, "HOME": str(home), "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        env={**os.environ, "HOME": str(home), "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+             **({"PATH": path_env} if path_env else {})})
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -377,6 +379,23 @@ def test_a_home_changed_while_the_worker_waited_makes_it_build_its_ruleset_whole
 
 
 @needs_landlock
+def test_a_shared_tree_moved_into_the_state_home_while_the_worker_waited_grants_nothing_there(tmp_path: Path) -> None:
+    spec = _listed_home(tmp_path)
+    tools = tmp_path / "tools"  # a $PATH tool root: in the read set every run shares, granted whole
+    (tools / "bin").mkdir(parents=True)
+    (tools / "bin" / "secret").write_text("moved into hiding")
+    moved = Path(spec.home) / "moved"
+    # Renamed into the state home (no directory listed for the shared rules changes) and replaced by a new tree.
+    between = f"os.rename({str(tools)!r}, {str(moved)!r}); os.makedirs({str(tools / 'bin')!r})"
+    probes = {"moved": ("read", moved / "bin" / "secret")}
+    seen = _probe_after_confining(tmp_path, spec, "chat", prepare=True, between=between, extra=probes,
+                                  path_env=f"{tools / 'bin'}:{os.environ.get('PATH', '')}")
+    # Its rule was added on the tree's old directory, which now lies in hiding: the ruleset is built whole instead.
+    assert seen["ahead"] == 0 and seen["closed"]
+    assert seen["probes"]["moved"] == 13 and seen["probes"]["home_file"] == "ok"
+
+
+@needs_landlock
 @pytest.mark.skipif(landlock_abi() < 2, reason="needs a lower Landlock ABI to ask for")
 def test_a_run_under_another_abi_than_the_ruleset_filled_ahead_builds_its_own(tmp_path: Path) -> None:
     spec = _listed_home(tmp_path)
@@ -390,7 +409,7 @@ def test_an_unconfined_run_closes_the_ruleset_filled_ahead(tmp_path: Path) -> No
 
     read, write = os.pipe()
     os.close(write)
-    sandbox._prepared = sandbox._Prepared(read, 1, [], 0)  # any descriptor stands for the ruleset here
+    sandbox._prepared = sandbox._Prepared(read, 1, [], ())  # any descriptor stands for the ruleset here
     spec = ConfinementSpec.read({**_spec(tmp_path).to_wire(), "unconfined": Unconfined.FULL_YOLO.value})
     try:
         state = sandbox.confine_worker(spec, "chat")
@@ -400,3 +419,22 @@ def test_an_unconfined_run_closes_the_ruleset_filled_ahead(tmp_path: Path) -> No
     finally:
         sandbox._prepared = None
         sandbox._current = None
+
+
+@needs_landlock
+@pytest.mark.parametrize("failing", ["listing", "adding"])
+def test_a_ruleset_that_cannot_be_filled_ahead_leaves_none_behind(monkeypatch: pytest.MonkeyPatch,
+                                                                  failing: str) -> None:
+    from yagent.workers import sandbox
+
+    def broken(*_args: object) -> None:
+        raise (PermissionError(13, "listing the home") if failing == "listing" else RuntimeError("a defect"))
+
+    if failing == "listing":
+        monkeypatch.setattr(sandbox, "warmed_shared_rules", broken)
+    else:
+        monkeypatch.setattr(sandbox, "warmed_shared_rules", lambda: [ll.Rule("/usr", ll.READ)])
+        monkeypatch.setattr(sandbox, "add_rules", broken)
+    before = sorted(os.listdir("/proc/self/fd"))
+    sandbox.prepare_shared_rules()  # a head start only: the warm worker goes on waiting, its run builds whole
+    assert sandbox._prepared is None and sorted(os.listdir("/proc/self/fd")) == before

@@ -16,7 +16,8 @@ __all__ = ["place_exclusive"]
 
 def place_exclusive(tmp: Path, final: Path, data: bytes, placed: list[os.stat_result] | None = None) -> bool:
     """Write `data` to `final` if that name is free; False when it, or `tmp`, is taken (try another name). `placed`
-    receives the file's status once written whole (what a later `lstat` of `final` shows while it is that file)."""
+    receives the file's status once written whole: its device, inode, size and modification time are what a later
+    `lstat` of `final` shows while the name holds that file (its link count and change time are not)."""
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except FileExistsError:

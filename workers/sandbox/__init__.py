@@ -53,7 +53,22 @@ class _Prepared:
     ruleset: int  # its descriptor
     abi: int
     rules: list[Rule]  # the shared read rules it holds: the list object `policy` handed out
-    added: int
+    opened: tuple[tuple[str, int, int], ...]  # (path, device, inode) of what each rule was added on
+
+    def still_holds(self, shared: list[Rule]) -> bool:
+        """Whether these rules are still the ones a whole build would add: the same listing (nothing listed for it
+        changed) and every path still naming the file its rule was added on (a tree renamed or replaced since would
+        leave its rule on a file that may now lie anywhere, a hidden directory included)."""
+        if shared is not self.rules:
+            return False
+        for path, device, inode in self.opened:
+            try:
+                status = os.stat(path)
+            except OSError:
+                return False
+            if (status.st_dev, status.st_ino) != (device, inode):
+                return False
+        return True
 
 
 _prepared: _Prepared | None = None
@@ -65,20 +80,23 @@ def prepare_shared_rules() -> None:
     worker before it waits for its run; `confine_worker` adds the run's own and enforces it. Confines nothing:
     a ruleset restricts only once enforced. Where it cannot be made the run builds its ruleset whole."""
     global _prepared
-    rules = warmed_shared_rules()
-    abi = landlock_abi()
-    if _prepared is not None or not rules or abi < 1:
+    if _prepared is not None:
         return
-    try:
+    ruleset = -1
+    try:  # only a head start: whatever goes wrong here, the run builds its ruleset whole
+        rules = warmed_shared_rules()
+        abi = landlock_abi()
+        if not rules or abi < 1:
+            return
         ruleset = create_ruleset(abi)
-    except LandlockError:
-        return
-    try:
-        added = add_rules(ruleset, abi, rules)
-    except (LandlockError, OSError):
-        os.close(ruleset)
-        return
-    _prepared = _Prepared(ruleset, abi, rules, added)
+        opened: list[tuple[str, int, int]] = []
+        add_rules(ruleset, abi, rules, opened)
+        _prepared, ruleset = _Prepared(ruleset, abi, rules, tuple(opened)), -1
+    except Exception as exc:
+        log.debug("no Landlock rules added ahead: %s", exc)
+    finally:
+        if ruleset >= 0:
+            os.close(ruleset)
 
 
 def _take_prepared() -> _Prepared | None:
@@ -117,6 +135,8 @@ def confine_worker(spec: ConfinementSpec | None, agent: str) -> Confinement | No
     global _current
     prepared = _take_prepared()
     try:
+        if spec is None:
+            return None
         _current = _confine(spec, agent, prepared)
     finally:
         if prepared is not None:
@@ -124,9 +144,7 @@ def confine_worker(spec: ConfinementSpec | None, agent: str) -> Confinement | No
     return _current
 
 
-def _confine(spec: ConfinementSpec | None, agent: str, prepared: _Prepared | None) -> Confinement | None:
-    if spec is None:
-        return None
+def _confine(spec: ConfinementSpec, agent: str, prepared: _Prepared | None) -> Confinement:
     if spec.unconfined is not None:
         return Confinement(spec, spec.unconfined)
     writes = writes_project(agent)
@@ -137,14 +155,16 @@ def _confine(spec: ConfinementSpec | None, agent: str, prepared: _Prepared | Non
     ahead = 0
     try:
         os.makedirs(spec.scratch_dir, mode=0o700, exist_ok=True)
-        own, shell = rule_sets(spec, writes)  # both before the domain: listing around the hidden needs reads
-        # The rules added ahead are still this run's while `policy` hands out the same list: nothing listed for
-        # them changed since. Those of `own` are added besides; the domain is their union either way.
-        if prepared is not None and prepared.abi == spec.abi and shared_read_rules(spec) is prepared.rules:
+        shared = shared_read_rules(spec) if prepared is not None and prepared.abi == spec.abi else None
+        # Both before the domain: listing around the hidden needs reads.
+        own, shell = rule_sets(spec, writes, shared=shared)
+        # The rules added ahead are still this run's when its read set was built from the same listing and their
+        # paths name the same files: those of `own` are added besides, and the domain is the union of `own` either way.
+        if prepared is not None and shared is not None and prepared.still_holds(shared):
             held = set(prepared.rules)
             add_rules(prepared.ruleset, spec.abi, [rule for rule in own if rule not in held])
             enforce(prepared.ruleset)
-            ahead = prepared.added
+            ahead = len(prepared.opened)
         else:
             restrict_self(spec.abi, own)
     except (LandlockError, OSError) as exc:

@@ -188,9 +188,10 @@ def create_ruleset(abi: int) -> int:
     return int(ruleset)
 
 
-def add_rules(ruleset: int, abi: int, rules: list[Rule]) -> int:
+def add_rules(ruleset: int, abi: int, rules: list[Rule], opened: list[tuple[str, int, int]] | None = None) -> int:
     """Add `rules` to `ruleset` (made for `abi`); returns how many were added. Paths that do not exist are skipped
-    (a rule needs an open file); a rule on a file keeps only the rights a file can have."""
+    (a rule needs an open file); a rule on a file keeps only the rights a file can have. `opened` receives (path,
+    device, inode) of what each added rule was opened as: a rule holds that file, whatever its path names later."""
     numbers = _numbers()
     if numbers is None:
         raise LandlockError(errno.ENOSYS, "Landlock is not available on this system")
@@ -207,7 +208,8 @@ def add_rules(ruleset: int, abi: int, rules: list[Rule]) -> int:
         except OSError:
             continue  # gone, or never there: nothing to allow
         try:
-            if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            status = os.fstat(fd)
+            if not stat.S_ISDIR(status.st_mode):
                 access &= FILE_RIGHTS
             if not access:
                 continue
@@ -216,6 +218,8 @@ def add_rules(ruleset: int, abi: int, rules: list[Rule]) -> int:
                 code = ctypes.get_errno()
                 raise LandlockError(code, f"landlock_add_rule({rule.path}): {os.strerror(code)}")
             added += 1
+            if opened is not None:
+                opened.append((rule.path, status.st_dev, status.st_ino))
         finally:
             os.close(fd)
     return added

@@ -30,16 +30,17 @@ _WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pt
 _READ_WRITE = READ | WRITE
 
 
-def rule_sets(spec: ConfinementSpec, writes_project: bool, *, home: str | None = None
-              ) -> tuple[list[Rule], list[Rule]]:
-    """(the worker's domain, its commands' nested domain), the read set worked out once for both.
+def rule_sets(spec: ConfinementSpec, writes_project: bool, *, home: str | None = None,
+              shared: list[Rule] | None = None) -> tuple[list[Rule], list[Rule]]:
+    """(the worker's domain, its commands' nested domain), the read set worked out once for both; `shared`: the
+    read rules every run shares, when the caller has them already (`shared_read_rules`).
 
     The worker reads the read set and writes its task's state, the shared state dirs, its scratch dir, the
     writable roots (its commands' domain nests inside this one, so it must hold them too) and, for an agent
     whose profile writes files, the project. A `run_bash` command writes only its scratch dir (its TMPDIR),
     the writable roots and, for Coding, the project — never the task's state (memory, grants) or the shared
     approvals, so a command can neither approve itself nor rewrite the conversation."""
-    read = _read_set(spec, home)
+    read = _read_set(spec, home, shared)
     shell_writes = [spec.scratch_dir, *spec.writable_roots, *([spec.project_root] if writes_project else [])]
     shell = [*read, *(Rule(p, _READ_WRITE) for p in shell_writes)]
     worker = [*shell, *(Rule(p, _READ_WRITE) for p in (spec.task_dir, *spec.shared_dirs)),
@@ -136,13 +137,14 @@ def _devices() -> list[Rule]:
     return [Rule("/dev", READ | IOCTL_DEV), *(Rule(p, READ_FILE | WRITE_FILE | IOCTL_DEV) for p in _WRITABLE_DEVICES)]
 
 
-def _read_set(spec: ConfinementSpec, home: str | None) -> list[Rule]:
+def _read_set(spec: ConfinementSpec, home: str | None, shared: list[Rule] | None = None) -> list[Rule]:
     hidden = [os.path.realpath(p) for p in (spec.home, spec.runtime_dir, *spec.deny_read)]
     # Each tree is listed around what must stay hidden: a sys.path entry (the daemon's working directory), the
     # project or $HOME may hold the state home or the runtime directory.
     user_home = os.path.normpath(home if home is not None else os.path.expanduser("~"))
-    rules = list(_shared_read(user_home, hidden))  # the run's own state lies beneath the state home: granted
-    for tree in (spec.project_root, *spec.writable_roots):  # by name, with writes
+    # The run's own state lies beneath the state home: granted by name, with writes.
+    rules = list(shared if shared is not None else _shared_read(user_home, hidden))
+    for tree in (spec.project_root, *spec.writable_roots):
         rules += (Rule(p, READ) for p in _around(tree, hidden, os.path.realpath(tree)))
     rules += (Rule(p, READ) for p in _skill_trees(spec, hidden))
     return rules
@@ -175,9 +177,10 @@ _SHARED: dict[tuple[str, tuple[str, ...]], tuple[list[Rule], list[tuple[str, int
 
 
 def shared_read_rules(spec: ConfinementSpec, *, home: str | None = None) -> list[Rule]:
-    """The part of `spec`'s read set every run of a daemon shares (`_shared_read`): the very list object handed
-    out before while no directory listed for it has changed, which is how a worker knows that rules it added to a
-    ruleset ahead of its run (`sandbox.prepare_shared_rules`) are still the right ones."""
+    """The part of `spec`'s read set every run of a daemon shares (`_shared_read`; not to be changed by the caller:
+    it is the cached list). Once its listing is settled it is the very list object handed out before, for as long as
+    no directory listed for it changes: how a worker knows that the listing it added rules from ahead of its run
+    (`sandbox.prepare_shared_rules`) still holds."""
     hidden = [os.path.realpath(p) for p in (spec.home, spec.runtime_dir, *spec.deny_read)]
     return _shared_read(os.path.normpath(home if home is not None else os.path.expanduser("~")), hidden)
 
