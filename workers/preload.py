@@ -8,10 +8,7 @@ for their own. httpcore is imported by httpx only when a client is first made.
 
 from __future__ import annotations
 
-import functools
 import importlib.resources.readers  # noqa: F401
-import itertools
-import operator
 import os
 
 # Imported lazily by httpx on a worker's first request otherwise — about 25 ms of CPU per run.
@@ -32,7 +29,6 @@ from .context.tokens import count_tokens_exact
 from .llm import default_catalog, shared_ssl_context
 from .llm._connect_ahead import connects_ahead
 from .tools.guard import safe_system_trees
-from .tools.spec import Effect
 from .tools.surface import warm_surfaces
 
 count_tokens_exact("warm up the tokenizer")
@@ -43,6 +39,4 @@ shared_ssl_context()
 connects_ahead()  # the environment's proxies, read once for every worker (they inherit the forkserver's environment)
 default_catalog()  # the shipped model catalog, read and parsed: every run's engine looks its model up
 safe_system_trees()  # where commands live, resolved: every run's workspace guard starts from them
-# What each profile admits of the static tools, with each combination of capabilities a configuration switches off.
-warm_surfaces([functools.reduce(operator.or_, chosen, Effect.NONE)
-               for count in range(len(SWITCHED_OFF) + 1) for chosen in itertools.combinations(SWITCHED_OFF, count)])
+warm_surfaces(SWITCHED_OFF)  # what each profile admits of the static tools, whatever a configuration switches off

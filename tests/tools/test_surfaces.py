@@ -279,7 +279,7 @@ def test_a_registry_still_being_filled_shows_each_surface_what_it_holds_now_and_
     assert build_surface("repo", registry=registry).names() == ["first", "second"]
     assert registry not in _ADMITTED
     registry.freeze()
-    warm_surfaces([Effect.NONE, Effect.CODE_INDEX], registry=registry)
+    warm_surfaces([Effect.CODE_INDEX], registry=registry)
     kept = _ADMITTED[registry]
     assert len(kept) == len(PROFILES) * 2 * 2  # every profile, root and delegated, with each set left out
     surface = build_surface("repo", registry=registry, without=Effect.CODE_INDEX)

@@ -95,26 +95,26 @@ class Surface:
                 self._static[name] = dataclasses.replace(spec, description=f"UNAVAILABLE: {note}. {spec.description}")
                 self._version += 1
 
-    def _all(self) -> dict[str, ToolSpec]:
-        """Every tool by name (not to be changed by the caller), made again only once the version has moved."""
+    def _tools_now(self) -> tuple[dict[str, ToolSpec], tuple[str, ...]]:
+        """Every tool by name and their names sorted (not to be changed by the caller), made again only once the
+        version has moved."""
         if self._tools_version != self._version:
             tools = {**self._static, **self._extra}
             if not any(s.is_cold for s in tools.values()):
                 tools.pop(LOAD_TOOL, None)  # nothing to load: keep the loader off the prompt
             self._tools, self._sorted, self._tools_version = tools, tuple(sorted(tools)), self._version
-        return self._tools
+        return self._tools, self._sorted
 
     def names(self) -> list[str]:
         """Every tool on the surface, loaded or deferred, sorted."""
-        self._all()
-        return list(self._sorted)
+        return list(self._tools_now()[1])
 
     def specs(self) -> list[ToolSpec]:
-        tools = self._all()
-        return [tools[n] for n in self._sorted]
+        tools, names = self._tools_now()
+        return [tools[n] for n in names]
 
     def resolve(self, name: str) -> ToolSpec | None:
-        return self._all().get(name)
+        return self._tools_now()[0].get(name)
 
     def is_loaded(self, name: str) -> bool:
         """True when the model has the tool's schema: hot tools always, cold ones after `load_tool`."""
@@ -230,12 +230,15 @@ def _admitted(registry: Registry, profile: Profile, yolo: YoloLevel, without: Ef
     return found
 
 
-def warm_surfaces(without: Iterable[Effect] = (Effect.NONE,), registry: Registry = REGISTRY) -> None:
+def warm_surfaces(switchable: Iterable[Effect] = (), registry: Registry = REGISTRY) -> None:
     """Work out, in the forkserver, what every profile admits of the static registry, root and delegated, with each
-    of `without` left out: every worker then finds its run's list made."""
+    combination of the `switchable` capabilities left out: every worker then finds its run's list made."""
+    offs = [Effect.NONE]
+    for effect in switchable:
+        offs += [off | effect for off in offs]
     for profile in PROFILES.values():
         for delegated in (False, True):
-            for off in without:
+            for off in offs:
                 _admitted(registry, profile, YoloLevel.NONE, off, delegated)
 
 
