@@ -215,14 +215,28 @@ def report(name: str, n: int, got: dict) -> float:
     return overhead / n * 1000
 
 
+def orchestration(got: dict) -> float:
+    """The provider's idle time per delegation (p50), less the bare replay's: the orchestration, in ms."""
+    gaps, bare_gaps = got["gaps"]
+    return statistics.median(gaps) - statistics.median(bare_gaps)
+
+
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     model_time = float(sys.argv[2]) if len(sys.argv) > 2 else 0.25
     cold = report("every delegation forks its worker ([daemon] warm_workers = 0; baseline)", n,
                   session(n, model_time, 0))
-    warm = report("warm workers (the default pool)", n, session(n, model_time, None))
+    warm_session = session(n, model_time, None)
+    warm = report("warm workers (the default pool)", n, warm_session)
     print(f"\noverhead per delegation: {warm:.1f} ms with warm workers against {cold:.1f} ms without, "
           f"ratio {warm / cold:.3f}  (target ≤ 10 ms)")
+    # The floor: the same processes and libraries doing nothing else (bench/delegation_floor.py), on this machine now.
+    from delegation_floor import floor_session
+    floor = orchestration(floor_session(n, model_time))
+    ours = orchestration(warm_session)
+    print(f"at the provider, orchestration per delegation: {ours:.2f} ms with warm workers; the floor of the process "
+          f"model (a skeleton of the same processes and libraries, bench/delegation_floor.py) {floor:.2f} ms; "
+          f"yagent's own work {ours - floor:.2f} ms, ratio to the floor {ours / floor:.2f}")
 
 
 if __name__ == "__main__":
