@@ -146,14 +146,18 @@ def forkserver(state: str) -> None:
         children.append((pid, pipe))
         print(f"ready {pipe}", flush=True)
 
-    for _ in range(WARM):
-        fork_one()
-    for line in sys.stdin:
-        if line.strip() == "refill":
+    try:
+        for _ in range(WARM):
             fork_one()
-    for pid, pipe in children:  # the warm workers never assigned (their pipe is still there) wait on it for ever
-        if os.path.exists(pipe):
-            os.kill(pid, signal.SIGKILL)
+        for line in sys.stdin:
+            if line.strip() == "refill":
+                fork_one()
+    except BrokenPipeError:
+        pass  # the daemon is gone (killed after a failed Director): nobody will assign the workers
+    finally:
+        for pid, pipe in children:  # the warm workers never assigned (their pipe is still there) wait on it for ever
+            if os.path.exists(pipe):
+                os.kill(pid, signal.SIGKILL)
 
 
 def worker(pipe: str, state: str, landlock: Any, tls: Any) -> None:
@@ -303,6 +307,7 @@ def floor_session(n: int, model_time: float) -> dict:
                                          Script("chat", CHAT_MARKER, chat_steps)], root)
     url = f"{base_url}/v1/chat/completions"
     endpoint = f"ipc://{root}/workers.sock"
+    the_daemon = None
     try:
         the_daemon = subprocess.Popen([sys.executable, __file__, "daemon", endpoint, url, str(state), str(n)],
                                       stdout=subprocess.PIPE, text=True)
@@ -315,13 +320,18 @@ def floor_session(n: int, model_time: float) -> dict:
         assert the_daemon.wait(30) == 0
         baseline, requests = bare_baseline(base_url, bare, skip=0)
     finally:
+        # A Director that failed leaves the daemon waiting for results: killed, it closes its forkserver's stdin,
+        # and the forkserver then ends its unassigned workers and itself.
+        if the_daemon is not None and the_daemon.poll() is None:
+            the_daemon.kill()
+            the_daemon.wait()
         provider.communicate("")
     return {"wall": wall, "baseline": baseline, "gaps": provider_gaps(requests, 0, n),
             "rows": floor_breakdown(state, requests[:2 * n + 1], n)}
 
 
 FLOOR_PHASES = ("director: model's last byte → answer read", "→ delegation at the daemon",
-                "→ warm worker assigned", "→ worker awake", "Landlock", "→ ZeroMQ context, socket, hello",
+                "→ warm worker assigned", "→ worker awake", "Landlock", "→ connection ahead, ZeroMQ socket, hello",
                 "→ hello at the daemon", "→ start at the worker", "→ request at the model",
                 "sub-agent: model's last byte → answer read", "→ result at the daemon", "→ result at the Director",
                 "→ next request at the model")
