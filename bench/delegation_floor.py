@@ -132,17 +132,21 @@ def forkserver(state: str) -> None:
         made += 1
         pipe = os.path.join(state, f"warm-{made}.pipe")
         os.mkfifo(pipe, 0o600)
+        # Opened here, before the fork and the `ready`: the daemon may write to it at once (a FIFO with no reader
+        # refuses a non-blocking writer). Read-write, so the open itself does not wait for a writer.
+        fd = os.open(pipe, os.O_RDWR)
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
-                worker(pipe, state, _landlock, tls)
+                worker(fd, pipe, state, _landlock, tls)
             except BaseException:
                 import traceback
                 traceback.print_exc()
                 code = 1
             finally:
                 os._exit(code)
+        os.close(fd)
         children.append((pid, pipe))
         print(f"ready {pipe}", flush=True)
 
@@ -160,8 +164,9 @@ def forkserver(state: str) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def worker(pipe: str, state: str, landlock: Any, tls: Any) -> None:
-    """One warm worker: `landlock` and `tls` are the forkserver's (yagent's Landlock module, its TLS context)."""
+def worker(fd: int, pipe: str, state: str, landlock: Any, tls: Any) -> None:
+    """One warm worker waiting on `fd`, its pipe `pipe` opened; `landlock` and `tls` are the forkserver's (yagent's
+    Landlock module, its TLS context)."""
     import httpx
     import zmq
     import zmq.asyncio
@@ -175,7 +180,6 @@ def worker(pipe: str, state: str, landlock: Any, tls: Any) -> None:
     client = httpx.AsyncClient(transport=transport)
     # Every page of the forkserver's copied now, not on first touch: the best a learned page profile can do.
     page_warmth.prefault(page_warmth.writable_ranges(), limit=1 << 20)
-    fd = os.open(pipe, os.O_RDWR)  # read-write: the open does not wait for the daemon to open its end
     assignment = json.loads(os.read(fd, 65536))  # blocks until assigned
     os.close(fd)
     mark = Marks(state, "worker")
@@ -231,15 +235,29 @@ def daemon(endpoint: str, url: str, state: str, n: int) -> None:
         warm: asyncio.Queue[str] = asyncio.Queue()
         assert server.stdout is not None and server.stdin is not None
 
+        pool_full = asyncio.Event()  # as a long-lived daemon's pool is: the first delegation waits for no fork
+
+        pending = [b""]  # what the forkserver said past its last full line
+
         def ready() -> None:
-            line = server.stdout.readline()
-            if line.startswith("ready "):
-                warm.put_nowait(line.split(" ", 1)[1].strip())
+            # Raw reads, split here: a buffered readline would leave a second line in its buffer, unseen by the loop.
+            chunk = os.read(server.stdout.fileno(), 65536)
+            if not chunk:
+                loop.remove_reader(server.stdout.fileno())
+                return
+            *lines, pending[0] = (pending[0] + chunk).split(b"\n")
+            for line in lines:
+                if line.startswith(b"ready "):
+                    warm.put_nowait(line[len(b"ready "):].decode())
+            if warm.qsize() >= WARM:
+                pool_full.set()
 
         loop.add_reader(server.stdout.fileno(), ready)
         ctx = zmq.asyncio.Context()
         router = ctx.socket(zmq.ROUTER)
         router.bind(endpoint)
+        async with asyncio.timeout(60):
+            await pool_full.wait()
         print("listening", flush=True)
         runs: dict[str, dict] = {}  # run id → its secret, task, parent and worker
         done = 0
@@ -360,6 +378,8 @@ def floor_breakdown(state: Path, requests: list[dict], n: int) -> list[list[floa
 
 
 def main() -> None:
+    from delegation_session import print_phases
+
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     model_time = float(sys.argv[2]) if len(sys.argv) > 2 else 0.25
     got = floor_session(n, model_time)
@@ -370,13 +390,7 @@ def main() -> None:
     print(f"at the provider, idle per delegation (answer → next request, both hops), p50: {idle:.2f} ms in the "
           f"skeleton, {bare_idle:.2f} ms in the bare replay → {idle - bare_idle:.2f} ms of orchestration "
           f"(mean {statistics.fmean(gaps) - statistics.fmean(bare_gaps):.2f})")
-    rows = got["rows"]
-    print(f"per delegation, in ms (p50 / mean over {len(rows)}):")
-    for i, phase in enumerate(FLOOR_PHASES):
-        column = [row[i] for row in rows]
-        print(f"  {phase:<46} {statistics.median(column):7.2f} / {statistics.fmean(column):7.2f}")
-    totals = [sum(row) for row in rows]
-    print(f"  {'sum of the phases':<46} {statistics.median(totals):7.2f} / {statistics.fmean(totals):7.2f}")
+    print_phases(FLOOR_PHASES, got["rows"])
 
 
 if __name__ == "__main__":

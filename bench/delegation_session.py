@@ -204,15 +204,21 @@ def report(name: str, n: int, got: dict) -> float:
           f"session, {bare_idle:.2f} ms in the bare replay → {idle - bare_idle:.2f} ms of orchestration")
     print(f"CPU: daemon {got['daemon_cpu']:.2f} s, workers {got['worker_cpu']:.2f} s "
           f"({got['worker_cpu'] / (n + 1):.3f} s per run)")
-    rows = got["rows"]
-    if rows:
-        print(f"per delegation, in ms (p50 / mean over {len(rows)}):")
-        for i, phase in enumerate(PHASES):
-            column = [r[i] for r in rows]
-            print(f"  {phase:<58} {statistics.median(column):7.2f} / {statistics.fmean(column):7.2f}")
-        totals = [sum(r) for r in rows]
-        print(f"  {'sum of the phases':<58} {statistics.median(totals):7.2f} / {statistics.fmean(totals):7.2f}")
+    print_phases(PHASES, got["rows"])
     return overhead / n * 1000
+
+
+def print_phases(phases: tuple[str, ...], rows: list[list[float]]) -> None:
+    """Each phase's p50 and mean over the delegations (`rows`: milliseconds, one list per delegation), and the sum."""
+    if not rows:
+        return
+    width = max(len(phase) for phase in phases)
+    print(f"per delegation, in ms (p50 / mean over {len(rows)}):")
+    for i, phase in enumerate(phases):
+        column = [row[i] for row in rows]
+        print(f"  {phase:<{width}} {statistics.median(column):7.2f} / {statistics.fmean(column):7.2f}")
+    totals = [sum(row) for row in rows]
+    print(f"  {'sum of the phases':<{width}} {statistics.median(totals):7.2f} / {statistics.fmean(totals):7.2f}")
 
 
 def orchestration(got: dict) -> float:
