@@ -228,6 +228,26 @@ def test_what_follows_the_first_request_runs_once_while_the_model_answers(fake: 
     assert EventType.LLM_CALL_START in seen[0] and EventType.AI_CHUNK not in seen[0]
 
 
+def test_the_events_on_the_way_to_each_request_are_held_until_it_is_out(fake: FakeProvider, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("a\n")
+    fake.script("devops", MARKERS["devops"], [
+        Step(text="looking", tool_calls=[ToolCallSpec("list_dir", {"path": "."})]),
+        Step(text="all done, nothing else to say")])
+    cfg, _recorder, events = _config(fake, tmp_path, tmp_path / "rollout.jsonl")
+    cfg.hold_events = lambda: events.append(("hold", {}))
+    cfg.release_events = lambda: events.append(("release", {}))
+    result = asyncio.run(run_agent_loop(cfg))
+    assert result.stop_reason == StopReason.PLAIN_TEXT and result.steps == 2
+    kinds = [t for t, _ in events]
+    # Held from the run's start; let go once per request, as soon as it is out: before any of its answer.
+    assert kinds[0] == "hold" and kinds.count("release") == 2
+    starts = [i for i, kind in enumerate(kinds) if kind == EventType.LLM_CALL_START]
+    releases = [i for i, kind in enumerate(kinds) if kind == "release"]
+    chunks = [i for i, kind in enumerate(kinds) if kind == EventType.AI_CHUNK]
+    assert starts[0] < releases[0] < chunks[0] and starts[1] < releases[1]
+    assert not [i for i in chunks if releases[1] > i > starts[1]]  # the second answer streamed after its release
+
+
 def test_what_follows_the_first_request_still_runs_when_that_request_never_went_out(tmp_path: Path) -> None:
     with FakeProvider() as fake:
         fake.script("devops", MARKERS["devops"], [Step(text="never")])

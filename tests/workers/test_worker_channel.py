@@ -23,6 +23,7 @@ from yagent.ipc.messages import (
     DelegateResult,
     ErrorReply,
     EventBatch,
+    Heartbeat,
     LeaseGrant,
     LeaseRecall,
     LeaseRelease,
@@ -41,7 +42,7 @@ from yagent.ipc.messages import (
 from yagent.ipc.records import MAX_FRAME_BYTES, decode, encode
 from yagent.ipc.vocabulary import ControlAction, ErrorCode, EventType, RunStatus, StopReason
 from yagent.workers import entry
-from yagent.workers.channel import BATCH_MAX, DaemonChannel
+from yagent.workers.channel import BATCH_MAX, EVENT_HOLD_MAX, DaemonChannel
 from yagent.workers.kinds import RunContext, agent_kind
 
 CHUNK = EventType.AI_CHUNK.value  # as it comes off the wire: a plain str
@@ -525,6 +526,91 @@ def test_a_burst_past_the_batch_cap_goes_in_frames_of_at_most_the_cap(tmp_path: 
         ctx.term()
     assert max(len(f) for f in frames) <= BATCH_MAX and len(frames) < total / 100
     assert [e[2]["i"] for f in frames for e in f] == list(range(total))
+
+
+# -- events held on a run's way to its next message -------------------------------------------------------
+
+
+def _messages(router: zmq.Socket, count: int, deadline_ms: int = 10_000) -> list:
+    """The next `count` messages the worker sent, whatever they are, in the order they came."""
+    got = []
+    for _ in range(count):
+        assert router.poll(deadline_ms), f"only {len(got)} of {count} messages arrived: {got}"
+        got.append(decode(router.recv_multipart()[1]))
+    return got
+
+
+def test_held_events_wait_for_the_runs_next_message_and_leave_together(tmp_path: Path) -> None:
+    ctx, router, endpoint = _sync_router(tmp_path)
+
+    async def main() -> tuple[list, list]:
+        channel = DaemonChannel("r-held", endpoint)
+        try:
+            channel.hold_events()
+            for i in range(3):  # the first would leave at once on a quiet channel
+                channel.emit(CHUNK, {"i": i})
+            channel.heartbeat()  # a frame of its own, sent at once: events sent before it would come first
+            # The loop is held: neither the hold's deadline nor a coalescing window can send anything meanwhile.
+            before = _messages(router, 1)
+            channel.flush()  # the run's next message goes out: what was held goes first, in one frame
+            return before, _messages(router, 1)
+        finally:
+            await channel.close()
+
+    try:
+        before, after = asyncio.run(main())
+    finally:
+        router.close(0)
+        ctx.term()
+    assert [type(m) for m in before] == [Heartbeat]
+    [batch] = after
+    assert isinstance(batch, EventBatch) and [e[2]["i"] for e in batch.events] == [0, 1, 2]
+
+
+def test_a_hold_ends_by_itself_at_its_deadline_and_the_channel_is_quick_again(tmp_path: Path) -> None:
+    ctx, router, endpoint = _sync_router(tmp_path)
+
+    async def main() -> tuple[list, list]:
+        channel = DaemonChannel("r-held-long", endpoint)
+        try:
+            channel.hold_events()  # a run whose next message is long in coming (a tool that works for minutes)
+            channel.emit(CHUNK, {"i": 0})
+            channel.heartbeat()
+            # The loop runs while the frames are awaited: nothing but the hold's own deadline sends the event.
+            held = await asyncio.to_thread(_messages, router, 2, int(EVENT_HOLD_MAX * 1000) + 10_000)
+            await asyncio.sleep(0)  # the window the deadline's send opened passes with nothing in it
+            channel.emit(CHUNK, {"i": 1})  # quiet and no longer held: out before emit returns
+            return held, _messages(router, 1)
+        finally:
+            await channel.close()
+
+    try:
+        held, quick = asyncio.run(main())
+    finally:
+        router.close(0)
+        ctx.term()
+    assert [type(m) for m in held] == [Heartbeat, EventBatch] and held[1].events[0][2] == {"i": 0}
+    assert isinstance(quick[0], EventBatch) and quick[0].events[0][2] == {"i": 1}
+
+
+def test_a_childs_result_holds_the_parents_events_until_its_next_message(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with _started_channel(tmp_path, "r-resumes") as (channel, router, identity):
+            delegation = asyncio.create_task(channel.run_child("chat", "look", "call-1", ""))
+            _, request = await _recv(router, DelegateRequest)
+            outcome = RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, output="found")
+            await router.send_multipart([identity, encode(DelegateResult(id=request.id, outcome=outcome))])
+            assert (await delegation).output == "found"
+            # The parent resumes on its way to its next model call: what it emits meanwhile waits for that call.
+            channel.emit(EventType.TOOL_CALL_RESULT.value, {"call_id": "call-1"})
+            channel.heartbeat()
+            _, first = await asyncio.wait_for(router.recv_multipart(), 10.0)
+            assert isinstance(decode(first), Heartbeat)
+            channel.flush()
+            _, batch = await _recv(router, EventBatch)
+            assert [e[2] for e in batch.events] == [{"call_id": "call-1"}]
+
+    asyncio.run(main())
 
 
 async def _recv_lease_frames(router: zmq.asyncio.Socket, count: int) -> list:

@@ -166,6 +166,10 @@ class LoopConfig:
     # Run once, as soon as the run's first model request is out (while the model works), and at the latest when
     # that call ends: what the run leaves off its way to its first request (its rollout's opening records).
     on_first_request: Callable[[], None] | None = None
+    # Hold the run's events on its way to its first request, and let them go once a request is out (the worker's
+    # channel: `hold_events`, `flush`; it holds them itself from a child's result on). None: events go as they come.
+    hold_events: Callable[[], None] | None = None
+    release_events: Callable[[], None] | None = None
 
 
 @dataclass
@@ -249,15 +253,19 @@ def _step_is_retried(exc: LLMError, retries_left: int) -> bool:
 
 def _with_first_request(cfg: LoopConfig, state: LoopState, report: Callable[[], None] | None
                         ) -> Callable[[], None] | None:
-    """What runs once this step's request is out: the context report and, the first time, `on_first_request`.
-    Safe to call again (the step's end calls it at the latest)."""
+    """What runs once this step's request is out: the events held on its way let go, the context report and, the
+    first time, `on_first_request`. Safe to call again (the step's end calls it at the latest)."""
     first = cfg.on_first_request if not state.first_request_made else None
-    if first is None:
+    release = cfg.release_events
+    if first is None and release is None:
         return report
     state.first_request_made = True
 
     def out() -> None:
-        nonlocal first
+        nonlocal first, release
+        if release is not None:  # once: by the step's end another hold may have begun (a child's result)
+            let_go, release = release, None
+            let_go()
         if first is not None:
             run, first = first, None
             try:
@@ -406,6 +414,8 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
     if cfg.compactor is not None:
         cfg.thinklink.record_input(cfg.compactor.request, state.step)
     pending_reminder: str | None = None
+    if cfg.hold_events is not None:  # on the way to the first request
+        cfg.hold_events()
     if cfg.route_task:
         await cfg.step_boundary()  # the router's classification is a model call too: never made while paused
         decision = await cfg.engine.route(cfg.route_task)

@@ -490,6 +490,8 @@ class AgentRun:
             refresh_tools=self.refresh_mcp if self._mcp is not None else None,
             lease_ahead=getattr(self.ctx.channel, "lease_ahead", None),
             on_first_request=self.recorder.begin_now if self.recorder is not None else None,
+            hold_events=getattr(self.ctx.channel, "hold_events", None),
+            release_events=getattr(self.ctx.channel, "flush", None),
         )
 
     def _call_context(self) -> list[Message]:
