@@ -7,6 +7,11 @@ result behind it. So the file is written whole and put in place as before, and i
 thread syncs the descriptors in order, and the worker waits for it only on its way out, after its result is
 delivered (`wait`, in `workers/entry.py`). A power loss in that window can cost the newest note or the rollout's
 last records; the readers of both already take a torn or empty file as damaged, not as an error.
+
+The thread does not sync at once either: a file handed over on a run's way to its next message (a delegation's
+note, written as the parent resumes) is synced `SYNC_DELAY` later, when that message is out and the run waits,
+because the thread's wake-ups around each fsync take the interpreter from the run meanwhile. `wait` cuts the
+delay short.
 """
 
 from __future__ import annotations
@@ -17,14 +22,18 @@ import queue
 import threading
 from collections.abc import Callable
 
-__all__ = ["LATE_SYNC", "LateSync"]
+__all__ = ["LATE_SYNC", "SYNC_DELAY", "LateSync"]
+
+SYNC_DELAY = 0.02
 
 
 class LateSync:
     """Descriptors to fsync and close, in the order given, on a thread of its own (started at the first one)."""
 
-    def __init__(self, sync: Callable[[int], None] = os.fsync) -> None:
+    def __init__(self, sync: Callable[[int], None] = os.fsync, delay: float = SYNC_DELAY) -> None:
         self._sync = sync  # the disk seam
+        self._delay = delay
+        self._hurry = threading.Event()  # set by `wait`: sync what is there without the delay
         self._queue: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -44,29 +53,40 @@ class LateSync:
 
     def wait(self, timeout: float) -> bool:
         """Block until every descriptor added so far is synced; False if `timeout` seconds passed first."""
+        self._hurry.set()
         with self._idle:
             return self._idle.wait_for(lambda: self._pending == 0, timeout)
 
     def _run(self) -> None:
         while True:
-            fd = self._queue.get()
-            try:
-                self._sync(fd)
-            except OSError:
-                with self._lock:
-                    self.failures += 1
-            finally:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-                with self._idle:
-                    self._pending -= 1
-                    self._idle.notify_all()
+            fds = [self._queue.get()]
+            self._hurry.wait(self._delay)  # once per spell: what was handed over meanwhile goes with it
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    fds.append(self._queue.get_nowait())
+            for fd in fds:
+                self._sync_and_close(fd)
 
+    def _sync_and_close(self, fd: int) -> None:
+        try:
+            self._sync(fd)
+        except OSError:
+            with self._lock:
+                self.failures += 1
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            with self._idle:
+                self._pending -= 1
+                if self._pending == 0:  # what `wait` waited for is synced: later files get the delay again
+                    self._hurry.clear()
+                self._idle.notify_all()
 
     def _forked(self) -> None:
         # A forked child has none of the parent's threads: what it adds gets a thread of its own.
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
+        self._hurry = threading.Event()
         self._queue = queue.SimpleQueue()
         self._thread = None
         self._pending = 0

@@ -139,7 +139,7 @@ def test_a_tool_that_loads_a_cold_tool_re_records_the_turn_context_a_resume_rest
     recorder.begin(records.turn_context(model="m", tier="", cwd=str(tmp_path), yolo="none", **tools()),
                    [Message.user("go")], surface=tools)
     call = ToolCall(id="c1", name="load_tool", arguments='{"names": ["delegate_meta"]}')
-    recorder.appended(Message.assistant("", tool_calls=[call]), 1)
+    recorder.appended(Message.assistant("", tool_calls=(call,)), 1)
     surface.materialize(["delegate_meta"])
     recorder.appended(Message.tool("c1", "Loaded delegate_meta", name="load_tool"), 1)
     recorder.appended(Message.assistant("done"), 2)
@@ -174,6 +174,20 @@ def _opened_soon(tmp_path: Path, problems: list[str] | None = None) -> tuple[Run
                            tier=lambda: "", stop_reason_of_cancel=lambda: StopReason.CANCELLED,
                            on_problem=problems.append if problems is not None else None)
     return recorder, path
+
+
+def test_each_turn_context_keeps_the_delegations_as_they_were_when_it_was_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "ctx.jsonl"
+    # A window that never closes by itself: every record is encoded at the close, long after the state changed.
+    recorder = RunRecorder(RolloutWriter(path, batch_seconds=3600), project_root=tmp_path, delegation_id=None,
+                           model=lambda: "m", tier=lambda: "", stop_reason_of_cancel=lambda: StopReason.CANCELLED)
+    recorder.begin(records.turn_context(model="m", tier="", cwd=str(tmp_path), yolo="none"), [Message.user("go")])
+    call = ToolCall(id="call_1", name="delegate_repo", arguments={"task": "map it"})
+    recorder.appended(Message.assistant("", tool_calls=(call,)), 1)
+    recorder.appended(Message.tool("call_1", "mapped", name="delegate_repo"), 1)
+    assert recorder.writer.close(10)
+    contexts = [r["payload"] for r in read_rollout(path).records if r["type"] == RolloutRecord.TURN_CONTEXT]
+    assert [[d["state"] for d in c.get("delegations", [])] for c in contexts] == [[], ["running"], ["returned"]]
 
 
 def test_an_opening_left_for_later_comes_before_any_other_record_with_the_messages_it_was_given(

@@ -47,6 +47,32 @@ def test_a_record_enqueued_right_before_close_is_never_lost(tmp_path: Path) -> N
         assert [rec["payload"]["i"] for rec in _lines(path)] == list(range(37))
 
 
+def test_a_drain_or_the_close_ends_the_batch_window_at_once(tmp_path: Path) -> None:
+    # Records wait for their window to close before they are encoded and written; a window this long would fail
+    # the waits below at their deadlines if nothing closed it early.
+    path = tmp_path / "r.jsonl"
+    writer = RolloutWriter(path, batch_seconds=3600)
+    for i in range(3):
+        writer.enqueue(records.event_msg("e", {"i": i}))
+    assert writer.drain(10)
+    assert [rec["payload"]["i"] for rec in _lines(path)] == [0, 1, 2]
+    writer.enqueue(records.event_msg("e", {"i": 3}))
+    assert writer.close(10)
+    assert [rec["payload"]["i"] for rec in _lines(path)] == [0, 1, 2, 3]
+
+
+def test_a_full_batch_ends_its_window_without_a_drain(tmp_path: Path) -> None:
+    disk = SlowDisk()
+    path = tmp_path / "r.jsonl"
+    writer = RolloutWriter(path, open_file=disk.open, batch_seconds=3600)
+    for i in range(BATCH_RECORDS):
+        writer.enqueue(records.event_msg("e", {"i": i}))
+    assert disk.entered.wait(10)  # the batch is being written: nothing but its size closed the window
+    disk.release.set()
+    assert writer.close(10)
+    assert disk.writes[0].count(b"\n") == BATCH_RECORDS
+
+
 def test_drain_waits_for_everything_enqueued_before_it(tmp_path: Path) -> None:
     disk = SlowDisk()
     path = tmp_path / "r.jsonl"

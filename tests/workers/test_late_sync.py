@@ -44,6 +44,22 @@ def test_a_descriptor_handed_over_is_synced_then_closed_and_wait_says_when(tmp_p
     assert not any(_is_open(fd) for fd in fds)
 
 
+def test_a_sync_waits_out_its_delay_unless_someone_waits_for_it(tmp_path: Path) -> None:
+    synced = threading.Event()
+
+    def disk(fd: int) -> None:
+        synced.set()
+
+    late = LateSync(sync=disk, delay=3600)  # a delay no wait below could outlast
+    late.add(os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT, 0o600))
+    assert not synced.wait(0.1)  # handed over, not synced: the run that wrote it goes on first
+    assert late.wait(10.0) and synced.is_set()  # a worker on its way out does not wait out the delay
+    synced.clear()
+    late.add(os.open(tmp_path / "g", os.O_WRONLY | os.O_CREAT, 0o600))
+    assert not synced.wait(0.1)  # that wait is over: a later file gets its delay again
+    assert late.wait(10.0) and synced.is_set()
+
+
 def test_a_failing_sync_is_counted_and_the_descriptor_still_closed(tmp_path: Path) -> None:
     def full_disk(fd: int) -> None:
         raise OSError(28, "No space left on device")

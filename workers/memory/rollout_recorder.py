@@ -103,7 +103,11 @@ class RunRecorder:
         self.writer.enqueue(records.response_item(message, step))
         if self._context is not None and self._context_changed(message, step):
             self.writer.enqueue(records.record(records.RolloutRecord.TURN_CONTEXT, {
-                **self._context, "step": step, "delegations": list(self._delegations.values())}))
+                **self._context, "step": step, "delegations": self._delegations_now()}))
+
+    def _delegations_now(self) -> list[dict[str, str]]:
+        # Copies: a delegation's state changes in place later, and the writer encodes a record when its batch closes.
+        return [dict(delegation) for delegation in self._delegations.values()]
 
     def _surface_changed(self) -> bool:
         assert self._context is not None
@@ -146,7 +150,7 @@ class RunRecorder:
             self._delegations[cid]["state"] = "interrupted"
         if hit and self._context is not None:
             self.writer.enqueue(records.record(records.RolloutRecord.TURN_CONTEXT, {
-                **self._context, "step": step, "delegations": list(self._delegations.values())}))
+                **self._context, "step": step, "delegations": self._delegations_now()}))
 
     def compacted(self, messages: list[Message], step: int) -> None:
         """The context issue's hook: the whole replacement history after a compression."""

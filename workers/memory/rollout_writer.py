@@ -1,5 +1,9 @@
 """The rollout writer: `enqueue` returns at once; one thread writes batches (32 records or 20 ms).
 
+A batch's window opens at its first record, and its records are encoded when it closes: what a run records on its
+way to its next model request (a child's result as the parent resumes) is encoded and written once that request is
+out, instead of taking the interpreter from the run meanwhile. `drain` and `close` close the window at once.
+
 The agent loop must never wait on the disk, and must never fail because of it: a write error is reported
 once through `on_error` (and kept in `error`), the records that could not be written are dropped, and the
 loop goes on. `drain` waits until everything enqueued so far is in the file (read-back safe); `close`
@@ -108,6 +112,7 @@ class RolloutWriter:
         self._batch_records = batch_records
         self._batch_seconds = batch_seconds
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._hurry = threading.Event()  # closes the open window: a drain, the close, or a full batch
         self._closed = False
         self._written = 0
         # Opened and locked here, not on the thread: the lock is held before anything the run does next.
@@ -131,6 +136,8 @@ class RolloutWriter:
         """Never blocks, never raises; after `close` the record is dropped."""
         if not self._closed:
             self._queue.put(rec)
+            if self._queue.qsize() >= self._batch_records and not self._hurry.is_set():
+                self._hurry.set()  # once per batch: a flood's every record would otherwise pay for the wake-up call
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until every record enqueued before this call is in the file; False on timeout or when closed."""
@@ -138,6 +145,7 @@ class RolloutWriter:
             return False
         marker = _Drain()
         self._queue.put(marker)
+        self._hurry.set()
         return marker.done.wait(timeout)
 
     def close(self, timeout: float | None = None) -> bool:
@@ -146,6 +154,7 @@ class RolloutWriter:
         if not self._closed:
             self._closed = True
             self._queue.put(_STOP)
+            self._hurry.set()
         return self._thread.join(timeout)
 
     # -- the writer thread ------------------------------------------------------------------------------
@@ -163,27 +172,30 @@ class RolloutWriter:
     def _run(self) -> None:
         fh = self._fh
         stop = False
+        backlog = False  # the last batch was full: the next one is waiting already
         while not stop:
-            batch: list[bytes] = []
+            records: list[dict[str, Any]] = []
             markers: list[_Drain] = []
             item = self._queue.get()
-            deadline = time.monotonic() + self._batch_seconds
+            if not backlog and item is not _STOP and not isinstance(item, _Drain):
+                self._hurry.wait(self._batch_seconds)  # the window: records gather without waking this thread
+            self._hurry.clear()
             while True:
                 if item is _STOP:
                     stop = True
-                elif isinstance(item, _Drain):
+                    break
+                if isinstance(item, _Drain):
                     markers.append(item)
                 else:
-                    batch.append(encode(item))
-                if stop or markers or len(batch) >= self._batch_records:
-                    break
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
+                    records.append(item)
+                    if len(records) >= self._batch_records:
+                        break
                 try:
-                    item = self._queue.get(timeout=left)
+                    item = self._queue.get_nowait()
                 except queue.Empty:
                     break
+            backlog = len(records) >= self._batch_records
+            batch = [encode(rec) for rec in records]
             if batch and fh is not None:
                 try:
                     fh.write(b"".join(batch))
