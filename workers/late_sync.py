@@ -53,8 +53,9 @@ class LateSync:
 
     def wait(self, timeout: float) -> bool:
         """Block until every descriptor added so far is synced; False if `timeout` seconds passed first."""
-        self._hurry.set()
         with self._idle:
+            if self._pending:  # cleared again once they are synced (under this lock): later files get the delay
+                self._hurry.set()
             return self._idle.wait_for(lambda: self._pending == 0, timeout)
 
     def _run(self) -> None:
@@ -78,7 +79,7 @@ class LateSync:
                 os.close(fd)
             with self._idle:
                 self._pending -= 1
-                if self._pending == 0:  # what `wait` waited for is synced: later files get the delay again
+                if self._pending == 0:
                     self._hurry.clear()
                 self._idle.notify_all()
 

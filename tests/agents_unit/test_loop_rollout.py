@@ -227,12 +227,18 @@ def test_an_opening_whose_context_cannot_be_made_still_records_the_messages_and_
     assert problems and "its turn context could not be made (ValueError: no model)" in problems[0]
 
 
-def test_what_follows_the_first_request_runs_once_while_the_model_answers(fake: FakeProvider, tmp_path: Path) -> None:
+def _two_steps(fake: FakeProvider, tmp_path: Path) -> tuple[LoopConfig, list]:
+    """A loop of two model requests (a tool call, then a plain answer), and the list its events go to."""
     (tmp_path / "a.txt").write_text("a\n")
     fake.script("devops", MARKERS["devops"], [
         Step(text="looking", tool_calls=[ToolCallSpec("list_dir", {"path": "."})]),
         Step(text="all done, nothing else to say")])
     cfg, _recorder, events = _config(fake, tmp_path, tmp_path / "rollout.jsonl")
+    return cfg, events
+
+
+def test_what_follows_the_first_request_runs_once_while_the_model_answers(fake: FakeProvider, tmp_path: Path) -> None:
+    cfg, events = _two_steps(fake, tmp_path)
     seen: list[list[str]] = []
     cfg.on_first_request = lambda: seen.append([t for t, _ in events])
     result = asyncio.run(run_agent_loop(cfg))
@@ -243,11 +249,7 @@ def test_what_follows_the_first_request_runs_once_while_the_model_answers(fake: 
 
 
 def test_the_events_on_the_way_to_each_request_are_held_until_it_is_out(fake: FakeProvider, tmp_path: Path) -> None:
-    (tmp_path / "a.txt").write_text("a\n")
-    fake.script("devops", MARKERS["devops"], [
-        Step(text="looking", tool_calls=[ToolCallSpec("list_dir", {"path": "."})]),
-        Step(text="all done, nothing else to say")])
-    cfg, _recorder, events = _config(fake, tmp_path, tmp_path / "rollout.jsonl")
+    cfg, events = _two_steps(fake, tmp_path)
     cfg.hold_events = lambda: events.append(("hold", {}))
     cfg.release_events = lambda: events.append(("release", {}))
     result = asyncio.run(run_agent_loop(cfg))

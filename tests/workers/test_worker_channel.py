@@ -9,9 +9,9 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import zmq
@@ -46,6 +46,7 @@ from yagent.workers.channel import BATCH_MAX, EVENT_HOLD_MAX, DaemonChannel
 from yagent.workers.kinds import RunContext, agent_kind
 
 CHUNK = EventType.AI_CHUNK.value  # as it comes off the wire: a plain str
+T = TypeVar("T")
 
 
 @agent_kind("test-waits-forever")
@@ -443,13 +444,26 @@ def test_a_message_whose_handling_raises_fails_the_run_at_once_and_bad_frames_ne
 # -- events: at once when quiet, coalesced while busy ---------------------------------------------------
 
 
-def _sync_router(tmp_path: Path) -> tuple[zmq.Context, zmq.Socket, str]:
-    """A synchronous ROUTER: it can be read while the worker's event loop is held."""
+def _against_a_sync_router(tmp_path: Path, run: str, body: Callable[[DaemonChannel, zmq.Socket], Awaitable[T]]) -> T:
+    """`body(channel, router)`'s result, for a channel of `run` connected to a synchronous ROUTER (it can be read
+    while the worker's event loop is held); the channel is closed after, the router with it."""
     ctx = zmq.Context()
     router = ctx.socket(zmq.ROUTER)
     endpoint = f"ipc://{tmp_path}/quiet.sock"
     router.bind(endpoint)
-    return ctx, router, endpoint
+
+    async def main() -> T:
+        channel = DaemonChannel(run, endpoint)
+        try:
+            return await body(channel, router)
+        finally:
+            await channel.close()
+
+    try:
+        return asyncio.run(main())
+    finally:
+        router.close(0)
+        ctx.term()
 
 
 def _event_frames(router: zmq.Socket, events: int, deadline_ms: int = 10_000) -> list[list]:
@@ -464,66 +478,37 @@ def _event_frames(router: zmq.Socket, events: int, deadline_ms: int = 10_000) ->
 
 
 def test_a_quiet_event_leaves_before_emit_returns_with_no_timer_in_between(tmp_path: Path) -> None:
-    ctx, router, endpoint = _sync_router(tmp_path)
+    async def body(channel: DaemonChannel, router: zmq.Socket) -> list[list]:
+        channel.emit(CHUNK, {"text": "one"})
+        # The loop is held from here on: no callback or timer can run, so what arrives left inside emit.
+        return _event_frames(router, 1)
 
-    async def main() -> list[list]:
-        channel = DaemonChannel("r-quiet", endpoint)
-        try:
-            channel.emit(CHUNK, {"text": "one"})
-            # The loop is held from here on: no callback or timer can run, so what arrives left inside emit.
-            return _event_frames(router, 1)
-        finally:
-            await channel.close()
-
-    try:
-        frames = asyncio.run(main())
-    finally:
-        router.close(0)
-        ctx.term()
+    frames = _against_a_sync_router(tmp_path, "r-quiet", body)
     assert [[e[0], e[2]] for f in frames for e in f] == [[CHUNK, {"text": "one"}]]
 
 
 def test_a_burst_is_coalesced_in_order_and_the_channel_is_quick_again_once_quiet(tmp_path: Path) -> None:
-    ctx, router, endpoint = _sync_router(tmp_path)
+    async def body(channel: DaemonChannel, router: zmq.Socket) -> tuple[list[list], list[list]]:
+        for i in range(100):  # one loop iteration: the first leaves at once, the rest wait for the next
+            channel.emit(CHUNK, {"i": i})
+        burst = await asyncio.to_thread(_event_frames, router, 100)
+        channel.emit(CHUNK, {"i": 100})  # iterations have passed with nothing sent: quiet again
+        return burst, _event_frames(router, 1)  # read with the loop held, as above
 
-    async def main() -> tuple[list[list], list[list]]:
-        channel = DaemonChannel("r-burst", endpoint)
-        try:
-            for i in range(100):  # one loop iteration: the first leaves at once, the rest wait for the next
-                channel.emit(CHUNK, {"i": i})
-            burst = await asyncio.to_thread(_event_frames, router, 100)
-            channel.emit(CHUNK, {"i": 100})  # iterations have passed with nothing sent: quiet again
-            return burst, _event_frames(router, 1)  # read with the loop held, as above
-        finally:
-            await channel.close()
-
-    try:
-        burst, quiet = asyncio.run(main())
-    finally:
-        router.close(0)
-        ctx.term()
+    burst, quiet = _against_a_sync_router(tmp_path, "r-burst", body)
     assert [len(f) for f in burst] == [1, 99]
     assert [e[2]["i"] for f in burst + quiet for e in f] == list(range(101))
 
 
 def test_a_burst_past_the_batch_cap_goes_in_frames_of_at_most_the_cap(tmp_path: Path) -> None:
-    ctx, router, endpoint = _sync_router(tmp_path)
     total = 2 * BATCH_MAX + 10
 
-    async def main() -> list[list]:
-        channel = DaemonChannel("r-cap", endpoint)
-        try:
-            for i in range(total):
-                channel.emit(CHUNK, {"i": i})
-            return await asyncio.to_thread(_event_frames, router, total)
-        finally:
-            await channel.close()
+    async def body(channel: DaemonChannel, router: zmq.Socket) -> list[list]:
+        for i in range(total):
+            channel.emit(CHUNK, {"i": i})
+        return await asyncio.to_thread(_event_frames, router, total)
 
-    try:
-        frames = asyncio.run(main())
-    finally:
-        router.close(0)
-        ctx.term()
+    frames = _against_a_sync_router(tmp_path, "r-cap", body)
     assert max(len(f) for f in frames) <= BATCH_MAX and len(frames) < total / 100
     assert [e[2]["i"] for f in frames for e in f] == list(range(total))
 
@@ -541,54 +526,34 @@ def _messages(router: zmq.Socket, count: int, deadline_ms: int = 10_000) -> list
 
 
 def test_held_events_wait_for_the_runs_next_message_and_leave_together(tmp_path: Path) -> None:
-    ctx, router, endpoint = _sync_router(tmp_path)
+    async def body(channel: DaemonChannel, router: zmq.Socket) -> tuple[list, list]:
+        channel.hold_events()
+        for i in range(3):  # the first would leave at once on a quiet channel
+            channel.emit(CHUNK, {"i": i})
+        channel.heartbeat()  # a frame of its own, sent at once: events sent before it would come first
+        # The loop is held: neither the hold's deadline nor a coalescing window can send anything meanwhile.
+        before = _messages(router, 1)
+        channel.flush()  # the run's next message goes out: what was held goes first, in one frame
+        return before, _messages(router, 1)
 
-    async def main() -> tuple[list, list]:
-        channel = DaemonChannel("r-held", endpoint)
-        try:
-            channel.hold_events()
-            for i in range(3):  # the first would leave at once on a quiet channel
-                channel.emit(CHUNK, {"i": i})
-            channel.heartbeat()  # a frame of its own, sent at once: events sent before it would come first
-            # The loop is held: neither the hold's deadline nor a coalescing window can send anything meanwhile.
-            before = _messages(router, 1)
-            channel.flush()  # the run's next message goes out: what was held goes first, in one frame
-            return before, _messages(router, 1)
-        finally:
-            await channel.close()
-
-    try:
-        before, after = asyncio.run(main())
-    finally:
-        router.close(0)
-        ctx.term()
+    before, after = _against_a_sync_router(tmp_path, "r-held", body)
     assert [type(m) for m in before] == [Heartbeat]
     [batch] = after
     assert isinstance(batch, EventBatch) and [e[2]["i"] for e in batch.events] == [0, 1, 2]
 
 
 def test_a_hold_ends_by_itself_at_its_deadline_and_the_channel_is_quick_again(tmp_path: Path) -> None:
-    ctx, router, endpoint = _sync_router(tmp_path)
+    async def body(channel: DaemonChannel, router: zmq.Socket) -> tuple[list, list]:
+        channel.hold_events()  # a run whose next message is long in coming (a tool that works for minutes)
+        channel.emit(CHUNK, {"i": 0})
+        channel.heartbeat()
+        # The loop runs while the frames are awaited: nothing but the hold's own deadline sends the event.
+        held = await asyncio.to_thread(_messages, router, 2, int(EVENT_HOLD_MAX * 1000) + 10_000)
+        await asyncio.sleep(0)  # the window the deadline's send opened passes with nothing in it
+        channel.emit(CHUNK, {"i": 1})  # quiet and no longer held: out before emit returns
+        return held, _messages(router, 1)
 
-    async def main() -> tuple[list, list]:
-        channel = DaemonChannel("r-held-long", endpoint)
-        try:
-            channel.hold_events()  # a run whose next message is long in coming (a tool that works for minutes)
-            channel.emit(CHUNK, {"i": 0})
-            channel.heartbeat()
-            # The loop runs while the frames are awaited: nothing but the hold's own deadline sends the event.
-            held = await asyncio.to_thread(_messages, router, 2, int(EVENT_HOLD_MAX * 1000) + 10_000)
-            await asyncio.sleep(0)  # the window the deadline's send opened passes with nothing in it
-            channel.emit(CHUNK, {"i": 1})  # quiet and no longer held: out before emit returns
-            return held, _messages(router, 1)
-        finally:
-            await channel.close()
-
-    try:
-        held, quick = asyncio.run(main())
-    finally:
-        router.close(0)
-        ctx.term()
+    held, quick = _against_a_sync_router(tmp_path, "r-held-long", body)
     assert [type(m) for m in held] == [Heartbeat, EventBatch] and held[1].events[0][2] == {"i": 0}
     assert isinstance(quick[0], EventBatch) and quick[0].events[0][2] == {"i": 1}
 

@@ -251,8 +251,8 @@ def _step_is_retried(exc: LLMError, retries_left: int) -> bool:
     return retries_left > 0 and exc.retryable and exc.attempts <= 1
 
 
-def _with_first_request(cfg: LoopConfig, state: LoopState, report: Callable[[], None] | None
-                        ) -> Callable[[], None] | None:
+def _once_request_is_out(cfg: LoopConfig, state: LoopState, report: Callable[[], None] | None
+                          ) -> Callable[[], None] | None:
     """What runs once this step's request is out: the events held on its way let go, the context report and, the
     first time, `on_first_request`. Safe to call again (the step's end calls it at the latest)."""
     first = cfg.on_first_request if not state.first_request_made else None
@@ -457,7 +457,7 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
             report = await cfg.compactor.before_call(cfg, messages, state.step, extra) if cfg.compactor else None
             call_messages = [*messages, *extra] if extra else messages
             pending_reminder = None
-            sent = _with_first_request(cfg, state, report)
+            sent = _once_request_is_out(cfg, state, report)
             try:
                 # The breaker of the provider the engine resolves to now, i.e. after routing.
                 breaker = cfg.breaker.for_provider(cfg.engine.provider) if cfg.breaker is not None else None
