@@ -48,6 +48,9 @@ CHROMIUM_RECORD = "(chromium)"
 STARTUP_TIMEOUT = 60.0  # a host that has not reported its Chromium by then is stopped
 REPLY_SLACK = 5.0  # a host's reply may come this long after the call's own deadline (it says why it ran over)
 CLOSE_GRACE = 3.0
+# How long a lookup of Chromium stands: every run's spec says whether a browser can start, and a search of PATH
+# is some forty stat calls (~0.2 ms) on the daemon's loop before the run's worker is handed its run.
+CHROMIUM_RECHECK = 5.0
 
 
 class BrowserUnavailable(Exception):
@@ -90,6 +93,7 @@ class BrowserManager:
         self._group: asyncio.TaskGroup | None = None
         self._closed = asyncio.Event()
         self._ids = itertools.count(1)
+        self._lookup: tuple[BrowserSettings, str | None, float, str] | None = None  # settings, PATH, until, why
 
     # -- the owner of every host's life --------------------------------------------------------------------------
 
@@ -119,11 +123,16 @@ class BrowserManager:
     # -- what the daemon asks ------------------------------------------------------------------------------------
 
     def unavailable(self) -> str:
-        """Why no browser can start ("" when one can): turned off, or no Chromium."""
+        """Why no browser can start ("" when one can): turned off, or no Chromium (looked for again once the last
+        look is `CHROMIUM_RECHECK` seconds old, or the settings or PATH changed)."""
         settings = self._settings()
         if not settings.enabled:
             return BROWSER_OFF
-        return find_chromium(settings, self._environ)[1]
+        path, now, last = self._environ.get("PATH"), self._clock(), self._lookup
+        # A clock that went back makes a look stale too.
+        if last is None or (last[0], last[1]) != (settings, path) or not last[2] - CHROMIUM_RECHECK <= now < last[2]:
+            last = self._lookup = (settings, path, now + CHROMIUM_RECHECK, find_chromium(settings, self._environ)[1])
+        return last[3]
 
     def status_lines(self) -> list[str]:
         """What `yagent daemon status` says of the browsers: which Chromium, or why none; each project's browser."""

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from yagent.client.event_text import TextPrinter
-from yagent.daemon.browser_manager import BrowserManager
+from yagent.daemon.browser_manager import CHROMIUM_RECHECK, BrowserManager
 from yagent.daemon.chromium_lookup import find_chromium
 from yagent.daemon.registry import Registry
 from yagent.daemon.schedule import Scheduler
@@ -300,3 +300,30 @@ def test_a_profile_unused_past_workspace_ttl_is_deleted_when_the_daemon_starts(t
     assert old.exists()
     asyncio.run(go(BrowserSettings()))  # 72 h
     assert not old.exists() and fresh.exists()
+
+
+def test_a_look_for_chromium_stands_a_few_seconds_unless_the_settings_or_path_change(tmp_path: Path) -> None:
+    now = [1000.0]
+    settings = [BrowserSettings()]
+    environ = {"PATH": str(tmp_path / "bin")}
+    manager = BrowserManager(Registry(tmp_path / "state.db"), Scheduler(), lambda: settings[0], tmp_path,
+                             environ=environ, clock=lambda: now[0])
+    assert "no Chromium on PATH" in manager.unavailable()
+    chrome = tmp_path / "bin" / "chromium"
+    chrome.parent.mkdir()
+    chrome.write_text("#!/bin/sh\n")
+    chrome.chmod(0o755)
+    now[0] += CHROMIUM_RECHECK / 2
+    assert "no Chromium on PATH" in manager.unavailable()  # installed since: seen at the next look
+    now[0] += CHROMIUM_RECHECK / 2
+    assert manager.unavailable() == ""
+    chrome.unlink()
+    settings[0] = BrowserSettings(max_chrome=3)  # another configuration: looked for at once
+    assert "no Chromium on PATH" in manager.unavailable()
+    chrome.write_text("#!/bin/sh\n")
+    chrome.chmod(0o755)
+    now[0] -= 3600  # a clock set back is no reason to believe an old look
+    assert manager.unavailable() == ""
+    chrome.unlink()
+    environ["PATH"] = str(tmp_path)
+    assert "no Chromium on PATH" in manager.unavailable()
