@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import ctypes
 import dataclasses
+import gc
 import importlib
 import logging
 import os
@@ -152,6 +153,17 @@ def _leave_the_forkserver() -> None:
             os.close(fd)
 
 
+def _freeze_what_was_there() -> None:
+    """Leave every object this process holds now (the forkserver's preload, a warm worker's own preparations) out of
+    the garbage collector's scans for the rest of the run.
+
+    Measured without it: a Chat run's first collection of generation 1 walked those objects, 1.2–2 ms of CPU
+    between its assignment and its first model request, every run, and wrote to their headers, copying pages the
+    run had no other reason to touch. What is frozen is never collected: a cycle among them that becomes garbage
+    stays until the run's process exits, which is soon."""
+    gc.freeze()
+
+
 def _become_run_process(run_id: str, agent_hint: str) -> None:
     parent = os.getppid()
     with contextlib.suppress(OSError):
@@ -182,6 +194,7 @@ def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ..
     # Before anything else: unshare needs a single thread, and the uid map is written while still dumpable.
     git_refusal = sandbox.protect_git_dir(confinement)
     secret, _ = _take_run_secret(secret_pipe)
+    _freeze_what_was_there()
     _leave_the_forkserver()
     _keep_state_private()
     _become_run_process(run_id, "worker")
@@ -209,6 +222,7 @@ def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = ()
     if pages is not None and pages[0] == os.getppid():
         prefaulted = prefault(pages[1], ranges=page_map.ranges if page_map is not None else None)
     sandbox.prepare_shared_rules()  # a ruleset is no confinement until enforced: its run's rules come with it
+    _freeze_what_was_there()
     if not _assigned(assignment, daemon_liveness_fd()):
         os._exit(EXIT_OK)  # reaped, or the daemon is gone: there is nothing to clean up
     try:

@@ -5,7 +5,7 @@ Its input is a JSON list of operations, each `[op, arg]`:
     ["write", path]    open(path, "w") and write one line        ["read", path]     read the file
     ["append", path]   open(path, "a")                           ["listdir", path]  list the directory
     ["mkdir", path]    os.mkdir                                  ["bash", command]  the real run_bash tool
-    ["signal", pid]    os.kill(pid, 0)
+    ["signal", pid]    os.kill(pid, 0)                           ["gc", ""]         objects frozen / tracked (JSON)
 
 `<TASKDIR>` and `<SCRATCH>` in an argument stand for the run's own task state and scratch directories.
 
@@ -18,6 +18,7 @@ worker of that kind, whatever its model or tools would try.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from pathlib import Path
@@ -66,6 +67,9 @@ async def _do(op: str, arg: Any, tools: ToolContext) -> dict[str, Any]:
             os.mkdir(arg)
         elif op == "signal":
             os.kill(int(arg), 0)
+        elif op == "gc":
+            return {"ok": True, "errno": 0,
+                    "out": json.dumps({"frozen": gc.get_freeze_count(), "tracked": len(gc.get_objects())})}
         else:
             return {"ok": False, "errno": -1, "out": f"unknown op {op!r}"}
     except OSError as exc:

@@ -340,3 +340,29 @@ def test_a_worker_given_back_is_first_in_line_again_unless_the_pool_shrank_meanw
     pool.resize(1)  # one left in the pool: the taken one has no place to go back to
     assert not pool.give_back(first) and pool.ready() == 1
     assert released == []  # ending it is the caller's, off the daemon's loop
+
+
+def test_a_run_leaves_the_objects_its_worker_inherited_out_of_its_garbage_collections(make_daemon,
+                                                                                     tmp_path: Path) -> None:
+    """The forkserver's preload (and a warm worker's own preparations) are frozen before the run: its collections
+    walk only what it made, warm or cold."""
+    seen = {}
+    for warm in (1, 0):
+        project = tmp_path / f"project{warm}"
+        project.mkdir()
+        daemon = make_daemon(f'[daemon]\nwarm_workers = {warm}\n'
+                             'agent_modules = ["tests.agents.scripted", "tests.agents.sandbox_probe"]\n')
+        if warm:
+            wait_until(lambda d=daemon: d.status().warm_workers == 1, 60, "the warm worker")
+
+        async def go(daemon=daemon, project: Path = project) -> list:
+            async with daemon.client() as c:
+                sub = await submit(c, project, json.dumps([["gc", ""]]), agent="coding")
+                return await collect_turn(c, sub.task)
+
+        events = arun(go(), 120)
+        assert [e.data["warm"] for e in of_type(events, EventType.RUN_STARTED.value)] == [bool(warm)]
+        (probe,) = [e.data for e in events if e.type == PROBE_EVENT]
+        seen[warm] = json.loads(probe["out"])
+    for counts in seen.values():  # the preload alone is tens of thousands of objects the collector tracks
+        assert counts["frozen"] > 20_000 and counts["frozen"] > 4 * counts["tracked"], seen
