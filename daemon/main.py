@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import faulthandler
+import gc
 import logging
 import os
 import signal
@@ -58,6 +59,17 @@ def _repair_home(home: Path) -> None:
             "it private)%s", repair.repaired, home,
             f"; {repair.failed} could not be changed (another owner?): check them with `ls -la {home}`"
             if repair.failed else "")
+
+
+def _freeze_startup_objects() -> None:
+    """Leave what the daemon made before serving (its modules, settings, registry) out of every later collection.
+
+    Measured without it, on a 20-delegation session: collections of generations 1 and 2 stopped the daemon's loop
+    for up to 7 and 17 ms, most of it walking these objects; with it, at most about 1 ms. They live as long as the
+    daemon anyway; a cycle among them that becomes garbage stays until it exits."""
+    gc.freeze()
+    logging.getLogger("yagent.daemon").info("%d objects made at startup are left out of garbage collections",
+                                            gc.get_freeze_count())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         except RegistryUnreadable as exc:
             launcher.stop()
             return _fail([f"yagentd: {line}" for line in exc.lines()])
+        _freeze_startup_objects()
         try:
             asyncio.run(daemon.serve())
         finally:

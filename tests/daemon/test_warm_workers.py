@@ -342,11 +342,12 @@ def test_a_worker_given_back_is_first_in_line_again_unless_the_pool_shrank_meanw
     assert released == []  # ending it is the caller's, off the daemon's loop
 
 
-def test_a_run_leaves_the_objects_its_worker_inherited_out_of_its_garbage_collections(make_daemon,
-                                                                                     tmp_path: Path) -> None:
-    """The forkserver's preload (and a warm worker's own preparations) are frozen before the run: its collections
-    walk only what it made, warm or cold."""
+def test_the_daemon_and_each_run_leave_what_they_started_with_out_of_their_garbage_collections(
+        make_daemon, tmp_path: Path) -> None:
+    """The daemon's startup objects are frozen before it serves; the forkserver's preload (and a warm worker's own
+    preparations) before a run: the collections of either walk only what it made since, warm or cold."""
     seen = {}
+    frozen_at_startup = []
     for warm in (1, 0):
         project = tmp_path / f"project{warm}"
         project.mkdir()
@@ -364,5 +365,8 @@ def test_a_run_leaves_the_objects_its_worker_inherited_out_of_its_garbage_collec
         assert [e.data["warm"] for e in of_type(events, EventType.RUN_STARTED.value)] == [bool(warm)]
         (probe,) = [e.data for e in events if e.type == PROBE_EVENT]
         seen[warm] = json.loads(probe["out"])
+        frozen_at_startup += [int(line.split(" objects made at startup")[0].rsplit(" ", 1)[1])
+                              for line in daemon.log_path.read_text().splitlines() if "objects made at startup" in line]
+    assert len(frozen_at_startup) == 2 and min(frozen_at_startup) > 20_000, frozen_at_startup
     for counts in seen.values():  # the preload alone is tens of thousands of objects the collector tracks
         assert counts["frozen"] > 20_000 and counts["frozen"] > 4 * counts["tracked"], seen
