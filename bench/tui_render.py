@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import statistics
 import sys
@@ -116,6 +117,7 @@ async def tui(rate: int, seconds: float, columns: int, rows: int) -> tuple[int, 
         app.application.before_render += before_render
         app.application.after_render += after_render
         await controller.start("t1", latest=False)
+        gc.freeze()  # as `run_tui` does once attached: what exists then is left out of later collections
         runner = asyncio.get_running_loop().create_task(app.application.run_async())
         await asyncio.sleep(0.2)
 
