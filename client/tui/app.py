@@ -153,7 +153,7 @@ async def run_tui(controller: TuiController, *, task: str | None, latest: bool, 
         await controller.start(task, latest=latest)
         # What exists now (prompt_toolkit, the screen, the attached history) lives as long as the client: left out
         # of every later collection. Measured with bench/tui_render.py: a generation-2 collection walked it for up
-        # to 52 ms while a chunk stream was drawn, the keypress latency's p95 (47 → 21 ms with it frozen).
+        # to 52 ms while a chunk stream was drawn, the keypress latency's p95 (47–54 → 15–18 ms with it frozen).
         gc.freeze()
         result = await tui.application.run_async()
     finally:
