@@ -420,7 +420,6 @@ async def _serve_run(run_id: str, channel: DaemonChannel, refusal: str = "",
         returned = RunOutcome(status=RunStatus.CANCELLED, stop_reason=stop, error=f"run {reason}")
     except Exception as exc:
         returned = _outcome_from_exception(exc)
-    loop.remove_signal_handler(signal.SIGTERM)
     if channel.failure is not None:
         returned = _channel_failed(returned, channel.failure)
     result = _result(returned, spec.agent)
@@ -428,6 +427,9 @@ async def _serve_run(run_id: str, channel: DaemonChannel, refusal: str = "",
         result = dataclasses.replace(result, page_runs=[list(r) for r in page_map.owned()], page_parent=os.getppid())
         page_map.close()
     delivered = await channel.finish(result, timeout=1.0 if channel.lost else 5.0)
+    # Only now: taking the handler off costs ~0.15 ms (asyncio lists every valid signal), which the result need
+    # not wait for; meanwhile a SIGTERM cancels a run that has already returned, which does nothing.
+    loop.remove_signal_handler(signal.SIGTERM)
     await _wrap_up(after_result)
     await channel.close()
     if channel.lost or not delivered:
