@@ -8,33 +8,39 @@ Targets: forkserver p50 ≤ 15 ms; confinement adds ≤ 1 ms at p50; a warm star
 is the real worker entry point; this script plays the daemon's part of the handshake on a real ROUTER socket,
 the run's secret and the check of the hello's proof included (the check alone is timed apart too). A warm
 start is timed from the launch to the hello as a cold one, with the pool refilled before the next launch (the
-daemon refills it in the background between runs).
+daemon refills it in the background between runs). Its floor, interleaved with it: a process forked by the same
+forkserver that only waits on its pipe with an event loop and a ZeroMQ context made, and, handed a run id and its
+secret, opens a DEALER, connects and says hello with its proof — what any warm start on this process model pays.
 Usage: python bench/run_start_latency.py [N]
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import multiprocessing
 import os
+import select
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import zmq
+import zmq.asyncio
 
-from yagent.daemon.launcher import MultiprocessingLauncher
+from yagent.daemon.launcher import MultiprocessingLauncher, RunHandle
 from yagent.daemon.main import PRELOAD
 from yagent.ipc.confinement import ConfinementSpec, landlock_abi, user_namespaces
-from yagent.ipc.messages import ErrorReply, WorkerHello
+from yagent.ipc.messages import PROTOCOL_VERSION, ErrorReply, WorkerHello
 from yagent.ipc.records import decode, encode
 from yagent.ipc.run_secret import hello_proof, new_run_secret, proves
-from yagent.ipc.sockets import bind_router, random_identity
+from yagent.ipc.sockets import bind_router, connect_dealer, random_identity
 from yagent.ipc.vocabulary import ErrorCode
 
 
@@ -45,14 +51,20 @@ def measure(launcher: MultiprocessingLauncher, runs: int, endpoint: str, router:
         if warm:
             _wait_warm(launcher)
         run_id = f"bench{launcher.method[:2]}{'c' if confinement else ''}{'w' if warm else ''}{i}"
+        loop = asyncio.new_event_loop() if warm else None
         t0 = time.perf_counter()
         secret = new_run_secret()
-        handle = launcher.launch(run_id, "bench", endpoint, secret, confinement=confinement)
+        if loop is not None:
+            handle = _begin_launch(loop, launcher, run_id, endpoint, secret, confinement)
+        else:
+            handle = launcher.launch(run_id, "bench", endpoint, secret, confinement=confinement)
         identity, frame = router.recv_multipart()
         hello = decode(frame)
         admitted = isinstance(hello, WorkerHello) and proves(secret, run_id, identity, hello.proof)
         samples.append(time.perf_counter() - t0)
         assert admitted, "the worker's hello does not prove its run's secret"
+        if loop is not None:
+            loop.close()
         assert handle.warm == warm, "a warm start went cold, or a cold one warm"
         # Refuse the run: the worker exits at once, as it would for an unknown run.
         router.send_multipart([identity, encode(ErrorReply(id=0, code=ErrorCode.UNKNOWN_RUN, message="bench"))])
@@ -63,8 +75,81 @@ def measure(launcher: MultiprocessingLauncher, runs: int, endpoint: str, router:
     return samples
 
 
+def floor_start(endpoint: str, router: zmq.Socket, index: int) -> float:
+    """One start of `_floor_worker`, timed as `measure` times a warm one: from handing it its run to its hello
+    checked. The forkserver is the launcher's own (multiprocessing has one per process), preloaded alike."""
+    mp = multiprocessing.get_context("forkserver")
+    assignment, assign = mp.Pipe(duplex=False)
+    ready, say_ready = mp.Pipe(duplex=False)
+    process = mp.Process(target=_floor_worker, args=(assignment, say_ready), daemon=True)
+    process.start()
+    assignment.close()
+    say_ready.close()
+    ready.recv_bytes()  # it waits on its pipe now
+    ready.close()
+    run_id = f"benchfloor{index}"
+    t0 = time.perf_counter()
+    secret = new_run_secret()
+    assign.send((run_id, endpoint))
+    assign.send_bytes(secret)
+    identity, frame = router.recv_multipart()
+    hello = decode(frame)
+    admitted = isinstance(hello, WorkerHello) and proves(secret, run_id, identity, hello.proof)
+    sample = time.perf_counter() - t0
+    assert admitted, "the floor's hello does not prove its secret"
+    router.send_multipart([identity, encode(ErrorReply(id=0, code=ErrorCode.UNKNOWN_RUN, message="bench"))])
+    process.join(10)
+    assign.close()
+    return sample
+
+
+def _floor_worker(assignment: Connection, ready: Connection) -> None:
+    """The least a warm worker does: made ahead, a loop and a ZeroMQ context (no thread until its first socket);
+    assigned, a DEALER connected and a hello with its proof, then the daemon's answer awaited."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    context = zmq.asyncio.Context()
+    ready.send_bytes(b"ready")
+    ready.close()
+    poller = select.poll()
+    poller.register(assignment.fileno(), select.POLLIN)
+    poller.poll()
+    run_id, endpoint = assignment.recv()
+    secret = assignment.recv_bytes()
+
+    async def hello() -> None:
+        identity = random_identity()
+        sock = connect_dealer(context, endpoint, identity=identity)
+        sock.send(encode(WorkerHello(version=PROTOCOL_VERSION, run=run_id, pid=os.getpid(),
+                                     proof=hello_proof(secret, run_id, identity))))
+        await sock.recv()
+        sock.close(0)
+
+    loop.run_until_complete(hello())
+    context.term()
+
+
+def _begin_launch(loop: asyncio.AbstractEventLoop, launcher: MultiprocessingLauncher, run_id: str, endpoint: str,
+                  secret: bytes, confinement: ConfinementSpec | None) -> RunHandle:
+    """A start as the daemon makes it (`begin_launch` on its loop, made before the clock starts as the daemon's
+    exists): a warm worker is handed the run there, and the pool refilled `REFILL_DELAY` later — here never, as the
+    loop is closed after the start (`_wait_warm` refills before the next one). `launch`, the synchronous entry,
+    refills at once, and that fork would share the machine's two CPUs with the start being timed."""
+    async def begin() -> RunHandle:
+        started: asyncio.Future[RunHandle | Exception] = asyncio.get_running_loop().create_future()
+        launcher.begin_launch(run_id, "bench", endpoint, secret, confinement=confinement, done=started.set_result)
+        handle = await started
+        if isinstance(handle, Exception):
+            raise handle
+        return handle
+
+    return loop.run_until_complete(begin())
+
+
 def _wait_warm(launcher: MultiprocessingLauncher, timeout: float = 30.0) -> None:
     """Until the pool has its worker forked and waiting on its pipe (bench-side polling, not the product's)."""
+    if launcher.warm.ready() < launcher.warm.size:
+        launcher.keep_warm(launcher.warm.size)  # what the daemon's loop does `REFILL_DELAY` after a start
     deadline = time.monotonic() + timeout
     while launcher.warm.ready() < launcher.warm.size:
         if time.monotonic() > deadline:
@@ -171,12 +256,13 @@ def main() -> None:
                     confined += measure(fork_launcher, 1, endpoint, router, spec)
                     if with_git is not None:
                         namespaced += measure(fork_launcher, 1, endpoint, router, with_git)
-            cold_i, warm_i, cold_c, warm_c = [], [], [], []
+            cold_i, warm_i, cold_c, warm_c, floor_i = [], [], [], [], []
             fork_launcher.keep_warm(1)
             coding = with_git if with_git is not None else (spec if spec.abi else None)
-            for _ in range(runs):  # interleaved, as above
+            for i in range(runs):  # interleaved, as above
                 cold_i += _cold(fork_launcher, endpoint, router)
                 warm_i += measure(fork_launcher, 1, endpoint, router, warm=True)
+                floor_i.append(floor_start(endpoint, router, i))
                 if coding is not None:
                     cold_c += _cold(fork_launcher, endpoint, router, coding)
                     warm_c += measure(fork_launcher, 1, endpoint, router, coding, warm=True)
@@ -211,6 +297,9 @@ def main() -> None:
     c50, w50 = report("cold (interleaved)", cold_i), report("warm (a ready worker)", warm_i)
     print(f"a warm start: {w50:.2f} ms at p50 against {c50:.2f} ms cold, ratio warm/cold = {w50 / c50:.3f}  "
           "(target: warm p50 ≤ 4 ms)")
+    b50 = report("floor (pipe → hello)", floor_i)
+    print(f"the floor of a warm start (a bare forked process: socket, connect, hello with its proof): {b50:.2f} ms at "
+          f"p50; a warm start is {w50 - b50:+.2f} ms over it, ratio warm/floor = {w50 / b50:.3f}")
     if warm_c:
         cc50, wc50 = report("cold Coding (confined)", cold_c), report("warm Coding (confined)", warm_c)
         print(f"a confined Coding run{' with its .git view' if with_git is not None else ''}: warm {wc50:.2f} ms "
