@@ -58,21 +58,32 @@ def measure(launcher: MultiprocessingLauncher, runs: int, endpoint: str, router:
             handle = _begin_launch(loop, launcher, run_id, endpoint, secret, confinement)
         else:
             handle = launcher.launch(run_id, "bench", endpoint, secret, confinement=confinement)
-        identity, frame = router.recv_multipart()
-        hello = decode(frame)
-        admitted = isinstance(hello, WorkerHello) and proves(secret, run_id, identity, hello.proof)
-        samples.append(time.perf_counter() - t0)
-        assert admitted, "the worker's hello does not prove its run's secret"
+        identity, sample = _proven_hello(router, secret, run_id, t0)
+        samples.append(sample)
         if loop is not None:
             loop.close()
         assert handle.warm == warm, "a warm start went cold, or a cold one warm"
-        # Refuse the run: the worker exits at once, as it would for an unknown run.
-        router.send_multipart([identity, encode(ErrorReply(id=0, code=ErrorCode.UNKNOWN_RUN, message="bench"))])
+        _refuse(router, identity)
         deadline = time.monotonic() + 10
         while handle.exitcode() is None and time.monotonic() < deadline:
             time.sleep(0.001)
         handle.close()
     return samples
+
+
+def _proven_hello(router: zmq.Socket, secret: bytes, run_id: str, t0: float) -> tuple[bytes, float]:
+    """The next hello's connection and the time from `t0` to its proof checked; the bench stops on a wrong proof."""
+    identity, frame = router.recv_multipart()
+    hello = decode(frame)
+    admitted = isinstance(hello, WorkerHello) and proves(secret, run_id, identity, hello.proof)
+    sample = time.perf_counter() - t0
+    assert admitted, f"the hello of {run_id} does not prove its run's secret"
+    return identity, sample
+
+
+def _refuse(router: zmq.Socket, identity: bytes) -> None:
+    """Refuse the run: its worker exits at once, as it would for an unknown run."""
+    router.send_multipart([identity, encode(ErrorReply(id=0, code=ErrorCode.UNKNOWN_RUN, message="bench"))])
 
 
 def floor_start(endpoint: str, router: zmq.Socket, index: int) -> float:
@@ -92,12 +103,8 @@ def floor_start(endpoint: str, router: zmq.Socket, index: int) -> float:
     secret = new_run_secret()
     assign.send((run_id, endpoint))
     assign.send_bytes(secret)
-    identity, frame = router.recv_multipart()
-    hello = decode(frame)
-    admitted = isinstance(hello, WorkerHello) and proves(secret, run_id, identity, hello.proof)
-    sample = time.perf_counter() - t0
-    assert admitted, "the floor's hello does not prove its secret"
-    router.send_multipart([identity, encode(ErrorReply(id=0, code=ErrorCode.UNKNOWN_RUN, message="bench"))])
+    identity, sample = _proven_hello(router, secret, run_id, t0)
+    _refuse(router, identity)
     process.join(10)
     assign.close()
     return sample

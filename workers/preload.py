@@ -2,9 +2,9 @@
 
 Importing the agents registers every agent kind; counting one string loads the tokenizer's ranks and
 building the TLS context loads the CA bundle, the shipped model catalog is read and parsed (a quarter of
-a Chat run's setup in a fresh fork), and reading one response's cookies compiles what urllib compiles on first
-use, all of which forked workers then share copy-on-write instead of each paying for their own. httpcore is
-imported by httpx only when a client is first made.
+a Chat run's setup in a fresh fork), reading one response's cookies compiles what urllib compiles on first use,
+and one hello proof sets OpenSSL's HMAC up, all of which forked workers then share copy-on-write instead of each
+paying for their own. httpcore is imported by httpx only when a client is first made.
 """
 
 from __future__ import annotations

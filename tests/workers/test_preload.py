@@ -1,4 +1,5 @@
-"""What the forkserver's preload leaves done for every worker it forks (workers/preload.py)."""
+"""What the forkserver's preload leaves done for every worker it forks (workers/preload.py): a worker inherits the
+preloaded process's module state, so a process that imported the preload shows what each worker starts with."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def _compiled_reading_cookies(mode: str) -> int:
     return int(done.stdout.strip())
 
 
-def test_a_forked_worker_reads_its_first_responses_cookies_without_compiling_a_regular_expression() -> None:
+def test_after_the_preload_a_responses_cookies_are_read_without_compiling_a_regular_expression() -> None:
     # The probe sees what it looks for: a process without the preload compiles urllib's patterns at this point.
     assert _compiled_reading_cookies("bare") > 0
     assert _compiled_reading_cookies("preloaded") == 0
