@@ -142,6 +142,9 @@ class AnthropicEngine(HTTPEngine):
         return {"x-api-key": self.config.api_key, "anthropic-version": ANTHROPIC_VERSION,
                 "content-type": "application/json", "accept": "text/event-stream"}
 
+    def tool_entry(self, tool: ToolDefinition) -> dict[str, Any]:
+        return {"name": tool.name, "description": tool.description, "input_schema": dict(tool.parameters)}
+
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: CallOptions) -> dict[str, Any]:
         system, turns = anthropic_messages(messages, self.sent_images(messages))
@@ -153,8 +156,7 @@ class AnthropicEngine(HTTPEngine):
         if system:
             body["system"] = system
         if tools:
-            body["tools"] = [{"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
-                             for t in tools]
+            body["tools"] = self.tool_entries(tools)
         if budget:
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
             body["max_tokens"] = max(max_tokens, budget + THINKING_HEADROOM)

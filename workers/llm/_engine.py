@@ -29,6 +29,7 @@ from ._gate import UNLIMITED_GATE, InFlightGate
 from ._images import SentImage, images_to_send
 from ._messages import Message, ToolCall, ToolDefinition
 from ._pairing import repair_tool_pairing
+from ._request_body import ToolEntries, encode_body
 from ._response import (
     CallOptions,
     Deliver,
@@ -122,6 +123,7 @@ class HTTPEngine(Engine):
         self._idle_timeout = self.settings.stall_timeout if idle_timeout is None else idle_timeout
         self._connect_timeout = connect_timeout
         self._images: bool | None = None  # whether requests carry images: known at the first request
+        self._tools = ToolEntries(self.tool_entry)  # made and encoded once per set of definitions
 
     @property
     def accepts_images(self) -> bool:
@@ -176,7 +178,16 @@ class HTTPEngine(Engine):
     @abstractmethod
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: CallOptions) -> dict[str, Any]:
-        """The JSON body, from an already repaired conversation."""
+        """The JSON body, from an already repaired conversation; its tools are `tool_entries(tools)`."""
+
+    @abstractmethod
+    def tool_entry(self, tool: ToolDefinition) -> dict[str, Any]:
+        """One tool definition as the wire format lists it."""
+
+    def tool_entries(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+        """The body's tool list: one list per set of definitions, encoded once (`_request_body.py`); a body must not
+        change it in place."""
+        return self._tools.entries(tools)
 
     def drop_rejected_field(self, body: dict[str, Any], error: LLMBadRequestError) -> bool:
         """Remove from `body` an optional field the server refused by name (and stop sending it); True if one was.
@@ -219,7 +230,7 @@ class HTTPEngine(Engine):
         # The body is built before the slot is asked for: a granted slot goes straight to the provider.
         repaired = repair_tool_pairing(messages)
         body = self.build_request(repaired, tools, options)
-        payload = json.dumps(body, ensure_ascii=False).encode()
+        payload = encode_body(body, self._tools)
         async with self._gate.hold() if lease else contextlib.nullcontext():
             retry = self.retry
             clock = retry.clock
@@ -338,7 +349,7 @@ class HTTPEngine(Engine):
                 except LLMError as exc:
                     error = exc
                 if not emitted and isinstance(error, LLMBadRequestError) and self.drop_rejected_field(body, error):
-                    payload = json.dumps(body, ensure_ascii=False).encode()
+                    payload = encode_body(body, self._tools)
                     attempt -= 1  # the server told us what to leave out: not a failed attempt
                     continue
                 remaining = deadline - clock()

@@ -189,9 +189,7 @@ class OpenAIEngine(HTTPEngine):
         if options.stream:
             body["stream_options"] = {"include_usage": True}
         if tools:
-            body["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                                               "parameters": dict(t.parameters)}}
-                             for t in tools]
+            body["tools"] = self.tool_entries(tools)
         max_tokens = first_set(options.max_tokens, self.config.max_tokens)
         if max_tokens:
             body["max_tokens"] = max_tokens
@@ -207,6 +205,10 @@ class OpenAIEngine(HTTPEngine):
                 body["thinking"] = {"type": "enabled"}
         body.update(options.extra_body)
         return body
+
+    def tool_entry(self, tool: ToolDefinition) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": tool.name, "description": tool.description,
+                                                 "parameters": dict(tool.parameters)}}
 
     def drop_rejected_field(self, body: dict[str, Any], error: LLMBadRequestError) -> bool:
         if "thinking" in body and "thinking" in error.detail.lower():

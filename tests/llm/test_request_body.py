@@ -1,0 +1,88 @@
+"""Request bodies whose tool definitions are encoded once per set of definitions (`workers/llm/_request_body.py`):
+what reaches the server is what encoding the whole body would send, call after call, and a change of the
+definitions, or a caller's own "tools", is never hidden behind the text kept from an earlier call."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from tests.fake_provider import FakeProvider, Step
+from tests.llm.conftest import SYSTEM, make_engine
+from yagent.workers.llm import CallOptions, Message, ToolDefinition
+from yagent.workers.llm._request_body import ToolEntries, encode_body
+
+READ = ToolDefinition("read_file", "Read a file — whole, or a range of lines.",
+                      {"type": "object", "properties": {"path": {"type": "string", "description": "Pfad, «relativ»"}},
+                       "required": ["path"]})
+GREP = ToolDefinition("grep", "Search the files.", {"type": "object", "properties": {"pattern": {"type": "string"}}})
+CONVERSATION = [Message.system(SYSTEM), Message.user("Lis le fichier « a.py » ✓")]
+
+
+@pytest.mark.parametrize("api_format", ["openai", "anthropic"])
+def test_every_call_sends_the_tools_it_was_given_as_a_whole_encoding_would(fake: FakeProvider,
+                                                                           api_format: str) -> None:
+    fake.script("coding", SYSTEM, [Step(text="ok") for _ in range(4)], regex=True)
+    first = (READ,)
+    grown = (GREP, READ)
+    renamed = (ToolDefinition("read_file", "Read a file (changed).", READ.parameters),)
+
+    async def main() -> list[dict]:
+        async with make_engine(fake, api_format) as engine:
+            sent = []
+            for tools in (first, first, renamed, grown):
+                await engine.complete(CONVERSATION, tools).final()
+                body = engine.build_request(CONVERSATION, tools, CallOptions())
+                sent.append(json.loads(json.dumps(body, ensure_ascii=False)))
+            return sent
+
+    expected = asyncio.run(main())
+    bodies = [r.body for r in fake.requests]
+    assert len(bodies) == 4
+    names = [[(t.get("function") or t)["name"] for t in b["tools"]] for b in bodies]
+    assert names == [["read_file"], ["read_file"], ["read_file"], ["grep", "read_file"]]
+    descriptions = [(b["tools"][0].get("function") or b["tools"][0])["description"] for b in bodies]
+    assert descriptions[2] == "Read a file (changed)."  # a new definition, not the text kept for the old one
+    for body, whole in zip(bodies, expected, strict=True):
+        assert body["tools"] == whole["tools"]
+        assert body["messages"] == whole["messages"]
+    assert "«relativ»" in fake.requests[0].raw.decode()  # written as UTF-8, as a whole encoding writes it
+
+
+def test_the_same_definitions_give_the_same_entries_and_other_objects_new_ones() -> None:
+    made = []
+    entries = ToolEntries(lambda t: made.append(t.name) or {"name": t.name, "parameters": dict(t.parameters)})
+    listed = entries.entries((READ, GREP))
+    assert entries.entries([READ, GREP]) is listed and made == ["read_file", "grep"]
+    equal_but_new = ToolDefinition(READ.name, READ.description, dict(READ.parameters))
+    assert entries.entries((equal_but_new, GREP)) is not listed  # identity is what is trusted, never equality
+    assert entries.entries((GREP,)) is not listed and made[-1] == "grep"
+
+
+def test_a_body_whose_tools_are_not_the_kept_entries_is_encoded_whole() -> None:
+    entries = ToolEntries(lambda t: {"name": t.name})
+    listed = entries.entries((READ,))
+    own = {"model": "m", "tools": [{"name": "a caller's own"}]}  # extra_body replaced them
+    assert json.loads(encode_body(own, entries)) == own
+    assert json.loads(encode_body({"tools": listed}, entries)) == {"tools": [{"name": "read_file"}]}
+    body = {"model": "m", "messages": [{"role": "user", "content": "é ✓"}], "tools": listed, "stream": True}
+    encoded = encode_body(body, entries)
+    assert encoded == json.dumps({k: v for k, v in body.items() if k != "tools"} | {"tools": listed},
+                                 ensure_ascii=False).encode()
+    assert json.loads(encode_body(body, None)) == json.loads(encoded)
+
+
+def test_a_callers_extra_tools_reach_the_server_instead_of_the_kept_text(fake: FakeProvider) -> None:
+    fake.script("coding", SYSTEM, [Step(text="ok"), Step(text="ok")], regex=True)
+    own = [{"type": "function", "function": {"name": "only_this", "parameters": {"type": "object"}}}]
+
+    async def main() -> None:
+        async with make_engine(fake) as engine:
+            await engine.complete(CONVERSATION, (READ,)).final()
+            await engine.complete(CONVERSATION, (READ,), CallOptions(extra_body={"tools": own})).final()
+
+    asyncio.run(main())
+    assert [r.body["tools"] for r in fake.requests][1] == own
+    assert fake.requests[0].body["tools"][0]["function"]["name"] == "read_file"
