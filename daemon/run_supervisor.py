@@ -735,11 +735,6 @@ class RunSupervisor:
         if self._hello_timer is not None:
             self._hello_timer.cancel()
         services = self.services
-        try:
-            services.registry.finish_run(self.id, outcome.status, outcome.stop_reason, outcome.output, outcome.error,
-                                         self.usage, outcome.cpu_seconds)
-        except Exception:  # a full disk must not also strand the parent, the slots and the followers
-            log.exception("recording the end of run %s failed", self.id)
         services.leases.drop_run(self.id)
         self.mcp.close()  # its MCP calls are cancelled at their servers
         book.release_run(self)
@@ -755,12 +750,19 @@ class RunSupervisor:
         self.turn.withdraw_questions(self)
         if services.checkpoints is not None:  # before the parent hears: what is asked of the project next waits
             services.checkpoints.after_run(self, self.turn.row, self.turn_number)
+        # The parent hears first: its slot is free and its checkpoint taken, and what follows is this daemon's own
+        # record (nothing it reads in between: the parent's next message is read after this method has returned).
+        if self.parent is not None:
+            self.parent.child_finished(self, outcome)
+        try:
+            services.registry.finish_run(self.id, outcome.status, outcome.stop_reason, outcome.output, outcome.error,
+                                         self.usage, outcome.cpu_seconds)
+        except Exception:  # a full disk must not also strand the slots and the followers
+            log.exception("recording the end of run %s failed", self.id)
         services.publish(self.turn.id, RunFinished(
             status=outcome.status, stop_reason=outcome.stop_reason, error=outcome.error, output=outcome.output,
             parent=self.parent.id if self.parent else None, call_id=self.call_id,
             cpu_seconds=outcome.cpu_seconds), self)
-        if self.parent is not None:
-            self.parent.child_finished(self, outcome)
         self.turn.run_finished(self, outcome)
         if self.handle is None and not launching:  # never launched: its queue place is all there is to free
             services.slots.release(self.id)
