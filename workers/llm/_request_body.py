@@ -10,6 +10,7 @@ replaced by a caller's extra fields, or none — is encoded whole, as before.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,8 +36,7 @@ class ToolEntries:
         """The entries for `tools`: the same list while the same definition objects are asked for (a run's calls
         share them until its surface changes; a definition is frozen, and its schema a copy nobody else holds)."""
         held = self._definitions
-        if self._entries is None or len(held) != len(tools) or any(a is not b for a, b in zip(held, tools,
-                                                                                               strict=True)):
+        if self._entries is None or len(held) != len(tools) or not all(map(operator.is_, held, tools)):
             self._definitions = tuple(tools)
             self._entries = [self._make(t) for t in tools]
             self._text = ""
