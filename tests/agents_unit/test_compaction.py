@@ -24,7 +24,7 @@ from yagent.workers.agents.loop import LoopConfig, LoopPolicy, run_agent_loop
 from yagent.workers.agents.runtime import result_priority
 from yagent.workers.context.emergency import COMPACTED_HEADING, SUMMARY_REQUEST
 from yagent.workers.context.rule_truncation import CUT_MARK
-from yagent.workers.context.thinklink import ThinkLink
+from yagent.workers.context.thinklink import ThinkLink, read_thinklink
 from yagent.workers.context.ultimate import REBUILT_HEADING
 from yagent.workers.llm import Message, build_engine
 from yagent.workers.memory import rollout_records as records
@@ -157,7 +157,7 @@ def test_a_call_that_never_gets_its_request_out_still_reports_its_context(tmp_pa
         pass
 
     config = {"global": {"llm": {"use_provider": "fake", "providers": {"fake": table}}}, "llm": {"max_retries": 0}}
-    link = ThinkLink()
+    link = ThinkLink(tmp_path / "thinklink" / "r-test.jsonl")
     cfg = LoopConfig(
         agent="coding", engine=build_engine(parse_llm_config(config, {}), agent="coding"),
         surface=build_surface("coding"), tool_ctx=ToolContext(project_root=tmp_path, run_id="r-test"),
@@ -168,7 +168,29 @@ def test_a_call_that_never_gets_its_request_out_still_reports_its_context(tmp_pa
     assert outcome.stop_reason == StopReason.LLM_ERROR
     (status,) = _of(events, EventType.CONTEXT_STATUS)
     assert status["step"] == 1 and status["used"] > 0
+    # The task's thinklink line waits for the first request to be out; a run that never got one out writes it anyway.
+    entries, problems = read_thinklink(tmp_path / "thinklink" / "r-test.jsonl")
+    assert problems == [] and [e.text for e in entries] == [REQUEST]
 
+
+
+def test_a_run_stopped_before_its_first_call_still_writes_its_task_to_the_thinklink(tmp_path: Path) -> None:
+    async def stopped() -> None:
+        raise asyncio.CancelledError("stopped at its first boundary")
+
+    config = {"global": {"llm": {"use_provider": "fake", "providers": {"fake": {
+        "api_base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "m"}}}}}
+    link = ThinkLink(tmp_path / "thinklink" / "r-test.jsonl")
+    cfg = LoopConfig(
+        agent="coding", engine=build_engine(parse_llm_config(config, {}), agent="coding"),
+        surface=build_surface("coding"), tool_ctx=ToolContext(project_root=tmp_path, run_id="r-test"),
+        messages=[Message.system("sys"), Message.user(REQUEST)], max_steps=2, emit=lambda t, d: None,
+        step_boundary=stopped, thinklink=link, recorder=_Recorder(),
+        compactor=ContextCompactor(CompressionSettings(), link, request=REQUEST))
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(run_agent_loop(cfg))
+    entries, problems = read_thinklink(tmp_path / "thinklink" / "r-test.jsonl")
+    assert problems == [] and [e.text for e in entries] == [REQUEST]
 
 def test_tier_two_summarises_with_the_runs_own_model_and_keeps_goal_plan_item_and_request_word_for_word(
         fake: FakeProvider, tmp_path: Path) -> None:

@@ -12,9 +12,9 @@ import pytest
 
 from tests.agent_harness import MARKERS
 from tests.fake_provider import FakeProvider, Step, ToolCallSpec
-from yagent.ipc.messages import FOLLOWUP_OPTION, RunSpec
+from yagent.ipc.messages import FOLLOWUP_OPTION, RunOutcome, RunSpec
 from yagent.ipc.provider_config import parse_llm_config
-from yagent.ipc.vocabulary import EventType, StopReason
+from yagent.ipc.vocabulary import EventType, RunStatus, StopReason
 from yagent.workers.agents.followup import previous_conversation_written
 from yagent.workers.agents.loop import LoopConfig, LoopPolicy, run_agent_loop
 from yagent.workers.kinds import RunContext
@@ -156,6 +156,9 @@ def test_a_follow_up_waits_on_the_rollout_of_the_run_it_continues_and_says_when_
                                 delegation_id="c1", depth=1, project_root=tmp_path, yolo="none", model=lambda: "m",
                                 tier=lambda: "", stop_reason_of_cancel=lambda: StopReason.CANCELLED)
     assert recorder is not None
+    # The run returned: its result went out, and its end is written after it (`end_after_result`).
+    recorder.end_after_result()
+    recorder.finished(1, RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT, output="mapped"))
     spec = RunSpec(run="rnext2", task="t1", turn=1, project="p", input="and then?", home=str(tmp_path), agent="repo",
                    project_root=str(tmp_path), options={FOLLOWUP_OPTION: {"subagent": "a1", "run": "rprev1"}})
     ctx = RunContext(spec, channel=None)  # type: ignore[arg-type]
@@ -163,9 +166,10 @@ def test_a_follow_up_waits_on_the_rollout_of_the_run_it_continues_and_says_when_
         asyncio.run(previous_conversation_written(ctx, timeout=0))  # its worker still writes its end
         assert any("the rollout of run rprev1 was still being written" in r.getMessage() for r in caplog.records)
         caplog.clear()
-        assert recorder.writer.close(10)
+        recorder.finish_returned()
         asyncio.run(previous_conversation_written(ctx, timeout=0))
         assert caplog.records == []
+    assert [rec["type"] for rec in read_rollout(recorder.path).records][-1] == RolloutRecord.EVENT_MSG
 
 
 def _opened_soon(tmp_path: Path, problems: list[str] | None = None) -> tuple[RunRecorder, Path]:

@@ -100,3 +100,19 @@ def test_a_link_planted_where_the_log_goes_is_not_followed(tmp_path: Path) -> No
     reported: list[str] = []
     ThinkLink(tmp_path / "tl" / "r.jsonl", on_problem=reported.append).record_input("x")
     assert target.read_text() == "precious\n" and reported
+
+
+def test_held_entries_are_kept_in_memory_at_once_and_written_in_order_at_release(tmp_path: Path) -> None:
+    path = tmp_path / "thinklink" / "r1.jsonl"
+    link = ThinkLink(path)
+    link.hold()
+    link.record_input("Fix the parser.")
+    link.record_reply(ALIASED, at_step=1)
+    assert link.inputs() == ["Fix the parser."] and not path.parent.exists()  # nothing on disk yet
+    link.release()
+    link.record_input("And the lexer.")  # written as it comes again
+    entries, problems = read_thinklink(path)
+    assert problems == [] and [e.to_json() for e in entries] == [e.to_json() for e in link.entries]
+    assert [e.kind for e in entries] == ["input", "thought", "input"]
+    link.release()  # nothing held: nothing written twice
+    assert len(read_thinklink(path)[0]) == 3

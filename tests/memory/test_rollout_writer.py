@@ -212,3 +212,28 @@ def test_a_path_swapped_for_a_link_or_gone_is_not_waited_on(tmp_path: Path) -> N
     finally:
         assert writer.close(10)
     assert naps == []
+
+
+def test_a_writer_started_later_opens_nothing_until_then_and_loses_nothing_queued_meanwhile(tmp_path: Path) -> None:
+    path = tmp_path / "later" / "r.jsonl"
+    writer = RolloutWriter(path, start=False)
+    for i in range(3):
+        writer.enqueue(records.event_msg("e", {"i": i}))
+    assert not path.parent.exists()  # no directory, no file, no lock, no thread yet
+    writer.start()
+    writer.start()  # once
+    assert not asyncio.run(wait_for_writer(path, 0))  # locked from the start on
+    assert writer.drain(10)
+    assert [rec["payload"]["i"] for rec in _lines(path)] == [0, 1, 2]
+    assert writer.close(10) and asyncio.run(wait_for_writer(path, 0))
+
+
+def test_a_writer_never_started_writes_its_queue_at_a_drain_or_its_close(tmp_path: Path) -> None:
+    drained, closed = tmp_path / "drained.jsonl", tmp_path / "closed.jsonl"
+    writer = RolloutWriter(drained, start=False)
+    writer.enqueue(records.event_msg("e", {"i": 0}))
+    assert writer.drain(10) and [rec["payload"]["i"] for rec in _lines(drained)] == [0]
+    assert writer.close(10)
+    writer = RolloutWriter(closed, start=False)
+    writer.enqueue(records.event_msg("e", {"i": 1}))
+    assert writer.close(10) and [rec["payload"]["i"] for rec in _lines(closed)] == [1]

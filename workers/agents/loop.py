@@ -254,11 +254,12 @@ def _step_is_retried(exc: LLMError, retries_left: int) -> bool:
 def _once_request_is_out(cfg: LoopConfig, state: LoopState, report: Callable[[], None] | None
                           ) -> Callable[[], None] | None:
     """What runs once this step's request is out: the events held on its way let go, the context report and, the
-    first time, `on_first_request`. Safe to call again (the step's end calls it at the latest)."""
-    first = cfg.on_first_request if not state.first_request_made else None
+    first time, the thinklink's held line and `on_first_request`. Safe to call again (the step's end calls it at the
+    latest)."""
     release = cfg.release_events
-    if first is None and release is None:
+    if state.first_request_made and release is None:
         return report
+    first = None if state.first_request_made else (cfg.on_first_request, cfg.thinklink.release)
     state.first_request_made = True
 
     def out() -> None:
@@ -267,11 +268,14 @@ def _once_request_is_out(cfg: LoopConfig, state: LoopState, report: Callable[[],
             let_go, release = release, None
             let_go()
         if first is not None:
-            run, first = first, None
-            try:
-                run()
-            except Exception:  # it rides on the request's send: a failure there must not fail the call
-                log.exception("%s: what its first model request was to be followed by failed", cfg.agent)
+            runs, first = first, None
+            for run in runs:
+                if run is None:
+                    continue
+                try:
+                    run()
+                except Exception:  # it rides on the request's send: a failure there must not fail the call
+                    log.exception("%s: what its first model request was to be followed by failed", cfg.agent)
         if report is not None:
             report()
     return out
@@ -402,8 +406,10 @@ async def run_agent_loop(cfg: LoopConfig) -> RunOutcome:
     try:
         outcome = await _run_steps(cfg, state)
     except BaseException as exc:  # cancelled included: the rollout still gets its checkpoint and end
+        cfg.thinklink.release()
         cfg.recorder.finished(state.step, None, exc)
         raise
+    cfg.thinklink.release()  # what a run that ended before its first request was out held back
     cfg.recorder.finished(state.step, outcome)
     return outcome
 
@@ -412,6 +418,7 @@ async def _run_steps(cfg: LoopConfig, state: LoopState) -> RunOutcome:
     cfg.policy.start_of_run(state)
     messages = cfg.messages
     if cfg.compactor is not None:
+        cfg.thinklink.hold()  # its line is written once the first request is out (or at the run's end)
         cfg.thinklink.record_input(cfg.compactor.request, state.step)
     pending_reminder: str | None = None
     if cfg.hold_events is not None:  # on the way to the first request

@@ -71,6 +71,7 @@ class ThinkLink:
     parse_failures: int = 0
     _seen: set[tuple[Any, ...]] = field(default_factory=set, init=False, repr=False)
     _write_failed: bool = field(default=False, init=False, repr=False)
+    _held: list[ThinkLinkEntry] | None = field(default=None, init=False, repr=False)  # `hold`: not written yet
 
     def seed(self, entries: Iterable[ThinkLinkEntry]) -> None:
         """Entries an earlier run of the same work recorded (a resumed turn): kept in memory, not written again."""
@@ -126,10 +127,27 @@ class ThinkLink:
         self.entries.append(entry)
         self._append(entry)
 
+    def hold(self) -> None:
+        """Keep the entries added from now on in memory only until `release` writes them: a run's task is recorded
+        on its way to its first model request, and its line is written once that request is out."""
+        if self._held is None:
+            self._held = []
+
+    def release(self) -> None:
+        """Write what `hold` kept back, in one append (nothing when nothing is held)."""
+        held, self._held = self._held, None
+        if held:
+            self._write("".join(json.dumps(entry.to_json(), ensure_ascii=False) + "\n" for entry in held))
+
     def _append(self, entry: ThinkLinkEntry) -> None:
+        if self._held is not None:
+            self._held.append(entry)
+            return
+        self._write(json.dumps(entry.to_json(), ensure_ascii=False) + "\n")
+
+    def _write(self, line: str) -> None:
         if self.path is None or self._write_failed:
             return
-        line = json.dumps(entry.to_json(), ensure_ascii=False) + "\n"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)

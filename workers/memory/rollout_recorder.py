@@ -82,7 +82,9 @@ class RunRecorder:
         self._opening = (make_context, list(messages), surface)
 
     def begin_now(self) -> None:
-        """Write the opening records `begin_soon` left for later (nothing when there are none); never raises."""
+        """Write the opening records `begin_soon` left for later (nothing when there are none), the writer started
+        first (`open_recorder` leaves it for now); never raises."""
+        self.writer.start()
         opening, self._opening = self._opening, None
         if opening is None:
             return
@@ -174,6 +176,7 @@ class RunRecorder:
         """Checkpoint, terminal event, close — once. `outcome` is None when the loop did not return."""
         if self._finished:
             return
+        self.writer.start()  # the lock is held from here on, whenever the end is written (`end_after_result`)
         if outcome is not None and self._end_later:
             self._returned = (step, outcome)
             return
@@ -216,7 +219,8 @@ def open_recorder(*, home: Path, task: str, run: str, agent: str, turn: int, par
         return None, git
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     path = rollout_dir(home, task) / rollout_name(stamp, run, agent if parent_run else None)
-    writer = RolloutWriter(path, on_error=on_problem)
+    # Started at the run's first model request (`begin_now`), its end, or its close: not on that request's way.
+    writer = RolloutWriter(path, on_error=on_problem, start=False)
     recorder = RunRecorder(writer, project_root=project_root, delegation_id=delegation_id, model=model, tier=tier,
                            stop_reason_of_cancel=stop_reason_of_cancel, on_problem=on_problem)
     writer.enqueue(records.session_meta(run=run, task=task, agent=agent, turn=turn, parent_run=parent_run,

@@ -101,31 +101,51 @@ def _flock(fh: BinaryIO, operation: int) -> None:
 
 
 class RolloutWriter:
-    """Appends records to one rollout file from a thread of its own. `open_file` is the disk seam."""
+    """Appends records to one rollout file from a thread of its own. `open_file` is the disk seam.
+
+    `start=False` leaves the file unopened and the thread unstarted until `start` (or the first `drain` or `close`):
+    records enqueued meanwhile wait in the queue. A run starts its writer once its first model request is out, so
+    the open, the lock and the thread's start are not on that request's way."""
 
     def __init__(self, path: Path, *, on_error: Callable[[str], None] | None = None,
                  open_file: Callable[[Path], BinaryIO] = _open_append,
-                 batch_records: int = BATCH_RECORDS, batch_seconds: float = BATCH_SECONDS) -> None:
+                 batch_records: int = BATCH_RECORDS, batch_seconds: float = BATCH_SECONDS,
+                 start: bool = True) -> None:
         self.path = path
         self.error = ""
         self._on_error = on_error
+        self._open_file = open_file
         self._batch_records = batch_records
         self._batch_seconds = batch_seconds
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._hurry = threading.Event()  # closes the open window: a drain, the close, or a full batch
         self._closed = False
+        self._started = False
         self._written = 0
-        # Opened and locked here, not on the thread: the lock is held before anything the run does next.
         self._fh: BinaryIO | None = None
+        self._thread = QuickThread(self._run, name=f"rollout-{path.name}")
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Open and lock the file, and start the thread; once (later calls do nothing)."""
+        if self._started:
+            return
+        self._started = True
+        # Opened and locked here, not on the thread: the lock is held before anything the run does next.
         try:
-            self._fh = open_file(path)
+            self._fh = self._open_file(self.path)
         except OSError as exc:
             self._report("opening", exc)
         else:
             _flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        # Not waited for: a run starts it on its way to its first model request.
-        self._thread = QuickThread(self._run, name=f"rollout-{path.name}")
-        self._thread.start()
+        try:
+            self._thread.start()  # not waited for
+        except RuntimeError as exc:  # no thread to be had: nothing is written, and the run is told so
+            self._report("starting its writer thread", exc)
+            if self._fh is not None:
+                self._fh.close()  # and the lock with it: no reader waits for records that cannot come
+                self._fh = None
 
     @property
     def written(self) -> int:
@@ -141,6 +161,8 @@ class RolloutWriter:
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until every record enqueued before this call is in the file; False on timeout or when closed."""
+        if not self._closed:
+            self.start()
         if self._closed or not self._thread.is_alive():
             return False
         marker = _Drain()
@@ -152,6 +174,7 @@ class RolloutWriter:
         """Write what is queued, stop the thread (the fsync comes later: `LATE_SYNC`). Idempotent; False if the thread
         did not end in time."""
         if not self._closed:
+            self.start()  # what was enqueued before is written all the same
             self._closed = True
             self._queue.put(_STOP)
             self._hurry.set()
