@@ -175,7 +175,7 @@ class LoopConfig:
 @dataclass
 class LoopState:
     step: int = 0
-    first_request_made: bool = False  # `on_first_request` is taken care of
+    first_request_made: bool = False  # `on_first_request` and the thinklink's held line are taken care of
     plain_text_replies: int = 0
     reminders_sent: int = 0
     delegations: int = 0
@@ -259,7 +259,8 @@ def _once_request_is_out(cfg: LoopConfig, state: LoopState, report: Callable[[],
     release = cfg.release_events
     if state.first_request_made and release is None:
         return report
-    first = None if state.first_request_made else (cfg.on_first_request, cfg.thinklink.release)
+    first = None if state.first_request_made else [run for run in (cfg.on_first_request, cfg.thinklink.release)
+                                                       if run is not None]
     state.first_request_made = True
 
     def out() -> None:
@@ -270,8 +271,6 @@ def _once_request_is_out(cfg: LoopConfig, state: LoopState, report: Callable[[],
         if first is not None:
             runs, first = first, None
             for run in runs:
-                if run is None:
-                    continue
                 try:
                     run()
                 except Exception:  # it rides on the request's send: a failure there must not fail the call
@@ -406,11 +405,15 @@ async def run_agent_loop(cfg: LoopConfig) -> RunOutcome:
     try:
         outcome = await _run_steps(cfg, state)
     except BaseException as exc:  # cancelled included: the rollout still gets its checkpoint and end
-        cfg.thinklink.release()
-        cfg.recorder.finished(state.step, None, exc)
+        try:
+            cfg.thinklink.release()
+        finally:
+            cfg.recorder.finished(state.step, None, exc)
         raise
-    cfg.thinklink.release()  # what a run that ended before its first request was out held back
-    cfg.recorder.finished(state.step, outcome)
+    try:
+        cfg.thinklink.release()  # what a run that ended before its first request was out held back
+    finally:
+        cfg.recorder.finished(state.step, outcome)
     return outcome
 
 

@@ -187,6 +187,15 @@ class AgentRun:
             delegation_id=spec.call_id, depth=spec.depth, project_root=ctx.project_root, yolo=self.yolo.value,
             model=lambda: self.engine.model, tier=lambda: self.engine.tier or "",
             stop_reason_of_cancel=self._stop_reason_of_cancel, on_problem=self._rollout_problem)
+        # The writer starts once the first request is out; a run slower to get there (MCP servers to wait for,
+        # delegations to replay) has it started all the same, so a kill meanwhile leaves its session_meta on disk.
+        self._writer_start: asyncio.TimerHandle | None = None
+        if self.recorder is not None:
+            try:
+                self._writer_start = asyncio.get_running_loop().call_later(OPENING_AT_THE_LATEST,
+                                                                            self.recorder.writer.start)
+            except RuntimeError:  # built outside an event loop: nothing to wait for
+                self.recorder.writer.start()
 
     # -- rollout ------------------------------------------------------------------------------------
 
@@ -519,6 +528,8 @@ class AgentRun:
             self.save_session_grants()
 
     async def close(self) -> None:
+        if self._writer_start is not None:
+            self._writer_start.cancel()
         if self.recorder is not None:
             self.recorder.finish_returned()  # the rollout's end, when it was left for after the result
             self.recorder.writer.close(1.0)  # a run whose loop never started still lets its writer go

@@ -106,6 +106,8 @@ async def run_subagent(ctx: RunContext, spec: AgentSpec, *, system_prompt: str |
     try:
         return await _run_subagent(ctx, spec, run, system_prompt)
     finally:
+        if run.recorder is not None:
+            run.recorder.writer.start()  # its lock is held before its result goes out, however the run returned
         if not closed_later:
             await run.close()
 
