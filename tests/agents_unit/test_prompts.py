@@ -12,8 +12,9 @@ import re
 import pytest
 
 from yagent.ipc.vocabulary import WRITABLE_HANDOFF_STATUSES
+from yagent.workers.agents import prompts
 from yagent.workers.agents.director import FIRST_REMINDER, LATER_REMINDER
-from yagent.workers.agents.prompts import code_tools_passage, load_prompt, render_prompt
+from yagent.workers.agents.prompts import code_tools_passage, load_prompt, render_prompt, warm_prompts
 from yagent.workers.agents.subagents import AGENT_SPECS
 from yagent.workers.context.thought import parse_thought
 from yagent.workers.tools import REGISTRY, Effect, build_surface, palette
@@ -148,3 +149,19 @@ def test_the_code_tools_passage_follows_the_surface() -> None:
     # Skeleton before whole files, callers before a change, and how to load the deferred ones.
     assert "`query_code_skeleton`" in passage and "`find_function_caller`" in passage and "`load_tool`" in passage
     assert code_tools_passage(set(build_surface("coding", without=Effect.CODE_INDEX).names()), set()) == ""
+
+
+def test_the_forkservers_warm_up_reads_every_prompt_and_a_value_is_still_placed_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert sorted(warm_prompts()) == sorted(PROMPTS)
+
+    def no_files(*_args: object) -> None:
+        raise AssertionError("a prompt file was read after the warm-up")
+
+    monkeypatch.setattr(prompts.resources, "files", no_files)
+    for agent in PROMPTS:  # filled from memory from now on, the same text as before
+        assert _rendered(agent) == prompts._fill(prompts._fill(load_prompt(agent), prompts.SHARED_PASSAGES),
+                                                 RENDER_VALUES[agent])
+    # A value that brings placeholder text in keeps it as text: it is never searched again.
+    text = render_prompt("custom", name="n", description="{handoff_contract}", instructions="{lang}", lang="en")
+    assert "{handoff_contract}" in text and "{lang}" in text

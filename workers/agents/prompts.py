@@ -11,7 +11,7 @@ import re
 from functools import cache
 from importlib import resources
 
-__all__ = ["SHARED_PASSAGES", "code_tools_passage", "load_prompt", "render_prompt"]
+__all__ = ["SHARED_PASSAGES", "code_tools_passage", "load_prompt", "render_prompt", "warm_prompts"]
 
 THOUGHT_CONTRACT = """\
 # The thought block
@@ -68,11 +68,28 @@ def code_tools_passage(held: set[str], cold: set[str]) -> str:
     return _CODE_TOOLS.replace("{cold_note}", note)
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+_SUFFIX = ".prompt.md"
 
 
 @cache
 def load_prompt(agent: str) -> str:
-    return resources.files(__package__).joinpath(f"{agent}.prompt.md").read_text(encoding="utf-8")
+    return resources.files(__package__).joinpath(f"{agent}{_SUFFIX}").read_text(encoding="utf-8")
+
+
+@cache
+def _with_shared_passages(agent: str) -> str:
+    return _fill(load_prompt(agent), SHARED_PASSAGES)
+
+
+def warm_prompts() -> list[str]:
+    """Read every agent's prompt and place its shared passages, once, in the forkserver: a run's prompt is then
+    filled from memory (its file read and first pass cost a fresh worker ~0.15 ms on its way to its first request).
+    The agents whose prompts it holds."""
+    agents = [entry.name.removesuffix(_SUFFIX) for entry in resources.files(__package__).iterdir()
+              if entry.name.endswith(_SUFFIX)]
+    for agent in agents:
+        _with_shared_passages(agent)
+    return agents
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
@@ -85,4 +102,4 @@ def render_prompt(agent: str, **values: str) -> str:
 
     Other braces in the text (the Meta prompt's JSON example) are left alone.
     """
-    return _fill(_fill(load_prompt(agent), SHARED_PASSAGES), values)
+    return _fill(_with_shared_passages(agent), values)

@@ -50,8 +50,8 @@ class WorkspaceGuard:
         self.root = Path(_realpath(os.path.expanduser(str(project_root))))
         self.files = FileAccess(self.root, resolution=resolution)
         self.approvals = ApprovalStore(self.root, settings_path, session_grants)
-        trees = [tempfile.gettempdir(), *(str(d) for d in safe_dirs)]
-        self._safe_trees = tuple(dict.fromkeys([*safe_system_trees(), *(Path(_realpath(t)) for t in trees)]))
+        self._safe_dirs = [tempfile.gettempdir(), *(str(d) for d in safe_dirs)]
+        self._safe_trees: tuple[Path, ...] | None = None  # resolved at the first write outside the root
 
     def resolve(self, raw: str | Path, base: Path | None = None) -> Path:
         """The real absolute path `raw` names; relative paths start at `base` (default the project root)."""
@@ -92,7 +92,12 @@ class WorkspaceGuard:
         return found
 
     def _allowed(self, path: Path) -> bool:
-        return self.is_inside(path) or any(path.is_relative_to(t) for t in self._safe_trees)
+        if self.is_inside(path):
+            return True
+        if self._safe_trees is None:  # not on a run's way to its first request: most runs never write outside
+            resolved = (Path(_realpath(t)) for t in self._safe_dirs)
+            self._safe_trees = tuple(dict.fromkeys([*safe_system_trees(), *resolved]))
+        return any(path.is_relative_to(t) for t in self._safe_trees)
 
     def _check_word(self, text: str, bases: list[Path], found: list[Path], *, command_word: bool) -> None:
         if not text or "\x00" in text:  # execve cannot carry a NUL: such a command never runs
