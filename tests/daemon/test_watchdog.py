@@ -104,7 +104,10 @@ def test_pause_freezes_the_timeouts_and_continue_resumes(make_daemon, project: P
             sub = await submit(c, project, script({"delegate": [{"agent": "scripted", "task": child}]}))
             events = []
             async with EventStream(c, sub.task) as stream:
-                async for ev in stream.events():
+                # One iterator throughout: a new one would start after every event the last one had taken in (a
+                # batch, a replay), though it never handed them out.
+                feed = stream.events()
+                async for ev in feed:
                     events.append(ev)
                     if ev.type == "step" and ev.data["i"] == 2:
                         await c.request(TaskControl(id=0, task=sub.task, action="pause"), Ack)
@@ -114,7 +117,7 @@ def test_pause_freezes_the_timeouts_and_continue_resumes(make_daemon, project: P
                 steps_while_paused = 0
                 while (left := quiet_until - asyncio.get_running_loop().time()) > 0:
                     try:
-                        ev = await asyncio.wait_for(anext(stream.events()), left)
+                        ev = await asyncio.wait_for(anext(feed), left)
                     except TimeoutError:
                         break
                     events.append(ev)
