@@ -165,3 +165,20 @@ def test_the_forkservers_warm_up_reads_every_prompt_and_a_value_is_still_placed_
     # A value that brings placeholder text in keeps it as text: it is never searched again.
     text = render_prompt("custom", name="n", description="{handoff_contract}", instructions="{lang}", lang="en")
     assert "{handoff_contract}" in text and "{lang}" in text
+
+
+def test_a_prompt_that_cannot_be_read_is_left_out_of_the_warm_up_without_raising(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    real = prompts.load_prompt
+
+    def damaged(agent: str) -> str:
+        if agent == "chat":
+            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+        return real(agent)
+
+    prompts._with_shared_passages.cache_clear()
+    monkeypatch.setattr(prompts, "load_prompt", damaged)
+    try:
+        assert sorted(warm_prompts()) == sorted(agent for agent in PROMPTS if agent != "chat")
+    finally:
+        prompts._with_shared_passages.cache_clear()  # nothing of the damaged run stays for the tests after

@@ -237,3 +237,17 @@ def test_a_writer_never_started_writes_its_queue_at_a_drain_or_its_close(tmp_pat
     writer = RolloutWriter(closed, start=False)
     writer.enqueue(records.event_msg("e", {"i": 1}))
     assert writer.close(10) and [rec["payload"]["i"] for rec in _lines(closed)] == [1]
+
+
+def test_a_link_planted_where_the_rollout_goes_is_not_followed(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("precious\n")
+    path = tmp_path / "r.jsonl"
+    path.symlink_to(target)
+    reported: list[str] = []
+    writer = RolloutWriter(path, on_error=reported.append, start=False)
+    writer.enqueue(records.event_msg("e", {"i": 0}))
+    writer.start()
+    assert writer.close(10)
+    assert target.read_text() == "precious\n"
+    assert len(reported) == 1 and "opening failed" in reported[0]

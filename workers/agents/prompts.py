@@ -84,12 +84,18 @@ def _with_shared_passages(agent: str) -> str:
 def warm_prompts() -> list[str]:
     """Read every agent's prompt and place its shared passages, once, in the forkserver: a run's prompt is then
     filled from memory (its file read and first pass cost a fresh worker ~0.15 ms on its way to its first request).
-    The agents whose prompts it holds."""
-    agents = [entry.name.removesuffix(_SUFFIX) for entry in resources.files(__package__).iterdir()
-              if entry.name.endswith(_SUFFIX)]
-    for agent in agents:
-        _with_shared_passages(agent)
-    return agents
+    The agents whose prompts it holds: one that cannot be read is left out (an exception here would take the
+    forkserver down), and fails only its own agent's runs, which read it again."""
+    held = []
+    for entry in resources.files(__package__).iterdir():
+        if entry.name.endswith(_SUFFIX):
+            agent = entry.name.removesuffix(_SUFFIX)
+            try:
+                _with_shared_passages(agent)
+            except (OSError, UnicodeError):
+                continue
+            held.append(agent)
+    return held
 
 
 def _fill(text: str, values: dict[str, str]) -> str:

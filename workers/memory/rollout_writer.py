@@ -50,7 +50,7 @@ class _Drain:
 
 def _open_append(path: Path) -> BinaryIO:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)  # no planted link
     return os.fdopen(fd, "ab")
 
 
