@@ -251,3 +251,21 @@ def test_a_link_planted_where_the_rollout_goes_is_not_followed(tmp_path: Path) -
     assert writer.close(10)
     assert target.read_text() == "precious\n"
     assert len(reported) == 1 and "opening failed" in reported[0]
+
+
+def test_a_writer_that_gets_no_thread_says_so_and_lets_its_lock_go(tmp_path: Path, monkeypatch) -> None:
+    import _thread
+
+    def no_thread(*_args: object) -> None:
+        raise RuntimeError("can't start new thread")
+
+    path = tmp_path / "r.jsonl"
+    reported: list[str] = []
+    writer = RolloutWriter(path, on_error=reported.append, start=False)
+    writer.enqueue(records.event_msg("e", {"i": 0}))
+    with monkeypatch.context() as patched:
+        patched.setattr(_thread, "start_new_thread", no_thread)
+        writer.start()  # never raises into the run
+    assert len(reported) == 1 and "starting its writer thread failed" in reported[0]
+    assert asyncio.run(wait_for_writer(path, 0))  # no lock held: a reader does not wait for records that cannot come
+    assert not writer.drain(0) and writer.close(0)
