@@ -9,7 +9,7 @@ the control socket for the missing range.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import zmq
 import zmq.asyncio
@@ -89,16 +89,19 @@ class EventStream:
         return self._accept(await self._replay_until(None))
 
     def _accept(self, events: list[Event]) -> list[Event]:
-        fresh = []
+        return list(self._handed_out(events))
+
+    def _handed_out(self, events: list[Event]) -> Iterator[Event]:
+        """The events of `events` not delivered yet, each counted as delivered only once it is handed out: an
+        iterator of `events()` left after one event of a batch leaves the rest of it to the next iterator."""
         for ev in events:
             if ev.seq > self.delivered:
-                fresh.append(ev)
                 self.delivered = ev.seq
-        return fresh
+                yield ev
 
     async def events(self) -> AsyncIterator[Event]:
         assert self._sub is not None, "use `async with EventStream(...)`"
-        for ev in self._accept(await self._replay_until(None)):
+        for ev in self._handed_out(await self._replay_until(None)):
             yield ev
         while True:
             try:
@@ -106,11 +109,11 @@ class EventStream:
                     _topic, payload = await self._sub.recv_multipart()
             except TimeoutError:
                 # Quiet: either nothing happened or the tail was dropped; a replay tells which.
-                fresh = self._accept(await self._replay_until(None))
+                fresh = [ev for ev in await self._replay_until(None) if ev.seq > self.delivered]
                 self.tail_fills += bool(fresh)
                 if self.client.token != self._sub_token:  # yagentd restarted: its events.sock wants the new token
                     self._subscribe()
-                for ev in fresh:
+                for ev in self._handed_out(fresh):
                     yield ev
                 continue
             try:
@@ -125,11 +128,11 @@ class EventStream:
                 continue
             if live and live[0].seq > self.delivered + 1:
                 self.gap_fills += 1
-                for ev in self._accept(await self._replay_until(live[0].seq - 1)):
+                for ev in self._handed_out(await self._replay_until(live[0].seq - 1)):
                     yield ev
                 if live[0].seq > self.delivered + 1:
                     # The daemon no longer has the missing range; skip ahead and say so.
                     self.dropped += live[0].seq - self.delivered - 1
                     self.delivered = live[0].seq - 1
-            for ev in self._accept(live):
+            for ev in self._handed_out(live):
                 yield ev

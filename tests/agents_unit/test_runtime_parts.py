@@ -463,10 +463,20 @@ def test_a_run_whose_first_request_waits_has_its_rollout_opened_all_the_same(tmp
     assert kinds[:4] == ["session_meta", "turn_context", "response_item", "response_item"]
 
 
-def test_a_run_slow_to_reach_its_loop_has_its_rollout_opened_and_locked_all_the_same(tmp_path: Path) -> None:
+def test_a_run_slow_to_reach_its_loop_has_its_rollout_opened_and_locked_all_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from yagent.workers.agents.runtime import AgentRun
     from yagent.workers.memory.rollout_reader import read_rollout
-    from yagent.workers.memory.rollout_writer import wait_for_writer
+    from yagent.workers.memory.rollout_writer import RolloutWriter, wait_for_writer
+
+    started = asyncio.Event()
+    start = RolloutWriter.start
+
+    def starting(writer: RolloutWriter) -> None:
+        start(writer)
+        started.set()
+
+    monkeypatch.setattr(RolloutWriter, "start", starting)
 
     config = {"global": {"llm": {"use_provider": "f", "providers": {"f": {
         "api_format": "openai", "api_base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "m"}}}}}
@@ -477,10 +487,8 @@ def test_a_run_slow_to_reach_its_loop_has_its_rollout_opened_and_locked_all_the_
         path = run.recorder.path
         assert not path.exists()  # built: nothing opened on the way to a first request
         # No loop, no request (it waits for its MCP servers, say): the writer opens and locks its file by itself.
-        deadline = asyncio.get_running_loop().time() + 10.0
-        while await wait_for_writer(path, 0):  # True while there is no file, or no lock on it
-            assert asyncio.get_running_loop().time() < deadline, "the rollout was never opened"
-            await asyncio.sleep(0.005)
+        await asyncio.wait_for(started.wait(), 10.0)
+        assert not await wait_for_writer(path, 0)  # opened and locked
         assert run.recorder.writer.drain(10)
         assert [r["type"] for r in read_rollout(path).records] == ["session_meta"]
         await run.close()

@@ -171,69 +171,68 @@ async def director(ctx: RunContext) -> RunOutcome:
         return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR,
                             error=f"no usable LLM provider: {exc}")  # it says what to do
     run_holder.append(run)
-    try:
-        history = memory.snapshot()
-        stopped: StoppedTurn | None = None
-        if RESUME_OPTION in ctx.spec.options:
-            stopped = _stopped_turn(ctx, memory, history)
-            history = stopped.history
-        try:  # the MCP servers the stopped turn used are waited for: the tools it had loaded are theirs
-            await run.attach_mcp(stopped.mcp_servers if stopped else None)
-        except McpRequiredMissing as exc:
-            await run.close()
-            return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC, error=str(exc))
-        if stopped is not None:
-            run.surface.restore_materialized(stopped.loaded_tools)  # the cold tools it had loaded: not loaded again
-            run.restore_skills(stopped.loaded_skills, history)  # nor the skills, while its history holds them
-        # A turn killed mid-tool leaves a call without a result: it reads as interrupted before the first call.
-        repaired = repair_for_resume(history)
-        if repaired != history:
-            memory.replace(repaired)
-            history = repaired
-        resuming = RESUME_OPTION in ctx.spec.options and bool(history)
-        if RESUME_OPTION in ctx.spec.options and not history:
-            # Nothing of the stopped turn was written (its worker was killed first): it can only start over.
-            _note(ctx, "warning", "nothing was recorded of the stopped turn; starting it again from its message")
-        # Read every turn: a compaction puts the instructions back as they are now, not as the first turn saw them.
-        instructions = load_project_instructions(ctx.project_root)
-        block = instructions.block()
-        present = _holds_instructions(history)  # a compacted history carries them already
-        if (first_turn and not present) or resuming:  # said when they are passed on, not at every turn
-            _say_what_was_left_out(ctx, instructions)
-        added: list[Message] = []
-        port = run.subagents
-        record = run.board.record_delegation
-        # Background work: results no turn has read, what still works, what a stopped daemon interrupted (restarted).
-        background = await background_at_start(ctx.spec.options, port, record) if port is not None else ""
-        # A resumed turn whose stopped run had already answered: only its background work was cut off.
-        answered = _answered(history) if resuming else None
-        if not resuming:
-            text = ctx.spec.input
-            if first_turn and block and not present:
-                text = f"{text}\n\n{block}"
-            if background:
-                text = f"{text}\n\n{background}"
-            added.append(Message.user(text))
-        elif background and answered is None:
-            added.append(Message.user(background))
-        system = _system_prompt(run, registry)
-        if resuming and block and not present:
-            # A resumed session re-reads the project's instructions: they may have changed, or never been seen.
-            system += f"\n\n{block}"
-        messages = [Message.system(system), *history, *added]
-        if resuming:
-            _seed_thinklink(ctx, run)
-        policy = DirectorPolicy(refresh_customs, delegated=resuming and delegated_before(history, run.surface))
-        compactor = run.compactor(messages, request=ctx.spec.input, request_heading=REQUEST_HEADING,
-                                  instructions=instructions)
-        config = run.loop_config(messages, policy, route_task=ctx.spec.input, compactor=compactor)
-        if port is not None:  # background sub-agents started with at_turn_end=wait: read before the answer stands
-            config.before_finish = wait_before_answering(port, record)
-        follower = _TurnFollower(config.recorder, memory, messages, added)
-        config.recorder = follower
-    except BaseException:  # stopped before its loop (cancelled while it waited for its MCP servers): closed here
+    # A turn stopped before its loop (cancelled while it waits for its MCP servers) is closed by the worker after its
+    # result; the ways out below close it themselves, and a second close does nothing.
+    ctx.after_result(run.close)
+    history = memory.snapshot()
+    stopped: StoppedTurn | None = None
+    if RESUME_OPTION in ctx.spec.options:
+        stopped = _stopped_turn(ctx, memory, history)
+        history = stopped.history
+    try:  # the MCP servers the stopped turn used are waited for: the tools it had loaded are theirs
+        await run.attach_mcp(stopped.mcp_servers if stopped else None)
+    except McpRequiredMissing as exc:
         await run.close()
-        raise
+        return RunOutcome(status=RunStatus.FAILED, stop_reason=StopReason.PANIC, error=str(exc))
+    if stopped is not None:
+        run.surface.restore_materialized(stopped.loaded_tools)  # the cold tools it had loaded: not loaded again
+        run.restore_skills(stopped.loaded_skills, history)  # nor the skills, while its history holds them
+    # A turn killed mid-tool leaves a call without a result: it reads as interrupted before the first call.
+    repaired = repair_for_resume(history)
+    if repaired != history:
+        memory.replace(repaired)
+        history = repaired
+    resuming = RESUME_OPTION in ctx.spec.options and bool(history)
+    if RESUME_OPTION in ctx.spec.options and not history:
+        # Nothing of the stopped turn was written (its worker was killed first): it can only start over.
+        _note(ctx, "warning", "nothing was recorded of the stopped turn; starting it again from its message")
+    # Read every turn: a compaction puts the instructions back as they are now, not as the first turn saw them.
+    instructions = load_project_instructions(ctx.project_root)
+    block = instructions.block()
+    present = _holds_instructions(history)  # a compacted history carries them already
+    if (first_turn and not present) or resuming:  # said when they are passed on, not at every turn
+        _say_what_was_left_out(ctx, instructions)
+    added: list[Message] = []
+    port = run.subagents
+    record = run.board.record_delegation
+    # Background work: results no turn has read, what still works, what a stopped daemon interrupted (restarted).
+    background = await background_at_start(ctx.spec.options, port, record) if port is not None else ""
+    # A resumed turn whose stopped run had already answered: only its background work was cut off.
+    answered = _answered(history) if resuming else None
+    if not resuming:
+        text = ctx.spec.input
+        if first_turn and block and not present:
+            text = f"{text}\n\n{block}"
+        if background:
+            text = f"{text}\n\n{background}"
+        added.append(Message.user(text))
+    elif background and answered is None:
+        added.append(Message.user(background))
+    system = _system_prompt(run, registry)
+    if resuming and block and not present:
+        # A resumed session re-reads the project's instructions: they may have changed, or never been seen.
+        system += f"\n\n{block}"
+    messages = [Message.system(system), *history, *added]
+    if resuming:
+        _seed_thinklink(ctx, run)
+    policy = DirectorPolicy(refresh_customs, delegated=resuming and delegated_before(history, run.surface))
+    compactor = run.compactor(messages, request=ctx.spec.input, request_heading=REQUEST_HEADING,
+                              instructions=instructions)
+    config = run.loop_config(messages, policy, route_task=ctx.spec.input, compactor=compactor)
+    if port is not None:  # background sub-agents started with at_turn_end=wait: read before the answer stands
+        config.before_finish = wait_before_answering(port, record)
+    follower = _TurnFollower(config.recorder, memory, messages, added)
+    config.recorder = follower
     try:
         if resuming:
             replayed = await replay_interrupted_delegations(

@@ -137,13 +137,13 @@ class ThinkLink:
         """Write what `hold` kept back, in one append (nothing when nothing is held)."""
         held, self._held = self._held, None
         if held:
-            self._write("".join(json.dumps(entry.to_json(), ensure_ascii=False) + "\n" for entry in held))
+            self._write("".join(map(_line, held)))
 
     def _append(self, entry: ThinkLinkEntry) -> None:
         if self._held is not None:
             self._held.append(entry)
             return
-        self._write(json.dumps(entry.to_json(), ensure_ascii=False) + "\n")
+        self._write(_line(entry))
 
     def _write(self, line: str) -> None:
         if self.path is None or self._write_failed:
@@ -160,6 +160,10 @@ class ThinkLink:
             if self.on_problem is not None:
                 self.on_problem(f"the thinklink log {self.path} cannot be written ({exc.strerror or exc}); "
                                 "it is kept in memory for this run only")
+
+
+def _line(entry: ThinkLinkEntry) -> str:
+    return json.dumps(entry.to_json(), ensure_ascii=False) + "\n"
 
 
 def read_thinklink(path: Path) -> tuple[list[ThinkLinkEntry], list[str]]:
