@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import ssl
 from dataclasses import replace
 from typing import Any
@@ -32,8 +33,16 @@ __all__ = ["EngineFactory", "build_engine", "engine_for_provider", "make_client_
 @functools.cache
 def shared_ssl_context() -> ssl.SSLContext:
     """One TLS context per process. Building one costs ~20 ms of CPU (loading the CA bundle); the worker
-    forkserver builds it once and every forked worker inherits it instead of paying that per run."""
-    return httpx.create_ssl_context()
+    forkserver builds it once and every forked worker inherits it instead of paying that per run.
+
+    Raises `ProviderConfigError` naming the certificate settings when the CA bundle cannot be loaded."""
+    try:
+        return httpx.create_ssl_context()
+    except (OSError, ssl.SSLError) as exc:
+        named = [f"{name}={os.environ[name]!r}" for name in ("SSL_CERT_FILE", "SSL_CERT_DIR") if os.environ.get(name)]
+        where = ("; the environment sets " + " and ".join(named) + ": point it at a readable PEM bundle or unset it"
+                 if named else "; reinstall certifi (httpx's CA bundle) or set SSL_CERT_FILE to a PEM bundle")
+        raise ProviderConfigError([f"the TLS certificate store cannot be loaded ({exc}){where}"]) from exc
 
 
 def engine_for_provider(provider: ProviderConfig, **kwargs: Any) -> HTTPEngine:
@@ -56,8 +65,11 @@ def make_client_ahead() -> None:
     transport are objects only (no socket, no thread, no event loop) until a request or `open_ahead`, and they are
     the same for every provider. Nothing is made where a client cannot connect ahead (proxies)."""
     global _made_ahead
-    if _made_ahead is None and connects_ahead():
-        _made_ahead = _client_ahead()
+    try:
+        if _made_ahead is None and connects_ahead():
+            _made_ahead = _client_ahead()
+    except ProviderConfigError:
+        pass  # the run's `EngineFactory` meets the same error and fails the run with it; the wait goes on
 
 
 def _take_client_ahead() -> tuple[ConnectAheadTransport, httpx.AsyncClient] | None:
