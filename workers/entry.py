@@ -55,6 +55,7 @@ from .kinds import RunContext, known_kinds, resolve_kind, works_in_model_steps
 from .late_sync import LATE_SYNC
 from .llm import make_client_ahead
 from .page_warmth import PageMap, prefault
+from .term_signal import TermSignal
 from .tools.processes import kill_descendants
 
 __all__ = ["warm_worker_main", "worker_main"]
@@ -215,6 +216,7 @@ def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = ()
     _become_run_process("", "warm")
     _log_as("")
     loop = _event_loop()  # what a start pays for and needs no run: made while waiting
+    term = TermSignal(loop)  # and so is its SIGTERM wakeup (unarmed: until its run starts, SIGTERM ends it)
     context = zmq.asyncio.Context()  # so is the channel's context: its I/O threads start with its first socket
     make_client_ahead()  # and the provider client its run's engines share
     # Pages of another forkserver (one started since) are not this memory's: they are left alone.
@@ -241,7 +243,7 @@ def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = ()
     os.environ[RUN_ENV] = run_id
     _prctl(_PR_SET_NAME, b"yagent:worker")
     _run(run_id, workers_endpoint, agent_modules, secret, confinement, git_refusal, loop,
-         warmth=_Warmth(prefaulted, page_map, context), spec=spec)
+         warmth=_Warmth(prefaulted, page_map, context, term), spec=spec)
 
 
 @dataclasses.dataclass
@@ -252,6 +254,7 @@ class _Warmth:
     prefaulted: int = 0
     page_map: PageMap | None = None
     context: zmq.asyncio.Context | None = None  # the channel's, made while it waited (still without a thread)
+    term: TermSignal | None = None  # its SIGTERM wakeup on its loop, made while it waited (armed at the run's start)
 
 
 def _assigned(assignment: Connection, liveness_fd: int | None) -> bool:
@@ -359,17 +362,19 @@ async def _serve(run_id: str, endpoint: str, *, liveness_fd: int | None = None,
 
         # Started once the hello is out: its thread's start waits for a CPU, which the daemon's answer need not.
         watch = DaemonWatch(liveness_fd, on_gone=gone, give_up=give_up)
+    term = warmth.term or TermSignal(asyncio.get_running_loop())
     try:
         return await _serve_run(run_id, channel, refusal, hello_sent=watch.start if watch is not None else None,
-                                page_map=warmth.page_map, spec=spec)
+                                page_map=warmth.page_map, spec=spec, term=term)
     finally:
         if watch is not None:
             watch.stop()
+        term.close()
 
 
 async def _serve_run(run_id: str, channel: DaemonChannel, refusal: str = "",
                      hello_sent: Callable[[], object] | None = None, page_map: PageMap | None = None,
-                     spec: RunSpec | None = None) -> int:
+                     spec: RunSpec | None = None, *, term: TermSignal) -> int:
     try:
         spec = await channel.open(hello_sent=hello_sent, spec=spec,
                                   model_loop=spec is not None and works_in_model_steps(spec.agent))
@@ -410,7 +415,7 @@ async def _serve_run(run_id: str, channel: DaemonChannel, refusal: str = "",
         agent_task.cancel(channel.cancel_reason)
     # SIGTERM: the daemon's stop escalation (cancel once more), or the parent-death signal when the daemon, and
     # so the forkserver, died — that one comes with the daemon's loss, which has cancelled the run already.
-    loop.add_signal_handler(signal.SIGTERM, lambda: channel.cancel("interrupted", again=not channel.lost))
+    term.arm(lambda: channel.cancel("interrupted", again=not channel.lost))
     returned: object
     try:
         returned = await agent_task
@@ -427,9 +432,7 @@ async def _serve_run(run_id: str, channel: DaemonChannel, refusal: str = "",
         result = dataclasses.replace(result, page_runs=[list(r) for r in page_map.owned()], page_parent=os.getppid())
         page_map.close()
     delivered = await channel.finish(result, timeout=1.0 if channel.lost else 5.0)
-    # Only now: taking the handler off costs ~0.15 ms (asyncio lists every valid signal), which the result need
-    # not wait for; meanwhile a SIGTERM cancels a run that has already returned, which does nothing.
-    loop.remove_signal_handler(signal.SIGTERM)
+    term.disarm()  # a SIGTERM now, during the wrap-up, ends the process: the result is out
     await _wrap_up(after_result)
     await channel.close()
     if channel.lost or not delivered:

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.daemon_harness import arun, collect_turn, of_type, script, submit
+from tests.daemon_harness import arun, collect_turn, of_type, script, submit, wait_until
 from yagent.ipc import EventStream
 from yagent.ipc.messages import Ack, DaemonStatus, StatusRequest, TaskControl
 from yagent.ipc.vocabulary import EventType, StopReason
@@ -270,3 +270,38 @@ def test_a_question_withdrawn_by_a_stopped_run_puts_the_task_back_to_running(mak
 
     states = arun(go(), timeout=40)
     assert states == [(EventType.USER_HELP_NEEDED, "waiting"), ("mark", "running")]
+
+
+@pytest.mark.parametrize("warm", [0, 2], ids=["cold", "warm"])
+def test_a_run_slow_to_stop_is_cancelled_again_by_the_daemons_sigterm_and_still_reports(
+        make_daemon, project: Path, tmp_path: Path, warm: int) -> None:
+    """cancel → grace → SIGTERM: the worker takes the SIGTERM as a second cancellation (workers/term_signal.py),
+    which cuts the run's slow way out short; the run still sends its result, and no SIGKILL is needed. Unhandled,
+    the SIGTERM would end the worker without a result; lost on its way to the loop, the run would sleep on until
+    the SIGKILL. A warm worker made its SIGTERM wakeup while it waited, a cold one makes it at its start."""
+    daemon = make_daemon(FAST.replace("[daemon]\n", f"[daemon]\nwarm_workers = {warm}\n"))
+    if warm:
+        wait_until(lambda: daemon.status().warm_workers == warm, 60, "the warm workers")
+    unwritten = tmp_path / "written-after-60s"
+
+    async def go():
+        async with daemon.client() as c:
+            sub = await submit(c, project, script({"wrap_up": {"seconds": 60, "file": str(unwritten)}}))
+
+            async def cancel_when_wrapping(ev):
+                if ev.type == "mark" and ev.data["name"] == "wrapping":
+                    await c.request(TaskControl(id=0, task=sub.task, action="cancel"), Ack)
+
+            return await collect_turn(c, sub.task, on_event=cancel_when_wrapping)
+
+    events = arun(go())
+    assert of_type(events, EventType.RUN_STARTED)[0].data["warm"] is bool(warm)
+    ended = of_type(events, EventType.RUN_FINISHED)[0].data
+    assert ended["status"] == "cancelled", ended
+    # The worker's own result (a killed worker's end says which signal killed it, and has no CPU time of its own)...
+    assert ended["error"] == "cancelled by the user", ended
+    assert ended["cpu_seconds"] > 0, ended
+    assert not unwritten.exists()
+    # ...after the SIGTERM, which was needed: the first cancellation alone left the run sleeping.
+    log = daemon.log_path.read_text(errors="replace")
+    assert "still alive; sending SIGTERM" in log
