@@ -8,6 +8,7 @@ and one that failed are not used, and the request goes on as it would have; clos
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import socket
 import ssl
@@ -345,3 +346,18 @@ def test_behind_a_proxy_a_warm_worker_makes_no_client_ahead(monkeypatch: pytest.
     monkeypatch.setattr(_build, "_made_ahead", None)
     make_client_ahead()
     assert _build._made_ahead is None
+
+
+def test_an_engine_parses_its_address_once_and_anew_when_it_changes() -> None:
+    """The connection ahead and every request take the engine's address as one parsed `httpx.URL` (httpx parses a
+    string again at every request); a provider address that changes is parsed anew, never served stale."""
+    factory = EngineFactory(llm_config(9))
+    engine = factory("local")
+    try:
+        parsed = engine.request_url()
+        assert str(parsed) == engine.url() == "http://127.0.0.1:9/v1/chat/completions"
+        assert engine.request_url() is parsed
+        engine.config = dataclasses.replace(engine.config, api_base_url="http://127.0.0.1:10/v2")
+        assert str(engine.request_url()) == "http://127.0.0.1:10/v2/chat/completions"
+    finally:
+        asyncio.run(factory.aclose())

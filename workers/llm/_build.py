@@ -133,7 +133,11 @@ class EngineFactory:
             engine = engine.primary
         if self._ahead is None or not isinstance(engine, HTTPEngine):
             return False
-        return self._ahead.open_ahead(engine.url(), engine.connect_timeout)
+        try:
+            url = engine.request_url()
+        except httpx.InvalidURL:
+            return False  # the request says what is wrong with the address, in its own error
+        return self._ahead.open_ahead(url, engine.connect_timeout)
 
     async def aclose(self) -> None:
         if self._owns_client:

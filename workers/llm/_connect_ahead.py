@@ -310,11 +310,11 @@ class ConnectAheadTransport(httpx.AsyncHTTPTransport):
             max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
             network_backend=self.backend)
 
-    def open_ahead(self, url: str, timeout: float) -> bool:
+    def open_ahead(self, url: str | httpx.URL, timeout: float) -> bool:
         """Start connecting to `url`'s origin (TLS included for https) within `timeout` seconds; False if that is not
         possible here (no event loop, a scheme httpx would not connect to directly) or already under way."""
         try:
-            parsed = httpx.URL(url)
+            parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
             asyncio.get_running_loop()
         except (httpx.InvalidURL, RuntimeError):
             return False

@@ -124,6 +124,7 @@ class HTTPEngine(Engine):
         self._connect_timeout = connect_timeout
         self._images: bool | None = None  # whether requests carry images: known at the first request
         self._tools = ToolEntries(self.tool_entry)  # made and encoded once per set of definitions
+        self._parsed_url: tuple[str, httpx.URL] | None = None  # `url()` and its parse (`request_url`)
 
     @property
     def accepts_images(self) -> bool:
@@ -167,6 +168,15 @@ class HTTPEngine(Engine):
     async def aclose(self) -> None:
         if self._owns_client:
             await self._client.aclose()
+
+    def request_url(self) -> httpx.URL:
+        """`url()` as httpx parses it, parsed once: given a string, httpx parses it again at every request (0.05 ms
+        warm, more on a fresh worker's way to its first request)."""
+        text = self.url()
+        parsed = self._parsed_url
+        if parsed is None or parsed[0] != text:
+            parsed = self._parsed_url = (text, httpx.URL(text))
+        return parsed[1]
 
     # -- wire format (subclasses) ------------------------------------------------------------------
     @abstractmethod
@@ -383,7 +393,7 @@ class HTTPEngine(Engine):
         remaining = context.deadline - self.retry.clock()
         if remaining <= 0:
             raise self.budget_error(context.budget)
-        request = self._client.build_request("POST", self.url(), content=payload, headers=self.headers(),
+        request = self._client.build_request("POST", self.request_url(), content=payload, headers=self.headers(),
                                              timeout=self._timeout(remaining),
                                              extensions={"trace": context.trace} if context.sent else None)
         try:
