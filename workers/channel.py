@@ -139,6 +139,7 @@ class DaemonChannel:
         self._start: asyncio.Future[RunSpec] | None = None
         self._ack: asyncio.Future[None] | None = None
         self._reader: asyncio.Task[None] | None = None
+        self._receiving: asyncio.Future[Any] | None = None  # the reader's receive under way (`_read_waiting`)
         self._watchdog: asyncio.Task[None] | None = None
         self._awaiting_start: asyncio.Task[None] | None = None  # a run built ahead of its start message
         self._resume = asyncio.Event()
@@ -200,12 +201,16 @@ class DaemonChannel:
         """A run built ahead of its start message: the daemon is lost to it when that message does not come."""
         try:
             await self._started(timeout)
-        except DaemonLost as exc:
+        except (DaemonLost, ChannelFailed, RemoteError) as exc:
+            self._lost_by_start(exc)
+
+    def _lost_by_start(self, exc: DaemonLost | ChannelFailed | RemoteError) -> None:
+        """What a start that failed means to a run built ahead: its daemon is lost to it (a refusal says why)."""
+        if isinstance(exc, DaemonLost):
             self.daemon_lost(str(exc))  # a no-op when a loss is what failed it
-        except ChannelFailed:
-            return  # the failure has cancelled the run already
-        except RemoteError as exc:
+        elif isinstance(exc, RemoteError):
             self.daemon_lost(f"yagentd refused the run's start: {exc}")
+        # ChannelFailed: the failure has cancelled the run already
 
     def _owned(self, task: asyncio.Task[None]) -> asyncio.Task[None]:
         """The channel's background tasks end only when it closes; one that dies of an error fails the run."""
@@ -600,6 +605,12 @@ class DaemonChannel:
     async def pause_gate(self) -> None:
         if self.cancel_reason is not None:
             raise asyncio.CancelledError(self.cancel_reason)
+        start = self._start
+        if start is not None and not start.done():
+            self._read_waiting()  # the start message is in the socket already, as a rule
+            failed = start.exception() if start.done() and not start.cancelled() else None
+            if isinstance(failed, DaemonLost | ChannelFailed | RemoteError):
+                self._lost_by_start(failed)  # now: the task awaiting the start would say so only a loop turn later
         if self._start is not None and not self._start.done():  # built ahead: the start says if it is paused
             # A start that failed, or never came, has lost the daemon: the cancellation below says so.
             try:
@@ -640,25 +651,44 @@ class DaemonChannel:
 
     async def _read_loop(self) -> None:
         while True:
+            self._receiving = self._sock.recv()
             try:
-                frame = await self._sock.recv()
+                frame = await self._receiving
             except zmq.ZMQError as exc:  # the socket itself failed: nothing more can be heard from yagentd
                 self.daemon_lost(f"cannot read from yagentd's socket: {exc}")
                 return
-            self.last_heard = time.monotonic()
-            try:
-                msg = decode(frame)
-            except ProtocolError as exc:  # malformed or over the cap: skip it, keep listening
-                log.warning("ignoring a malformed frame from yagentd: %s", exc)
-                continue
-            try:
-                self._dispatch(msg)
-            except Exception as exc:
-                # A bug, not a bad frame: the run cannot trust its state any more, so it ends now (failed, with
-                # the reason) instead of waiting out the loss timeout. The reader stays: the result's
-                # acknowledgement still has to be heard.
-                log.exception("run %s: handling a %s message from yagentd failed", self.run_id, msg.kind)
-                self.fail(f"handling a {msg.kind} message from yagentd raised {type(exc).__name__}: {exc}")
+            self._handle(frame)
+
+    def _read_waiting(self) -> None:
+        """Handle now, in their order, the frames waiting in the socket — what the reader would do a few loop turns
+        later (~0.5 ms on a fresh worker's way to its first request, where the start message waits while the run is
+        built). Only while the reader's own receive is under way: a frame it was handed and has not handled yet
+        goes first. Every waiting frame is taken, not only the one wanted: ZeroMQ wakes a reader by edges, and a receive
+        here may take the edge a frame left behind would have woken the reader with."""
+        receiving = self._receiving
+        if receiving is None or receiving.done():
+            return
+        while True:
+            taken = self._sock.recv(flags=zmq.NOBLOCK)  # done at once: a frame, or Again when there is none
+            if taken.exception() is not None:
+                return  # Again; a socket that failed is the reader's to report
+            self._handle(taken.result())
+
+    def _handle(self, frame: bytes) -> None:
+        self.last_heard = time.monotonic()
+        try:
+            msg = decode(frame)
+        except ProtocolError as exc:  # malformed or over the cap: skip it, keep listening
+            log.warning("ignoring a malformed frame from yagentd: %s", exc)
+            return
+        try:
+            self._dispatch(msg)
+        except Exception as exc:
+            # A bug, not a bad frame: the run cannot trust its state any more, so it ends now (failed, with the
+            # reason) instead of waiting out the loss timeout. The reader stays: the result's acknowledgement still
+            # has to be heard.
+            log.exception("run %s: handling a %s message from yagentd failed", self.run_id, msg.kind)
+            self.fail(f"handling a {msg.kind} message from yagentd raised {type(exc).__name__}: {exc}")
 
     def _dispatch(self, msg: Message) -> None:
         if isinstance(msg, Ping):

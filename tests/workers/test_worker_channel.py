@@ -19,6 +19,7 @@ import zmq.asyncio
 
 from yagent.ipc.messages import (
     AskUser,
+    CompactNow,
     DelegateRequest,
     DelegateResult,
     ErrorReply,
@@ -892,6 +893,44 @@ def test_a_run_built_ahead_of_a_pause_that_ended_before_its_start_goes_on(tmp_pa
             await router.send_multipart([identity, encode(StartRun(paused=False))])
             await asyncio.wait_for(channel.pause_gate(), 5.0)
             assert not channel.paused
+
+    asyncio.run(main())
+
+
+def test_a_start_waiting_in_the_socket_is_taken_at_the_gate_at_once_with_what_came_behind_it(tmp_path: Path) -> None:
+    """A run built ahead reaches its gate with its start message (and what came after it) already in the socket: the
+    gate takes them there and then, in their order, without waiting for the loop — and every one of them, so the
+    socket's wake-up a receive there consumes strands nothing: a later message still reaches the reader."""
+    async def main() -> None:
+        ctx = zmq.asyncio.Context()
+        router = ctx.socket(zmq.ROUTER)
+        endpoint = f"inproc://gate-{os.getpid()}"  # a send lands in the worker's pipe before it returns
+        router.bind(endpoint)
+        channel = DaemonChannel("r-waiting-start", endpoint, context=ctx)
+        try:
+            await channel.open(timeout=10, spec=_spec("r-waiting-start"))
+            identity, _ = await _recv(router, WorkerHello)
+            sender = zmq.Socket.shadow(router.underlying)  # sends now, with no loop turn in between
+            for msg in (StartRun(paused=True), RunControl(action=ControlAction.CONTINUE), CompactNow()):
+                sender.send_multipart([identity, encode(msg)])
+            gate = channel.pause_gate()
+            with pytest.raises(StopIteration):  # passed without suspending once: no wait on the loop
+                gate.send(None)
+            assert not channel.paused  # the CONTINUE came after the paused start, and was applied after it
+            assert channel.take_compaction_request()
+            # A message that comes later still reaches the reader: the slot a call asks for is granted.
+            async def grant() -> None:
+                request_identity, request = await _recv(router, LeaseRequest)
+                await router.send_multipart([request_identity, encode(LeaseGrant(id=request.id))])
+            granting = asyncio.create_task(grant())
+            async with asyncio.timeout(10):
+                async with channel.hold_lease():
+                    pass
+            await granting
+        finally:
+            await channel.close()
+            router.close(0)
+            ctx.term()
 
     asyncio.run(main())
 
