@@ -12,7 +12,7 @@ import pytest
 from tests.fake_provider import FakeProvider, Step
 from tests.llm.conftest import SYSTEM, make_engine
 from yagent.workers.llm import CallOptions, Message, ToolDefinition
-from yagent.workers.llm._request_body import ToolEntries, encode_body
+from yagent.workers.llm._request_body import MessageTexts, ToolEntries, encode_body
 
 READ = ToolDefinition("read_file", "Read a file — whole, or a range of lines.",
                       {"type": "object", "properties": {"path": {"type": "string", "description": "Pfad, «relativ»"}},
@@ -69,9 +69,8 @@ def test_a_body_whose_tools_are_not_the_kept_entries_is_encoded_whole() -> None:
     assert json.loads(encode_body({"tools": listed}, entries)) == {"tools": [{"name": "read_file"}]}
     body = {"model": "m", "messages": [{"role": "user", "content": "é ✓"}], "tools": listed, "stream": True}
     encoded = encode_body(body, entries)
-    assert encoded == json.dumps({k: v for k, v in body.items() if k != "tools"} | {"tools": listed},
-                                 ensure_ascii=False).encode()
-    assert json.loads(encode_body(body, None)) == json.loads(encoded)
+    assert encoded == json.dumps(body, ensure_ascii=False).encode()  # byte for byte, members in the body's order
+    assert encode_body(body, None) == encoded
 
 
 def test_a_callers_extra_tools_reach_the_server_instead_of_the_kept_text(fake: FakeProvider) -> None:
@@ -86,3 +85,41 @@ def test_a_callers_extra_tools_reach_the_server_instead_of_the_kept_text(fake: F
     asyncio.run(main())
     assert [r.body["tools"] for r in fake.requests][1] == own
     assert fake.requests[0].body["tools"][0]["function"]["name"] == "read_file"
+
+
+def test_a_growing_conversation_is_written_as_a_whole_encoding_would_and_each_message_is_encoded_once() -> None:
+    """Call after call the bytes are json.dumps's own; a message is encoded once while it stays at its place, and
+    anew when it changed (an edited turn) or moved (a compaction shortened the list)."""
+    texts = MessageTexts()
+    encoded: list[object] = []
+    real_dumps = json.dumps
+
+    def counting(value: object, **kwargs: object) -> str:
+        if isinstance(value, dict) and "role" in value:
+            encoded.append(value["content"])
+        return real_dumps(value, **kwargs)
+
+    turns = [{"role": "system", "content": "sys"}, {"role": "user", "content": "é ✓"}]
+    bodies = []
+    for step in range(4):
+        turns = [*turns, {"role": "assistant", "content": f"answer {step}", "x": [1.5, None, True]}]
+        bodies.append({"model": "m", "messages": [dict(t) for t in turns], "stream": True})  # dicts made anew
+    bodies.append({"model": "m", "messages": [dict(t) for t in turns[:1] + turns[2:]], "stream": True})  # compacted
+    edited = [dict(t) for t in turns]
+    edited[1]["content"] = "é ✓ (edited)"
+    bodies.append({"model": "m", "messages": edited, "stream": True})
+    bodies.append({"model": "m", "messages": [dict(t) | {"content": 1} if i == 0 else dict(t)
+                                              for i, t in enumerate(turns)], "stream": True})
+    json.dumps = counting  # type: ignore[assignment]
+    try:
+        got = [encode_body(body, None, texts) for body in bodies]
+    finally:
+        json.dumps = real_dumps  # type: ignore[assignment]
+    assert got == [real_dumps(body, ensure_ascii=False).encode() for body in bodies]
+    # 3 at first, then only the newest one each call; after the compaction every message from its gap on (each
+    # moved); after the edit, the edited one and those it put back in their old places; then the changed first one
+    # and the one whose edit was undone.
+    assert encoded == ["sys", "é ✓", "answer 0", "answer 1", "answer 2", "answer 3",
+                       "answer 0", "answer 1", "answer 2", "answer 3",
+                       "é ✓ (edited)", "answer 0", "answer 1", "answer 2", "answer 3",
+                       1, "é ✓"]

@@ -29,7 +29,7 @@ from ._gate import UNLIMITED_GATE, InFlightGate
 from ._images import SentImage, images_to_send
 from ._messages import Message, ToolCall, ToolDefinition
 from ._pairing import repair_tool_pairing
-from ._request_body import ToolEntries, encode_body
+from ._request_body import MessageTexts, ToolEntries, encode_body
 from ._response import (
     CallOptions,
     Deliver,
@@ -124,6 +124,7 @@ class HTTPEngine(Engine):
         self._connect_timeout = connect_timeout
         self._images: bool | None = None  # whether requests carry images: known at the first request
         self._tools = ToolEntries(self.tool_entry)  # made and encoded once per set of definitions
+        self._messages = MessageTexts()  # each message encoded once while it stays where it was
         self._parsed_url: tuple[str, httpx.URL] | None = None  # `url()` and its parse (`request_url`)
 
     @property
@@ -240,7 +241,7 @@ class HTTPEngine(Engine):
         # The body is built before the slot is asked for: a granted slot goes straight to the provider.
         repaired = repair_tool_pairing(messages)
         body = self.build_request(repaired, tools, options)
-        payload = encode_body(body, self._tools)
+        payload = encode_body(body, self._tools, self._messages)
         async with self._gate.hold() if lease else contextlib.nullcontext():
             retry = self.retry
             clock = retry.clock
@@ -359,7 +360,7 @@ class HTTPEngine(Engine):
                 except LLMError as exc:
                     error = exc
                 if not emitted and isinstance(error, LLMBadRequestError) and self.drop_rejected_field(body, error):
-                    payload = encode_body(body, self._tools)
+                    payload = encode_body(body, self._tools, self._messages)
                     attempt -= 1  # the server told us what to leave out: not a failed attempt
                     continue
                 remaining = deadline - clock()
