@@ -615,34 +615,6 @@ def test_a_lease_asked_for_ahead_is_taken_over_by_the_steps_call_and_no_second_o
     asyncio.run(main())
 
 
-def test_a_calls_slot_goes_back_after_the_message_its_end_leads_to_and_before_the_run_waits(tmp_path: Path) -> None:
-    """The slot of a call that ended goes back at the run's next wait: the message the call's end led to on the
-    way there (here a delegation; a result, as a rule) reaches the daemon first, and the slot comes back while the
-    run waits for its answer."""
-    async def main() -> None:
-        async with _started_channel(tmp_path, "r-release-after") as (channel, router, identity):
-            async def step() -> RunOutcome:
-                async with channel.hold():
-                    pass
-                return await channel.run_child("chat", "a task", "call-1", "")
-            stepping = asyncio.create_task(step())
-            [asked] = await _recv_lease_frames(router, 1)
-            await router.send_multipart([identity, encode(LeaseGrant(id=asked.id))])
-            order: list[Any] = []
-            while len(order) < 2:
-                _, frame = await asyncio.wait_for(router.recv_multipart(), 10.0)
-                msg = decode(frame)
-                if isinstance(msg, (DelegateRequest, LeaseRelease)):
-                    order.append(msg)
-            assert [type(m) for m in order] == [DelegateRequest, LeaseRelease]
-            assert order[1].id == asked.id
-            await router.send_multipart([identity, encode(DelegateResult(
-                id=order[0].id, outcome=RunOutcome(status=RunStatus.DONE, stop_reason=StopReason.AGENT_EXIT)))])
-            assert (await asyncio.wait_for(stepping, 10.0)).status is RunStatus.DONE
-
-    asyncio.run(main())
-
-
 def test_a_lease_asked_for_ahead_that_no_call_took_is_given_back_when_the_step_ends(tmp_path: Path) -> None:
     async def main() -> None:
         async with _started_channel(tmp_path, "r-unused") as (channel, router, _identity):
