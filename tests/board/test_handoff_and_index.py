@@ -3,7 +3,10 @@ conclusion is cut, and never lose a line's handle."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from yagent.ipc.board_settings import BoardSettings
 from yagent.ipc.vocabulary import HandoffStatus
@@ -17,12 +20,14 @@ from yagent.workers.board import (
     IndexOptions,
     NoteRef,
     NoteStore,
+    board_index,
     build_index,
     format_index_line,
     parse_handoff,
     render_handoff,
     render_index,
 )
+from yagent.workers.board.board_index import IndexLines
 
 _HOSTILE = [None, 0, 1.5, float("nan"), "text", b"bytes", [], [1, 2], {"handoff": None}, {"handoff": []},
             {"handoff": {"conclusion": None}}, {"handoff": {"conclusion": float("inf")}},
@@ -121,3 +126,40 @@ def test_the_index_is_the_same_text_however_often_it_is_built(tmp_path: Path) ->
     first = render_index(build_index(store, options), options)
     assert first.startswith(INDEX_HEADER) and first.count("\n- note:") == 4
     assert all(render_index(build_index(store, options), options) == first for _ in range(5))
+
+
+def test_index_lines_are_made_again_only_for_what_changed_and_always_read_as_made_fresh(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept lines are the very text a fresh index has: a new note gets its line, a note whose file was replaced in
+    place (another process, same name) gets a new one, another budget new ones; the rest are not made again."""
+    store = _board(tmp_path, 4)
+    options, lines = IndexOptions(10, 80), IndexLines()
+    made: list[str] = []
+    real = board_index.format_index_line
+    monkeypatch.setattr(board_index, "format_index_line",
+                        lambda entry, chars: made.append(entry.handoff.conclusion) or real(entry, chars))
+
+    def both() -> str:
+        kept = render_index(build_index(store, options), options, lines)
+        assert kept == render_index(build_index(store, options), options)  # a fresh index, line by line
+        return kept
+
+    both()
+    made.clear()
+    both()
+    assert made == [f"conclusion {i}" for i in range(4)]  # only the fresh index made lines
+    made.clear()
+    store.write("coding", Handoff("conclusion 4"), "body 4")
+    both()
+    assert made.count("conclusion 4") == 2 and len(made) == 6  # the new note's line, and the fresh index's five
+    made.clear()
+    replaced = store.path(store.refs()[0])
+    text = replaced.read_text().replace("conclusion 0", "conclusion zero")
+    os.unlink(replaced)
+    replaced.write_text(text)  # swapped under the same name: another file, another head
+    assert "conclusion zero" in both()
+    assert made[0] == "conclusion zero" and len(made) == 6  # that line alone, then the fresh index
+    made.clear()
+    options = IndexOptions(10, 40)
+    both()
+    assert len(made) == 10  # another budget: every line again (and the fresh index's)

@@ -19,7 +19,8 @@ from yagent.ipc.board_settings import BoardSettings
 from .handoff_parse import Handoff
 from .note_store import NoteRef, NoteStore
 
-__all__ = ["INDEX_HEADER", "IndexEntry", "IndexOptions", "build_index", "format_index_line", "render_index"]
+__all__ = ["INDEX_HEADER", "IndexEntry", "IndexLines", "IndexOptions", "build_index", "format_index_line",
+           "render_index"]
 
 INDEX_HEADER = "[Blackboard: hand-off notes of this task, newest last. read_note(ref) reads one in full.]"
 _ELLIPSIS = "…"
@@ -77,8 +78,32 @@ def format_index_line(entry: IndexEntry, line_chars: int) -> str:
     return line + (" | facts: " + "; ".join(shown) if shown else "")
 
 
-def render_index(entries: list[IndexEntry], options: IndexOptions) -> str:
-    """The index text; empty when there is nothing to show (no message is added then)."""
+class IndexLines:
+    """Index lines made before, by note: a note is never rewritten, and `NoteStore.heads` hands out the same parsed
+    head while its file is the same, so a line is made again only for a note that is new, or whose file changed
+    (another `Handoff` object), or for another line budget. A third of an index's making at every model call."""
+
+    __slots__ = ("_lines",)
+
+    def __init__(self) -> None:
+        self._lines: dict[NoteRef, tuple[Handoff, tuple[str, ...], int, str]] = {}
+
+    def lines(self, entries: list[IndexEntry], line_chars: int) -> list[str]:
+        kept, lines = self._lines, {}
+        for entry in entries:
+            made = kept.get(entry.ref)
+            if made is None or made[0] is not entry.handoff or made[1] != entry.artifacts or made[2] != line_chars:
+                made = (entry.handoff, entry.artifacts, line_chars, format_index_line(entry, line_chars))
+            lines[entry.ref] = made
+        self._lines = lines  # notes no longer shown are forgotten
+        return [made[3] for made in lines.values()]
+
+
+def render_index(entries: list[IndexEntry], options: IndexOptions, lines: IndexLines | None = None) -> str:
+    """The index text; empty when there is nothing to show (no message is added then). `lines`: the lines made
+    before, reused where they still apply."""
     if not entries or options.max_notes <= 0:
         return ""
-    return "\n".join([INDEX_HEADER, *(format_index_line(e, options.line_chars) for e in entries)])
+    made = lines.lines(entries, options.line_chars) if lines is not None else [
+        format_index_line(e, options.line_chars) for e in entries]
+    return "\n".join([INDEX_HEADER, *made])

@@ -26,7 +26,7 @@ from yagent.workers.tools.context import DelegationRecord
 from yagent.workers.tools.handoff import BLUEPRINT_ACCOUNT, delegation_status
 
 from .artifact_store import ArtifactStore, artifact_summary
-from .board_index import IndexEntry, IndexOptions, build_index, format_index_line, render_index
+from .board_index import IndexEntry, IndexLines, IndexOptions, build_index, format_index_line, render_index
 from .context_refs import resolve_refs
 from .count_cap import enforce_count_cap
 from .handoff_parse import Handoff, parse_handoff, render_handoff
@@ -52,6 +52,7 @@ class TaskBoard:
         self.artifacts = ArtifactStore(artifacts_dir(home, task))
         self._environ = environ
         self._options = IndexOptions.from_settings(settings)
+        self._lines = IndexLines()
 
     @property
     def enabled(self) -> bool:
@@ -62,7 +63,7 @@ class TaskBoard:
     def index_text(self) -> str:
         if not self.enabled:
             return ""
-        return render_index(build_index(self.notes, self._options), self._options)
+        return render_index(build_index(self.notes, self._options), self._options, self._lines)
 
     def index_messages(self) -> list[Message]:
         """The index as the extra message of one model call (none when the board is empty or off)."""
