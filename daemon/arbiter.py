@@ -168,13 +168,18 @@ class Daemon:
     def runs_started(self) -> int:
         return self.services.runs_started if self.services else 0
 
+    def _providers_ahead(self) -> tuple[tuple[str, str], ...]:
+        """The configured LLM providers' (api_format, api_base_url): a warm worker parses their addresses ahead."""
+        providers = self.settings.run_settings.llm.providers.values()
+        return tuple(dict.fromkeys((p.api_format, p.api_base_url) for p in providers))
+
     def refresh_settings(self) -> None:
         """Re-read config.toml if it changed (raises `ConfigError`, changing nothing, when it is broken)."""
         if not self.config.refresh():
             return
         self.leases.set_limit(self.settings.max_in_flight_requests)
         self.slots.set_limit(self.settings.max_workers)
-        self.launcher.keep_warm(self.settings.warm_workers)
+        self.launcher.keep_warm(self.settings.warm_workers, self._providers_ahead())
         for task in self.tasks.values():
             task.rearm()
 
@@ -258,7 +263,8 @@ class Daemon:
         await self._prune_boards_now()
         self._prune_checkpoints()  # in the background: it waits behind any job of a project
         self._schedule_jobs()
-        self.launcher.keep_warm(self.settings.warm_workers)  # forked on the launcher's thread, off the loop
+        # Forked on the launcher's thread, off the loop.
+        self.launcher.keep_warm(self.settings.warm_workers, self._providers_ahead())
 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -134,8 +134,9 @@ class Launcher(abc.ABC):
         arrives as bytes on the returned connection (EOF if it died first)."""
         raise NotImplementedError(f"{type(self).__name__} cannot show blueprints")
 
-    def keep_warm(self, size: int) -> None:  # noqa: B027 - optional hook
-        """Keep up to `size` workers forked ahead of demand (0: none); a launcher that cannot ignores it."""
+    def keep_warm(self, size: int, providers: tuple[tuple[str, str], ...] = ()) -> None:  # noqa: B027 - optional hook
+        """Keep up to `size` workers forked ahead of demand (0: none); a launcher that cannot ignores it. `providers`:
+        (api_format, api_base_url) of the configured LLM providers, whose addresses a warm worker parses ahead."""
 
     def tend(self) -> None:  # noqa: B027 - optional hook
         """Called now and then by the daemon: end warm workers nobody has used for a while."""
@@ -230,15 +231,17 @@ class MultiprocessingLauncher(Launcher):
         self.pages = PageProfile()
         # Starts handed to the launcher's thread, and begun there: each counter is written by one thread only.
         self._starts_queued = self._starts_begun = 0
+        self._providers_ahead: tuple[tuple[str, str], ...] = ()
 
     def start(self) -> None:
         if self.method == "forkserver":
             self._ctx.set_forkserver_preload(self._preload)  # type: ignore[attr-defined]
             forkserver.ensure_running()
 
-    def keep_warm(self, size: int) -> None:
+    def keep_warm(self, size: int, providers: tuple[tuple[str, str], ...] = ()) -> None:
         if self.method != "forkserver":  # a spawned worker boots an interpreter: nothing to keep warm
             return
+        self._providers_ahead = providers  # for the workers forked from now on (one assignment: no lock needed)
         def resize() -> None:
             self.warm.resize(size)
             self._refill()
@@ -284,7 +287,7 @@ class MultiprocessingLauncher(Launcher):
         try:
             process = _WorkerProcess(target=call_entry, name="yagent-warm", daemon=True,
                                      args=(WARM_ENTRY, reader, tuple(self._preload), self.pages.current(),
-                                           self.pages.learning()))
+                                           self.pages.learning(), self._providers_ahead))
             process.start()
         except BaseException:
             writer.close()

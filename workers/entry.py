@@ -53,7 +53,7 @@ from .channel import DaemonChannel, DaemonLost
 from .daemon_watch import WRAP_UP_GRACE, DaemonWatch, daemon_liveness_fd
 from .kinds import RunContext, known_kinds, resolve_kind, works_in_model_steps
 from .late_sync import LATE_SYNC
-from .llm import make_client_ahead
+from .llm import make_client_ahead, parse_ahead
 from .page_warmth import PageMap, prefault
 from .term_signal import TermSignal
 from .tools.processes import kill_descendants
@@ -203,11 +203,13 @@ def worker_main(run_id: str, workers_endpoint: str, agent_modules: tuple[str, ..
 
 
 def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = (),
-                     pages: tuple[int, tuple[tuple[int, int], ...]] | None = None, learning: bool = False) -> None:
+                     pages: tuple[int, tuple[tuple[int, int], ...]] | None = None, learning: bool = False,
+                     providers: tuple[tuple[str, str], ...] = ()) -> None:
     """A worker forked ahead of demand: wait on `assignment` for a run, then start it as `worker_main` would.
 
     `pages` is the daemon's page profile, (the forkserver's pid, page stretches): copied before the wait. `learning`:
-    the daemon still asks runs to report their pages, so this one may be asked."""
+    the daemon still asks runs to report their pages, so this one may be asked. `providers`: (api_format,
+    api_base_url) of the daemon's configured providers, whose request addresses are parsed while it waits."""
     # While still dumpable: a non-dumpable process's page map belongs to root.
     page_map = PageMap.open() if learning else None
     _prctl(_PR_SET_DUMPABLE, 0)  # nobody may reach into it while it waits: the secret comes later
@@ -219,6 +221,7 @@ def warm_worker_main(assignment: Connection, agent_modules: tuple[str, ...] = ()
     term = TermSignal(loop)  # and so is its SIGTERM wakeup (unarmed: until its run starts, SIGTERM ends it)
     context = zmq.asyncio.Context()  # so is the channel's context: its I/O threads start with its first socket
     make_client_ahead()  # and the provider client its run's engines share
+    parse_ahead(providers)  # and the addresses it will most likely send its requests to
     # Pages of another forkserver (one started since) are not this memory's: they are left alone.
     prefaulted = 0
     if pages is not None and pages[0] == os.getppid():

@@ -22,7 +22,7 @@ import pytest
 
 from tests.llm.seams import FakeClock
 from yagent.ipc.provider_config import LLMConfig, LLMSettings, ProviderConfig
-from yagent.workers.llm import EngineFactory, _build, build_engine, make_client_ahead
+from yagent.workers.llm import EngineFactory, _build, _engine, build_engine, make_client_ahead, parse_ahead
 from yagent.workers.llm._connect_ahead import MAX_AGE, ConnectAheadTransport, connects_ahead
 
 
@@ -360,4 +360,21 @@ def test_an_engine_parses_its_address_once_and_anew_when_it_changes() -> None:
         engine.config = dataclasses.replace(engine.config, api_base_url="http://127.0.0.1:10/v2")
         assert str(engine.request_url()) == "http://127.0.0.1:10/v2/chat/completions"
     finally:
+        asyncio.run(factory.aclose())
+
+
+def test_an_address_parsed_ahead_is_the_one_a_runs_engine_takes() -> None:
+    """A warm worker parses its daemon's configured providers' addresses while it waits (`parse_ahead`); the run's
+    engine then takes that very parse. An address httpx refuses is left for the run's own request to report."""
+    factory = EngineFactory(llm_config(11))
+    engine = factory("local")
+    try:
+        parse_ahead([("openai", "http://127.0.0.1:11/v1"), ("anthropic", "http://127.0.0.1:12"),
+                     ("openai", "http://[::1/bad\x00")])
+        ahead = _engine.PARSED_AHEAD["http://127.0.0.1:11/v1/chat/completions"]
+        assert engine.request_url() is ahead
+        assert str(_engine.PARSED_AHEAD["http://127.0.0.1:12/v1/messages"]) == "http://127.0.0.1:12/v1/messages"
+        assert not any("bad" in text for text in _engine.PARSED_AHEAD)
+    finally:
+        _engine.PARSED_AHEAD.clear()
         asyncio.run(factory.aclose())

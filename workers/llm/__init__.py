@@ -15,7 +15,14 @@ tree in `_errors.py`.
 """
 
 from ._anthropic import ANTHROPIC_VERSION, DEFAULT_MAX_TOKENS, THINKING_BUDGETS, AnthropicEngine
-from ._build import EngineFactory, build_engine, engine_for_provider, make_client_ahead, shared_ssl_context
+from ._build import (
+    EngineFactory,
+    build_engine,
+    engine_for_provider,
+    make_client_ahead,
+    parse_ahead,
+    shared_ssl_context,
+)
 from ._catalog import ModelCatalog, ModelInfo, default_catalog, lookup_model, normalise_model_name
 from ._engine import Engine, HTTPEngine
 from ._errors import (
@@ -100,6 +107,7 @@ __all__ = [
     "make_client_ahead",
     "new_call_id",
     "normalise_model_name",
+    "parse_ahead",
     "parse_retry_after",
     "price_for",
     "repair_tool_pairing",

@@ -135,7 +135,11 @@ class AnthropicEngine(HTTPEngine):
     api_format = "anthropic"
 
     def url(self) -> str:
-        base = self.config.api_base_url.rstrip("/")
+        return self.url_for(self.config.api_base_url)
+
+    @staticmethod
+    def url_for(api_base_url: str) -> str:
+        base = api_base_url.rstrip("/")
         return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
 
     def headers(self) -> dict[str, str]:

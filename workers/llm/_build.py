@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import ssl
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -20,14 +21,15 @@ from yagent.ipc.provider_config import (
 from ._anthropic import AnthropicEngine
 from ._catalog import ModelCatalog
 from ._connect_ahead import ConnectAheadTransport, connects_ahead
-from ._engine import Engine, HTTPEngine
+from ._engine import PARSED_AHEAD, Engine, HTTPEngine
 from ._fallback import FallbackEngine
 from ._gate import UNLIMITED_GATE, InFlightGate
 from ._openai import OpenAIEngine
 from ._retry import RetryPolicy
 from ._router import RoutingEngine, assign_tiers
 
-__all__ = ["EngineFactory", "build_engine", "engine_for_provider", "make_client_ahead", "shared_ssl_context"]
+__all__ = ["EngineFactory", "build_engine", "engine_for_provider", "make_client_ahead", "parse_ahead",
+           "shared_ssl_context"]
 
 
 @functools.cache
@@ -70,6 +72,19 @@ def make_client_ahead() -> None:
             _made_ahead = _client_ahead()
     except ProviderConfigError:
         pass  # the run's `EngineFactory` meets the same error and fails the run with it; the wait goes on
+
+
+def parse_ahead(providers: Iterable[tuple[str, str]]) -> None:
+    """Parse the request address of each (api_format, api_base_url), for a run's engine to take instead of parsing
+    it on its way to its first request (a warm worker, while it waits, with the daemon's configured providers). An
+    address httpx refuses is left for the run, whose request says what is wrong with it."""
+    for api_format, base in providers:
+        cls = AnthropicEngine if api_format == "anthropic" else OpenAIEngine
+        text = cls.url_for(base)
+        try:
+            PARSED_AHEAD[text] = httpx.URL(text)
+        except Exception:  # a head start only: whatever httpx makes of it, the run's request meets and reports it
+            continue
 
 
 def _take_client_ahead() -> tuple[ConnectAheadTransport, httpx.AsyncClient] | None:

@@ -176,7 +176,11 @@ class OpenAIEngine(HTTPEngine):
     _sends_thinking = True  # until the server refuses the field by name
 
     def url(self) -> str:
-        return f"{self.config.api_base_url.rstrip('/')}/chat/completions"
+        return self.url_for(self.config.api_base_url)
+
+    @staticmethod
+    def url_for(api_base_url: str) -> str:
+        return f"{api_base_url.rstrip('/')}/chat/completions"
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.config.api_key}", "Content-Type": "application/json",
