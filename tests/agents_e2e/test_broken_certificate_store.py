@@ -12,6 +12,7 @@ import pytest
 from tests.agent_harness import llm_config
 from tests.daemon_harness import arun, collect_turn, script, submit
 from tests.fake_provider import FakeProvider
+from yagent.ipc.vocabulary import EventType
 
 pytestmark = pytest.mark.e2e
 
@@ -24,10 +25,11 @@ def test_a_certificate_store_that_cannot_be_loaded_fails_model_runs_with_the_set
     async def go() -> tuple[dict, dict]:
         async with daemon.client() as c:
             plain = await submit(c, project, script(output="no model needed"))
-            plain_end = [e for e in await collect_turn(c, plain.task, turn=plain.turn) if e.type == "turn_finished"]
+            plain_end = [e for e in await collect_turn(c, plain.task, turn=plain.turn)
+                         if e.type == EventType.TURN_FINISHED]
             modelled = await submit(c, project, "hello", agent="director")
             model_end = [e for e in await collect_turn(c, modelled.task, turn=modelled.turn)
-                         if e.type == "turn_finished"]
+                         if e.type == EventType.TURN_FINISHED]
             return plain_end[0].data, model_end[0].data
 
     plain, modelled = arun(go(), 90)
