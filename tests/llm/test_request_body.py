@@ -123,3 +123,19 @@ def test_a_growing_conversation_is_written_as_a_whole_encoding_would_and_each_me
                        "answer 0", "answer 1", "answer 2", "answer 3",
                        "é ✓ (edited)", "answer 0", "answer 1", "answer 2", "answer 3",
                        1, "é ✓"]
+
+
+def test_a_callers_own_messages_changed_in_place_between_calls_reach_the_server_as_changed(fake: FakeProvider) -> None:
+    """Messages a caller passes in `extra_body` are its own dicts, which it may change in place: they are encoded
+    whole at every call, never taken for the kept text of the same (changed) dict."""
+    fake.script("coding", SYSTEM, [Step(text="ok"), Step(text="ok")], regex=True)
+    own = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "first"}]
+
+    async def main() -> None:
+        async with make_engine(fake) as engine:
+            await engine.complete(CONVERSATION, (), CallOptions(extra_body={"messages": own})).final()
+            own[1]["content"] = "second"
+            await engine.complete(CONVERSATION, (), CallOptions(extra_body={"messages": own})).final()
+
+    asyncio.run(main())
+    assert [r.body["messages"][1]["content"] for r in fake.requests] == ["first", "second"]

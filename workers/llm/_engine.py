@@ -29,7 +29,7 @@ from ._gate import UNLIMITED_GATE, InFlightGate
 from ._images import SentImage, images_to_send
 from ._messages import Message, ToolCall, ToolDefinition
 from ._pairing import repair_tool_pairing
-from ._request_body import MessageTexts, ToolEntries, encode_body
+from ._request_body import MESSAGES_KEY, MessageTexts, ToolEntries, encode_body
 from ._response import (
     CallOptions,
     Deliver,
@@ -246,7 +246,9 @@ class HTTPEngine(Engine):
         # The body is built before the slot is asked for: a granted slot goes straight to the provider.
         repaired = repair_tool_pairing(messages)
         body = self.build_request(repaired, tools, options)
-        payload = encode_body(body, self._tools, self._messages)
+        # A caller's own messages (`extra_body`) are encoded whole: it may change its dicts in place between calls.
+        texts = None if MESSAGES_KEY in options.extra_body else self._messages
+        payload = encode_body(body, self._tools, texts)
         async with self._gate.hold() if lease else contextlib.nullcontext():
             retry = self.retry
             clock = retry.clock
@@ -365,7 +367,7 @@ class HTTPEngine(Engine):
                 except LLMError as exc:
                     error = exc
                 if not emitted and isinstance(error, LLMBadRequestError) and self.drop_rejected_field(body, error):
-                    payload = encode_body(body, self._tools, self._messages)
+                    payload = encode_body(body, self._tools, texts)
                     attempt -= 1  # the server told us what to leave out: not a failed attempt
                     continue
                 remaining = deadline - clock()

@@ -20,7 +20,7 @@ from typing import Any
 
 from ._messages import ToolDefinition
 
-__all__ = ["MessageTexts", "ToolEntries", "encode_body"]
+__all__ = ["MESSAGES_KEY", "MessageTexts", "ToolEntries", "encode_body"]
 
 TOOLS_KEY = "tools"
 MESSAGES_KEY = "messages"
