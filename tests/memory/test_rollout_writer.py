@@ -253,6 +253,21 @@ def test_a_link_planted_where_the_rollout_goes_is_not_followed(tmp_path: Path) -
     assert len(reported) == 1 and "opening failed" in reported[0]
 
 
+def test_a_link_planted_in_place_of_the_rollout_directory_is_not_written_through(tmp_path: Path) -> None:
+    # A run may write its task's directory: a link there in place of `rollouts/` must not lead a later run's
+    # records elsewhere.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "rollouts").symlink_to(elsewhere, target_is_directory=True)
+    reported: list[str] = []
+    writer = RolloutWriter(tmp_path / "task" / "rollouts" / "r.jsonl", on_error=reported.append)
+    writer.enqueue(records.event_msg("e", {"i": 0}))
+    assert writer.close(10)
+    assert list(elsewhere.iterdir()) == []
+    assert len(reported) == 1 and "is a symbolic link" in reported[0] and "remove the link" in reported[0]
+
+
 def test_a_writer_that_gets_no_thread_says_so_and_lets_its_lock_go(tmp_path: Path, monkeypatch) -> None:
     import _thread
 

@@ -49,8 +49,21 @@ class _Drain:
 
 
 def _open_append(path: Path) -> BinaryIO:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)  # no planted link
+    """The rollout opened for appending, never through a link: neither the file nor its directory may be one (a run
+    may write its task's directory, so a link planted there would lead a later run's records elsewhere)."""
+    path.parent.mkdir(parents=True, exist_ok=True)  # a link to a directory passes here: the open below refuses it
+    try:
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(path.parent):
+            raise OSError(exc.errno, f"{path.parent} is a symbolic link, which yagent does not write through; "
+                                     "remove the link (the directory is made again at the next run)") from exc
+        raise
+    try:
+        fd = os.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                     dir_fd=directory)
+    finally:
+        os.close(directory)
     return os.fdopen(fd, "ab")
 
 
