@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import pytest
+
 from yagent.workers.llm import Message, ToolCall
-from yagent.workers.memory import load_memory
+from yagent.workers.memory import MemoryFileError, load_memory
 from yagent.workers.memory.conversation import DEBOUNCE_SECONDS, ConversationMemory
 
 
@@ -66,3 +69,32 @@ def test_the_json_shape_of_existing_files_still_loads(tmp_path: Path) -> None:
     memory.save()
     assert _lines(path)[:2] == [{"role": "user", "content": "old"},
                                 {"role": "assistant", "content": "a", "reasoning": "r", "reasoning_signature": "s"}]
+
+
+def _planted_link(tmp_path: Path) -> tuple[Path, Path]:
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("precious\n")
+    path = tmp_path / "task" / "memory.jsonl"
+    path.parent.mkdir()
+    path.symlink_to(target)
+    return path, target
+
+
+def test_a_link_planted_at_the_memory_file_is_neither_read_nor_appended_to(tmp_path: Path) -> None:
+    # A run may write its task's directory: a link put where the memory file goes must not feed the next turn
+    # another file, nor take its conversation.
+    path, target = _planted_link(tmp_path)
+    with pytest.raises(MemoryFileError, match=r"symbolic link to .*elsewhere\.txt.*Remove it"):
+        load_memory(path)
+    memory = ConversationMemory(path=path)
+    memory.follow_turn([Message.user("hello"), Message.assistant("hi")])
+    with pytest.raises(MemoryFileError, match="symbolic link"):
+        memory.save()  # new lines only: an append, which would go through the link
+    assert target.read_text() == "precious\n"
+
+
+def test_a_pipe_planted_at_the_memory_file_fails_the_load_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "memory.jsonl"
+    os.mkfifo(path)  # no writer ever comes: a plain open for reading would wait for one forever
+    with pytest.raises(MemoryFileError, match="a pipe"):
+        load_memory(path)

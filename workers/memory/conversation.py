@@ -9,8 +9,10 @@ replaced or an already-saved line changed.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -111,9 +113,10 @@ class ConversationMemory:
             self._persisted = len(messages)
         self._path.parent.mkdir(parents=True, exist_ok=True)
         if rewrite:
-            write_atomic(self._path, lines.encode("utf-8"))
+            write_atomic(self._path, lines.encode("utf-8"))  # a link at the name is replaced, never written through
         elif lines:
-            with self._path.open("a", encoding="utf-8") as fh:
+            with os.fdopen(_open_memory(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a",
+                           encoding="utf-8") as fh:
                 fh.write(lines)
                 fh.flush()
                 if sync:
@@ -121,7 +124,38 @@ class ConversationMemory:
 
 
 class MemoryFileError(ValueError):
-    """A line in the middle of a task's memory file is not a message (the file was edited or damaged)."""
+    """A line in the middle of a task's memory file is not a message (the file was edited or damaged), or the file
+    is not a regular file of its own (a link or a pipe put in its place)."""
+
+
+def _open_memory(path: Path, flags: int) -> int:
+    """The memory file opened with `flags`, never through a link and never a pipe or a directory: a run may write its
+    task's directory, so something planted at the name could otherwise feed a later turn another file, or have it
+    append its conversation to one (MemoryFileError). FileNotFoundError passes."""
+    try:  # O_NONBLOCK: opening a pipe planted at the name must not hang the turn; a regular file ignores it
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+            raise _not_a_memory_file(path) from exc
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _not_a_memory_file(path)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _not_a_memory_file(path: Path) -> MemoryFileError:
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        what = "something that cannot be looked at"
+    else:
+        what = (f"a symbolic link to {os.readlink(path)!r}, which yagent does not follow" if stat.S_ISLNK(mode)
+                else "a directory" if stat.S_ISDIR(mode) else "a pipe" if stat.S_ISFIFO(mode)
+                else "not a regular file")
+    return MemoryFileError(f"{path}: not yagent's memory file but {what}. Remove it (the task's earlier conversation "
+                           "is then forgotten), or put the memory file itself there.")
 
 
 def load_memory(path: Path) -> ConversationMemory:
@@ -132,7 +166,8 @@ def load_memory(path: Path) -> ConversationMemory:
     messages: list[Message] = []
     try:
         # A crash can cut a multi-byte character in two; the damaged last line is then dropped below.
-        text = path.read_bytes().decode("utf-8", errors="replace")
+        with os.fdopen(_open_memory(path, os.O_RDONLY), "rb") as fh:
+            text = fh.read().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ConversationMemory(path=path)
     lines = text.splitlines()
