@@ -16,8 +16,6 @@ Usage: python bench/concurrent_runs.py [RUNS] [PROJECTS] [LIMIT] [MODEL_SECONDS]
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +30,7 @@ from tests.agent_harness import MARKERS, run_turn  # noqa: E402
 from tests.daemon_harness import DaemonProcess, arun, collect_turn, of_type, submit  # noqa: E402
 from tests.fake_provider import Script, Step, ToolCallSpec  # noqa: E402
 from tests.fake_provider._wire import render_openai  # noqa: E402
+from tests.fake_provider.provider_process import start_provider_process  # noqa: E402
 
 _STREAM_BODY = {"stream": True, "stream_options": {"include_usage": True}}
 
@@ -41,17 +40,6 @@ def paced(step: Step, seconds: float) -> Step:
     events = len(render_openai(step, _STREAM_BODY, 0, 0).events)
     step.latency = seconds / events
     return step
-
-
-def start_provider(scripts: list[Script], root: Path) -> tuple[subprocess.Popen[str], str]:
-    path = root / "scripts.json"
-    path.write_text(json.dumps([s.to_dict() for s in scripts]))
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_provider", "--scripts", str(path)], cwd=str(REPO),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    assert line.startswith("FAKE_PROVIDER_URL="), line
-    return proc, line.split("=", 1)[1]
 
 
 def bare_baseline(base_url: str, requests: int, limit: int, step: Step) -> float:
@@ -121,7 +109,7 @@ def main() -> None:
     scripts = [Script("warm", MARKERS["director"], [answer()], user_contains="warm up")]
     scripts += [Script(f"job{i}", MARKERS["director"], [look() for _ in range(steps - 1)] + [answer()],
                        user_contains=f"job {i}.") for i in range(runs)]
-    provider, base_url = start_provider(scripts, root)
+    provider, base_url = start_provider_process(scripts, root)
     config = (f"[llm]\nmax_in_flight_requests = {limit}\n[daemon]\nmax_workers = {runs + 4}\n"
               "[global.llm]\nuse_provider = \"fake\"\n[global.llm.providers.fake]\n"
               f"api_base_url = \"{base_url}/v1\"\napi_key = \"fake-key\"\nmodel = \"fake-model\"\n")

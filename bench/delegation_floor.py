@@ -309,9 +309,10 @@ def daemon(endpoint: str, url: str, state: str, n: int) -> None:
 # -- the bench ------------------------------------------------------------------------------------------------------
 
 def floor_session(n: int, model_time: float) -> dict:
-    from delegation_session import bare_baseline, provider_gaps, start_provider
+    from delegation_session import bare_baseline, provider_gaps
 
     from tests.fake_provider import Script, Step
+    from tests.fake_provider.provider_process import start_provider_process
 
     root = Path(tempfile.mkdtemp(prefix="ygf-"))
     state = root / "state"
@@ -321,8 +322,8 @@ def floor_session(n: int, model_time: float) -> dict:
     director_steps.append(Step(text=text, chunk_size=10, latency=model_time / 12))
     chat_steps = [Step(text=text, chunk_size=10, latency=model_time / 12) for _ in range(n)]
     bare = [step for pair in zip(director_steps, chat_steps, strict=False) for step in pair] + [director_steps[-1]]
-    provider, base_url = start_provider([Script("director", DIRECTOR_MARKER, director_steps),
-                                         Script("chat", CHAT_MARKER, chat_steps)], root)
+    provider, base_url = start_provider_process([Script("director", DIRECTOR_MARKER, director_steps),
+                                                 Script("chat", CHAT_MARKER, chat_steps)], root)
     url = f"{base_url}/v1/chat/completions"
     endpoint = f"ipc://{root}/workers.sock"
     the_daemon = None

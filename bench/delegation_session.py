@@ -29,9 +29,7 @@ Usage: python bench/delegation_session.py [DELEGATIONS] [MODEL_SECONDS]
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,17 +44,7 @@ sys.path.insert(0, str(REPO))
 from tests.agent_harness import MARKERS, run_turn  # noqa: E402
 from tests.daemon_harness import DaemonProcess, of_type  # noqa: E402
 from tests.fake_provider import Script, Step, ToolCallSpec  # noqa: E402
-
-
-def start_provider(scripts: list[Script], root: Path) -> tuple[subprocess.Popen[str], str]:
-    path = root / "scripts.json"
-    path.write_text(json.dumps([s.to_dict() for s in scripts]))
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_provider", "--scripts", str(path)], cwd=str(REPO),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    assert line.startswith("FAKE_PROVIDER_URL="), line
-    return proc, line.split("=", 1)[1]
+from tests.fake_provider.provider_process import start_provider_process  # noqa: E402
 
 
 def bare_baseline(base_url: str, replay: list[Step], skip: int) -> tuple[float, list[dict]]:
@@ -153,8 +141,8 @@ def session(n: int, model_time: float, warm_workers: int | None) -> dict:
                  tool_calls=[ToolCallSpec("agent_exit", {"summary": "answer"})]) for _ in range(n)]
     # The baseline gets the very same responses, in the order the session asked for them.
     bare = [step for pair in zip(director, chat, strict=False) for step in pair] + [director[-1]]
-    provider, base_url = start_provider([Script("director", MARKERS["director"], [warm_up, *director]),
-                                         Script("chat", MARKERS["chat"], chat)], root)
+    provider, base_url = start_provider_process([Script("director", MARKERS["director"], [warm_up, *director]),
+                                                 Script("chat", MARKERS["chat"], chat)], root)
     config = ("[global.llm]\nuse_provider = \"fake\"\n[global.llm.providers.fake]\n"
               f"api_base_url = \"{base_url}/v1\"\napi_key = \"fake-key\"\nmodel = \"fake-model\"\n")
     if warm_workers is not None:
