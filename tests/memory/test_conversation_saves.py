@@ -84,7 +84,7 @@ def test_a_link_planted_at_the_memory_file_is_neither_read_nor_appended_to(tmp_p
     # A run may write its task's directory: a link put where the memory file goes must not feed the next turn
     # another file, nor take its conversation.
     path, target = _planted_link(tmp_path)
-    with pytest.raises(MemoryFileError, match=r"symbolic link to .*elsewhere\.txt.*Remove it"):
+    with pytest.raises(MemoryFileError, match=r"symbolic link to .*elsewhere\.txt.*earlier conversation"):
         load_memory(path)
     memory = ConversationMemory(path=path)
     memory.follow_turn([Message.user("hello"), Message.assistant("hi")])
@@ -96,5 +96,5 @@ def test_a_link_planted_at_the_memory_file_is_neither_read_nor_appended_to(tmp_p
 def test_a_pipe_planted_at_the_memory_file_fails_the_load_at_once(tmp_path: Path) -> None:
     path = tmp_path / "memory.jsonl"
     os.mkfifo(path)  # no writer ever comes: a plain open for reading would wait for one forever
-    with pytest.raises(MemoryFileError, match="a pipe"):
+    with pytest.raises(MemoryFileError, match="a named pipe"):
         load_memory(path)

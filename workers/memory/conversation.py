@@ -9,10 +9,8 @@ replaced or an already-saved line changed.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from yagent.ipc.atomic_file import write_atomic
+from yagent.ipc.state_files import StateFileError, open_state_file
 from yagent.ipc.state_layout import MEMORY_FILE, task_dir
 from yagent.workers.llm import Message
 
@@ -129,33 +128,13 @@ class MemoryFileError(ValueError):
 
 
 def _open_memory(path: Path, flags: int) -> int:
-    """The memory file opened with `flags`, never through a link and never a pipe or a directory: a run may write its
-    task's directory, so something planted at the name could otherwise feed a later turn another file, or have it
-    append its conversation to one (MemoryFileError). FileNotFoundError passes."""
-    try:  # O_NONBLOCK: opening a pipe planted at the name must not hang the turn; a regular file ignores it
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
-            raise _not_a_memory_file(path) from exc
-        raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise _not_a_memory_file(path)
-    os.set_blocking(fd, True)
-    return fd
-
-
-def _not_a_memory_file(path: Path) -> MemoryFileError:
+    """The memory file opened with `flags` (`state_files.open_state_file`: a run may write its task's directory, so
+    what sits at the name may have been planted); anything but a regular file is a MemoryFileError."""
     try:
-        mode = path.lstat().st_mode
-    except OSError:
-        what = "something that cannot be looked at"
-    else:
-        what = (f"a symbolic link to {os.readlink(path)!r}, which yagent does not follow" if stat.S_ISLNK(mode)
-                else "a directory" if stat.S_ISDIR(mode) else "a pipe" if stat.S_ISFIFO(mode)
-                else "not a regular file")
-    return MemoryFileError(f"{path}: not yagent's memory file but {what}. Remove it (the task's earlier conversation "
-                           "is then forgotten), or put the memory file itself there.")
+        return open_state_file(path, flags)
+    except StateFileError as exc:
+        raise MemoryFileError(f"{exc.strerror}; the task's earlier conversation is then forgotten, or put the memory "
+                              "file itself there") from exc
 
 
 def load_memory(path: Path) -> ConversationMemory:

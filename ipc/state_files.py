@@ -1,0 +1,101 @@
+"""Opening what a run may have written in yagent's state home: never through a link, never waiting on a pipe.
+
+A confined run may write its task's directory, its scratch directory and the few shared ones (approvals, breaker,
+blueprints), so whatever sits at a name there may have been planted by it: a symbolic link to a file the run cannot
+reach but a later, unconfined run (or another project's) can, a named pipe that makes a plain `open` wait for ever,
+a directory where a file belongs, or a file too large to hold. Every read or write at such a name goes through here
+(or through `atomic_file.write_atomic`, which replaces a link rather than following it), and what is found there
+instead of a regular file or directory is refused with `StateFileError`, an `OSError` that names it and says what
+to do: callers that already take a damaged or unwritable state file in their stride take this one the same way.
+
+Only the last name of a path is checked: the directories above it (the home, `tasks/`) are not writable by runs.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+__all__ = ["StateFileError", "open_state_file", "read_state_bytes", "state_dir"]
+
+
+class StateFileError(OSError):
+    """Something other than the regular file or directory yagent keeps at a name of its state home."""
+
+
+def open_state_file(path: Path, flags: int, mode: int = 0o600) -> int:
+    """`path` opened with `flags` (O_NOFOLLOW and O_CLOEXEC added): a blocking descriptor of a regular file.
+    FileNotFoundError passes (without O_CREAT); anything else at the name is a `StateFileError`."""
+    try:  # O_NONBLOCK: opening a pipe must not wait for its other end; a regular file ignores it
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ENOTDIR):
+            raise _refusal(path, exc.errno, "a regular file") from exc
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _refusal(path, errno.EINVAL, "a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_state_bytes(path: Path, limit: int) -> bytes:
+    """The whole of the regular file `path`, at most `limit` bytes (a larger one is a `StateFileError`: its size
+    and where the limit comes from are the caller's to explain). FileNotFoundError passes."""
+    fd = open_state_file(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise StateFileError(errno.EFBIG, f"{path} is {size} bytes, more than the {limit} yagent reads there: "
+                                              "it was not written by yagent; move it aside")
+        chunks: list[bytes] = []
+        got = 0
+        while got <= limit and (chunk := os.read(fd, limit + 1 - got)):
+            chunks.append(chunk)
+            got += len(chunk)
+    finally:
+        os.close(fd)
+    if got > limit:  # it grew after the stat
+        raise StateFileError(errno.EFBIG, f"{path} grew past the {limit} bytes yagent reads there while it was "
+                                          "read; move it aside")
+    return b"".join(chunks)
+
+
+def state_dir(path: Path) -> Path:
+    """`path` made (with its parents) if missing, and checked to be a directory itself rather than a link to one:
+    files made in it then stay in the state home. Returns `path`."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise _refusal(path, errno.ENOTDIR, "a directory", info.st_mode)
+    return path
+
+
+def _refusal(path: Path, code: int, expected: str, mode: int | None = None) -> StateFileError:
+    if mode is None:
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            mode = 0
+    if stat.S_ISLNK(mode):
+        try:
+            found = f"a symbolic link to {os.readlink(path)!r}, which yagent does not follow"
+        except OSError:
+            found = "a symbolic link, which yagent does not follow"
+    elif stat.S_ISFIFO(mode):
+        found = "a named pipe"
+    elif stat.S_ISDIR(mode):
+        found = "a directory"
+    elif stat.S_ISSOCK(mode):
+        found = "a socket"
+    elif mode:
+        found = "a device or special file"
+    else:
+        found = "something that cannot be looked at"
+    return StateFileError(code, f"{path} is {found}, not {expected} of yagent's; something other than yagent put it "
+                                "there (a run may write its task's directory): remove it")
