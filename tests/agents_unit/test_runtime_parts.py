@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -204,6 +205,23 @@ def test_meta_designs_are_validated_and_registered(tmp_path: Path) -> None:
             parse_design(json.dumps(data), "t")
     with pytest.raises(DesignError, match="no JSON"):
         parse_design("I cannot", "t")
+
+
+def test_a_pipe_or_a_link_planted_as_the_custom_agents_registry_loads_no_design(tmp_path: Path, caplog) -> None:
+    # A run may write its task's directory: a pipe there must not hang every later Director's start, and a link must
+    # not hand it designs (system prompts) from a file elsewhere.
+    design = parse_design(json.dumps({"name": "doc_writer", "description": "Writes docs.", "system_prompt": "Write.",
+                                      "tools": ["read_file"]}), "t")
+    elsewhere = CustomAgentRegistry(tmp_path / "elsewhere", "t1")
+    elsewhere.add(design)
+    path = CustomAgentRegistry(tmp_path, "t1").path
+    path.parent.mkdir(parents=True)
+    path.symlink_to(elsewhere.path)
+    assert CustomAgentRegistry(tmp_path, "t1").designs() == []
+    path.unlink()
+    os.mkfifo(path)  # nobody ever writes it
+    assert CustomAgentRegistry(tmp_path, "t1").designs() == []
+    assert "custom agents not loaded" in caplog.text and "named pipe" in caplog.text
 
 
 def test_every_agent_run_holds_a_routing_engine(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,22 @@ def test_two_runs_sharing_a_delegation_id_are_told_apart_by_their_parent(tmp_pat
     assert find_child_rollout(task_dir(tmp_path, "t1"), "call_repo") == custom  # the newest
     assert find_child_rollout(task_dir(tmp_path, "t1"), "call_repo", "run-director") == meta
     assert _assess(tmp_path, parent_run="run-nobody").verdict == ReplayVerdict.NO_CHILD_ROLLOUT
+
+
+def test_a_pipe_or_a_link_planted_among_the_rollouts_is_passed_over(tmp_path: Path) -> None:
+    # A run may write its task's rollouts directory: a pipe there must not hang a resume, and a link must not
+    # make another file (here a rollout of some other task) one of this task's.
+    path = _child(tmp_path)
+    directory = path.parent
+    os.mkfifo(directory / "20270101-000000_run-pipe_repo.jsonl")  # newest by name, and nobody ever writes it
+    (tmp_path / "elsewhere").mkdir()
+    elsewhere = write_rollout(tmp_path / "elsewhere" / "20260101-000000_run-far_repo.jsonl", conversation())
+    (directory / "20270101-000001_run-link_repo.jsonl").symlink_to(elsewhere)
+    assert find_child_rollout(task_dir(tmp_path, "t1"), "call_repo") == path
+    with pytest.raises(OSError, match="symbolic link"):
+        read_rollout(directory / "20270101-000001_run-link_repo.jsonl")
+    with pytest.raises(OSError, match="named pipe"):
+        read_rollout(directory / "20270101-000000_run-pipe_repo.jsonl")
 
 
 def _damage(path: Path) -> None:

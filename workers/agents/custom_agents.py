@@ -7,6 +7,7 @@ design as its own `delegate_<name>` tool, and the `custom:<name>` worker reads i
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from yagent.ipc.atomic_file import write_atomic
+from yagent.ipc.state_files import StateFileError, read_state_bytes
 from yagent.ipc.state_layout import AGENTS_FILE, task_dir
 from yagent.workers.tools import ToolSpec, custom_delegate_spec, palette
 
@@ -75,6 +77,12 @@ def parse_design(text: str, fallback_task: str) -> Design:
                   task=task, created_at=time.time())
 
 
+log = logging.getLogger(__name__)
+
+# Designs are a name, a description, a prompt and a tool list each: a registry past this was not written by Meta.
+MAX_REGISTRY_BYTES = 8 << 20
+
+
 class CustomAgentRegistry:
     def __init__(self, home: Path, task: str) -> None:
         self.path = task_dir(home, task) / AGENTS_FILE
@@ -83,7 +91,10 @@ class CustomAgentRegistry:
 
     def reload(self) -> None:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(read_state_bytes(self.path, MAX_REGISTRY_BYTES))
+        except StateFileError as exc:  # planted by a run of the task: the Director goes on without custom agents
+            log.warning("custom agents not loaded: %s", exc.strerror)
+            data = {}
         except (OSError, ValueError):
             data = {}
         designs = {}

@@ -8,11 +8,13 @@ the caller hands the parent a degraded report instead.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from yagent.ipc.resume_switch import resume_enabled
+from yagent.ipc.state_files import open_state_file
 from yagent.ipc.state_layout import ROLLOUT_DIR
 from yagent.ipc.vocabulary import ReplayVerdict, StopReason
 from yagent.workers.llm import Message
@@ -96,7 +98,7 @@ def _whole(value: Any) -> int:
 def first_record(path: Path) -> dict[str, Any] | None:
     """The first record of a rollout (its `session_meta`), read alone; None when it is not one."""
     try:
-        with path.open("rb") as fh:
+        with open(open_state_file(path, os.O_RDONLY), "rb") as fh:  # a planted link or pipe is no rollout
             line = fh.readline(1 << 20)
         rec = json.loads(line)
     except (OSError, ValueError):

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from yagent.ipc.state_files import open_state_file
 from yagent.workers.llm import Message
 
 from .resume_repair import repair_for_resume
@@ -68,7 +70,9 @@ def _valid(rec: Any) -> bool:
 def read_rollout(path: Path) -> RolloutContent:
     """The records of `path`; raises OSError when unreadable, RolloutReadError for a damaged middle line."""
     # A crash can cut a multi-byte character in two; only the last line can hold such a cut.
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    # Never through a link or from a pipe: a run may write its task's rollouts directory (`state_files`).
+    with open(open_state_file(path, os.O_RDONLY), "rb") as fh:
+        text = fh.read().decode("utf-8", errors="replace")
     lines = text.split("\n")
     content = RolloutContent(path)
     last = len(lines) - 1
