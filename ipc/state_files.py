@@ -1,12 +1,15 @@
 """Opening what a run may have written in yagent's state home: never through a link, never waiting on a pipe.
 
-A confined run may write its task's directory, its scratch directory and the few shared ones (approvals, breaker,
-blueprints), so whatever sits at a name there may have been planted by it: a symbolic link to a file the run cannot
-reach but a later, unconfined run (or another project's) can, a named pipe that makes a plain `open` wait for ever,
-a directory where a file belongs, or a file too large to hold. Every read or write at such a name goes through here
-(or through `atomic_file.write_atomic`, which replaces a link rather than following it), and what is found there
-instead of a regular file or directory is refused with `StateFileError`, an `OSError` that names it and says what
-to do: callers that already take a damaged or unwritable state file in their stride take this one the same way.
+A run's worker process may write its task's directory, its scratch directory and a few shared ones (approvals,
+breaker, blueprints). The model's own commands may not (their rules leave those out), but a command the user let run
+outside the sandbox, a turn sent with --full-yolo, or a fault in a worker can, and what it leaves there is read later
+by other runs, unconfined ones among them. So whatever sits at a name there is not trusted to be what yagent put
+there: a symbolic link to a file that a later run can reach and this one could not, a named pipe that makes a plain
+`open` wait for ever, a directory where a file belongs, or a file too large to hold. Every read or write at such a
+name goes through here (or through `atomic_file.write_atomic`, which replaces a link rather than following it), and
+what is found there instead of a regular file or directory is refused with `StateFileError`, an `OSError` that
+names it and says what to do: callers that already take a damaged or unwritable state file in their stride take
+this one the same way.
 
 Only the last name of a path is checked: the directories above it (the home, `tasks/`) are not writable by runs.
 """
@@ -98,4 +101,4 @@ def _refusal(path: Path, code: int, expected: str, mode: int | None = None) -> S
     else:
         found = "something that cannot be looked at"
     return StateFileError(code, f"{path} is {found}, not {expected} of yagent's; something other than yagent put it "
-                                "there (a run may write its task's directory): remove it")
+                                "there: remove it")
