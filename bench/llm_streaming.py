@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.fake_provider import Script, Step  # noqa: E402
 from tests.fake_provider._wire import render_anthropic, render_openai  # noqa: E402
+from tests.fake_provider.provider_process import start_provider_process  # noqa: E402
 from yagent.ipc.provider_config import LLMSettings, ProviderConfig  # noqa: E402
 from yagent.workers.llm import Message, engine_for_provider  # noqa: E402
 
@@ -43,17 +42,6 @@ def raw_stream(api_format: str, chunks: int) -> list[str]:
     render = render_anthropic if api_format == "anthropic" else render_openai
     text = "".join(render(step, body, 1, 1000).events)
     return [text[i:i + 65536] for i in range(0, len(text), 65536)]
-
-
-def start_server() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_provider"], cwd=REPO, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if not line.startswith("FAKE_PROVIDER_URL="):
-        proc.kill()
-        raise SystemExit(f"fake provider did not start: {line!r}")
-    return proc, line.split("=", 1)[1]
 
 
 def request(api_format: str) -> tuple[str, dict[str, object]]:
@@ -80,7 +68,7 @@ async def bare(client: httpx.AsyncClient, base: str, api_format: str, parse: boo
 
 
 async def run(api_format: str, chunks: int, rounds: int) -> None:
-    proc, base = start_server()
+    proc, base = start_provider_process()
     try:
         payload = raw_stream(api_format, chunks)
         scripts = [Script("bench", MARKER, [Step(raw=payload) for _ in range(rounds * 3 + 3)]).to_dict()]

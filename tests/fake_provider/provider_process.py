@@ -4,8 +4,10 @@ sharing the bench's interpreter would take its CPU from the processes being meas
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from ._script import Script
@@ -15,13 +17,19 @@ __all__ = ["start_provider_process"]
 _REPO = Path(__file__).resolve().parents[2]
 
 
-def start_provider_process(scripts: list[Script], directory: Path) -> tuple[subprocess.Popen[str], str]:
-    """Start it with `scripts` (written to `directory`); (the process, its base URL). Closing its stdin
+def start_provider_process(scripts: Sequence[Script] = (), directory: Path | None = None
+                           ) -> tuple[subprocess.Popen[str], str]:
+    """Start it, with `scripts` (written to `directory`) if any; (the process, its base URL). Closing its stdin
     (`proc.communicate("")`) stops it."""
-    path = directory / "scripts.json"
-    path.write_text(json.dumps([s.to_dict() for s in scripts]))
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_provider", "--scripts", str(path)], cwd=str(_REPO),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    argv = [sys.executable, "-m", "tests.fake_provider"]
+    if scripts:
+        if directory is None:
+            raise ValueError("scripts need a directory to be written to")
+        path = directory / "scripts.json"
+        path.write_text(json.dumps([s.to_dict() for s in scripts]))
+        argv += ["--scripts", str(path)]
+    proc = subprocess.Popen(argv, cwd=str(_REPO), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(_REPO)})
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
     if not line.startswith("FAKE_PROVIDER_URL="):
