@@ -11,6 +11,8 @@ another one the router or an override chose.
 be followed, in the same step, by the call and by `record_success` / `record_failure`. A probe that
 never reports (its caller died) expires after `reset_timeout`, so the breaker cannot stay locked.
 A threshold of 0 means no breaker at all — the Director must not stall on a network blip.
+A breaker file that cannot be used (unwritable, or something a run planted at its name: a link, a pipe) is
+warned about once and the breaker then counts in this process's memory: it must never fail the model call.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import re
 import time
@@ -25,7 +28,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from yagent.ipc.state_files import StateFileError, open_state_file
+
 __all__ = ["CircuitBreaker", "ProviderBreakers"]
+
+log = logging.getLogger(__name__)
 
 
 class CircuitBreaker:
@@ -42,25 +49,58 @@ class CircuitBreaker:
     @contextlib.contextmanager
     def _shared(self) -> Iterator[dict[str, Any]]:
         """The state, loaded from and saved back to the shared file under its lock (or kept in memory)."""
-        if self._path is None:
+        opened = self._load()
+        if opened is None:
             yield self._state
             return
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd, state = opened
+        try:
+            yield state
+            data = json.dumps(state).encode()
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, data, 0)
+            except OSError as exc:
+                self._state = state  # what this call counted carries on in memory
+                self._give_up_file(exc)
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
+
+    def _load(self) -> tuple[int, dict[str, Any]] | None:
+        """The shared file, opened and locked, with the state read from it; None when the state is in memory."""
+        if self._path is None:
+            return None
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            fd = open_state_file(self._path, os.O_RDWR | os.O_CREAT)  # never through a link a run planted
+        except OSError as exc:
+            self._give_up_file(exc)
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             raw = os.pread(fd, 4096, 0)
-            try:
-                state = json.loads(raw) if raw else {}
-            except ValueError:
-                state = {}
-            state = {"failures": 0, "opened_at": None, "probe_at": None, **state}
-            yield state
-            data = json.dumps(state).encode()
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, data, 0)
-        finally:
+        except OSError as exc:
             os.close(fd)
+            self._give_up_file(exc)
+            return None
+        try:
+            saved = json.loads(raw) if raw else {}
+        except ValueError:
+            saved = {}
+        state: dict[str, Any] = {"failures": 0, "opened_at": None, "probe_at": None}
+        if isinstance(saved, dict):  # only numbers are taken: anything else in the file must not break a call
+            state.update((k, v) for k, v in saved.items()
+                         if k in state and isinstance(v, int | float) and not isinstance(v, bool))
+        return fd, state
+
+    def _give_up_file(self, exc: OSError) -> None:
+        """From now on this process counts in memory; said once, since every model call would say it again."""
+        if isinstance(exc, StateFileError):  # its message names the file and what to do
+            problem = exc.strerror
+        else:
+            problem = f"{self._path} cannot be used ({exc.strerror or exc}): make it a writable file or remove it"
+        log.warning("circuit breaker: %s; meanwhile it counts only this process's model calls", problem)
+        self._path = None
 
     def _state_name(self, state: dict[str, Any]) -> str:
         if state["opened_at"] is None:

@@ -21,6 +21,7 @@ from yagent.ipc.board_switches import artifacts_enabled, blackboard_enabled
 from yagent.ipc.errors import RemoteError
 from yagent.ipc.messages import McpServerStatus, McpToolsReply, RunOutcome
 from yagent.ipc.skill_account import SkillAccount, account_lines, load_skill_account
+from yagent.ipc.state_files import StateFileError, open_state_file, read_state_bytes
 from yagent.ipc.state_layout import (
     GRANTS_FILE,
     approvals_file,
@@ -72,6 +73,9 @@ OPENING_AT_THE_LATEST = 0.05
 
 # The capabilities a run's configuration can take off its surface (`AgentRun.__init__`).
 SWITCHED_OFF = (Effect.CODE_INDEX, Effect.CHECKPOINT, Effect.BLUEPRINT)
+
+# The most of a task's grants.json read: session approvals are a few short keys, and a run may have put anything there.
+GRANTS_LIMIT = 1 << 20
 
 # What a model or the agent itself made: never cut by the first compression tier (not cheap to make again).
 _MADE_BY_A_MODEL = Effect.LLM | Effect.REFLECT | Effect.DRAFT
@@ -431,12 +435,24 @@ class AgentRun:
     def _grants_path(self) -> Path:
         return task_dir(self.ctx.home, self.ctx.spec.task) / GRANTS_FILE
 
-    def _load_session_grants(self) -> list[str]:
+    def _load_session_grants(self, *, strict: bool = False) -> list[str]:
+        """The task's saved session approvals: none when the file is missing or damaged, nor when it is not a
+        file of yagent's (a run may write its task's directory: said as a warning, or raised when `strict`)."""
+        path = self._grants_path()
         try:
-            data = json.loads(self._grants_path().read_text())
+            data = json.loads(read_state_bytes(path, GRANTS_LIMIT))
+        except StateFileError as exc:
+            if strict:
+                raise
+            self._grants_problem(f"the task's session approvals were not read: {exc.strerror}")
+            return []
         except (OSError, ValueError):
             return []
         return [g for g in data if isinstance(g, str)] if isinstance(data, list) else []
+
+    def _grants_problem(self, text: str) -> None:
+        self.ctx.log.warning("%s", text)
+        self.ctx.emit(EventType.LOG, event_data.log("warning", f"{self.ctx.spec.agent}: {text}"))
 
     def save_session_grants(self) -> None:
         """Session approvals last for the task: later runs of it read them back.
@@ -449,10 +465,15 @@ class AgentRun:
         if not grants:
             return
         path = self._grants_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(path.with_name(path.name + ".lock")):
-            merged = set(self._load_session_grants()) | grants
-            write_atomic(path, json.dumps(sorted(merged)).encode(), mode=0o600)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with _locked(path.with_name(path.name + ".lock")):
+                merged = set(self._load_session_grants(strict=True)) | grants
+                write_atomic(path, json.dumps(sorted(merged)).encode(), mode=0o600)
+        except OSError as exc:  # the run's work is done: approvals not kept must not fail it
+            problem = exc.strerror if isinstance(exc, StateFileError) else f"{path}: {exc.strerror or exc}"
+            self._grants_problem(f"this run's session approvals were not saved ({problem}); the task's later runs "
+                                 "will ask for them again")
 
     # -- running ------------------------------------------------------------------------------------
 
@@ -563,7 +584,7 @@ def _usable_pick(role: str, pick: Iterable[str], yolo: YoloLevel) -> tuple[list[
 
 @contextlib.contextmanager
 def _locked(lock_path: Path) -> Iterator[None]:
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = open_state_file(lock_path, os.O_RDWR | os.O_CREAT)  # never created through a link a run planted
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

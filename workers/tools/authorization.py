@@ -7,6 +7,10 @@ under `authorized_projects` in the settings JSON file (default `$YAGENT_HOME/set
 
 `inside:<tool>` approves that tool's dangerous operations inside the project; `outside:<path>` approves
 touching that path (and anything beneath it) with any tool.
+
+Every run's worker may write the approvals directory (the model's commands may not), so what sits at the file's name
+is not trusted to be yagent's (`ipc/state_files.py`): a link or a pipe there grants nothing (a warning says so), and
+saving an approval over it fails with an error naming it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import contextlib
 import enum
 import fcntl
 import json
+import logging
+import os
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -22,11 +28,18 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from yagent.ipc.atomic_file import write_atomic
+from yagent.ipc.state_files import StateFileError, open_state_file, read_state_bytes
 
 # How much the user pre-approved for a run (`--yolo` / `--full-yolo`): the one enum the daemon and clients use.
 from yagent.ipc.vocabulary import YoloLevel as YoloLevel
 
 SETTINGS_KEY = "authorized_projects"
+
+# The most of the approvals file read: a few keys per project, so even thousands of projects stay far below it,
+# while a file a run blew up cannot cost every authorisation check that much memory and time.
+SETTINGS_LIMIT = 4 << 20
+
+log = logging.getLogger(__name__)
 
 
 class AuthDecision(enum.Enum):
@@ -84,6 +97,7 @@ class ApprovalStore:
         self._settings_path = settings_path
         self._session: set[str] = set(session_grants)
         self._lock = threading.Lock()
+        self._warned = False  # about an approvals file that cannot be read: every check would say it again
 
     def session_grants(self) -> frozenset[str]:
         """What was approved for the session, so a worker can hand it to the next run of the task."""
@@ -106,7 +120,13 @@ class ApprovalStore:
     def _project_grants(self) -> set[str]:
         if self._settings_path is None:
             return set()
-        data = _read_settings(self._settings_path)
+        try:
+            data = _read_settings(self._settings_path)
+        except OSError as exc:  # grants nothing, and must neither hang nor fail the call being checked
+            if not self._warned:
+                self._warned = True
+                log.warning("the saved project approvals were not read, so none apply: %s", _problem(exc))
+            return set()
         projects = data.get(SETTINGS_KEY)
         entry = projects.get(self._root) if isinstance(projects, dict) else None
         return {g for g in entry if isinstance(g, str)} if isinstance(entry, list) else set()
@@ -140,19 +160,26 @@ def _granted(key: str, granted: set[str]) -> bool:
 
 
 def _read_settings(path: Path) -> dict[str, Any]:
+    """The settings: empty when missing or damaged; an OSError (StateFileError for a planted one) when unreadable."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_state_bytes(path, SETTINGS_LIMIT))
     except (FileNotFoundError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
+def _problem(exc: OSError) -> str:
+    if isinstance(exc, StateFileError):  # its message names the file and what to do
+        return exc.strerror
+    return f"{exc.filename}: {exc.strerror or exc}; make it a readable file of yours, or remove it"
+
+
 @contextlib.contextmanager
 def _file_lock(lock_path: Path) -> Iterator[None]:
     # Several workers of one user may approve at once; without the lock one approval would be lost.
-    with open(lock_path, "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    fd = open_state_file(lock_path, os.O_RDWR | os.O_CREAT)  # never created through a link a run planted
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock

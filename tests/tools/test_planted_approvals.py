@@ -1,0 +1,78 @@
+"""Project approvals when something was planted at the approvals file's names (a run's worker may write `approvals/`):
+nothing is granted, nothing hangs, nothing is written through a link, and the run is told which file to remove."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from yagent.workers.tools import AuthDecision
+from yagent.workers.tools.authorization import SETTINGS_LIMIT
+
+from .doubles import ScriptedAuthorizer, call_tool, make_ctx
+
+# A planted pipe that hangs must fail the test well before the suite's own timeout.
+pytestmark = pytest.mark.timeout(60)
+
+
+def plant(name: Path, kind: str, tmp_path: Path, content: str = "precious") -> Path:
+    """Put at `name` what a malicious run could; returns where a link leads (left as it is, or never created)."""
+    name.parent.mkdir(parents=True, exist_ok=True)
+    target = tmp_path / "elsewhere" / f"{name.name}-{kind}"
+    target.parent.mkdir(exist_ok=True)
+    if kind == "link":
+        target.write_text(content)
+        name.symlink_to(target)
+    elif kind == "dangling":
+        name.symlink_to(target)
+    elif kind == "fifo":
+        os.mkfifo(name)
+    elif kind == "directory":
+        name.mkdir()
+    else:  # huge: sparse, so the test costs no disk
+        with open(name, "wb") as fh:
+            fh.truncate(SETTINGS_LIMIT + 1)
+    return target
+
+
+def untouched(target: Path, kind: str, content: str = "precious") -> bool:
+    return target.read_text() == content if kind == "link" else not target.exists()
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo", "directory", "huge"])
+def test_a_planted_approvals_file_grants_nothing_and_an_approval_is_not_saved_over_it(
+        project: Path, outside: Path, tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture) -> None:
+    settings = tmp_path / "home" / "settings.json"
+    # The link leads to approvals the run could not write itself: following it would grant them.
+    granting = json.dumps({"authorized_projects": {str(project): [f"outside:{outside}"]}, "precious": True})
+    target = plant(settings, kind, tmp_path, granting)
+    auth = ScriptedAuthorizer(AuthDecision.ALLOW_PROJECT)
+    ctx = make_ctx(project, tmp_path, authorizer=auth, settings_path=settings)
+    with caplog.at_level(logging.WARNING, logger="yagent.workers.tools.authorization"):
+        result = call_tool(ctx, "create_file", {"path": str(outside / "one.txt"), "content": "1"})
+        call_tool(ctx, "create_file", {"path": str(outside / "two.txt"), "content": "2"})
+
+    assert len(auth.requests) == 2  # the user was asked each time: the planted file granted nothing
+    # The approval could not be saved over it: the call fails, saying which file to remove.
+    assert result.is_error and str(settings) in result.content and not (outside / "one.txt").exists()
+    assert untouched(target, kind, granting)
+    assert settings.is_symlink() if kind in ("link", "dangling") else settings.exists()  # not replaced either
+    warnings = [r.getMessage() for r in caplog.records if r.name == "yagent.workers.tools.authorization"]
+    assert len(warnings) == 1 and str(settings) in warnings[0]  # said once, not at every check
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo", "directory"])
+def test_a_planted_approvals_lock_fails_the_save_without_creating_or_changing_anything(
+        project: Path, outside: Path, tmp_path: Path, kind: str) -> None:
+    settings = tmp_path / "home" / "settings.json"
+    lock = settings.with_name("settings.json.lock")
+    target = plant(lock, kind, tmp_path)
+    ctx = make_ctx(project, tmp_path, authorizer=ScriptedAuthorizer(AuthDecision.ALLOW_PROJECT),
+                   settings_path=settings)
+    result = call_tool(ctx, "create_file", {"path": str(outside / "one.txt"), "content": "1"})
+    assert result.is_error and f"{lock} is" in result.content and "remove it" in result.content
+    assert untouched(target, kind) and not settings.exists() and not (outside / "one.txt").exists()
