@@ -72,7 +72,10 @@ def read_state_bytes(path: Path, limit: int) -> bytes:
 def state_dir(path: Path) -> Path:
     """`path` made (with its parents) if missing, and checked to be a directory itself rather than a link to one:
     files made in it then stay in the state home. Returns `path`."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:  # a file, or a link to nothing or to a file: said below as what it is
+        pass
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         raise _refusal(path, errno.ENOTDIR, "a directory", info.st_mode)
@@ -94,6 +97,8 @@ def _refusal(path: Path, code: int, expected: str, mode: int | None = None) -> S
         found = "a named pipe"
     elif stat.S_ISDIR(mode):
         found = "a directory"
+    elif stat.S_ISREG(mode):
+        found = "a regular file"
     elif stat.S_ISSOCK(mode):
         found = "a socket"
     elif mode:

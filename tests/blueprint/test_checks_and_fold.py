@@ -217,6 +217,32 @@ def test_a_blueprint_name_holding_a_fifo_or_a_link_is_read_as_damaged_saying_so_
     assert store.read().damaged.startswith("it cannot be opened (") and store.read().entries == []
 
 
+def test_a_revisions_link_is_refused_and_nothing_in_its_target_is_written_or_deleted(tmp_path: Path,
+                                                                                       derived) -> None:
+    elsewhere = tmp_path / "elsewhere"  # a directory a confined run cannot reach, which a later run would prune
+    elsewhere.mkdir()
+    for i in range(KEEP_REVISIONS + 3):
+        (elsewhere / f"doc{i}.md").write_text(f"document {i}\n")
+    before = {p.name: p.read_text() for p in elsewhere.iterdir()}
+    directory = tmp_path / "bp"
+    assert commit_blueprint(directory, Path(derived.root), [_entry()], READ, run="r1", derived=derived).startswith(
+        "submitted 1, written 1")
+    (directory / "revisions").symlink_to(elsewhere, target_is_directory=True)  # planted by a Repo run
+    first = (directory / "blueprint.md").read_bytes()
+
+    account = commit_blueprint(directory, Path(derived.root), [_entry(claim="The shop's orders.")], READ, run="r2",
+                               derived=derived)
+
+    assert account.startswith("submitted 1, none written: the blueprint could not be written (")
+    assert f"{directory / 'revisions'} is a symbolic link" in account and "remove it" in account
+    assert {p.name: p.read_text() for p in elsewhere.iterdir()} == before  # nothing written there, nothing deleted
+    assert (directory / "blueprint.md").read_bytes() == first  # no write without its undo
+    (directory / "revisions").unlink()  # what the message says to do: the next write goes through
+    assert "written 1" in commit_blueprint(directory, Path(derived.root), [_entry(claim="The shop's orders.")], READ,
+                                           run="r3", derived=derived)
+    assert len(BlueprintStore(directory).revision_names()) == 1
+
+
 def test_the_account_says_what_was_written_and_refused(tmp_path: Path, derived) -> None:
     account = commit_blueprint(tmp_path / "bp", Path(derived.root), [
         _entry(), _entry(module="web", field="purpose", claim="The web client.", where="web/app.js")], READ, run="r1",

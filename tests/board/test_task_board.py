@@ -3,6 +3,7 @@ budget, context_refs, and the kill switches honoured by every reader and writer.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,46 @@ def test_a_board_that_cannot_be_written_never_fails_the_delegation(tmp_path: Pat
     (tmp_path / "tasks" / "task-1").write_text("a file where the task's directory belongs")
     record = _board(tmp_path).record_delegation(_done(), "t")
     assert record.outcome == _done() and not record.note
+
+
+def _planted(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A directory the run cannot reach, holding notes the count cap would remove were it the board: (it, contents)."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "repo").mkdir(parents=True)
+    for i in range(3):
+        (elsewhere / "repo" / f"20200101-000000-00000{i}-0000000{i}.md").write_text(f"---\n{{}}\n---\ndoc{i}\n")
+    return elsewhere, _contents(elsewhere)
+
+
+def _contents(directory: Path) -> dict[str, str]:
+    return {str(p.relative_to(directory)): p.read_text() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("linked", ["notes", "notes/repo", "artifacts"])
+def test_a_board_directory_planted_as_a_link_is_refused_and_its_target_left_alone(tmp_path: Path, caplog,
+                                                                                  linked: str) -> None:
+    elsewhere, before = _planted(tmp_path)
+    link = tmp_path / "tasks" / "task-1" / linked
+    link.parent.mkdir(parents=True)
+    link.symlink_to(elsewhere / "repo" if linked == "notes/repo" else elsewhere, target_is_directory=True)
+    board = _board(tmp_path, max_notes_per_board=1, artifact_budget_tokens=500)
+
+    record = board.record_delegation(_done(_LONG), "t")  # over the budget: an artifact, then the note
+
+    assert record.outcome == _done(_LONG) and not record.note and not record.artifact  # the parent keeps it inline
+    assert _contents(elsewhere) == before  # nothing written there, nothing removed
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and f"{link} is a symbolic link" in warned[0] and "remove it" in warned[0]
+
+
+def test_a_screenshot_is_not_stored_through_an_artifacts_link(tmp_path: Path) -> None:
+    elsewhere, before = _planted(tmp_path)
+    link = artifacts_dir(tmp_path, "task-1")
+    link.parent.mkdir(parents=True)
+    link.symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(OSError, match=re.escape(f"{link} is a symbolic link")):  # the browser tool: "not stored"
+        _board(tmp_path).put_image(b"\x89PNG\r\n", ".png")
+    assert _contents(elsewhere) == before
 
 
 def _distinct_notes(board: TaskBoard, count: int) -> list[str]:

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from yagent.workers.context import thinklink
 from yagent.workers.context.thinklink import ThinkLink, read_thinklink
 from yagent.workers.context.thought import read_thought
 from yagent.workers.llm import Message
@@ -116,3 +117,47 @@ def test_held_entries_are_kept_in_memory_at_once_and_written_in_order_at_release
     assert [e.kind for e in entries] == ["input", "thought", "input"]
     link.release()  # nothing held: nothing written twice
     assert len(read_thinklink(path)[0]) == 3
+
+
+def test_a_thinklink_dir_planted_as_a_link_is_refused_and_its_target_left_alone(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "doc0.md").write_text("precious\n")
+    link = tmp_path / "thinklink"
+    link.symlink_to(elsewhere, target_is_directory=True)
+    reported: list[str] = []
+    log = ThinkLink(link / "r1.jsonl", on_problem=reported.append)
+    log.record_input("one")
+    log.record_input("two")
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["doc0.md"] and (elsewhere / "doc0.md").read_text() == \
+        "precious\n"
+    assert log.inputs() == ["one", "two"] and len(reported) == 1 and f"{link} is a symbolic link" in reported[0]
+
+
+def test_a_pipe_where_the_log_goes_is_reported_not_waited_on(tmp_path: Path) -> None:
+    path = tmp_path / "thinklink" / "r1.jsonl"
+    path.parent.mkdir()
+    os.mkfifo(path)  # no reader ever comes: a blocking open for writing would wait for ever
+    reported: list[str] = []
+    log = ThinkLink(path, on_problem=reported.append)
+    log.record_input("one")
+    assert log.inputs() == ["one"] and len(reported) == 1 and f"{path} is a named pipe" in reported[0]
+
+
+def test_a_log_planted_as_a_link_a_pipe_or_a_huge_file_reads_as_no_thinklink_saying_why(tmp_path: Path,
+                                                                                        monkeypatch) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "X.jsonl").write_text(json.dumps({"kind": "input", "at_step": 0, "text": "a secret"}) + "\n")
+    logs = tmp_path / "thinklink"
+    logs.mkdir()
+    (logs / "linked.jsonl").symlink_to(elsewhere / "X.jsonl")
+    os.mkfifo(logs / "pipe.jsonl")  # no writer ever comes: a blocking read would wait for ever
+    (logs / "huge.jsonl").write_text(json.dumps({"kind": "input", "at_step": 0, "text": "x" * 100}) + "\n")
+    for name, said in (("linked", "is a symbolic link"), ("pipe", "is a named pipe"), ("huge", "more than the 64")):
+        if name == "huge":
+            monkeypatch.setattr(thinklink, "MAX_LOG_BYTES", 64)  # the bound, made small enough to pass
+        entries, problems = read_thinklink(logs / f"{name}.jsonl")
+        assert entries == [] and len(problems) == 1, name
+        assert f"{logs / name}.jsonl" in problems[0] and said in problems[0], problems
+    assert (elsewhere / "X.jsonl").read_text().endswith('"a secret"}\n')

@@ -70,5 +70,9 @@ def test_a_state_directory_is_made_and_a_link_in_its_place_is_refused(tmp_path: 
     with pytest.raises(StateFileError, match=r"notes is a symbolic link to .*elsewhere"):
         state_dir(tmp_path / "notes")
     (tmp_path / "file").write_text("")
-    with pytest.raises(FileExistsError):  # mkdir says so itself
+    with pytest.raises(StateFileError, match="file is a regular file, not a directory"):
         state_dir(tmp_path / "file")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(StateFileError, match=r"dangling is a symbolic link to .*nowhere"):
+        state_dir(tmp_path / "dangling")
+    assert not (tmp_path / "nowhere").exists()

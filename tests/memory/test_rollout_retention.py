@@ -48,3 +48,38 @@ def test_old_rollouts_go_and_the_newest_turn_with_its_children_stays(tmp_path: P
     for kept in (root, child, grandchild, recent, link, outside):
         assert kept.exists() or kept.is_symlink(), kept
     assert prune_rollouts(tmp_path / "tasks" / "t1", 0, now=now + 1000 * DAY) == []  # 0 = kept forever
+
+
+def test_a_linked_thinklink_dir_is_never_pruned_through(tmp_path: Path, caplog) -> None:
+    now = 1_800_000_000.0
+    elsewhere = tmp_path / "elsewhere"  # what the link points at: a later run must not delete in it
+    elsewhere.mkdir()
+    (elsewhere / "X.jsonl").write_text("precious\n")
+    crafted = _write(tmp_path, "20260101-000000_x.jsonl", "X", "", age_days=90, now=now)  # backdated, names run X
+    _write(tmp_path, "20260201-000000_r3.jsonl", "r3", "", age_days=60, now=now)
+    link = thinklink_dir(tmp_path, "t1")
+    link.symlink_to(elsewhere, target_is_directory=True)
+
+    removed = prune_rollouts(tmp_path / "tasks" / "t1", 30 * DAY, now=now)
+
+    assert removed == [crafted]  # the task's own old rollout still goes
+    assert (elsewhere / "X.jsonl").read_text() == "precious\n"
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and f"{link} is a symbolic link" in warned[0] and "remove it" in warned[0]
+
+
+def test_a_linked_rollout_dir_is_never_scanned_or_pruned(tmp_path: Path, caplog) -> None:
+    now = 1_800_000_000.0
+    elsewhere = tmp_path / "elsewhere"  # another home's rollouts, old enough to go if they were this task's
+    old = _write(elsewhere, "20260101-000000_r1.jsonl", "r1", "", age_days=90, now=now)
+    _write(elsewhere, "20260201-000000_r3.jsonl", "r3", "", age_days=60, now=now)
+    before = sorted(p.name for p in old.parent.iterdir())
+    link = rollout_dir(tmp_path, "t1")
+    link.parent.mkdir(parents=True)
+    link.symlink_to(old.parent, target_is_directory=True)
+
+    assert prune_rollouts(tmp_path / "tasks" / "t1", 30 * DAY, now=now) == []
+
+    assert sorted(p.name for p in old.parent.iterdir()) == before and old.exists()
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and f"{link} is a symbolic link" in warned[0] and "remove it" in warned[0]

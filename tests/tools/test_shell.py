@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 
-from yagent.workers.tools import ToolBatch, ToolCall, build_surface
+from yagent.workers.tools import ToolBatch, ToolCall, build_surface, shell
 
 from .doubles import call_tool, make_ctx
 from .signals import FifoLine, wait_terminated
@@ -191,3 +193,35 @@ def test_the_model_sees_output_as_a_terminal_shows_it_and_the_file_keeps_the_byt
     assert not any(ch in shown for ch in "\x1b\x00\x07\r")
     raw = Path(result.data["output_file"]).read_bytes()
     assert b"\x1b[1;31m" in raw and b"A\x00B" in raw and b"50%\r100%" in raw
+
+
+def test_a_run_bash_dir_planted_as_a_link_is_refused_and_its_target_left_alone(project: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"  # outside the run's sandbox: a confined run could plant the link, not write here
+    elsewhere.mkdir()
+    (elsewhere / "doc0.md").write_text("precious\n")
+    link = tmp_path / "scratch" / "run_bash"
+    link.parent.mkdir()
+    link.symlink_to(elsewhere, target_is_directory=True)
+    result = call_tool(make_ctx(project, tmp_path), "run_bash", {"command": "echo out"})
+    assert result.is_error and f"{link} is a symbolic link" in result.content and "remove it" in result.content
+    assert [p.name for p in elsewhere.iterdir()] == ["doc0.md"] and (elsewhere / "doc0.md").read_text() == "precious\n"
+
+
+def test_an_output_file_swapped_for_a_link_or_a_pipe_by_its_command_is_not_read(project: Path, tmp_path: Path) -> None:
+    (project / "secret.txt").write_text("the secret\n")  # stands for a file the worker may read, the command not
+    ctx = make_ctx(project, tmp_path)
+    for swap, said in (('ln -s "$PWD/secret.txt"', "is a symbolic link"), ("mkfifo", "is a named pipe")):
+        command = f'out=$(readlink -f /dev/stderr); rm "$out"; {swap} "$out"; echo done'
+        result = call_tool(ctx, "run_bash", {"command": command})
+        assert not result.is_error and result.data["exit_code"] == 0 and result.data["output_bytes"] == 0
+        assert "the secret" not in result.content and said in result.content, result.content
+
+
+def test_a_pipe_planted_at_the_output_name_is_refused_not_waited_on(project: Path, tmp_path: Path,
+                                                                    monkeypatch) -> None:
+    monkeypatch.setattr(shell, "time", SimpleNamespace(monotonic=time.monotonic, monotonic_ns=lambda: 7))
+    logs = tmp_path / "scratch" / "run_bash"
+    logs.mkdir(parents=True)
+    os.mkfifo(logs / "c1-7.log")  # the name the call's output would take; no reader ever comes
+    result = call_tool(make_ctx(project, tmp_path), "run_bash", {"command": "echo out"})
+    assert result.is_error and f"{logs / 'c1-7.log'} is a named pipe" in result.content

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from yagent.ipc.atomic_file import write_atomic
+from yagent.ipc.state_files import state_dir
 
 from .document import MAX_DOCUMENT_BYTES, Blueprint, parse_document
 
@@ -91,7 +92,8 @@ class BlueprintStore:
         return True
 
     def _keep_revision(self, old: bytes, now: datetime.datetime) -> None:
-        self.revisions.mkdir(mode=0o700, exist_ok=True)
+        # A run may write this directory: a `revisions` link would have the pruning below delete in its target.
+        state_dir(self.revisions)  # a `StateFileError` fails the write, the way any unwritable blueprint does
         stamp = now.strftime("%Y%m%dT%H%M%S%fZ")
         write_atomic(self.revisions / f"{stamp}.md", old, mode=0o600)
         kept = sorted(p for p in self.revisions.iterdir() if p.name.endswith(".md") and not p.is_symlink())

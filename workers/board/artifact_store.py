@@ -15,6 +15,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from yagent.ipc.state_files import state_dir
+
 from .exclusive_file import place_exclusive
 from .handoff_parse import Handoff
 
@@ -67,7 +69,7 @@ class ArtifactStore:
         return self.root / (self._place(data, suffix) + suffix)
 
     def _place(self, data: bytes, suffix: str) -> str:
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        state_dir(self.root)  # a run may write its task's directory: `artifacts` may be a link to elsewhere
         for _ in range(_MAX_TRIES):
             now = datetime.datetime.now(datetime.UTC)
             artifact_id = f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(4)}"

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from yagent.ipc.state_files import state_dir
+
 from .exclusive_file import place_exclusive
 from .handoff_parse import Handoff, parse_handoff
 
@@ -136,8 +138,8 @@ class NoteStore:
         """Write one note and return its ref. `handoff` None: the child left none (`summary` and `status`
         stand in; the note reads back as degraded=absent)."""
         name = agent_dir_name(agent)
-        directory = self.root / name
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Each level checked in turn: a run may write its task's directory, so either may be a link to elsewhere.
+        directory = state_dir(state_dir(self.root) / name)
         front: dict[str, Any] = {"schema": SCHEMA, "agent": agent, "task": task,
                                  "handoff": handoff.to_json() if handoff is not None else None,
                                  "artifacts": list(artifacts)}

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from yagent.ipc.state_files import open_state_file, read_state_bytes, state_dir
+
 from .project_instructions import INSTRUCTIONS_HEADING
 from .thought import ThoughtPlan, ThoughtReading, read_thought
 
@@ -25,6 +27,9 @@ __all__ = ["ThinkLink", "ThinkLinkEntry", "read_thinklink"]
 
 INPUT = "input"
 THOUGHT = "thought"
+# What `read_thinklink` loads at most: far above any run's log (a line per input and per plan; one input arrives
+# in one 8 MiB frame), low enough that a file planted in the task's directory cannot exhaust the worker's memory.
+MAX_LOG_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +154,8 @@ class ThinkLink:
         if self.path is None or self._write_failed:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            state_dir(self.path.parent)  # a run may write its task's directory: `thinklink` may be a link elsewhere
+            fd = open_state_file(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
             try:
                 os.write(fd, line.encode("utf-8", errors="replace"))
             finally:
@@ -170,9 +175,11 @@ def read_thinklink(path: Path) -> tuple[list[ThinkLinkEntry], list[str]]:
     """A run's log as it was written, with what was left out: a torn last line (a crash mid-write) and any
     damaged line are skipped and named, never repaired. A missing file has no entries."""
     try:
-        text = path.read_bytes().decode("utf-8", errors="replace")
+        text = read_state_bytes(path, MAX_LOG_BYTES).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return [], []
+    except OSError as exc:  # a planted link, pipe or huge file (`StateFileError`), or no permission: no thinklink
+        return [], [f"{path}: not read ({exc.strerror or exc}); the run goes on without this thinklink"]
     lines = text.split("\n")
     entries: list[ThinkLinkEntry] = []
     problems: list[str] = []

@@ -3,13 +3,15 @@
 Run by the task's Director worker as its turn starts, on its own task's directory only (the one a worker may
 write), before its own rollout is opened. Kept whatever their age: the newest root run's rollout and the
 rollouts of every run delegated under it (the turn a resume would pick up). Everything else unwritten for
-longer than the retention is removed; only regular files, never through a symlink. A removed rollout's run
+longer than the retention is removed; only regular files, never through a symlink, nor in a directory that is
+one (a run may write its task's directory: a link there would aim the removal elsewhere). A removed rollout's run
 takes its thinklink log (`thinklink/{run}.jsonl`) along: nothing resumes that run any more.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import stat
 import time
@@ -21,6 +23,8 @@ from .replay import first_record
 from .rollout_records import RolloutRecord
 
 __all__ = ["prune_rollouts"]
+
+log = logging.getLogger(__name__)
 
 
 def _run_and_parent(path: Path) -> tuple[str, str] | None:
@@ -37,6 +41,8 @@ def prune_rollouts(task_dir: Path, retention: float, *, now: float | None = None
         return []
     directory = task_dir / ROLLOUT_DIR
     now = time.time() if now is None else now
+    if not _own_dir(directory):
+        return []
     try:
         entries = sorted(p for p in directory.iterdir() if p.name.endswith(".jsonl"))
     except OSError:
@@ -63,6 +69,7 @@ def prune_rollouts(task_dir: Path, retention: float, *, now: float | None = None
                     runs.add(ident[0])
                     grew = True
     removed = []
+    logs: bool | None = None  # whether thinklink/ may be removed in: looked at once, when a log is to go
     for path, st in files.items():
         if path in keep or now - st.st_mtime < retention:
             continue
@@ -71,8 +78,25 @@ def prune_rollouts(task_dir: Path, retention: float, *, now: float | None = None
             removed.append(path)
             ident = identity[path]
             if ident is not None and ident[0] and "/" not in ident[0] and not ident[0].startswith("."):
-                _remove_regular(task_dir / THINKLINK_DIR / f"{ident[0]}.jsonl")
+                if logs is None:
+                    logs = _own_dir(task_dir / THINKLINK_DIR)
+                if logs:
+                    _remove_regular(task_dir / THINKLINK_DIR / f"{ident[0]}.jsonl")
     return removed
+
+
+def _own_dir(directory: Path) -> bool:
+    """Whether `directory` is a directory itself (not a link to one): nothing is listed or removed in it otherwise."""
+    try:
+        mode = os.lstat(directory).st_mode
+    except OSError:
+        return False
+    if stat.S_ISDIR(mode):
+        return True
+    found = "a symbolic link" if stat.S_ISLNK(mode) else "not a directory"
+    log.warning("%s is %s, not yagent's directory: nothing is pruned through it; something other than yagent put "
+                "it there (a run may write its task's directory): remove it (it is made again)", directory, found)
+    return False
 
 
 def _remove_regular(path: Path) -> None:

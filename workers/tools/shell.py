@@ -21,6 +21,8 @@ import signal
 import time
 from pathlib import Path
 
+from yagent.ipc.state_files import open_state_file, state_dir
+
 from .. import sandbox
 from .beneath import PathEscape
 from .file_read import moved_away
@@ -49,8 +51,9 @@ def for_model(text: str) -> str:
 
 def read_capped(path: Path, cap: int = BASH_OUTPUT_CAP) -> tuple[str, int]:
     """(text, total bytes) of a command's output: all of it under `cap`, else its head and tail."""
-    size = path.stat().st_size
-    with open(path, "rb") as fh:
+    # The command may have put a link or a pipe in its output file's place: refused, never followed or waited on.
+    with open(open_state_file(path, os.O_RDONLY), "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
         if size <= cap:
             return fh.read().decode("utf-8", errors="replace"), size
         head_len = cap // 3
@@ -88,7 +91,8 @@ async def _spawn(inv: Invocation, output: Path) -> asyncio.subprocess.Process:
         raise _MissingDirectory from exc
     by_descriptor = _FD_DIR.is_dir()
     try:
-        with open(output, "wb") as out:
+        # A run may write its scratch directory: a link or a pipe planted at the name is refused, not followed.
+        with open(open_state_file(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as out:
             return await asyncio.create_subprocess_exec(
                 # Through the sandbox's exec helper when the worker is confined: the command's own, stricter domain.
                 *sandbox.shell_argv(str(inv.args["command"])),
@@ -138,8 +142,10 @@ async def run_bash(inv: Invocation) -> ToolResult:
     cwd = inv.path("cwd")
     if not cwd.is_dir():
         return ToolResult.error(f"working directory {inv.display(cwd)} does not exist.")
-    logs = ctx.scratch / "run_bash"
-    logs.mkdir(parents=True, exist_ok=True)
+    try:  # a run may write its scratch directory: `run_bash` may be a link to a directory outside it
+        logs = state_dir(ctx.scratch / "run_bash")
+    except OSError as exc:
+        return ToolResult.error(f"could not keep the command's output: {exc.strerror or exc}")
     stem = re.sub(r"[^A-Za-z0-9_-]", "_", inv.call_id or "call")
     output = logs / f"{stem}-{time.monotonic_ns()}.log"
     try:
@@ -172,7 +178,10 @@ async def run_bash(inv: Invocation) -> ToolResult:
     lingering = not timed_out and await asyncio.to_thread(group_alive, proc.pid)
     if not lingering:
         ctx.processes.discard(proc.pid)
-    text, size = read_capped(output)
+    try:
+        text, size = read_capped(output)
+    except OSError as exc:
+        text, size = f"[its output cannot be read: {exc.strerror or exc}]", 0
     text = for_model(text)
     data = {"exit_code": proc.returncode, "output_file": str(output), "output_bytes": size, "timed_out": timed_out}
     if timed_out:
