@@ -9,8 +9,8 @@ under `authorized_projects` in the settings JSON file (default `$YAGENT_HOME/set
 touching that path (and anything beneath it) with any tool.
 
 Every run's worker may write the approvals directory (the model's commands may not), so what sits at the file's name
-is not trusted to be yagent's (`ipc/state_files.py`): a link or a pipe there grants nothing (a warning says so), and
-saving an approval over it fails with an error naming it.
+is not trusted to be yagent's (`ipc/state_files.py`): a link or a pipe there grants nothing, and an approval for the
+project is then kept for the session only; a warning says so, naming the file.
 """
 
 from __future__ import annotations
@@ -115,7 +115,11 @@ class ApprovalStore:
         elif decision is AuthDecision.ALLOW_PROJECT:
             with self._lock:
                 self._session.update(request.grants())
-            self._persist(request.grants())
+            try:
+                self._persist(request.grants())
+            except OSError as exc:  # the user's answer stands for this session: only its keeping for later failed
+                log.warning("the approval of %s for %s was not saved, so later runs will ask again (it holds for this "
+                            "session): %s", ", ".join(request.grants()), self._root, _problem(exc))
 
     def _project_grants(self) -> set[str]:
         if self._settings_path is None:
