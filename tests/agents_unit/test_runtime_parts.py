@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -222,6 +223,21 @@ def test_a_pipe_or_a_link_planted_as_the_custom_agents_registry_loads_no_design(
     os.mkfifo(path)  # nobody ever writes it
     assert CustomAgentRegistry(tmp_path, "t1").designs() == []
     assert "custom agents not loaded" in caplog.text and "named pipe" in caplog.text
+    CustomAgentRegistry(tmp_path, "t1").add(design)  # what was planted is replaced, never written through
+    assert not path.is_fifo() and [d.name for d in CustomAgentRegistry(tmp_path, "t1").designs()] == ["doc_writer"]
+
+
+def test_a_registry_too_large_to_read_is_not_overwritten_by_a_new_design(tmp_path: Path, monkeypatch) -> None:
+    from yagent.workers.agents import custom_agents
+    design = parse_design(json.dumps({"name": "doc_writer", "description": "Writes docs.", "system_prompt": "Write.",
+                                      "tools": ["read_file"]}), "t")
+    registry = CustomAgentRegistry(tmp_path, "t1")
+    registry.add(design)
+    kept = registry.path.read_bytes()
+    monkeypatch.setattr(custom_agents, "MAX_REGISTRY_BYTES", 16)  # the bound, made small enough to pass
+    with pytest.raises(OSError, match="more than the 16"):
+        CustomAgentRegistry(tmp_path, "t1").add(dataclasses.replace(design, name="other_writer"))
+    assert registry.path.read_bytes() == kept
 
 
 def test_every_agent_run_holds_a_routing_engine(tmp_path: Path) -> None:

@@ -161,3 +161,12 @@ def test_a_log_planted_as_a_link_a_pipe_or_a_huge_file_reads_as_no_thinklink_say
         assert entries == [] and len(problems) == 1, name
         assert f"{logs / name}.jsonl" in problems[0] and said in problems[0], problems
     assert (elsewhere / "X.jsonl").read_text().endswith('"a secret"}\n')
+
+
+def test_a_log_in_a_thinklink_directory_planted_as_a_link_is_not_read(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "other-task-thinklink"
+    elsewhere.mkdir()
+    (elsewhere / "r1.jsonl").write_text(json.dumps({"kind": "input", "at_step": 0, "text": "a secret"}) + "\n")
+    (tmp_path / "thinklink").symlink_to(elsewhere, target_is_directory=True)
+    entries, problems = read_thinklink(tmp_path / "thinklink" / "r1.jsonl")
+    assert entries == [] and len(problems) == 1 and "thinklink: not a directory of yagent's" in problems[0]

@@ -29,7 +29,8 @@ def start_provider_process(scripts: Sequence[Script] = (), directory: Path | Non
         path.write_text(json.dumps([s.to_dict() for s in scripts]))
         argv += ["--scripts", str(path)]
     proc = subprocess.Popen(argv, cwd=str(_REPO), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(_REPO)})
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                filter(None, [str(_REPO), os.environ.get("PYTHONPATH", "")]))})
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
     if not line.startswith("FAKE_PROVIDER_URL="):

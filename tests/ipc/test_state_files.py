@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from yagent.ipc.state_files import StateFileError, open_state_file, read_state_bytes, state_dir
+from yagent.ipc.state_files import (
+    StateFileError,
+    is_own_dir,
+    open_state_dir,
+    open_state_file,
+    read_state_bytes,
+    state_dir,
+)
 
 
 def test_a_regular_file_is_read_whole_and_a_missing_one_is_file_not_found(tmp_path: Path) -> None:
@@ -57,7 +64,32 @@ def test_a_file_over_the_limit_is_refused_without_being_read(tmp_path: Path) -> 
         fh.truncate(64 << 20)  # sparse: 64 MiB the reader would otherwise hold
     with pytest.raises(StateFileError, match=r"67108864 bytes, more than the 1000"):
         read_state_bytes(big, 1000)
-    assert read_state_bytes(tmp_path / "f.json", 64 << 20) == b"\0" * (64 << 20)
+    (tmp_path / "g.json").write_bytes(b"y" * 200_000)  # at the limit, read in several pieces
+    assert read_state_bytes(tmp_path / "g.json", 200_000) == b"y" * 200_000
+
+
+def test_a_missing_directory_above_the_name_is_said_as_the_os_says_it(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NotADirectoryError):  # not "... is something that cannot be looked at": the wrong name
+        read_state_bytes(tmp_path / "file" / "f.json", 100)
+
+
+def test_a_state_directory_descriptor_keeps_later_opens_inside_it_whatever_its_name_becomes(tmp_path: Path) -> None:
+    fd = open_state_dir(tmp_path / "scratch" / "run_bash")
+    try:
+        (tmp_path / "elsewhere").mkdir()
+        (tmp_path / "scratch" / "run_bash").rename(tmp_path / "moved")
+        (tmp_path / "scratch" / "run_bash").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+        os.close(open_state_file("out.log", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+        assert (tmp_path / "moved" / "out.log").exists() and list((tmp_path / "elsewhere").iterdir()) == []
+        (tmp_path / "moved" / "pipe").mkdir()
+        with pytest.raises(StateFileError, match=r"^\[Errno \d+\] .*/moved/pipe is a directory"):
+            open_state_file("pipe", os.O_RDONLY, dir_fd=fd, shown=tmp_path / "moved" / "pipe")
+    finally:
+        os.close(fd)
+    with pytest.raises(StateFileError, match="run_bash is a symbolic link"):
+        open_state_dir(tmp_path / "scratch" / "run_bash")
+    assert is_own_dir(tmp_path / "moved") and not is_own_dir(tmp_path / "scratch" / "run_bash")
 
 
 def test_a_state_directory_is_made_and_a_link_in_its_place_is_refused(tmp_path: Path) -> None:

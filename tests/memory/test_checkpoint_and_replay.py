@@ -22,7 +22,9 @@ from yagent.workers.memory.replay import (
     ReplayVerdict,
     assess_replay,
     find_child_rollout,
+    latest_root_rollout,
     load_for_replay,
+    rollout_of_run,
 )
 from yagent.workers.memory.resume_repair import INTERRUPTED_TOOL_RESULT, pairing_problems, repair_for_resume
 from yagent.workers.memory.rollout_checkpoint import CheckpointFacts, write_checkpoint
@@ -106,6 +108,21 @@ def test_a_pipe_or_a_link_planted_among_the_rollouts_is_passed_over(tmp_path: Pa
         read_rollout(directory / "20270101-000001_run-link_repo.jsonl")
     with pytest.raises(OSError, match="named pipe"):
         read_rollout(directory / "20270101-000000_run-pipe_repo.jsonl")
+
+
+def test_a_link_in_place_of_the_rollouts_directory_hands_a_resume_nothing(tmp_path: Path) -> None:
+    # Another task's rollouts, reached through a link planted where this task's rollouts directory goes.
+    path = _child(tmp_path)
+    root = write_rollout(path.parent / "20260101-000001_r1_director.jsonl", conversation(), agent="director",
+                         parent_run="", delegation_id="", run="r1")
+    task = task_dir(tmp_path, "t1")
+    assert find_child_rollout(task, "call_repo") == path
+    assert rollout_of_run(task, "r1") == root and latest_root_rollout(task) == root
+    path.parent.rename(tmp_path / "other-task-rollouts")
+    path.parent.symlink_to(tmp_path / "other-task-rollouts", target_is_directory=True)
+    assert find_child_rollout(task, "call_repo") is None
+    assert rollout_of_run(task, "r1") is None and latest_root_rollout(task) is None
+    assert _assess(tmp_path).verdict == ReplayVerdict.NO_CHILD_ROLLOUT
 
 
 def _damage(path: Path) -> None:

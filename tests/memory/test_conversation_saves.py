@@ -88,7 +88,7 @@ def test_a_link_planted_at_the_memory_file_is_neither_read_nor_appended_to(tmp_p
         load_memory(path)
     memory = ConversationMemory(path=path)
     memory.follow_turn([Message.user("hello"), Message.assistant("hi")])
-    with pytest.raises(MemoryFileError, match="symbolic link"):
+    with pytest.raises(OSError, match="symbolic link"):  # as a full disk would: the turn's saves take OSError
         memory.save()  # new lines only: an append, which would go through the link
     assert target.read_text() == "precious\n"
 
@@ -98,3 +98,17 @@ def test_a_pipe_planted_at_the_memory_file_fails_the_load_at_once(tmp_path: Path
     os.mkfifo(path)  # no writer ever comes: a plain open for reading would wait for one forever
     with pytest.raises(MemoryFileError, match="a named pipe"):
         load_memory(path)
+
+
+def test_a_pipe_put_at_the_memory_file_during_a_turn_fails_its_save_as_an_os_error(tmp_path: Path) -> None:
+    # The Director's saves within a turn give way to an OSError (the end of the turn reports it): what was planted
+    # at the name must fail a save that way, never with another exception and never by waiting on the pipe.
+    path = tmp_path / "memory.jsonl"
+    memory = load_memory(path)
+    memory.follow_turn([Message.user("hello")])
+    memory.save()
+    path.unlink()
+    os.mkfifo(path)
+    memory.follow_turn([Message.user("hello"), Message.assistant("hi")])
+    with pytest.raises(OSError, match="named pipe"):
+        memory.save()

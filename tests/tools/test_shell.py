@@ -225,3 +225,18 @@ def test_a_pipe_planted_at_the_output_name_is_refused_not_waited_on(project: Pat
     os.mkfifo(logs / "c1-7.log")  # the name the call's output would take; no reader ever comes
     result = call_tool(make_ctx(project, tmp_path), "run_bash", {"command": "echo out"})
     assert result.is_error and f"{logs / 'c1-7.log'} is a named pipe" in result.content
+
+
+def test_a_command_that_swaps_the_output_directory_for_a_link_still_has_its_own_output_read(
+        project: Path, tmp_path: Path, monkeypatch) -> None:
+    # A command (or one it left running) may swap `run_bash/` for a link while the call runs: the output is read
+    # through a descriptor of the directory the call opened, never by its name again.
+    monkeypatch.setattr(shell, "time", SimpleNamespace(monotonic=time.monotonic, monotonic_ns=lambda: 7))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "c1-7.log").write_text("the secret\n")  # what the name leads to once the link is in place
+    command = (f'd=$(dirname "$(readlink /proc/$$/fd/1)"); mv "$d" "$d.moved"; '
+               f'ln -s "{elsewhere}" "$d"; echo kept')
+    result = call_tool(make_ctx(project, tmp_path), "run_bash", {"command": command})
+    assert not result.is_error and "kept" in result.content and "the secret" not in result.content, result.content
+    assert (tmp_path / "scratch" / "run_bash").is_symlink() and (elsewhere / "c1-7.log").read_text() == "the secret\n"

@@ -6,6 +6,7 @@ design as its own `delegate_<name>` tool, and the `custom:<name>` worker reads i
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import re
@@ -87,13 +88,16 @@ class CustomAgentRegistry:
     def __init__(self, home: Path, task: str) -> None:
         self.path = task_dir(home, task) / AGENTS_FILE
         self._designs: dict[str, Design] = {}
+        self._too_large: StateFileError | None = None
         self.reload()
 
     def reload(self) -> None:
+        self._too_large = None
         try:
             data = json.loads(read_state_bytes(self.path, MAX_REGISTRY_BYTES))
-        except StateFileError as exc:  # planted by a run of the task: the Director goes on without custom agents
+        except StateFileError as exc:  # not yagent's (a link, a pipe): the Director goes on without custom agents
             log.warning("custom agents not loaded: %s", exc.strerror)
+            self._too_large = exc if exc.errno == errno.EFBIG else None
             data = {}
         except (OSError, ValueError):
             data = {}
@@ -112,8 +116,12 @@ class CustomAgentRegistry:
         return [self._designs[n] for n in sorted(self._designs)]
 
     def add(self, design: Design) -> Design | None:
-        """Register `design` for the rest of the task; returns the earlier design of that name it replaces."""
+        """Register `design` for the rest of the task; returns the earlier design of that name it replaces. A link or
+        a pipe at the registry's name is replaced; a registry too large to read is not (what it holds would be lost):
+        its `StateFileError` says what to do."""
         self.reload()
+        if self._too_large is not None:
+            raise self._too_large
         earlier = self._designs.get(design.name)
         self._designs[design.name] = design
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from yagent.ipc.state_files import open_state_file, read_state_bytes, state_dir
+from yagent.ipc.state_files import is_own_dir, open_state_file, read_state_bytes, state_dir
 
 from .project_instructions import INSTRUCTIONS_HEADING
 from .thought import ThoughtPlan, ThoughtReading, read_thought
@@ -174,6 +174,8 @@ def _line(entry: ThinkLinkEntry) -> str:
 def read_thinklink(path: Path) -> tuple[list[ThinkLinkEntry], list[str]]:
     """A run's log as it was written, with what was left out: a torn last line (a crash mid-write) and any
     damaged line are skipped and named, never repaired. A missing file has no entries."""
+    if path.parent.exists() and not is_own_dir(path.parent):  # a link in place of `thinklink/`: not read through
+        return [], [f"{path.parent}: not a directory of yagent's (a link?); the run goes on without this thinklink"]
     try:
         text = read_state_bytes(path, MAX_LOG_BYTES).decode("utf-8", errors="replace")
     except FileNotFoundError:

@@ -114,7 +114,8 @@ class ConversationMemory:
         if rewrite:
             write_atomic(self._path, lines.encode("utf-8"))  # a link at the name is replaced, never written through
         elif lines:
-            with os.fdopen(_open_memory(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a",
+            # A StateFileError (an OSError) for what was planted at the name: a save fails as on a full disk.
+            with os.fdopen(open_state_file(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a",
                            encoding="utf-8") as fh:
                 fh.write(lines)
                 fh.flush()
@@ -127,11 +128,11 @@ class MemoryFileError(ValueError):
     is not a regular file of its own (a link or a pipe put in its place)."""
 
 
-def _open_memory(path: Path, flags: int) -> int:
-    """The memory file opened with `flags` (`state_files.open_state_file`: a run may write its task's directory, so
-    what sits at the name may have been planted); anything but a regular file is a MemoryFileError."""
+def _open_memory_to_load(path: Path) -> int:
+    """The memory file opened for reading (`state_files.open_state_file`: what sits at the name may not be
+    yagent's); anything but a regular file is a MemoryFileError, as a damaged one is."""
     try:
-        return open_state_file(path, flags)
+        return open_state_file(path, os.O_RDONLY)
     except StateFileError as exc:
         raise MemoryFileError(f"{exc.strerror}; the task's earlier conversation is then forgotten, or put the memory "
                               "file itself there") from exc
@@ -145,7 +146,7 @@ def load_memory(path: Path) -> ConversationMemory:
     messages: list[Message] = []
     try:
         # A crash can cut a multi-byte character in two; the damaged last line is then dropped below.
-        with os.fdopen(_open_memory(path, os.O_RDONLY), "rb") as fh:
+        with os.fdopen(_open_memory_to_load(path), "rb") as fh:
             text = fh.read().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ConversationMemory(path=path)

@@ -7,6 +7,7 @@ the caller hands the parent a degraded report instead.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from yagent.ipc.resume_switch import resume_enabled
-from yagent.ipc.state_files import open_state_file
+from yagent.ipc.state_files import is_own_dir, open_state_file
 from yagent.ipc.state_layout import ROLLOUT_DIR
 from yagent.ipc.vocabulary import ReplayVerdict, StopReason
 from yagent.workers.llm import Message
@@ -114,7 +115,7 @@ def find_child_rollout(task_dir: Path, delegation_id: str, parent_run: str | Non
         return None
     found: Path | None = None
     try:
-        candidates = sorted((task_dir / ROLLOUT_DIR).glob("*.jsonl"))
+        candidates = sorted(_rollout_dir(task_dir).glob("*.jsonl"))
     except OSError:
         return None
     for path in candidates:
@@ -127,12 +128,21 @@ def find_child_rollout(task_dir: Path, delegation_id: str, parent_run: str | Non
     return found
 
 
+def _rollout_dir(task_dir: Path) -> Path:
+    """The task's rollouts directory; an OSError when it is missing or not a directory itself: a link in its place
+    (a run may write its task's directory) would hand a resume another task's conversations."""
+    directory = task_dir / ROLLOUT_DIR
+    if not is_own_dir(directory):
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory of yagent's", str(directory))
+    return directory
+
+
 def rollout_of_run(task_dir: Path, run: str) -> Path | None:
     """The rollout run `run` wrote (its id is in the file name), or None — also for an id that is not one."""
     if not resume_enabled() or not run.isalnum():  # never a pattern or a path: an id is letters and digits
         return None
     try:
-        names = sorted(p for p in (task_dir / ROLLOUT_DIR).iterdir()
+        names = sorted(p for p in _rollout_dir(task_dir).iterdir()
                        if p.name.endswith(".jsonl") and (f"_{run}." in p.name or f"_{run}_" in p.name))
     except OSError:
         return None
@@ -144,7 +154,7 @@ def latest_root_rollout(task_dir: Path) -> Path | None:
     if not resume_enabled():
         return None
     try:
-        candidates = sorted((task_dir / ROLLOUT_DIR).glob("*.jsonl"), reverse=True)
+        candidates = sorted(_rollout_dir(task_dir).glob("*.jsonl"), reverse=True)
     except OSError:
         return None
     for path in candidates:

@@ -17,6 +17,7 @@ import stat
 import time
 from pathlib import Path
 
+from yagent.ipc.state_files import is_own_dir
 from yagent.ipc.state_layout import ROLLOUT_DIR, THINKLINK_DIR
 
 from .replay import first_record
@@ -87,13 +88,11 @@ def prune_rollouts(task_dir: Path, retention: float, *, now: float | None = None
 
 def _own_dir(directory: Path) -> bool:
     """Whether `directory` is a directory itself (not a link to one): nothing is listed or removed in it otherwise."""
-    try:
-        mode = os.lstat(directory).st_mode
-    except OSError:
-        return False
-    if stat.S_ISDIR(mode):
+    if is_own_dir(directory):
         return True
-    found = "a symbolic link" if stat.S_ISLNK(mode) else "not a directory"
+    if not os.path.lexists(directory):
+        return False
+    found = "a symbolic link" if os.path.islink(directory) else "not a directory"
     log.warning("%s is %s, not yagent's directory: nothing is pruned through it; something other than yagent put "
                 "it there (a run may write its task's directory): remove it (it is made again)", directory, found)
     return False

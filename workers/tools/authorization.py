@@ -118,8 +118,10 @@ class ApprovalStore:
             try:
                 self._persist(request.grants())
             except OSError as exc:  # the user's answer stands for this session: only its keeping for later failed
+                why = exc.strerror if isinstance(exc, StateFileError) else \
+                    f"{exc.filename or self._settings_path}: {exc.strerror or exc}"
                 log.warning("the approval of %s for %s was not saved, so later runs will ask again (it holds for this "
-                            "session): %s", ", ".join(request.grants()), self._root, _problem(exc))
+                            "session): %s", ", ".join(request.grants()), self._root, why)
 
     def _project_grants(self) -> set[str]:
         if self._settings_path is None:

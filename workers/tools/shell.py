@@ -21,7 +21,7 @@ import signal
 import time
 from pathlib import Path
 
-from yagent.ipc.state_files import open_state_file, state_dir
+from yagent.ipc.state_files import open_state_dir, open_state_file
 
 from .. import sandbox
 from .beneath import PathEscape
@@ -49,10 +49,12 @@ def for_model(text: str) -> str:
     return _CONTROLS.sub("\ufffd", text)
 
 
-def read_capped(path: Path, cap: int = BASH_OUTPUT_CAP) -> tuple[str, int]:
-    """(text, total bytes) of a command's output: all of it under `cap`, else its head and tail."""
+def read_capped(path: Path, cap: int = BASH_OUTPUT_CAP, *, dir_fd: int | None = None) -> tuple[str, int]:
+    """(text, total bytes) of a command's output: all of it under `cap`, else its head and tail. With `dir_fd` (its
+    directory, opened), the file is opened by its name in that directory."""
     # The command may have put a link or a pipe in its output file's place: refused, never followed or waited on.
-    with open(open_state_file(path, os.O_RDONLY), "rb") as fh:
+    name = path.name if dir_fd is not None else path
+    with open(open_state_file(name, os.O_RDONLY, dir_fd=dir_fd, shown=path), "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size <= cap:
             return fh.read().decode("utf-8", errors="replace"), size
@@ -83,7 +85,7 @@ class _MissingDirectory(Exception):
     """The working directory is gone (or is no longer a directory) by the time the command starts."""
 
 
-async def _spawn(inv: Invocation, output: Path) -> asyncio.subprocess.Process:
+async def _spawn(inv: Invocation, output: Path, logs: int) -> asyncio.subprocess.Process:
     files = inv.ctx.guard.files
     try:
         cwd_fd = files.open(inv.path("cwd"), os.O_RDONLY | os.O_DIRECTORY)
@@ -91,8 +93,9 @@ async def _spawn(inv: Invocation, output: Path) -> asyncio.subprocess.Process:
         raise _MissingDirectory from exc
     by_descriptor = _FD_DIR.is_dir()
     try:
-        # A run may write its scratch directory: a link or a pipe planted at the name is refused, not followed.
-        with open(open_state_file(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as out:
+        # The command writes the scratch directory: a link or a pipe planted at the name is refused, not followed.
+        with open(open_state_file(output.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, dir_fd=logs, shown=output),
+                  "wb") as out:
             return await asyncio.create_subprocess_exec(
                 # Through the sandbox's exec helper when the worker is confined: the command's own, stricter domain.
                 *sandbox.shell_argv(str(inv.args["command"])),
@@ -109,9 +112,9 @@ async def _spawn(inv: Invocation, output: Path) -> asyncio.subprocess.Process:
         os.close(cwd_fd)
 
 
-async def _start(inv: Invocation, output: Path) -> asyncio.subprocess.Process:
+async def _start(inv: Invocation, output: Path, logs: int) -> asyncio.subprocess.Process:
     """Spawn and register the command; a cancellation mid-spawn still stops the process it started."""
-    spawning = asyncio.ensure_future(_spawn(inv, output))
+    spawning = asyncio.ensure_future(_spawn(inv, output, logs))
     try:
         proc = await asyncio.shield(spawning)
     except asyncio.CancelledError:
@@ -142,14 +145,24 @@ async def run_bash(inv: Invocation) -> ToolResult:
     cwd = inv.path("cwd")
     if not cwd.is_dir():
         return ToolResult.error(f"working directory {inv.display(cwd)} does not exist.")
-    try:  # a run may write its scratch directory: `run_bash` may be a link to a directory outside it
-        logs = state_dir(ctx.scratch / "run_bash")
+    # The commands write the scratch directory, one left running among them: `run_bash` may be swapped for a link
+    # to a directory outside it at any time, so its files are opened through a descriptor of the directory itself.
+    try:
+        logs = open_state_dir(ctx.scratch / "run_bash")
     except OSError as exc:
         return ToolResult.error(f"could not keep the command's output: {exc.strerror or exc}")
-    stem = re.sub(r"[^A-Za-z0-9_-]", "_", inv.call_id or "call")
-    output = logs / f"{stem}-{time.monotonic_ns()}.log"
     try:
-        proc = await _start(inv, output)
+        return await _run_bash(inv, command, cwd, logs, ctx.scratch / "run_bash")
+    finally:
+        os.close(logs)
+
+
+async def _run_bash(inv: Invocation, command: str, cwd: Path, logs: int, logs_path: Path) -> ToolResult:
+    ctx = inv.ctx
+    stem = re.sub(r"[^A-Za-z0-9_-]", "_", inv.call_id or "call")
+    output = logs_path / f"{stem}-{time.monotonic_ns()}.log"
+    try:
+        proc = await _start(inv, output, logs)
     except PathEscape:
         return moved_away(inv, cwd)
     except _MissingDirectory:
@@ -179,7 +192,7 @@ async def run_bash(inv: Invocation) -> ToolResult:
     if not lingering:
         ctx.processes.discard(proc.pid)
     try:
-        text, size = read_capped(output)
+        text, size = read_capped(output, dir_fd=logs)
     except OSError as exc:
         text, size = f"[its output cannot be read: {exc.strerror or exc}]", 0
     text = for_model(text)
