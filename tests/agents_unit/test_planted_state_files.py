@@ -1,17 +1,18 @@
-"""The breaker files and a task's session approvals when a run planted something at their names (a run may write
-`breaker/` and its task's directory): nothing is read or written through a link, nothing hangs, the run goes on."""
+"""The breaker files and a task's session approvals when something was planted at their names (a run's worker may
+write `breaker/` and its task's directory): nothing is read or written through a link, nothing hangs, the run goes
+on."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.planted_files import KINDS, plant, untouched
+from tests.run_channel_double import RecordingChannel
 from yagent.ipc.config import settings_from_table
 from yagent.ipc.messages import RunSpec
 from yagent.ipc.state_layout import GRANTS_FILE, breaker_dir, task_dir
@@ -23,60 +24,8 @@ from yagent.workers.tools import AuthDecision, AuthRequest
 # A planted pipe that hangs must fail the test well before the suite's own timeout.
 pytestmark = pytest.mark.timeout(60)
 
-KINDS = ["link", "dangling", "fifo", "directory"]
 
-
-def plant(name: Path, kind: str, tmp_path: Path, content: str = "precious") -> Path:
-    """Put at `name` what a malicious run could; returns where a link leads (left as it is, or never created)."""
-    name.parent.mkdir(parents=True, exist_ok=True)
-    target = tmp_path / "elsewhere" / f"{name.name}-{kind}"
-    target.parent.mkdir(exist_ok=True)
-    if kind == "link":
-        target.write_text(content)
-        name.symlink_to(target)
-    elif kind == "dangling":
-        name.symlink_to(target)
-    elif kind == "fifo":
-        os.mkfifo(name)
-    elif kind == "directory":
-        name.mkdir()
-    else:  # huge: sparse, so the test costs no disk
-        with open(name, "wb") as fh:
-            fh.truncate(GRANTS_LIMIT + 1)
-    return target
-
-
-def untouched(target: Path, kind: str, content: str = "precious") -> bool:
-    return target.read_text() == content if kind == "link" else not target.exists()
-
-
-class _Channel:
-    """The daemon channel as a run sees it: a lease gate that admits at once, events kept in a list."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict]] = []
-
-    @contextlib.asynccontextmanager
-    async def hold(self):
-        yield
-
-    def emit(self, type_: str, data: dict) -> None:
-        self.events.append((type_, data))
-
-    def heartbeat(self) -> None:
-        pass
-
-    def take_compaction_request(self) -> bool:
-        return False
-
-    async def pause_gate(self) -> None:
-        pass
-
-    def warnings(self) -> list[str]:
-        return [d["message"] for t, d in self.events if t == "log" and d.get("level") == "warning"]
-
-
-def _run(tmp_path: Path, channel: _Channel, config: dict | None = None, agent: str = "coding") -> AgentRun:
+def _run(tmp_path: Path, channel: RecordingChannel, config: dict | None = None, agent: str = "coding") -> AgentRun:
     config = config or {"global": {"llm": {"use_provider": "a", "providers": {
         "a": {"api_base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "gpt-4o"}}}}}
     spec = RunSpec(run="r", task="t", turn=1, project="p", project_root=str(tmp_path), agent=agent, input="x",
@@ -120,7 +69,7 @@ def test_a_planted_breaker_file_never_fails_the_directors_model_call(tmp_path: P
         fake.script("director", MARKERS["director"], [Step(text="answered")])
         config = {"global": {"llm": {"use_provider": "a", "providers": {"a": fake.provider_table("openai")}}},
                   "llm": {"max_retries": 0, "circuit_breaker_threshold": 1}}
-        run = _run(tmp_path, _Channel(), config, agent="director")
+        run = _run(tmp_path, RecordingChannel(), config, agent="director")
         loop_config = run.loop_config([Message.system(MARKERS["director"]), Message.user("x")], LoopPolicy())
         assert loop_config.breaker is not None
 
@@ -149,8 +98,8 @@ def _approve(run: AgentRun, path: str) -> None:
 def test_a_planted_grants_file_grants_nothing_and_is_not_saved_over(tmp_path: Path, kind: str) -> None:
     grants = task_dir(tmp_path, "t") / GRANTS_FILE
     granting = json.dumps(["outside:/"])  # what a link could lead to: everything approved
-    target = plant(grants, kind, tmp_path, granting)
-    channel = _Channel()
+    target = plant(grants, kind, tmp_path, granting, huge=GRANTS_LIMIT + 1)
+    channel = RecordingChannel()
     run = _run(tmp_path, channel)
     assert run.tool_ctx.guard.approvals.session_grants() == frozenset()
     assert any(str(grants) in w for w in channel.warnings())
@@ -167,7 +116,7 @@ def test_a_planted_grants_lock_is_neither_created_through_nor_fatal(tmp_path: Pa
     grants = task_dir(tmp_path, "t") / GRANTS_FILE
     lock = grants.with_name(GRANTS_FILE + ".lock")
     target = plant(lock, kind, tmp_path)
-    channel = _Channel()
+    channel = RecordingChannel()
     run = _run(tmp_path, channel)
     _approve(run, "/srv/data")
     run.save_session_grants()  # the end of the run: it must not raise

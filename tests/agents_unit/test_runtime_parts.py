@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.run_channel_double import RecordingChannel
 from yagent.ipc.config import settings_from_table
 from yagent.ipc.messages import RunOutcome, RunSpec
 from yagent.ipc.state_layout import GRANTS_FILE, task_dir
@@ -268,29 +269,6 @@ def test_every_agent_run_holds_a_routing_engine(tmp_path: Path) -> None:
         assert run.engine.provider == expected, role
 
 
-class _Channel:
-    """The daemon channel as a run sees it: a lease gate that admits at once, events kept in a list."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict]] = []
-
-    @contextlib.asynccontextmanager
-    async def hold(self):
-        yield
-
-    def emit(self, type_: str, data: dict) -> None:
-        self.events.append((type_, data))
-
-    def heartbeat(self) -> None:
-        pass
-
-    def take_compaction_request(self) -> bool:
-        return False
-
-    async def pause_gate(self) -> None:
-        pass
-
-
 def _run_spec(tmp_path: Path, agent: str, config: dict, *, task: str = "t", run: str = "r",
               yolo: str = "none") -> RunSpec:
     return RunSpec(run=run, task=task, turn=1, project="p", project_root=str(tmp_path), agent=agent, input="x",
@@ -315,7 +293,7 @@ def test_the_breaker_is_the_one_of_the_provider_routing_chose(tmp_path: Path) ->
                       "smart": fake.provider_table("anthropic", model="claude-sonnet-4-5")}}},
                   "llm": {"max_retries": 0, "circuit_breaker_threshold": 1, "circuit_breaker_reset_timeout": "10m"},
                   "routing": {"mode": "auto"}}
-        run = AgentRun(RunContext(_run_spec(tmp_path, "director", config), _Channel()), "director")
+        run = AgentRun(RunContext(_run_spec(tmp_path, "director", config), RecordingChannel()), "director")
         assert run.engine.provider == "mid"  # before routing
         loop_config = run.loop_config([Message.system(MARKERS["director"]), Message.user("x")], LoopPolicy(),
                                       route_task="Redesign the scheduler across twelve modules")
@@ -355,7 +333,7 @@ def test_a_custom_design_keeps_working_when_full_yolo_removes_a_tool_it_picked(t
             ToolCallSpec("agent_exit", {"summary": "done"})])])
         config = {"global": {"llm": {"use_provider": "fake", "providers": {"fake": fake.provider_table()}}},
                   "llm": {"max_retries": 0}}
-        channel = _Channel()
+        channel = RecordingChannel()
         ctx = RunContext(_run_spec(tmp_path, "custom:asker", config, yolo="full"), channel)
         outcome = asyncio.run(custom(ctx))
         fake.assert_no_problems()
@@ -380,15 +358,15 @@ def test_session_grants_saved_by_a_child_survive_the_parent_saving_its_own(tmp_p
                               outside_paths=(path,))
         run.tool_ctx.guard.approvals.remember(request, AuthDecision.ALLOW_SESSION)
 
-    parent = AgentRun(RunContext(_run_spec(tmp_path, "director", config, run="r1"), _Channel()), "director")
-    child = AgentRun(RunContext(_run_spec(tmp_path, "coding", config, run="r2"), _Channel()), "coding")
+    parent = AgentRun(RunContext(_run_spec(tmp_path, "director", config, run="r1"), RecordingChannel()), "director")
+    child = AgentRun(RunContext(_run_spec(tmp_path, "coding", config, run="r2"), RecordingChannel()), "coding")
     approve(child, "/srv/child")
     child.save_session_grants()  # the child finishes first, while its parent still runs
     approve(parent, "/srv/parent")
     parent.save_session_grants()
     saved = json.loads((task_dir(tmp_path, "t") / GRANTS_FILE).read_text())
     assert saved == ["outside:/srv/child", "outside:/srv/parent"]
-    later = AgentRun(RunContext(_run_spec(tmp_path, "coding", config, run="r3"), _Channel()), "coding")
+    later = AgentRun(RunContext(_run_spec(tmp_path, "coding", config, run="r3"), RecordingChannel()), "coding")
     assert later.tool_ctx.guard.approvals.session_grants() == {"outside:/srv/child", "outside:/srv/parent"}
     assert not list(task_dir(tmp_path, "t").glob("*.tmp"))  # replaced atomically, no temp file left behind
 
@@ -419,7 +397,7 @@ def test_a_sub_agents_rollout_gets_its_end_after_its_result_when_its_run_can_lea
             ToolCallSpec("agent_exit", {"summary": "the answer"})])])
         config = {"global": {"llm": {"use_provider": "f", "providers": {"f": fake.provider_table("openai")}}}}
         after_result: list = []
-        ctx = RunContext(_run_spec(tmp_path, "chat", config, run="rchat1"), _Channel(),  # type: ignore[arg-type]
+        ctx = RunContext(_run_spec(tmp_path, "chat", config, run="rchat1"), RecordingChannel(),  # type: ignore[arg-type]
                          after_result=after_result)
 
         async def go() -> tuple[RunOutcome, bool, StopReason | None, bool, StopReason | None]:
@@ -445,7 +423,7 @@ def test_the_signature_is_of_the_run_as_it_was_signed_though_digested_later(tmp_
 
     config = {"global": {"llm": {"use_provider": "f", "providers": {"f": {
         "api_format": "openai", "api_base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "m"}}}}}
-    run = AgentRun(RunContext(_run_spec(tmp_path, "director", config), _Channel()), "director")
+    run = AgentRun(RunContext(_run_spec(tmp_path, "director", config), RecordingChannel()), "director")
     assert run.signature == "" and run.configuration_parts == {}
     run.sign("the stable prompt")
     signed_then = configuration_signature(run.configuration("the stable prompt"))
@@ -461,7 +439,7 @@ def test_a_run_whose_first_request_waits_has_its_rollout_opened_all_the_same(tmp
 
     config = {"global": {"llm": {"use_provider": "f", "providers": {"f": {
         "api_format": "openai", "api_base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "m"}}}}}
-    run = AgentRun(RunContext(_run_spec(tmp_path, "chat", config), _Channel()), "chat")
+    run = AgentRun(RunContext(_run_spec(tmp_path, "chat", config), RecordingChannel()), "chat")
     assert run.recorder is not None
     loop_config = run.loop_config([Message.system("you chat"), Message.user("hello")], LoopPolicy())
 
@@ -516,7 +494,7 @@ def test_a_run_slow_to_reach_its_loop_has_its_rollout_opened_and_locked_all_the_
         "api_format": "openai", "api_base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "m"}}}}}
 
     async def go() -> Path:
-        run = AgentRun(RunContext(_run_spec(tmp_path, "chat", config), _Channel()), "chat")
+        run = AgentRun(RunContext(_run_spec(tmp_path, "chat", config), RecordingChannel()), "chat")
         assert run.recorder is not None
         path = run.recorder.path
         assert not path.exists()  # built: nothing opened on the way to a first request

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.planted_files import plant, untouched
 from yagent.workers.tools import AuthDecision
 from yagent.workers.tools.authorization import SETTINGS_LIMIT
 
@@ -19,37 +19,13 @@ from .doubles import ScriptedAuthorizer, call_tool, make_ctx
 pytestmark = pytest.mark.timeout(60)
 
 
-def plant(name: Path, kind: str, tmp_path: Path, content: str = "precious") -> Path:
-    """Put at `name` what a malicious run could; returns where a link leads (left as it is, or never created)."""
-    name.parent.mkdir(parents=True, exist_ok=True)
-    target = tmp_path / "elsewhere" / f"{name.name}-{kind}"
-    target.parent.mkdir(exist_ok=True)
-    if kind == "link":
-        target.write_text(content)
-        name.symlink_to(target)
-    elif kind == "dangling":
-        name.symlink_to(target)
-    elif kind == "fifo":
-        os.mkfifo(name)
-    elif kind == "directory":
-        name.mkdir()
-    else:  # huge: sparse, so the test costs no disk
-        with open(name, "wb") as fh:
-            fh.truncate(SETTINGS_LIMIT + 1)
-    return target
-
-
-def untouched(target: Path, kind: str, content: str = "precious") -> bool:
-    return target.read_text() == content if kind == "link" else not target.exists()
-
-
 @pytest.mark.parametrize("kind", ["link", "dangling", "fifo", "directory", "huge"])
 def test_a_planted_approvals_file_grants_nothing_and_an_approval_is_not_saved_over_it(
         project: Path, outside: Path, tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture) -> None:
     settings = tmp_path / "home" / "settings.json"
     # The link leads to approvals the run could not write itself: following it would grant them.
     granting = json.dumps({"authorized_projects": {str(project): [f"outside:{outside}"]}, "precious": True})
-    target = plant(settings, kind, tmp_path, granting)
+    target = plant(settings, kind, tmp_path, granting, huge=SETTINGS_LIMIT + 1)
     auth = ScriptedAuthorizer(AuthDecision.ALLOW_PROJECT)
     ctx = make_ctx(project, tmp_path, authorizer=auth, settings_path=settings)
     with caplog.at_level(logging.WARNING, logger="yagent.workers.tools.authorization"):

@@ -7,11 +7,8 @@ project root, the yolo level, per-submit options) and its channel (events, lease
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import json
-import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +18,7 @@ from yagent.ipc.board_switches import artifacts_enabled, blackboard_enabled
 from yagent.ipc.errors import RemoteError
 from yagent.ipc.messages import McpServerStatus, McpToolsReply, RunOutcome
 from yagent.ipc.skill_account import SkillAccount, account_lines, load_skill_account
-from yagent.ipc.state_files import StateFileError, open_state_file, read_state_bytes
+from yagent.ipc.state_files import StateFileError, read_state_bytes, state_lock
 from yagent.ipc.state_layout import (
     GRANTS_FILE,
     approvals_file,
@@ -467,7 +464,7 @@ class AgentRun:
         path = self._grants_path()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with _locked(path.with_name(path.name + ".lock")):
+            with state_lock(path.with_name(path.name + ".lock")):
                 merged = set(self._load_session_grants(strict=True)) | grants
                 write_atomic(path, json.dumps(sorted(merged)).encode(), mode=0o600)
         except OSError as exc:  # the run's work is done: approvals not kept must not fail it
@@ -580,13 +577,3 @@ def _usable_pick(role: str, pick: Iterable[str], yolo: YoloLevel) -> tuple[list[
         else:
             usable.append(name)
     return usable, dropped
-
-
-@contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    fd = open_state_file(lock_path, os.O_RDWR | os.O_CREAT)  # never created through a link a run planted
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock

@@ -15,20 +15,17 @@ project is then kept for the session only; a warning says so, naming the file.
 
 from __future__ import annotations
 
-import contextlib
 import enum
-import fcntl
 import json
 import logging
-import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from yagent.ipc.atomic_file import write_atomic
-from yagent.ipc.state_files import StateFileError, open_state_file, read_state_bytes
+from yagent.ipc.state_files import StateFileError, read_state_bytes, state_lock
 
 # How much the user pre-approved for a run (`--yolo` / `--full-yolo`): the one enum the daemon and clients use.
 from yagent.ipc.vocabulary import YoloLevel as YoloLevel
@@ -142,7 +139,8 @@ class ApprovalStore:
             return
         path = self._settings_path
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _file_lock(path.with_name(path.name + ".lock")):
+        # Several workers of one user may approve at once: without the lock one approval would be lost.
+        with state_lock(path.with_name(path.name + ".lock")):
             data = _read_settings(path)
             projects = data.get(SETTINGS_KEY)
             if not isinstance(projects, dict):
@@ -178,14 +176,3 @@ def _problem(exc: OSError) -> str:
     if isinstance(exc, StateFileError):  # its message names the file and what to do
         return exc.strerror
     return f"{exc.filename}: {exc.strerror or exc}; make it a readable file of yours, or remove it"
-
-
-@contextlib.contextmanager
-def _file_lock(lock_path: Path) -> Iterator[None]:
-    # Several workers of one user may approve at once; without the lock one approval would be lost.
-    fd = open_state_file(lock_path, os.O_RDWR | os.O_CREAT)  # never created through a link a run planted
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
