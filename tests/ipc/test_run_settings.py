@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.run_channel_double import RecordingChannel
 from yagent.ipc.config import Settings, settings_from_table
 from yagent.ipc.messages import RunSpec, StartRun
 from yagent.ipc.provider_config import ProviderConfigError, parse_llm_config
@@ -65,31 +65,13 @@ repo = "fast"
 """
 
 
-class _Channel:
-    @contextlib.asynccontextmanager
-    async def hold(self):
-        yield
-
-    def emit(self, type_: str, data: dict) -> None:
-        pass
-
-    def heartbeat(self) -> None:
-        pass
-
-    def take_compaction_request(self) -> bool:
-        return False
-
-    async def pause_gate(self) -> None:
-        pass
-
-
 def _as_the_worker_gets_it(settings: RunSettings, tmp_path: Path, agent: str) -> RunContext:
     """The run's context after the start message crossed the codec, as in a worker process."""
     spec = RunSpec(run="r", task="t", turn=1, project="p", project_root=str(tmp_path), agent=agent, input="x",
                    home=str(tmp_path), settings=settings)
     received = decode(encode(StartRun(spec=spec)))
     assert isinstance(received, StartRun)
-    return RunContext(received.spec, _Channel())  # type: ignore[arg-type]
+    return RunContext(received.spec, RecordingChannel())  # type: ignore[arg-type]
 
 
 def test_run_settings_round_trip_the_codec_and_give_back_what_the_parser_resolved() -> None:
