@@ -83,10 +83,7 @@ def read_state_bytes(path: Path, limit: int) -> bytes:
 def state_dir(path: Path) -> Path:
     """`path` made (with its parents) if missing, and checked to be a directory itself rather than a link to one:
     files made in it then stay in the state home. Returns `path`."""
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except FileExistsError:  # a file, or a link to nothing or to a file: said below as what it is
-        pass
+    _make_dir(path)
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         raise _refusal(path, errno.ENOTDIR, "a directory", info.st_mode)
@@ -108,13 +105,20 @@ def state_lock(path: Path) -> Iterator[None]:
 def open_state_dir(path: Path) -> int:
     """`path` made (with its parents) if missing and opened as a directory, never through a link in its place: a
     descriptor (close-on-exec) the caller closes, for opening files in it that a swap of its name cannot redirect."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _make_dir(path)
     try:
         return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             raise _refusal(path, exc.errno, "a directory") from exc
         raise
+
+
+def _make_dir(path: Path) -> None:
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:  # a file, or a link to nothing or to a file: the caller says what it is
+        pass
 
 
 def is_own_dir(path: Path) -> bool:
@@ -133,7 +137,9 @@ def _refusal(path: Path | str, code: int, expected: str, mode: int | None = None
             mode = os.lstat(path, dir_fd=dir_fd).st_mode
         except OSError:
             mode = 0
+    remedy = "remove it"
     if stat.S_ISLNK(mode):
+        remedy = "remove it (remove the link, not what it leads to)"
         try:
             found = f"a symbolic link to {os.readlink(path, dir_fd=dir_fd)!r}, which yagent does not follow"
         except OSError:
@@ -151,4 +157,4 @@ def _refusal(path: Path | str, code: int, expected: str, mode: int | None = None
     else:
         found = "something that cannot be looked at"
     return StateFileError(code, f"{shown or path} is {found}, not {expected} of yagent's; something other than "
-                                "yagent put it there: remove it")
+                                f"yagent put it there: {remedy}")

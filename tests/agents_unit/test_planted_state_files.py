@@ -56,6 +56,24 @@ def test_a_planted_breaker_file_is_not_used_and_the_breaker_counts_in_memory(
     assert len(warnings) == 1 and str(path) in warnings[0] and "remove it" in warnings[0]  # once, with what to do
 
 
+@pytest.mark.parametrize("forged", ['{"failures": NaN, "opened_at": null}', '{"failures": 0, "opened_at": NaN}',
+                                    '{"failures": 1e400}', '{"failures": "x", "opened_at": []}', "[]"])
+def test_a_forged_breaker_state_is_read_as_a_fresh_one_and_the_breaker_still_opens(tmp_path: Path,
+                                                                                   forged: str) -> None:
+    # NaN compares false with everything: kept, it would never let the breaker open (or never let it close).
+    breakers = ProviderBreakers(2, 60, directory=tmp_path / "breaker")
+    path = breakers.path_for("a")
+    assert path is not None
+    path.parent.mkdir(parents=True)
+    path.write_text(forged)
+    breaker = breakers.for_provider("a")
+    assert breaker.state == "closed" and breaker.allow()
+    breaker.record_failure()
+    breaker.record_failure()
+    assert breaker.state == "open" and not breaker.allow()
+    assert json.loads(path.read_text())["failures"] == 2
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_planted_breaker_file_never_fails_the_directors_model_call(tmp_path: Path, kind: str) -> None:
     from tests.agent_harness import MARKERS

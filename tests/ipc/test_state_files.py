@@ -89,6 +89,10 @@ def test_a_state_directory_descriptor_keeps_later_opens_inside_it_whatever_its_n
         os.close(fd)
     with pytest.raises(StateFileError, match="run_bash is a symbolic link"):
         open_state_dir(tmp_path / "scratch" / "run_bash")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(StateFileError, match=r"dangling is a symbolic link .*remove the link, not what it leads to"):
+        open_state_dir(tmp_path / "dangling")
+    assert not (tmp_path / "nowhere").exists()
     assert is_own_dir(tmp_path / "moved") and not is_own_dir(tmp_path / "scratch" / "run_bash")
 
 

@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -88,9 +89,9 @@ class CircuitBreaker:
         except ValueError:
             saved = {}
         state: dict[str, Any] = {"failures": 0, "opened_at": None, "probe_at": None}
-        if isinstance(saved, dict):  # only numbers are taken: anything else in the file must not break a call
+        if isinstance(saved, dict):  # only finite numbers are taken: anything else must not break (or jam) a call
             state.update((k, v) for k, v in saved.items()
-                         if k in state and isinstance(v, int | float) and not isinstance(v, bool))
+                         if k in state and isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v))
         return fd, state
 
     def _give_up_file(self, exc: OSError) -> None:

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from yagent.ipc.state_files import open_state_dir, open_state_file
 from yagent.workers.late_sync import LATE_SYNC
 from yagent.workers.quick_thread import QuickThread
 
@@ -51,17 +52,9 @@ class _Drain:
 def _open_append(path: Path) -> BinaryIO:
     """The rollout opened for appending, never through a link: neither the file nor its directory may be one (a run
     may write its task's directory, so a link planted there would lead a later run's records elsewhere)."""
-    path.parent.mkdir(parents=True, exist_ok=True)  # a link to a directory passes here: the open below refuses it
+    directory = open_state_dir(path.parent)
     try:
-        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(path.parent):
-            raise OSError(exc.errno, f"{path.parent} is a symbolic link, which yagent does not write through; "
-                                     "remove the link (the directory is made again at the next run)") from exc
-        raise
-    try:
-        fd = os.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                     dir_fd=directory)
+        fd = open_state_file(path.name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, dir_fd=directory, shown=path)
     finally:
         os.close(directory)
     return os.fdopen(fd, "ab")
