@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -284,3 +285,13 @@ def test_a_writer_that_gets_no_thread_says_so_and_lets_its_lock_go(tmp_path: Pat
     assert len(reported) == 1 and "starting its writer thread failed" in reported[0]
     assert asyncio.run(wait_for_writer(path, 0))  # no lock held: a reader does not wait for records that cannot come
     assert not writer.drain(0) and writer.close(0)
+
+
+def test_a_pipe_planted_where_the_rollout_goes_is_reported_not_waited_on(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    os.mkfifo(path)  # no reader ever comes: a blocking open for writing would wait for ever
+    reported: list[str] = []
+    writer = RolloutWriter(path, on_error=reported.append)
+    writer.enqueue(records.event_msg("e", {"i": 0}))
+    assert writer.close(10)
+    assert len(reported) == 1 and "is a named pipe" in reported[0]
