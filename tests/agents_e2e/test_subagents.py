@@ -323,7 +323,8 @@ def test_a_kept_sub_agent_interrupted_by_kill_9_of_the_daemon_goes_on_from_its_c
     workers = psutil.Process(agent_daemon.proc.pid).children(recursive=True)
     agent_daemon.proc.kill()
     agent_daemon.proc.wait(10)
-    psutil.wait_procs(workers, timeout=30)  # the sub-agent's worker sees the daemon go and writes what it holds
+    _, survivors = psutil.wait_procs(workers, timeout=30)  # the sub-agent's worker sees the daemon go, writes what
+    # it holds and exits
     agent_daemon.start()
     ps = next(t for t in json.loads(agent_daemon.cli("ps", "--json").stdout) if t["task"] == task)
     assert ps["state"] == TaskState.INTERRUPTED
@@ -340,7 +341,12 @@ def test_a_kept_sub_agent_interrupted_by_kill_9_of_the_daemon_goes_on_from_its_c
                         return seen
         return []
 
-    seen = arun(resume(), 90)
+    try:
+        seen = arun(resume(), 90)
+    except TimeoutError as exc:  # seen once beside two CPU burners, not since: what to look at next time
+        raise AssertionError(f"the resumed turn's background work did not end within 90 s (workers of the killed "
+                             f"daemon still alive after 30 s: {[p.pid for p in survivors if p.is_running()]}); "
+                             f"yagentd's log:\n{agent_daemon.log_tail(150)}") from exc
     turn2 = [e.data for e in of_type(seen, EventType.TURN_FINISHED) if e.data["turn"] == 2]
     assert turn2 and turn2[0]["output"] == "The audit runs in the background." and turn2[0]["status"] == RunStatus.DONE
     assert len(fake.requests_for("director")) == 2  # the answer stood: the Director was not asked again
