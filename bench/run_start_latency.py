@@ -335,7 +335,7 @@ def _confinement(root: Path) -> ConfinementSpec:
     return ConfinementSpec(abi=landlock_abi(), agent="coding", project_root=str(project), home=str(home),
                            runtime_dir=str(root), task_dir=str(home / "tasks" / "t1"),
                            scratch_dir=str(home / "scratch" / "r1"),
-                           shared_dirs=[str(home / "approvals"), str(home / "breaker")],
+                           shared_dirs=[str(home / "breaker")], approvals_dir=str(home / "approvals"),
                            deny_read=[str(Path.home() / p) for p in (".ssh", ".gnupg", ".aws")])
 
 

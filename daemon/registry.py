@@ -553,6 +553,24 @@ class Registry:
             self._db.execute("DELETE FROM mcp_servers WHERE project_id = ? AND name = ? AND pid = ?",
                              (left.project_id, left.name, left.pid))
 
+    def task_approvals(self, task_id: str) -> list[str]:
+        """The approval keys the user allowed for the task's session, oldest first."""
+        rows = self._db.execute("SELECT grant_key FROM task_approvals WHERE task_id = ? ORDER BY granted_at, rowid",
+                                (task_id,)).fetchall()
+        return [r["grant_key"] for r in rows]
+
+    def add_task_approvals(self, task_id: str, keys: Iterable[str]) -> None:
+        """Add `keys` to them, all or none."""
+        now = time.time()
+        self._db.execute("BEGIN")
+        try:
+            self._db.executemany("INSERT OR IGNORE INTO task_approvals(task_id, grant_key, granted_at) "
+                                 "VALUES (?, ?, ?)", [(task_id, key, now) for key in keys])
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
     def mcp_approvals(self, project_id: str) -> dict[str, str]:
         """The project's approved .mcp.json servers: name -> the fingerprint approved."""
         rows = self._db.execute("SELECT name, fingerprint FROM mcp_approvals WHERE project_id = ?",

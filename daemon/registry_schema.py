@@ -34,7 +34,8 @@ APPLICATION_ID = int.from_bytes(b"yAgt", "big")  # 0x79416774: "this SQLite file
 # The tables of the registries written before they carried their identity (how such a file is recognised),
 # and every table of the current schema.
 FIRST_TABLES = frozenset({"projects", "tasks", "turns", "runs"})
-TABLES = FIRST_TABLES | {"mcp_servers", "mcp_approvals", "subagents", "checkpoints", "checkpoint_paths"}
+TABLES = FIRST_TABLES | {"mcp_servers", "mcp_approvals", "subagents", "checkpoints", "checkpoint_paths",
+                         "task_approvals"}
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +222,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             path TEXT NOT NULL,
             since INTEGER NOT NULL,
             PRIMARY KEY (task_id, path)
+        )""",
+    )),
+    Migration("task_approvals: what the user allowed for a task's session at its prompts, kept by the daemon as it "
+              "relays the answer and handed to the task's later runs (a worker used to keep them in the task's own "
+              "directory, which it can write: a run could have approved things for the next)", _statements(
+        """CREATE TABLE IF NOT EXISTS task_approvals (
+            task_id TEXT NOT NULL,
+            grant_key TEXT NOT NULL,
+            granted_at REAL NOT NULL,
+            PRIMARY KEY (task_id, grant_key)
         )""",
     )),
 )

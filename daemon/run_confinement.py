@@ -57,8 +57,8 @@ def confinement_for(spec: RunSpec, settings: Settings, *, abi: int, runtime_dir:
     """The run's confinement spec, its state directories created (OSError if they cannot be)."""
     home = Path(spec.home)
     task, scratch = task_dir(home, spec.task), scratch_dir(home, spec.run)
-    shared = [approvals_dir(home), breaker_dir(home)]
-    for directory in (task, scratch, *shared):
+    shared, approvals = [breaker_dir(home)], approvals_dir(home)
+    for directory in (task, scratch, *shared, approvals):
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     writable, deny = settings.sandbox.expanded(str(user_home or Path.home()))
     skills = settings.run_settings.skills
@@ -72,7 +72,8 @@ def confinement_for(spec: RunSpec, settings: Settings, *, abi: int, runtime_dir:
     return ConfinementSpec(
         abi=abi, agent=spec.agent, project_root=spec.project_root, home=str(home), runtime_dir=str(runtime_dir),
         task_dir=str(task), scratch_dir=str(scratch), unconfined=why_unconfined(settings, spec.yolo, abi),
-        required=settings.sandbox.required, shared_dirs=[str(p) for p in shared], writable_roots=writable,
+        required=settings.sandbox.required, shared_dirs=[str(p) for p in shared], approvals_dir=str(approvals),
+        writable_roots=writable,
         deny_read=deny, git_namespace=git_namespace, skill_dirs=skill_dirs, blueprint_dir=blueprint,
         blueprint_writable=bool(blueprint) and spec.agent == "repo",
         read_files=instruction_files_above(spec, hidden=[str(home), str(runtime_dir), *deny])

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from yagent.ipc import event_data
 from yagent.ipc.config import Settings
 from yagent.ipc.daemon_events import DaemonEvent
 from yagent.ipc.messages import Question
@@ -78,6 +79,10 @@ class RunServices:
 
     def publish_question(self, task_id: str, question: Question, run: RunIdentity | None) -> int:
         return self._publish(task_id, EventType.USER_HELP_NEEDED, question.to_wire(), run)
+
+    def publish_log(self, task_id: str, level: str, text: str, run: RunIdentity | None = None) -> int:
+        """A line of the daemon's own for the task's clients (what it could not do for a run, say)."""
+        return self._publish(task_id, EventType.LOG, event_data.log(level, text), run)
 
     def _publish(self, task_id: str, type_: EventType, data: dict[str, Any], run: RunIdentity | None) -> int:
         return self.hub.publish(task_id, run.id if run else "", run.agent if run else "", type_.value, data)

@@ -10,6 +10,7 @@ with the root's outcome.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -36,8 +37,10 @@ from yagent.ipc.messages import (
     continued_run,
 )
 from yagent.ipc.resumable import RESUMABLE_STATES
+from yagent.ipc.state_layout import approvals_file
 from yagent.ipc.vocabulary import ErrorCode, RunStatus, StopReason, TaskState
 
+from .answered_approvals import TaskApprovals
 from .registry import TaskRow, TurnRow, new_run_id
 from .run_clock import RunClock
 from .run_services import RunServices
@@ -91,6 +94,7 @@ class TurnController:
         self._budget_questions = 0
         self.keys = TurnKeys()  # the turn's keys from its caller: memory only, dropped when the turn ends
         self.subagents = SubagentBook(services.registry, row.id, services.scheduler)  # the task's reuse table
+        self.approvals = TaskApprovals(services.registry, row.id, approvals_file(services.home))
         self._state_after_background: str | None = None  # the task's state once the kept background work ends
         self._text = ""  # the turn's message (a squash commit's title)
 
@@ -200,7 +204,7 @@ class TurnController:
             project_root=self.row.project_path, agent=agent, input=text, home=str(self.services.home),
             parent_run=parent.id if parent else None, call_id=call_id or None, context=context,
             depth=(parent.spec.depth + 1) if parent else 0, yolo=parent.spec.yolo if parent else yolo,
-            subagent=subagent,
+            subagent=subagent, session_grants=self.approvals.session(),
             settings=replace(settings.run_settings, llm=self.keys.llm_for(settings.run_settings.llm),
                              browser=self.services.browser_unavailable()),
             options=options or {}, heartbeat_interval=settings.heartbeat_interval,
@@ -293,6 +297,11 @@ class TurnController:
         run = pending.run
         if run is not None:
             run.approvals.note(pending.reply_to, pending.question, answer)
+            # Kept before the run hears the answer: a child it starts next already holds it. The worker's own
+            # resolution of the root, for the same key in the approvals file.
+            for problem in self.approvals.keep(os.path.realpath(self.row.project_path), pending.question, answer):
+                log.warning("task %s, run %s: %s", self.id, run.id, problem)
+                self.services.publish_log(self.id, "warning", problem, run)
             run.answered()
             run.send(UserAnswer(id=pending.reply_to, answer=answer))
         self.services.publish(self.id, UserHelpResponse(request_id=request_id, answer=answer, by=by), run)

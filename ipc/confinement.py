@@ -41,7 +41,10 @@ class ConfinementSpec(Record):
     scratch_dir: str  # the run's scratch space: TMPDIR of its commands
     unconfined: Unconfined | None = None
     required: bool = False  # [sandbox] required: a worker that cannot confine refuses to run
-    shared_dirs: list[str] = field(default_factory=list)  # state every worker writes (approvals, breakers)
+    shared_dirs: list[str] = field(default_factory=list)  # state every worker writes (the circuit breakers)
+    # The project approvals (`state_layout.approvals_dir`): read by the worker, never its commands; written by the
+    # daemon alone, from the answers it relayed ("": none are read).
+    approvals_dir: str = ""
     writable_roots: list[str] = field(default_factory=list)  # [sandbox] writable_roots, expanded
     deny_read: list[str] = field(default_factory=list)  # [sandbox] deny_read, expanded
     git_namespace: bool = False  # a worker that writes the project sees its .git hooks and config read-only

@@ -308,6 +308,8 @@ class RunSpec(Record):
     subagent: str = ""  # the continuable sub-agent this run is (a delegated run), its id in the reuse table
     paused: bool = False
     yolo: str = "none"
+    # What the user allowed for the task's session at its earlier prompts (approval keys, `ipc.approval_grants`).
+    session_grants: list[str] = field(default_factory=list)
     settings: RunSettings = field(default_factory=RunSettings)  # what the run needs of config.toml, resolved
     options: dict = field(default_factory=dict)  # per-submit options (agent kinds may read them)
     heartbeat_interval: float = 1.0

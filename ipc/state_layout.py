@@ -2,9 +2,10 @@
 the worker's sandbox lets it write.
 
 A Landlock rule grants rights to a whole tree that exists when the rule is made, so each piece of state a
-worker writes is a directory of its own: one per task (its conversation, custom agents and session
-approvals), one per run (scratch), and two shared by every run (project approvals, circuit breakers). The
-daemon creates them and never reads what is inside (the formats belong to the workers).
+worker writes is a directory of its own: one per task (its conversation and custom agents), one per run
+(scratch), and one shared by every run (circuit breakers). The daemon creates them and never reads what is
+inside (the formats belong to the workers). One more, the project approvals, workers only read: the daemon
+writes it (`daemon/answered_approvals.py`), so that no run can approve anything for another.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ __all__ = [
 
 MEMORY_FILE = "memory.jsonl"  # the task's conversation
 AGENTS_FILE = "agents.json"  # custom agents the Meta agent designed for the task
-GRANTS_FILE = "grants.json"  # session approvals, read by the task's later runs
+GRANTS_FILE = "grants.json"  # session approvals as runs kept them before the daemon did: read no more
 ROLLOUT_DIR = "rollout"  # one JSONL file per run of the task: what a resume replays
 NOTES_DIR = "notes"  # the task's hand-off board: notes/{agent}/{stem}.md (board scope = the task)
 ARTIFACTS_DIR = "artifacts"  # deliverables too long for a parent's context: artifacts/{id}
@@ -65,7 +66,7 @@ def scratch_dir(home: Path, run: str) -> Path:
 
 
 def approvals_dir(home: Path) -> Path:
-    """Project-scope approvals of every project (one file), written by any worker that asked the user."""
+    """Project-scope approvals of every project (one file): written by the daemon, read by workers."""
     return home / "approvals"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -83,3 +85,62 @@ def test_full_yolo_removes_ask_user_for_help(fake, agent_daemon, project: Path) 
     run_turn(agent_daemon, project, "Hi.", yolo="full")
     tools = {t["function"]["name"] for t in fake.requests_for("director")[0].body["tools"]}
     assert "ask_user_for_help" not in tools and "delegate_coding" in tools
+
+
+def _turn(daemon, project: Path, value: str, task: str | None = None, after: list | None = None
+          ) -> tuple[str, list]:
+    """One turn of `_script`'s, every prompt answered `value`; (its task, its events after those of `after`)."""
+    async def go():
+        async with daemon.client() as c:
+            sub = await submit(c, project, "Clean up the build files.", agent="director", task=task)
+
+            async def answer(ev):
+                if ev.type == EventType.USER_HELP_NEEDED:
+                    await c.request(Answer(id=0, task=sub.task, request_id=ev.data["request_id"],
+                                           answer={"value": value}), Ack)
+
+            return sub.task, await collect_turn(c, sub.task, turn=sub.turn, on_event=answer,
+                                                after_seq=after[-1].seq if after else 0)
+
+    return arun(go(), 90)
+
+
+def test_the_daemon_keeps_a_session_approval_for_the_tasks_later_runs_and_a_project_one_for_other_tasks(
+        fake, agent_daemon, project: Path) -> None:
+    home = agent_daemon.home
+    _script(fake, ["touch one.txt"])
+    task, events = _turn(agent_daemon, project, "session")
+    assert len(of_type(events, EventType.USER_HELP_NEEDED)) == 1 and (project / "one.txt").exists()
+
+    _script(fake, ["touch two.txt"])  # the task's next turn: a new run in a new worker, told by the daemon
+    _, events = _turn(agent_daemon, project, "deny", task=task, after=events)
+    assert not of_type(events, EventType.USER_HELP_NEEDED) and (project / "two.txt").exists()
+    assert not list((home / "tasks").glob("*/grants.json"))  # no worker kept it anywhere
+
+    _script(fake, ["touch three.txt"])  # another task of the project: the session approval is not its
+    other, events = _turn(agent_daemon, project, "project")
+    assert len(of_type(events, EventType.USER_HELP_NEEDED)) == 1 and (project / "three.txt").exists()
+    saved = json.loads((home / "approvals" / "settings.json").read_text())
+    assert saved == {"authorized_projects": {os.path.realpath(project): ["inside:run_bash"]}}
+
+    _script(fake, ["touch four.txt"])  # a third task: the project's approval holds
+    _, events = _turn(agent_daemon, project, "deny")
+    assert not of_type(events, EventType.USER_HELP_NEEDED) and (project / "four.txt").exists()
+    assert other != task
+
+
+def test_a_project_approval_the_daemon_cannot_save_is_said_to_the_task_and_holds_for_it(
+        fake, agent_daemon, project: Path) -> None:
+    settings = agent_daemon.home / "approvals" / "settings.json"
+    settings.mkdir(parents=True)  # what an unconfined run could leave there
+    _script(fake, ["touch one.txt", "touch two.txt"])
+    task, events = _turn(agent_daemon, project, "project")
+    assert len(of_type(events, EventType.USER_HELP_NEEDED)) == 1 and (project / "two.txt").exists()
+    said = [e for e in of_type(events, EventType.LOG) if "was not saved" in e.data["message"]]
+    assert len(said) == 1 and said[0].agent == "coding" and said[0].data["level"] == "warning"
+    assert str(settings) in said[0].data["message"] and "remove it" in said[0].data["message"]
+    assert settings.is_dir() and not list(settings.iterdir())
+
+    _script(fake, ["touch three.txt"])  # it holds for the task, as a session approval
+    _, events = _turn(agent_daemon, project, "deny", task=task, after=events)
+    assert not of_type(events, EventType.USER_HELP_NEEDED) and (project / "three.txt").exists()

@@ -1,6 +1,5 @@
-"""The breaker files and a task's session approvals when something was planted at their names (a run's worker may
-write `breaker/` and its task's directory): nothing is read or written through a link, nothing hangs, the run goes
-on."""
+"""The breaker files when something was planted at their names (a run's worker may write `breaker/`): nothing is
+read or written through a link, nothing hangs, the run goes on."""
 
 from __future__ import annotations
 
@@ -15,11 +14,10 @@ from tests.planted_files import KINDS, plant, untouched
 from tests.run_channel_double import RecordingChannel
 from yagent.ipc.config import settings_from_table
 from yagent.ipc.messages import RunSpec
-from yagent.ipc.state_layout import GRANTS_FILE, breaker_dir, task_dir
+from yagent.ipc.state_layout import breaker_dir
 from yagent.workers.agents.circuit_breaker import ProviderBreakers
-from yagent.workers.agents.runtime import GRANTS_LIMIT, AgentRun
+from yagent.workers.agents.runtime import AgentRun
 from yagent.workers.kinds import RunContext
-from yagent.workers.tools import AuthDecision, AuthRequest
 
 # A planted pipe that hangs must fail the test well before the suite's own timeout.
 pytestmark = pytest.mark.timeout(60)
@@ -101,42 +99,3 @@ def test_a_planted_breaker_file_never_fails_the_directors_model_call(tmp_path: P
         fake.assert_no_problems()
     assert (result.stop_reason, result.output) == (StopReason.PLAIN_TEXT, "answered")
     assert untouched(target, kind)
-
-
-# -- session approvals (grants.json) ------------------------------------------------------------------
-
-
-def _approve(run: AgentRun, path: str) -> None:
-    request = AuthRequest(tool="read_file", summary=f"read {path}", project_root=str(run.ctx.project_root),
-                          outside_paths=(path,))
-    run.tool_ctx.guard.approvals.remember(request, AuthDecision.ALLOW_SESSION)
-
-
-@pytest.mark.parametrize("kind", [*KINDS, "huge"])
-def test_a_planted_grants_file_grants_nothing_and_is_not_saved_over(tmp_path: Path, kind: str) -> None:
-    grants = task_dir(tmp_path, "t") / GRANTS_FILE
-    granting = json.dumps(["outside:/"])  # what a link could lead to: everything approved
-    target = plant(grants, kind, tmp_path, granting, huge=GRANTS_LIMIT + 1)
-    channel = RecordingChannel()
-    run = _run(tmp_path, channel)
-    assert run.tool_ctx.guard.approvals.session_grants() == frozenset()
-    assert any(str(grants) in w for w in channel.warnings())
-
-    _approve(run, "/srv/data")
-    run.save_session_grants()  # the end of the run: it must not raise
-    assert any("not saved" in w and str(grants) in w for w in channel.warnings())
-    assert untouched(target, kind, granting)
-    assert grants.is_symlink() if kind in ("link", "dangling") else grants.exists()
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_planted_grants_lock_is_neither_created_through_nor_fatal(tmp_path: Path, kind: str) -> None:
-    grants = task_dir(tmp_path, "t") / GRANTS_FILE
-    lock = grants.with_name(GRANTS_FILE + ".lock")
-    target = plant(lock, kind, tmp_path)
-    channel = RecordingChannel()
-    run = _run(tmp_path, channel)
-    _approve(run, "/srv/data")
-    run.save_session_grants()  # the end of the run: it must not raise
-    assert untouched(target, kind) and not grants.exists()
-    assert any("not saved" in w and str(lock) in w for w in channel.warnings())

@@ -14,7 +14,7 @@ import pytest
 from tests.run_channel_double import RecordingChannel
 from yagent.ipc.config import settings_from_table
 from yagent.ipc.messages import RunOutcome, RunSpec
-from yagent.ipc.state_layout import GRANTS_FILE, task_dir
+from yagent.ipc.state_layout import task_dir
 from yagent.ipc.vocabulary import StopReason
 from yagent.workers.agents import AGENT_SPECS
 from yagent.workers.agents.circuit_breaker import CircuitBreaker, ProviderBreakers
@@ -346,29 +346,28 @@ def test_a_custom_design_keeps_working_when_full_yolo_removes_a_tool_it_picked(t
     assert any("ask_user_for_help" in w for w in warnings)  # and so are the people watching
 
 
-def test_session_grants_saved_by_a_child_survive_the_parent_saving_its_own(tmp_path: Path) -> None:
+def test_a_run_starts_with_the_session_approvals_its_spec_carries_and_a_grants_file_counts_for_nothing(
+        tmp_path: Path) -> None:
+    from dataclasses import replace
+
     from yagent.workers.agents.runtime import AgentRun
     from yagent.workers.tools import AuthDecision, AuthRequest
 
     config = {"global": {"llm": {"use_provider": "a", "providers": {
         "a": {"api_base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "gpt-4o"}}}}}
-
-    def approve(run: AgentRun, path: str) -> None:
-        request = AuthRequest(tool="read_file", summary=f"read {path}", project_root=str(tmp_path),
-                              outside_paths=(path,))
-        run.tool_ctx.guard.approvals.remember(request, AuthDecision.ALLOW_SESSION)
-
-    parent = AgentRun(RunContext(_run_spec(tmp_path, "director", config, run="r1"), RecordingChannel()), "director")
-    child = AgentRun(RunContext(_run_spec(tmp_path, "coding", config, run="r2"), RecordingChannel()), "coding")
-    approve(child, "/srv/child")
-    child.save_session_grants()  # the child finishes first, while its parent still runs
-    approve(parent, "/srv/parent")
-    parent.save_session_grants()
-    saved = json.loads((task_dir(tmp_path, "t") / GRANTS_FILE).read_text())
-    assert saved == ["outside:/srv/child", "outside:/srv/parent"]
-    later = AgentRun(RunContext(_run_spec(tmp_path, "coding", config, run="r3"), RecordingChannel()), "coding")
-    assert later.tool_ctx.guard.approvals.session_grants() == {"outside:/srv/child", "outside:/srv/parent"}
-    assert not list(task_dir(tmp_path, "t").glob("*.tmp"))  # replaced atomically, no temp file left behind
+    # What runs used to keep in the task's directory, which every run of the task may write: read no more.
+    (task_dir(tmp_path, "t") / "grants.json").parent.mkdir(parents=True, exist_ok=True)
+    (task_dir(tmp_path, "t") / "grants.json").write_text(json.dumps(["outside:/"]))
+    spec = replace(_run_spec(tmp_path, "coding", config, run="r1"), session_grants=["outside:/srv/kept"])
+    run = AgentRun(RunContext(spec, RecordingChannel()), "coding")
+    assert run.tool_ctx.guard.approvals.session_grants() == {"outside:/srv/kept"}
+    request = AuthRequest(tool="read_file", summary="read /srv/new", project_root=str(tmp_path),
+                          outside_paths=("/srv/new",))
+    run.tool_ctx.guard.approvals.remember(request, AuthDecision.ALLOW_SESSION)
+    assert run.tool_ctx.guard.approvals.session_grants() == {"outside:/srv/kept", "outside:/srv/new"}
+    asyncio.run(run.close())
+    assert json.loads((task_dir(tmp_path, "t") / "grants.json").read_text()) == ["outside:/"]
+    assert [p.name for p in task_dir(tmp_path, "t").glob("grants*")] == ["grants.json"]  # no lock, no temp file
 
 
 def test_a_confirm_with_its_own_wording_is_answered_with_the_option_picked() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.forked_child import in_forked_child
 from yagent.ipc.confinement import ConfinementSpec, landlock_abi
 from yagent.ipc.messages import CheckpointJob, CheckpointJobResult
 from yagent.ipc.vocabulary import CheckpointJobKind
@@ -92,26 +93,6 @@ def _world(tmp_path: Path) -> tuple[Path, ConfinementSpec]:
     return repo, spec
 
 
-def _in_child(fn, *args) -> object:
-    ctx = multiprocessing.get_context("fork")
-    reader, writer = ctx.Pipe(duplex=False)
-
-    def run() -> None:
-        try:
-            writer.send(fn(*args))
-        except BaseException as exc:
-            writer.send(exc)
-        os._exit(0)
-
-    child = ctx.Process(target=run)
-    child.start()
-    writer.close()
-    assert reader.poll(120), "the child did not answer"
-    got = reader.recv()
-    child.join(30)
-    return got
-
-
 def _probe(spec: ConfinementSpec, repo: Path, outside: Path) -> dict[str, str]:
     restrict_self(spec.abi, checkpoint_rules(spec, [str(repo), str(repo / ".git")]))
     seen: dict[str, str] = {}
@@ -132,7 +113,7 @@ def test_the_confined_checkpoint_process_reads_no_state_home_or_deny_read_and_wr
     repo, spec = _world(tmp_path)
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    seen = _in_child(_probe, spec, repo, outside)
+    seen = in_forked_child(_probe, spec, repo, outside)
     assert seen == {"secret": "PermissionError", "denied": "PermissionError", "project": "ok",
                     "outside": "PermissionError", "git": "ok", "scratch": "ok"}, seen
 
@@ -171,7 +152,7 @@ def test_a_link_to_a_secret_swapped_in_while_git_reads_the_project_never_lands_i
     swapper = ctx.Process(target=_swap, args=(repo / "u.txt", Path(spec.home) / "secret", stop))
     swapper.start()
     try:
-        made = _in_child(_checkpoints, spec, repo, 10)
+        made = in_forked_child(_checkpoints, spec, repo, 10)
     finally:
         stop.set()
         swapper.join(10)

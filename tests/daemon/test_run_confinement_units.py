@@ -75,8 +75,10 @@ def test_a_confined_run_gets_its_spec_at_launch_with_its_state_dirs_made_and_the
             assert spec is not None and spec.unconfined is None and run.unconfined is None
             assert spec.abi == 7 and spec.agent == "coding"
             assert spec.task_dir == str(task_dir(services.home, run.turn.id))
-            for made in (spec.task_dir, spec.scratch_dir, *spec.shared_dirs):
+            for made in (spec.task_dir, spec.scratch_dir, *spec.shared_dirs, spec.approvals_dir):
                 assert Path(made).is_dir() and Path(made).stat().st_mode & 0o077 == 0, made
+            assert spec.shared_dirs == [str(services.home / "breaker")]  # written by every worker
+            assert spec.approvals_dir == str(services.home / "approvals")  # read by them: the daemon writes it
             assert spec.home == str(services.home) and spec.runtime_dir == str(tmp_path / "run")
             assert spec.deny_read == [str(Path.home() / p) for p in (".ssh", ".gnupg", ".aws")]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from yagent.ipc.approval_grants import add_project_grants
 from yagent.workers.tools import AuthDecision, WorkspaceGuard, YoloLevel
 
 from .doubles import ScriptedAuthorizer, call_tool, make_ctx
@@ -248,26 +249,39 @@ def test_allow_session_is_remembered_in_memory_only(project: Path, outside: Path
     assert len(auth.requests) == 2
 
 
-def test_allow_project_is_persisted_atomically(project: Path, outside: Path, tmp_path: Path) -> None:
+def test_allow_project_holds_for_the_run_and_the_worker_writes_no_file(project: Path, outside: Path,
+                                                                       tmp_path: Path) -> None:
     settings = tmp_path / "home" / "settings.json"
     settings.parent.mkdir()
     settings.write_text(json.dumps({"theme": "dark"}))
     auth = ScriptedAuthorizer(AuthDecision.ALLOW_PROJECT)
     ctx = make_ctx(project, tmp_path, authorizer=auth, settings_path=settings)
     call_tool(ctx, "create_file", {"path": str(outside / "one.txt"), "content": "1"})
-    data = json.loads(settings.read_text())
-    assert data["theme"] == "dark"
-    assert data["authorized_projects"] == {str(project): [f"outside:{outside / 'one.txt'}"]}
-    assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.json", "settings.json.lock"]
+    call_tool(ctx, "create_file", {"path": str(outside / "one.txt"), "content": "2", "overwrite": True})
+    assert len(auth.requests) == 1 and (outside / "one.txt").read_text() == "2"
+    # Keeping it for later runs is the daemon's, which saw the answer go by (tests/daemon/test_answered_approvals.py).
+    assert json.loads(settings.read_text()) == {"theme": "dark"}
+    assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.json"]
 
+
+def test_project_approvals_in_the_file_count_for_that_project_alone(project: Path, outside: Path,
+                                                                    tmp_path: Path) -> None:
+    settings = tmp_path / "home" / "settings.json"
+    settings.parent.mkdir()
+    add_project_grants(settings, str(ctx_root(project, tmp_path)), [f"outside:{outside / 'one.txt'}"])
     later = make_ctx(project, tmp_path, authorizer=ScriptedAuthorizer(AuthDecision.DENY), settings_path=settings)
-    result = call_tool(later, "create_file", {"path": str(outside / "one.txt"), "content": "2", "overwrite": True})
+    result = call_tool(later, "create_file", {"path": str(outside / "one.txt"), "content": "2"})
     assert not result.is_error and (outside / "one.txt").read_text() == "2"
     other_root = tmp_path / "other-project"
     other_root.mkdir()
     other = make_ctx(other_root, tmp_path, authorizer=ScriptedAuthorizer(AuthDecision.DENY), settings_path=settings)
     denied = call_tool(other, "create_file", {"path": str(outside / "one.txt"), "content": "3", "overwrite": True})
     assert denied.is_error and (outside / "one.txt").read_text() == "2"  # approvals belong to one project
+
+
+def ctx_root(project: Path, tmp_path: Path) -> Path:
+    """The project root as a run's guard resolves it (the key of its approvals)."""
+    return make_ctx(project, tmp_path).guard.root
 
 
 def test_approving_a_directory_covers_what_lies_beneath(project: Path, outside: Path, tmp_path: Path) -> None:

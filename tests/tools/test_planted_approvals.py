@@ -1,5 +1,5 @@
-"""Project approvals when something was planted at the approvals file's names (a run's worker may write `approvals/`):
-nothing is granted, nothing hangs, nothing is written through a link, and the run is told which file to remove."""
+"""Project approvals when something was planted at the approvals file's name (an unconfined run could have): the
+worker grants nothing from it, never hangs on it, never writes there, and its log says once which file to remove."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.planted_files import plant, untouched
+from yagent.ipc.approval_grants import SETTINGS_LIMIT
 from yagent.workers.tools import AuthDecision
-from yagent.workers.tools.authorization import SETTINGS_LIMIT
 
 from .doubles import ScriptedAuthorizer, call_tool, make_ctx
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.mark.parametrize("kind", ["link", "dangling", "fifo", "directory", "huge"])
-def test_a_planted_approvals_file_grants_nothing_and_an_approval_is_not_saved_over_it(
+def test_a_planted_approvals_file_grants_nothing_and_the_worker_writes_nothing_there(
         project: Path, outside: Path, tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture) -> None:
     settings = tmp_path / "home" / "settings.json"
     # The link leads to approvals the run could not write itself: following it would grant them.
@@ -31,29 +31,13 @@ def test_a_planted_approvals_file_grants_nothing_and_an_approval_is_not_saved_ov
     with caplog.at_level(logging.WARNING, logger="yagent.workers.tools.authorization"):
         result = call_tool(ctx, "create_file", {"path": str(outside / "one.txt"), "content": "1"})
         call_tool(ctx, "create_file", {"path": str(outside / "two.txt"), "content": "2"})
+        again = call_tool(ctx, "create_file", {"path": str(outside / "one.txt"), "content": "3", "overwrite": True})
 
-    assert len(auth.requests) == 2  # the user was asked each time: the planted file granted nothing
-    # The user's answer stands for the call; only its keeping for later runs failed, and the run's log says why.
-    assert not result.is_error and (outside / "one.txt").read_text() == "1" and (outside / "two.txt").exists()
+    # Asked for each new path (the planted file granted nothing); the answer holds for the run: not asked again.
+    assert [r.outside_paths for r in auth.requests] == [(str(outside / "one.txt"),), (str(outside / "two.txt"),)]
+    assert not result.is_error and not again.is_error and (outside / "one.txt").read_text() == "3"
     assert untouched(target, kind, granting)
     assert settings.is_symlink() if kind in ("link", "dangling") else settings.exists()  # not replaced either
+    assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.json"]  # no lock, no temp file
     warnings = [r.getMessage() for r in caplog.records if r.name == "yagent.workers.tools.authorization"]
-    unread = [w for w in warnings if "were not read" in w]
-    unsaved = [w for w in warnings if "was not saved" in w]
-    assert len(unread) == 1 and str(settings) in unread[0]  # said once, not at every check
-    assert len(unsaved) == 2 and all(str(settings) in w and "holds for this session" in w for w in unsaved)
-
-
-@pytest.mark.parametrize("kind", ["link", "dangling", "fifo", "directory"])
-def test_a_planted_approvals_lock_fails_the_save_without_creating_or_changing_anything(
-        project: Path, outside: Path, tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture) -> None:
-    settings = tmp_path / "home" / "settings.json"
-    lock = settings.with_name("settings.json.lock")
-    target = plant(lock, kind, tmp_path)
-    ctx = make_ctx(project, tmp_path, authorizer=ScriptedAuthorizer(AuthDecision.ALLOW_PROJECT),
-                   settings_path=settings)
-    with caplog.at_level(logging.WARNING, logger="yagent.workers.tools.authorization"):
-        result = call_tool(ctx, "create_file", {"path": str(outside / "one.txt"), "content": "1"})
-    assert not result.is_error and (outside / "one.txt").exists()  # approved: the call goes ahead
-    assert untouched(target, kind) and not settings.exists()
-    assert f"{lock} is" in caplog.text and "remove it" in caplog.text and "was not saved" in caplog.text
+    assert len(warnings) == 1 and "were not read" in warnings[0] and str(settings) in warnings[0]  # once

@@ -7,25 +7,19 @@ project root, the yolo level, per-submit options) and its channel (events, lease
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from yagent.ipc import event_data
-from yagent.ipc.atomic_file import write_atomic
 from yagent.ipc.board_switches import artifacts_enabled, blackboard_enabled
 from yagent.ipc.errors import RemoteError
 from yagent.ipc.messages import McpServerStatus, McpToolsReply, RunOutcome
 from yagent.ipc.skill_account import SkillAccount, account_lines, load_skill_account
-from yagent.ipc.state_files import StateFileError, read_state_bytes, state_lock
 from yagent.ipc.state_layout import (
-    GRANTS_FILE,
     approvals_file,
     blueprint_dir,
     breaker_dir,
     scratch_dir,
-    task_dir,
     thinklink_dir,
 )
 from yagent.ipc.vocabulary import ErrorCode, EventType, StopReason
@@ -71,8 +65,6 @@ OPENING_AT_THE_LATEST = 0.05
 # The capabilities a run's configuration can take off its surface (`AgentRun.__init__`).
 SWITCHED_OFF = (Effect.CODE_INDEX, Effect.CHECKPOINT, Effect.BLUEPRINT)
 
-# The most of a task's grants.json read: session approvals are a few short keys, and a run may have put anything there.
-GRANTS_LIMIT = 1 << 20
 
 # What a model or the agent itself made: never cut by the first compression tier (not cheap to make again).
 _MADE_BY_A_MODEL = Effect.LLM | Effect.REFLECT | Effect.DRAFT
@@ -174,7 +166,7 @@ class AgentRun:
             heartbeat_interval=self.settings.tool_heartbeat_interval,
             scratch_dir=scratch_dir(ctx.home, ctx.spec.run),
             settings_path=approvals_file(ctx.home),
-            session_grants=frozenset(self._load_session_grants()),
+            session_grants=frozenset(ctx.spec.session_grants),
             delegated=delegated,
             subagents=self.subagents,
         )
@@ -427,51 +419,6 @@ class AgentRun:
             self._tool_engines[tool] = engine
         return engine
 
-    # -- session approvals ----------------------------------------------------------------------------
-
-    def _grants_path(self) -> Path:
-        return task_dir(self.ctx.home, self.ctx.spec.task) / GRANTS_FILE
-
-    def _load_session_grants(self, *, strict: bool = False) -> list[str]:
-        """The task's saved session approvals: none when the file is missing or damaged, nor when it is not a
-        file of yagent's (a run may write its task's directory: said as a warning, or raised when `strict`)."""
-        path = self._grants_path()
-        try:
-            data = json.loads(read_state_bytes(path, GRANTS_LIMIT))
-        except StateFileError as exc:
-            if strict:
-                raise
-            self._grants_problem(f"the task's session approvals were not read: {exc.strerror}")
-            return []
-        except (OSError, ValueError):
-            return []
-        return [g for g in data if isinstance(g, str)] if isinstance(data, list) else []
-
-    def _grants_problem(self, text: str) -> None:
-        self.ctx.log.warning("%s", text)
-        self.ctx.emit(EventType.LOG, event_data.log("warning", f"{self.ctx.spec.agent}: {text}"))
-
-    def save_session_grants(self) -> None:
-        """Session approvals last for the task: later runs of it read them back.
-
-        Runs of one task save concurrently (a child finishes while its parent still runs, parallel
-        children): the file is read, merged and replaced under an exclusive lock, so no run's grants
-        overwrite those another run saved meanwhile.
-        """
-        grants = self.tool_ctx.guard.approvals.session_grants()
-        if not grants:
-            return
-        path = self._grants_path()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with state_lock(path.with_name(path.name + ".lock")):
-                merged = set(self._load_session_grants(strict=True)) | grants
-                write_atomic(path, json.dumps(sorted(merged)).encode(), mode=0o600)
-        except OSError as exc:  # the run's work is done: approvals not kept must not fail it
-            problem = exc.strerror if isinstance(exc, StateFileError) else f"{path}: {exc.strerror or exc}"
-            self._grants_problem(f"this run's session approvals were not saved ({problem}); the task's later runs "
-                                 "will ask for them again")
-
     # -- running ------------------------------------------------------------------------------------
 
     def compactor(self, messages: list[Any], *, request: str | None = None,
@@ -543,7 +490,6 @@ class AgentRun:
             if opening is not None:
                 opening.cancel()
             self.tool_ctx.processes.kill_all()
-            self.save_session_grants()
 
     async def close(self) -> None:
         if self._writer_start is not None:

@@ -35,16 +35,18 @@ def rule_sets(spec: ConfinementSpec, writes_project: bool, *, home: str | None =
     """(the worker's domain, its commands' nested domain), the read set worked out once for both; `shared`: the
     read rules every run shares, when the caller has them already (`shared_read_rules`).
 
-    The worker reads the read set and writes its task's state, the shared state dirs, its scratch dir, the
-    writable roots (its commands' domain nests inside this one, so it must hold them too) and, for an agent
-    whose profile writes files, the project. A `run_bash` command writes only its scratch dir (its TMPDIR),
-    the writable roots and, for Coding, the project — never the task's state (memory, grants) or the shared
-    approvals, so a command can neither approve itself nor rewrite the conversation."""
+    The worker reads the read set and the project approvals, and writes its task's state, the shared state dirs
+    (circuit breakers), its scratch dir, the writable roots (its commands' domain nests inside this one, so it must
+    hold them too) and, for an agent whose profile writes files, the project. A `run_bash` command writes only its
+    scratch dir (its TMPDIR), the writable roots and, for Coding, the project — never the task's state or the
+    approvals, which it cannot even read, so a command can neither approve itself nor rewrite the conversation."""
     read = _read_set(spec, home, shared)
     shell_writes = [spec.scratch_dir, *spec.writable_roots, *([spec.project_root] if writes_project else [])]
     shell = [*read, *(Rule(p, _READ_WRITE) for p in shell_writes)]
     worker = [*shell, *(Rule(p, _READ_WRITE) for p in (spec.task_dir, *spec.shared_dirs)),
               *(Rule(p, READ_FILE) for p in spec.read_files)]
+    if spec.approvals_dir:  # the daemon writes what the user approved; a run that could would approve itself
+        worker.append(Rule(spec.approvals_dir, READ))
     if spec.blueprint_dir:  # the worker's alone: its commands never see the state home
         worker.append(Rule(spec.blueprint_dir, _READ_WRITE if spec.blueprint_writable else READ))
     return minimal(worker), minimal(shell)

@@ -1,40 +1,28 @@
 """Authorisation vocabulary and the memory of what the user already allowed.
 
-Session-scope approvals live in memory for the life of the guard; project-scope approvals are persisted
-under `authorized_projects` in the settings JSON file (default `$YAGENT_HOME/settings.json`):
-
-    {"authorized_projects": {"/abs/project/root": ["inside:delete_file", "outside:/etc/hosts"]}}
-
-`inside:<tool>` approves that tool's dangerous operations inside the project; `outside:<path>` approves
-touching that path (and anything beneath it) with any tool.
-
-Every run's worker may write the approvals directory (the model's commands may not), so what sits at the file's name
-is not trusted to be yagent's (`ipc/state_files.py`): a link or a pipe there grants nothing, and an approval for the
-project is then kept for the session only; a warning says so, naming the file.
+Session-scope approvals live in memory for the life of the guard, seeded with those the task's earlier runs were
+given (the daemon keeps them: `RunSpec.session_grants`). Project-scope approvals are read from the approvals file
+(`ipc/approval_grants.py`) at every check, so an approval given to another run meanwhile counts. A worker never
+writes either: the daemon records what the user answered as it relays the answer, and a confined worker cannot
+write the approvals directory. What sits at the file's name is read with care all the same: a link, a pipe or a
+file too large grants nothing, and a warning names it once.
 """
 
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from yagent.ipc.atomic_file import write_atomic
-from yagent.ipc.state_files import StateFileError, read_state_bytes, state_lock
+from yagent.ipc.approval_grants import covered, grant_keys, project_grants
+from yagent.ipc.state_files import StateFileError
 
 # How much the user pre-approved for a run (`--yolo` / `--full-yolo`): the one enum the daemon and clients use.
 from yagent.ipc.vocabulary import YoloLevel as YoloLevel
-
-SETTINGS_KEY = "authorized_projects"
-
-# The most of the approvals file read: a few keys per project, so even thousands of projects stay far below it,
-# while a file a run blew up cannot cost every authorisation check that much memory and time.
-SETTINGS_LIMIT = 4 << 20
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +63,7 @@ class AuthRequest:
 
     def grants(self) -> list[str]:
         """The approval keys an `allow_session` / `allow_project` answer records."""
-        keys = [f"inside:{self.tool}"] if self.dangerous_inside else []
-        return keys + [f"outside:{p}" for p in self.outside_paths]
+        return grant_keys(self.tool, self.dangerous_inside, self.outside_paths)
 
 
 @runtime_checkable
@@ -87,7 +74,7 @@ class Authorizer(Protocol):
 
 
 class ApprovalStore:
-    """Session approvals in memory plus project approvals persisted in the settings file."""
+    """Session approvals in memory plus the project approvals of the approvals file (read, never written)."""
 
     def __init__(self, project_root: Path, settings_path: Path | None, session_grants: Iterable[str] = ()):
         self._root = str(project_root)
@@ -97,79 +84,31 @@ class ApprovalStore:
         self._warned = False  # about an approvals file that cannot be read: every check would say it again
 
     def session_grants(self) -> frozenset[str]:
-        """What was approved for the session, so a worker can hand it to the next run of the task."""
+        """What was approved for the session so far."""
         return frozenset(self._session)
 
     def covers(self, request: AuthRequest) -> bool:
         """True when every approval the request needs was granted before (session or project)."""
         granted = self._session | self._project_grants()
-        return all(_granted(key, granted) for key in request.grants())
+        return all(covered(key, granted) for key in request.grants())
 
     def remember(self, request: AuthRequest, decision: AuthDecision) -> None:
-        if decision is AuthDecision.ALLOW_SESSION:
+        """The user's answer holds for the rest of this run; keeping it for later runs (the task's, for a session
+        answer, the project's, for a project one) is the daemon's, which saw the answer go by."""
+        if decision in (AuthDecision.ALLOW_SESSION, AuthDecision.ALLOW_PROJECT):
             with self._lock:
                 self._session.update(request.grants())
-        elif decision is AuthDecision.ALLOW_PROJECT:
-            with self._lock:
-                self._session.update(request.grants())
-            try:
-                self._persist(request.grants())
-            except OSError as exc:  # the user's answer stands for this session: only its keeping for later failed
-                why = exc.strerror if isinstance(exc, StateFileError) else \
-                    f"{exc.filename or self._settings_path}: {exc.strerror or exc}"
-                log.warning("the approval of %s for %s was not saved, so later runs will ask again (it holds for this "
-                            "session): %s", ", ".join(request.grants()), self._root, why)
 
     def _project_grants(self) -> set[str]:
         if self._settings_path is None:
             return set()
         try:
-            data = _read_settings(self._settings_path)
+            return project_grants(self._settings_path, self._root)
         except OSError as exc:  # grants nothing, and must neither hang nor fail the call being checked
             if not self._warned:
                 self._warned = True
                 log.warning("the saved project approvals were not read, so none apply: %s", _problem(exc))
             return set()
-        projects = data.get(SETTINGS_KEY)
-        entry = projects.get(self._root) if isinstance(projects, dict) else None
-        return {g for g in entry if isinstance(g, str)} if isinstance(entry, list) else set()
-
-    def _persist(self, grants: list[str]) -> None:
-        if self._settings_path is None:
-            return
-        path = self._settings_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Several workers of one user may approve at once: without the lock one approval would be lost.
-        with state_lock(path.with_name(path.name + ".lock")):
-            data = _read_settings(path)
-            projects = data.get(SETTINGS_KEY)
-            if not isinstance(projects, dict):
-                projects = {}
-            current = projects.get(self._root)
-            merged = list(current) if isinstance(current, list) else []
-            merged.extend(g for g in grants if g not in merged)
-            projects[self._root] = merged
-            data[SETTINGS_KEY] = projects
-            write_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode(), mode=0o600)
-
-
-def _granted(key: str, granted: set[str]) -> bool:
-    if key in granted:
-        return True
-    if not key.startswith("outside:"):
-        return False
-    path = Path(key[len("outside:") :])
-    # Approving a directory approves what lies beneath it.
-    return any(f"outside:{parent}" in granted for parent in path.parents)
-
-
-def _read_settings(path: Path) -> dict[str, Any]:
-    """The settings: empty when missing or damaged; an OSError (StateFileError for a planted one) when unreadable."""
-    try:
-        data = json.loads(read_state_bytes(path, SETTINGS_LIMIT))
-    except (FileNotFoundError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _problem(exc: OSError) -> str:

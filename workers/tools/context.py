@@ -201,8 +201,8 @@ class ToolContext:
     emit: EventEmitter = _no_event
     heartbeat: Heartbeat = _no_heartbeat
     scratch_dir: Path | None = None  # default: a per-run directory under the system temp dir
-    settings_path: Path | None = None  # where project-scope approvals persist; None = not persisted
-    # Session approvals earlier runs of the same task collected (see `guard.approvals.session_grants()`).
+    settings_path: Path | None = None  # the project approvals file (the daemon writes it); None: none are read
+    # Session approvals earlier runs of the same task were given (the daemon keeps them: `RunSpec.session_grants`).
     session_grants: frozenset[str] = frozenset()
     processes: ProcessRegistry = field(default_factory=ProcessRegistry)
     heartbeat_interval: float = DEFAULT_TOOL_HEARTBEAT_INTERVAL  # seconds between beats of long-running tools
