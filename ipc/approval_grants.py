@@ -49,11 +49,14 @@ def covered(key: str, granted: set[str] | frozenset[str]) -> bool:
     return any(f"outside:{parent}" in granted for parent in path.parents)
 
 
-def read_approvals(path: Path) -> dict[str, Any]:
+def read_approvals(path: Path, *, dir_fd: int | None = None) -> dict[str, Any]:
     """The approvals file: empty when missing or damaged; an OSError (`StateFileError` for something planted in
-    its place: a link, a pipe, a file over `SETTINGS_LIMIT`) when unreadable."""
+    its place: a link, a pipe, a file over `SETTINGS_LIMIT`) when unreadable. With `dir_fd`, the file of that name
+    in the directory the descriptor holds."""
     try:
-        data = json.loads(read_state_bytes(path, SETTINGS_LIMIT))
+        raw = read_state_bytes(path.name, SETTINGS_LIMIT, dir_fd=dir_fd, shown=path) if dir_fd is not None \
+            else read_state_bytes(path, SETTINGS_LIMIT)
+        data = json.loads(raw)
     except (FileNotFoundError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -68,20 +71,21 @@ def project_grants(path: Path, project_root: str) -> set[str]:
 
 def add_project_grants(path: Path, project_root: str, grants: Iterable[str]) -> None:
     """Add `grants` to the project's approvals (the daemon's alone: one writer, so no lock). An OSError when the
-    file cannot be read back (a damaged one is replaced) or written; the file is then as it was."""
-    data = read_approvals(path)
-    projects = data.get(SETTINGS_KEY)
-    if not isinstance(projects, dict):
-        projects = {}
-    current = projects.get(project_root)
-    merged = [g for g in current if isinstance(g, str)] if isinstance(current, list) else []
-    added = [g for g in grants if g not in merged]
-    if not added:
-        return
-    projects[project_root] = merged + added
-    data[SETTINGS_KEY] = projects
-    directory = open_state_dir(path.parent)  # written through its descriptor: a link put in its place leads nowhere
+    file cannot be read back (a damaged one is replaced) or written; the file is then as it was. Read and written
+    through one descriptor of the directory: a link put in its place, or swapped in meanwhile, leads nowhere."""
+    directory = open_state_dir(path.parent)
     try:
+        data = read_approvals(path, dir_fd=directory)
+        projects = data.get(SETTINGS_KEY)
+        if not isinstance(projects, dict):
+            projects = {}
+        current = projects.get(project_root)
+        merged = [g for g in current if isinstance(g, str)] if isinstance(current, list) else []
+        added = [g for g in grants if g not in merged]
+        if not added:
+            return
+        projects[project_root] = merged + added
+        data[SETTINGS_KEY] = projects
         write_atomic(path.name, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode(), mode=0o600,
                      dir_fd=directory)
     finally:

@@ -57,10 +57,12 @@ def open_state_file(path: Path | str, flags: int, mode: int = 0o600, *, dir_fd: 
     return fd
 
 
-def read_state_bytes(path: Path, limit: int) -> bytes:
+def read_state_bytes(path: Path | str, limit: int, *, dir_fd: int | None = None, shown: Path | None = None) -> bytes:
     """The whole of the regular file `path`, at most `limit` bytes (a larger one is a `StateFileError`: its size
-    and where the limit comes from are the caller's to explain). FileNotFoundError passes."""
-    fd = open_state_file(path, os.O_RDONLY)
+    and where the limit comes from are the caller's to explain). FileNotFoundError passes. `dir_fd` and `shown` as
+    for `open_state_file`."""
+    fd = open_state_file(path, os.O_RDONLY, dir_fd=dir_fd, shown=shown)
+    path = shown or path
     try:
         size = os.fstat(fd).st_size
         if size > limit:

@@ -28,19 +28,26 @@ def _script(fake, commands: list[str]) -> None:
     ])
 
 
-def _answering(daemon, project: Path, value: str, yolo: str = "none"):
+def _turn(daemon, project: Path, value: str, task: str | None = None, after: list | None = None,
+          yolo: str = "none") -> tuple[str, list]:
+    """One turn of `_script`'s, every prompt answered `value`; (its task, its events after those of `after`)."""
     async def go():
         async with daemon.client() as c:
-            sub = await submit(c, project, "Clean up the build files.", agent="director", yolo=yolo)
+            sub = await submit(c, project, "Clean up the build files.", agent="director", task=task, yolo=yolo)
 
             async def answer(ev):
                 if ev.type == EventType.USER_HELP_NEEDED:
                     await c.request(Answer(id=0, task=sub.task, request_id=ev.data["request_id"],
                                            answer={"value": value}), Ack)
 
-            return await collect_turn(c, sub.task, on_event=answer)
+            return sub.task, await collect_turn(c, sub.task, turn=sub.turn, on_event=answer,
+                                                after_seq=after[-1].seq if after else 0)
 
     return arun(go(), 90)
+
+
+def _answering(daemon, project: Path, value: str, yolo: str = "none"):
+    return _turn(daemon, project, value, yolo=yolo)[1]
 
 
 def test_allowing_once_runs_the_command(fake, agent_daemon, project: Path) -> None:
@@ -85,24 +92,6 @@ def test_full_yolo_removes_ask_user_for_help(fake, agent_daemon, project: Path) 
     run_turn(agent_daemon, project, "Hi.", yolo="full")
     tools = {t["function"]["name"] for t in fake.requests_for("director")[0].body["tools"]}
     assert "ask_user_for_help" not in tools and "delegate_coding" in tools
-
-
-def _turn(daemon, project: Path, value: str, task: str | None = None, after: list | None = None
-          ) -> tuple[str, list]:
-    """One turn of `_script`'s, every prompt answered `value`; (its task, its events after those of `after`)."""
-    async def go():
-        async with daemon.client() as c:
-            sub = await submit(c, project, "Clean up the build files.", agent="director", task=task)
-
-            async def answer(ev):
-                if ev.type == EventType.USER_HELP_NEEDED:
-                    await c.request(Answer(id=0, task=sub.task, request_id=ev.data["request_id"],
-                                           answer={"value": value}), Ack)
-
-            return sub.task, await collect_turn(c, sub.task, turn=sub.turn, on_event=answer,
-                                                after_seq=after[-1].seq if after else 0)
-
-    return arun(go(), 90)
 
 
 def test_the_daemon_keeps_a_session_approval_for_the_tasks_later_runs_and_a_project_one_for_other_tasks(
