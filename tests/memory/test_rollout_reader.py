@@ -15,7 +15,7 @@ from yagent.workers.llm import CallOptions, Message, ToolCall, build_engine
 from yagent.workers.memory import rollout_records as records
 from yagent.workers.memory.replay import load_for_replay
 from yagent.workers.memory.resume_repair import INTERRUPTED_TOOL_RESULT
-from yagent.workers.memory.rollout_reader import RolloutReadError, read_rollout
+from yagent.workers.memory.rollout_reader import MAX_ROLLOUT_BYTES, RolloutReadError, read_rollout
 from yagent.workers.memory.rollout_writer import RolloutWriter
 
 
@@ -122,6 +122,15 @@ def test_an_empty_or_missing_file(tmp_path: Path) -> None:
     assert read_rollout(tmp_path / "empty.jsonl").records == []
     with pytest.raises(OSError):
         load_for_replay(tmp_path / "missing.jsonl")
+
+
+def test_a_rollout_past_what_any_run_writes_is_refused_unread_saying_what_to_do(tmp_path: Path) -> None:
+    path = write_rollout(tmp_path / "r.jsonl", conversation())
+    with open(path, "r+b") as fh:
+        fh.truncate(MAX_ROLLOUT_BYTES + 1)  # sparse: a file that would cost the worker its memory to read
+    with pytest.raises(OSError) as raised:
+        load_for_replay(path)
+    assert str(path) in str(raised.value) and "move it aside to resume without replay" in str(raised.value)
 
 
 def test_a_writer_that_was_killed_mid_batch_leaves_a_readable_prefix(tmp_path: Path) -> None:

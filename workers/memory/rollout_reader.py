@@ -13,20 +13,25 @@ The rules, shared by the checkpoint (which digests what this reader rebuilds) an
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from yagent.ipc.state_files import open_state_file
+from yagent.ipc.state_files import StateFileError, read_state_bytes
 from yagent.workers.llm import Message
 
 from .resume_repair import repair_for_resume
 from .rollout_records import STOPPED_EVENT, RolloutRecord
 
+# The most of one rollout read back: far past what a run writes (its steps' messages, each tool result cut before the
+# model read it, and compactions), so a file past it was blown up by something else and is not read into memory.
+MAX_ROLLOUT_BYTES = 256 << 20
+
 __all__ = [
+    "MAX_ROLLOUT_BYTES",
     "RolloutContent",
     "RolloutReadError",
     "digest_messages",
@@ -68,11 +73,19 @@ def _valid(rec: Any) -> bool:
 
 
 def read_rollout(path: Path) -> RolloutContent:
-    """The records of `path`; raises OSError when unreadable, RolloutReadError for a damaged middle line."""
+    """The records of `path`; raises OSError when unreadable (or over `MAX_ROLLOUT_BYTES`), RolloutReadError for a
+    damaged middle line."""
+    # Never through a link or from a pipe, nor all of a file larger than any run writes: a run may write its task's
+    # rollouts directory (`state_files`).
+    try:
+        data = read_state_bytes(path, MAX_ROLLOUT_BYTES)
+    except StateFileError as exc:
+        if exc.errno != errno.EFBIG:
+            raise
+        raise StateFileError(errno.EFBIG, f"{path} is larger than the {MAX_ROLLOUT_BYTES >> 20} MiB a replay reads; "
+                                          "move it aside to resume without replay") from None
     # A crash can cut a multi-byte character in two; only the last line can hold such a cut.
-    # Never through a link or from a pipe: a run may write its task's rollouts directory (`state_files`).
-    with open(open_state_file(path, os.O_RDONLY), "rb") as fh:
-        text = fh.read().decode("utf-8", errors="replace")
+    text = data.decode("utf-8", errors="replace")
     lines = text.split("\n")
     content = RolloutContent(path)
     last = len(lines) - 1
