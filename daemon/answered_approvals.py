@@ -98,7 +98,8 @@ class TaskApprovals:
                     self._session.extend(new)
         if for_project:
             try:
-                add_project_grants(self._file, project_root, keys)
+                if kept_aside := add_project_grants(self._file, project_root, keys):
+                    problems.append(kept_aside)
             except OSError as exc:
                 why = exc.strerror if isinstance(exc, StateFileError) else \
                     f"{exc.filename or self._file}: {exc.strerror or exc}"

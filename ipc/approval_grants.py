@@ -23,14 +23,24 @@ from typing import Any
 from .atomic_file import write_atomic
 from .state_files import open_state_dir, read_state_bytes
 
-__all__ = ["SETTINGS_KEY", "SETTINGS_LIMIT", "add_project_grants", "covered", "grant_keys", "project_grants",
-           "read_approvals"]
+__all__ = ["DAMAGED_SUFFIX", "SETTINGS_KEY", "SETTINGS_LIMIT", "ApprovalsDamaged", "add_project_grants", "covered",
+           "grant_keys", "project_grants", "read_approvals"]
 
 SETTINGS_KEY = "authorized_projects"
 
 # The most of the approvals file read: a few keys per project, so even thousands of projects stay far below it,
 # while a file an unconfined run blew up cannot cost every authorisation check that much memory and time.
 SETTINGS_LIMIT = 4 << 20
+# Where the daemon keeps a file that does not parse (a hand edit gone wrong) before it writes a new one.
+DAMAGED_SUFFIX = ".damaged"
+
+
+class ApprovalsDamaged(ValueError):
+    """The approvals file is there but is not a JSON object; the message names it and says what to do."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path} {why}; fix it, or remove it to start again")
+        self.why = why
 
 
 def grant_keys(tool: str, dangerous_inside: bool, outside_paths: Iterable[str]) -> list[str]:
@@ -50,32 +60,46 @@ def covered(key: str, granted: set[str] | frozenset[str]) -> bool:
 
 
 def read_approvals(path: Path, *, dir_fd: int | None = None) -> dict[str, Any]:
-    """The approvals file: empty when missing or damaged; an OSError (`StateFileError` for something planted in
-    its place: a link, a pipe, a file over `SETTINGS_LIMIT`) when unreadable. With `dir_fd`, the file of that name
-    in the directory the descriptor holds."""
+    """The approvals file (empty when missing); `ApprovalsDamaged` when it does not parse as a JSON object, an
+    OSError (`StateFileError` for something planted in its place: a link, a pipe, a file over `SETTINGS_LIMIT`)
+    when unreadable. With `dir_fd`, the file of that name in the directory the descriptor holds."""
     try:
         raw = read_state_bytes(path.name, SETTINGS_LIMIT, dir_fd=dir_fd, shown=path) if dir_fd is not None \
             else read_state_bytes(path, SETTINGS_LIMIT)
-        data = json.loads(raw)
-    except (FileNotFoundError, ValueError):
+    except FileNotFoundError:
         return {}
-    return data if isinstance(data, dict) else {}
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ApprovalsDamaged(path, f"is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ApprovalsDamaged(path, f"holds a JSON {type(data).__name__}, not an object")
+    return data
 
 
 def project_grants(path: Path, project_root: str) -> set[str]:
-    """The keys approved for the project at `project_root` (an OSError as `read_approvals`)."""
+    """The keys approved for the project at `project_root` (an OSError or `ApprovalsDamaged` as `read_approvals`)."""
     projects = read_approvals(path).get(SETTINGS_KEY)
     entry = projects.get(project_root) if isinstance(projects, dict) else None
     return {g for g in entry if isinstance(g, str)} if isinstance(entry, list) else set()
 
 
-def add_project_grants(path: Path, project_root: str, grants: Iterable[str]) -> None:
-    """Add `grants` to the project's approvals (the daemon's alone: one writer, so no lock). An OSError when the
-    file cannot be read back (a damaged one is replaced) or written; the file is then as it was. Read and written
-    through one descriptor of the directory: a link put in its place, or swapped in meanwhile, leads nowhere."""
+def add_project_grants(path: Path, project_root: str, grants: Iterable[str]) -> str:
+    """Add `grants` to the project's approvals (the daemon's alone: one writer, so no lock); "" or, when the file did
+    not parse, what was done with it: kept aside beside it (`DAMAGED_SUFFIX`) and a new file begun. An OSError when
+    the file cannot be read or written; the file is then as it was. Read and written through one descriptor of the
+    directory: a link put in its place, or swapped in meanwhile, leads nowhere."""
     directory = open_state_dir(path.parent)
+    kept_aside = ""
     try:
-        data = read_approvals(path, dir_fd=directory)
+        try:
+            data = read_approvals(path, dir_fd=directory)
+        except ApprovalsDamaged as exc:  # a person's edit gone wrong: kept for them, never silently replaced
+            aside = path.name + DAMAGED_SUFFIX
+            os.replace(path.name, aside, src_dir_fd=directory, dst_dir_fd=directory)
+            kept_aside = (f"{path} {exc.why}: it was kept as {aside} beside it (what it held is there, to mend and "
+                          "merge back), and a new one begun with this approval")
+            data = {}
         projects = data.get(SETTINGS_KEY)
         if not isinstance(projects, dict):
             projects = {}
@@ -83,10 +107,11 @@ def add_project_grants(path: Path, project_root: str, grants: Iterable[str]) -> 
         merged = [g for g in current if isinstance(g, str)] if isinstance(current, list) else []
         added = [g for g in grants if g not in merged]
         if not added:
-            return
+            return kept_aside
         projects[project_root] = merged + added
         data[SETTINGS_KEY] = projects
         write_atomic(path.name, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode(), mode=0o600,
                      dir_fd=directory)
     finally:
         os.close(directory)
+    return kept_aside

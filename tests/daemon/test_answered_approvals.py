@@ -142,3 +142,18 @@ def test_a_forged_prompt_is_said_to_the_task_and_kept_nowhere(tmp_path: Path) ->
     assert approvals.session() == [] and not file.exists()
     assert len(warnings) == 1 and "not absolute" in warnings[0] and "holds for the run that asked" in warnings[0]
     registry.close()
+
+
+@pytest.mark.parametrize("damaged", ['{"authorized_projects": {"/q": ["inside:delete_file"]', "[]", "\xff\xfe"])
+def test_an_approvals_file_that_does_not_parse_is_kept_aside_for_a_person_not_replaced_silently(
+        tmp_path: Path, damaged: str) -> None:
+    registry, task = _registry(tmp_path)
+    file = tmp_path / "home" / "approvals" / "settings.json"
+    file.parent.mkdir(parents=True)
+    file.write_bytes(damaged.encode("latin-1"))  # a hand edit gone wrong, or bytes that are no UTF-8
+    warnings = TaskApprovals(registry, task, file).keep("/p", _prompt(), {"value": "project"})
+    aside = file.with_name("settings.json.damaged")
+    assert aside.read_bytes() == damaged.encode("latin-1")
+    assert json.loads(file.read_text()) == {"authorized_projects": {"/p": ["inside:run_bash"]}}
+    assert len(warnings) == 1 and str(file) in warnings[0] and "settings.json.damaged" in warnings[0]
+    registry.close()

@@ -41,3 +41,18 @@ def test_a_planted_approvals_file_grants_nothing_and_the_worker_writes_nothing_t
     assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.json"]  # no lock, no temp file
     warnings = [r.getMessage() for r in caplog.records if r.name == "yagent.workers.tools.authorization"]
     assert len(warnings) == 1 and "were not read" in warnings[0] and str(settings) in warnings[0]  # once
+
+
+def test_an_approvals_file_that_does_not_parse_grants_nothing_and_says_so_once(
+        project: Path, outside: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    settings = tmp_path / "home" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(f'{{"authorized_projects": {{"{project}": ["outside:{outside}"]')  # cut short
+    auth = ScriptedAuthorizer(AuthDecision.DENY)
+    ctx = make_ctx(project, tmp_path, authorizer=auth, settings_path=settings)
+    with caplog.at_level(logging.WARNING, logger="yagent.workers.tools.authorization"):
+        for name in ("one.txt", "two.txt"):
+            assert call_tool(ctx, "create_file", {"path": str(outside / name), "content": "1"}).is_error
+    assert len(auth.requests) == 2 and not (outside / "one.txt").exists()
+    warnings = [r.getMessage() for r in caplog.records if r.name == "yagent.workers.tools.authorization"]
+    assert len(warnings) == 1 and "is not valid JSON" in warnings[0] and str(settings) in warnings[0]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from yagent.ipc.approval_grants import covered, grant_keys, project_grants
+from yagent.ipc.approval_grants import ApprovalsDamaged, covered, grant_keys, project_grants
 from yagent.ipc.state_files import StateFileError
 
 # How much the user pre-approved for a run (`--yolo` / `--full-yolo`): the one enum the daemon and clients use.
@@ -104,14 +104,16 @@ class ApprovalStore:
             return set()
         try:
             return project_grants(self._settings_path, self._root)
-        except OSError as exc:  # grants nothing, and must neither hang nor fail the call being checked
+        except (OSError, ApprovalsDamaged) as exc:  # grants nothing, and must neither hang nor fail the call checked
             if not self._warned:
                 self._warned = True
                 log.warning("the saved project approvals were not read, so none apply: %s", _problem(exc))
             return set()
 
 
-def _problem(exc: OSError) -> str:
+def _problem(exc: OSError | ApprovalsDamaged) -> str:
+    if isinstance(exc, ApprovalsDamaged):
+        return str(exc)
     if isinstance(exc, StateFileError):  # its message names the file and what to do
         return exc.strerror
     return f"{exc.filename}: {exc.strerror or exc}; make it a readable file of yours, or remove it"
