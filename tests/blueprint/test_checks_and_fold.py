@@ -229,6 +229,7 @@ def test_a_revisions_link_is_refused_and_nothing_in_its_target_is_written_or_del
         "submitted 1, written 1")
     (directory / "revisions").symlink_to(elsewhere, target_is_directory=True)  # planted by a Repo run
     first = (directory / "blueprint.md").read_bytes()
+    assert BlueprintStore(directory).revision_names() == []  # its documents are no revisions of the blueprint
 
     account = commit_blueprint(directory, Path(derived.root), [_entry(claim="The shop's orders.")], READ, run="r2",
                                derived=derived)

@@ -140,6 +140,7 @@ def test_a_board_directory_planted_as_a_link_is_refused_and_its_target_left_alon
     assert _contents(elsewhere) == before  # nothing written there, nothing removed
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warned) == 1 and f"{link} is a symbolic link" in warned[0] and "remove it" in warned[0]
+    assert board.index_text() == "" and board.notes.refs() == []  # nor read through it: its notes are not the board's
 
 
 def test_a_screenshot_is_not_stored_through_an_artifacts_link(tmp_path: Path) -> None:

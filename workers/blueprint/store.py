@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from yagent.ipc.atomic_file import write_atomic
-from yagent.ipc.state_files import state_dir
+from yagent.ipc.state_files import is_own_dir, state_dir
 
 from .document import MAX_DOCUMENT_BYTES, Blueprint, parse_document
 
@@ -101,6 +101,9 @@ class BlueprintStore:
             stale.unlink(missing_ok=True)
 
     def revision_names(self) -> list[str]:
+        """The revisions kept, oldest first; none listed through a link put in the revisions directory's place."""
+        if not is_own_dir(self.revisions):
+            return []
         try:
             return sorted(p.name for p in self.revisions.iterdir() if p.name.endswith(".md"))
         except OSError:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from yagent.ipc.state_files import state_dir
+from yagent.ipc.state_files import is_own_dir, state_dir
 
 from .exclusive_file import place_exclusive
 from .handoff_parse import Handoff, parse_handoff
@@ -164,9 +164,11 @@ class NoteStore:
     # -- reading ----------------------------------------------------------------------------------------
 
     def refs(self) -> list[NoteRef]:
-        """Every note of the board, oldest first (by file name across agent directories). Links, writes
-        in progress and names that are not notes are left out."""
+        """Every note of the board, oldest first (by file name across agent directories). Links (the board's
+        own directory among them), writes in progress and names that are not notes are left out."""
         found: list[NoteRef] = []
+        if not is_own_dir(self.root):  # missing, or a link a run put there: nothing is listed through it
+            return found
         try:
             agents = list(os.scandir(self.root))
         except OSError:
