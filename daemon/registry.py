@@ -8,6 +8,7 @@ at open — lives in `registry_schema`; what its failures mean for the user, in 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -15,7 +16,7 @@ import re
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -221,6 +222,18 @@ class Registry:
         self._db.close()
 
     # -- projects -----------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """Statements that take effect all together or not at all (the connection commits each one alone)."""
+        self._db.execute("BEGIN")
+        try:
+            yield
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:  # SQLite may have rolled back itself (a full disk): nothing left to undo
+                self._db.execute("ROLLBACK")
+            raise
 
     def ensure_project(self, path: Path) -> ProjectRow:
         row = self._db.execute("SELECT id, path FROM projects WHERE path = ?", (str(path),)).fetchone()
@@ -453,8 +466,7 @@ class Registry:
         turns = [InterruptedTurn(r["task_id"], r["idx"], r["root_run"] or "")
                  for r in self._db.execute(
                      f"SELECT task_id, idx, root_run FROM turns WHERE state IN ({tmarks})", _LIVE_TASK).fetchall()]
-        self._db.execute("BEGIN")
-        try:
+        with self._transaction():
             self._db.execute(
                 f"UPDATE runs SET status = ?, stop_reason = ?, ended_at = ? WHERE status IN ({marks})",
                 (RunStatus.INTERRUPTED.value, StopReason.INTERRUPTED.value, now, *_LIVE_RUN),
@@ -471,10 +483,6 @@ class Registry:
             self._db.execute(
                 "UPDATE subagents SET state = ?, interrupted = (background != ''), updated_at = ? WHERE state = ?",
                 (SubagentState.STOPPED.value, now, SubagentState.WORKING.value))
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
         return Interrupted(runs, turns)
 
     # -- git checkpoints --------------------------------------------------------------------------------
@@ -517,14 +525,9 @@ class Registry:
 
     def note_checkpoint_paths(self, task_id: str, paths: Iterable[str], since: int) -> None:
         """Files agents write inside ignored directories: read into the task's checkpoints from `since` on."""
-        self._db.execute("BEGIN")
-        try:
+        with self._transaction():
             self._db.executemany("INSERT OR IGNORE INTO checkpoint_paths(task_id, path, since) VALUES (?, ?, ?)",
                                  [(task_id, p, since) for p in paths])
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
 
     def checkpoint_paths(self, task_id: str) -> dict[str, int]:
         """The task's noted files: path -> the first checkpoint holding their state."""
@@ -562,14 +565,9 @@ class Registry:
     def add_task_approvals(self, task_id: str, keys: Iterable[str]) -> None:
         """Add `keys` to them, all or none."""
         now = time.time()
-        self._db.execute("BEGIN")
-        try:
+        with self._transaction():
             self._db.executemany("INSERT OR IGNORE INTO task_approvals(task_id, grant_key, granted_at) "
                                  "VALUES (?, ?, ?)", [(task_id, key, now) for key in keys])
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
 
     def mcp_approvals(self, project_id: str) -> dict[str, str]:
         """The project's approved .mcp.json servers: name -> the fingerprint approved."""

@@ -19,16 +19,12 @@ that stops what was planted before, not a process racing the check.
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import fcntl
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["StateFileError", "is_own_dir", "open_state_dir", "open_state_file", "read_state_bytes", "state_dir",
-           "state_lock"]
+__all__ = ["StateFileError", "is_own_dir", "open_state_dir", "open_state_file", "read_state_bytes", "state_dir"]
 
 
 class StateFileError(OSError):
@@ -90,18 +86,6 @@ def state_dir(path: Path) -> Path:
     if not stat.S_ISDIR(info.st_mode):
         raise _refusal(path, errno.ENOTDIR, "a directory", info.st_mode)
     return path
-
-
-@contextlib.contextmanager
-def state_lock(path: Path) -> Iterator[None]:
-    """Hold the exclusive lock of the lock file `path` (made if missing, never through a link): writers of one
-    state file in several processes take turns."""
-    fd = open_state_file(path, os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
 def open_state_dir(path: Path) -> int:

@@ -5,13 +5,12 @@ reads the blueprint as the tool does: the project's structure and the persisted 
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.forked_child import in_forked_child
 from yagent.ipc.blueprint_settings import BlueprintSettings
 from yagent.ipc.confinement import ConfinementSpec, landlock_abi
 from yagent.workers.blueprint.completion import commit_blueprint
@@ -52,26 +51,6 @@ def _try(rules_of: str, spec: ConfinementSpec) -> tuple[str, str]:
     return seen[0], seen[1]
 
 
-def _in_child(*args: object, call: Callable[..., object] = _try) -> object:
-    ctx = multiprocessing.get_context("fork")
-    reader, writer = ctx.Pipe(duplex=False)
-
-    def run() -> None:
-        try:
-            writer.send(call(*args))
-        except BaseException as exc:  # the parent asserts on what happened
-            writer.send(f"{type(exc).__name__}: {exc}")
-        os._exit(0)
-
-    child = ctx.Process(target=run)
-    child.start()
-    writer.close()
-    assert reader.poll(60)
-    got = reader.recv()
-    child.join(10)
-    return got
-
-
 @pytest.mark.parametrize("agent, rules, expected", [
     ("repo", "worker", ("ok", "ok")),
     ("coding", "worker", ("ok", "PermissionError")),
@@ -83,7 +62,7 @@ def _in_child(*args: object, call: Callable[..., object] = _try) -> object:
 ])
 def test_the_blueprint_directory_is_read_by_workers_written_by_repo_alone_and_hidden_from_commands(
         tmp_path: Path, agent: str, rules: str, expected: tuple[str, str]) -> None:
-    assert _in_child(rules, _spec(tmp_path, agent)) == expected
+    assert in_forked_child(_try, rules, _spec(tmp_path, agent)) == expected
 
 
 KEPT = {"section": "module", "module": "shop", "field": "purpose", "claim": "The shop's command line; orders go to "
@@ -103,7 +82,7 @@ def test_a_browser_runs_worker_reads_the_blueprint_as_read_blueprint_does(tmp_pa
     account = commit_blueprint(Path(spec.blueprint_dir), Path(spec.project_root), [KEPT], {"shop/cli.py"}, run="r0")
     assert "written 1" in account
     count_tokens_exact("warm up")  # as the forkserver does before any worker is confined (workers/preload.py)
-    got = _in_child(spec, call=_read_as_browser)
+    got = in_forked_child(_read_as_browser, spec)
     assert isinstance(got, str)
     assert "module shop: 5 files" in got  # the structure, derived from the project's files under the sandbox
     assert KEPT["claim"] in got and "cannot be read" not in got  # the persisted note, from the state home
